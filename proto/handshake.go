@@ -1,0 +1,92 @@
+package proto
+
+import (
+	"crypto/ed25519"
+	"fmt"
+)
+
+// ProtocolVersion is the link protocol version. It is part of the Noise
+// prologue, so nodes of different versions fail the handshake cleanly.
+const ProtocolVersion = 1
+
+// MaxHandshakePayload bounds the payload inside one Noise handshake message.
+const MaxHandshakePayload = 8 << 10
+
+// Prologue returns the Noise prologue: "meshd/<version>\x00<org id>". Both
+// sides must agree on it, so a node of another org or protocol version
+// fails the handshake before any payload is read.
+func Prologue(org string) []byte {
+	return []byte(fmt.Sprintf("meshd/%d\x00%s", ProtocolVersion, org))
+}
+
+// HandshakePayload is what each side sends inside its Noise XX handshake
+// message. It binds the Noise static key to the Ed25519 identity with
+// StaticSig, a signature over DomainNoiseStatic || noise static public key
+// (the libp2p noise construction).
+//
+// Wire: {0: version, 1: bstr(32) identity, 2: bstr(64) static_sig,
+// 3: text org, 4: roster_version, ?5: [* text listen address],
+// ?6: bstr policy digest, ?7: text name}.
+type HandshakePayload struct {
+	Version       uint32    `cbor:"0,keyasint"`
+	Identity      PubKey    `cbor:"1,keyasint"`
+	StaticSig     Signature `cbor:"2,keyasint"`
+	Org           string    `cbor:"3,keyasint"`
+	RosterVersion uint64    `cbor:"4,keyasint"`
+	Listen        []string  `cbor:"5,keyasint,omitempty"`
+	PolicyDigest  []byte    `cbor:"6,keyasint,omitempty"`
+	Name          string    `cbor:"7,keyasint,omitempty"`
+}
+
+// MaxListenAddrs bounds the listen addresses a peer may announce.
+const MaxListenAddrs = 16
+
+// BindStatic sets Identity and StaticSig so the payload proves that key
+// owns the Noise static public key static.
+func (p *HandshakePayload) BindStatic(key ed25519.PrivateKey, static []byte) {
+	p.Identity = PubKeyOf(key)
+	p.StaticSig = Sign(key, DomainNoiseStatic, static)
+}
+
+// VerifyStatic checks that the payload's identity signed static.
+func (p *HandshakePayload) VerifyStatic(static []byte) error {
+	if err := Verify(p.Identity, DomainNoiseStatic, static, p.StaticSig); err != nil {
+		return fmt.Errorf("identity does not own the noise static key: %w", err)
+	}
+	return nil
+}
+
+// Encode returns the canonical CBOR of p.
+func (p *HandshakePayload) Encode() ([]byte, error) { return Marshal(p) }
+
+// ParseHandshakePayload decodes a payload strictly and checks its limits.
+func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
+	if len(b) > MaxHandshakePayload {
+		return nil, fmt.Errorf("handshake payload of %d bytes: %w (limit %d)", len(b), ErrTooLarge, MaxHandshakePayload)
+	}
+	var p HandshakePayload
+	if err := UnmarshalCanonical(b, &p); err != nil {
+		return nil, fmt.Errorf("handshake payload: %w", err)
+	}
+	if p.Version != ProtocolVersion {
+		return nil, fmt.Errorf("handshake payload: protocol version %d, want %d", p.Version, ProtocolVersion)
+	}
+	if p.Identity.IsZero() {
+		return nil, fmt.Errorf("handshake payload: %w: zero identity", ErrMalformed)
+	}
+	if p.Org == "" || len(p.Org) > MaxOrgLen {
+		return nil, fmt.Errorf("handshake payload: %w: org id must be 1..%d bytes", ErrMalformed, MaxOrgLen)
+	}
+	if len(p.Listen) > MaxListenAddrs {
+		return nil, fmt.Errorf("handshake payload: %w: %d listen addresses exceed %d", ErrMalformed, len(p.Listen), MaxListenAddrs)
+	}
+	for _, a := range p.Listen {
+		if len(a) > 256 {
+			return nil, fmt.Errorf("handshake payload: %w: listen address longer than 256 bytes", ErrMalformed)
+		}
+	}
+	if len(p.PolicyDigest) > 64 || len(p.Name) > 128 {
+		return nil, fmt.Errorf("handshake payload: %w: policy digest or name too long", ErrMalformed)
+	}
+	return &p, nil
+}
