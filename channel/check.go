@@ -1,0 +1,65 @@
+package channel
+
+import (
+	"fmt"
+
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+)
+
+// Check decides whether p may be trusted under the roster r: it must be
+// for r's org ([ErrWrongOrg]), signed by at least one key, every
+// signature must verify over the signed body (wrapping
+// [proto.ErrBadSignature]), and every signer and every channel admin it
+// lists must be an admin of r ([ErrNotAdmin], naming the key). Unlike a
+// roster update, a policy needs no quorum: one admin signature is enough,
+// and a signature by anyone else spoils the whole document rather than
+// being ignored, so a policy never claims authority it lacks.
+func Check(r *roster.Roster, p *Policy) error {
+	if p.Org != r.Org {
+		return fmt.Errorf("%w: %s is for org %q, the roster is for org %q", ErrWrongOrg, p, p.Org, r.Org)
+	}
+	if _, err := p.signedBody(); err != nil {
+		return err
+	}
+	signers, err := p.Doc.ValidSigners(proto.DomainPolicy)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	for _, k := range signers {
+		if !r.IsAdmin(k) {
+			return fmt.Errorf("%w: %s is signed by %s, not an admin of %s", ErrNotAdmin, p, label(r, k), r)
+		}
+	}
+	for _, k := range p.Admins {
+		if !r.IsAdmin(k) {
+			return fmt.Errorf("%w: %s lists channel admin %s, not an admin of %s", ErrNotAdmin, p, label(r, k), r)
+		}
+	}
+	return nil
+}
+
+// CheckUpdate decides whether next may replace cur: next must pass
+// [Check], be for the same channel ([ErrInvalid] otherwise) and have a
+// strictly greater version ([ErrRollback]).
+func CheckUpdate(r *roster.Roster, cur, next *Policy) error {
+	if err := Check(r, next); err != nil {
+		return err
+	}
+	if next.ID != cur.ID {
+		return fmt.Errorf("%w: update %s is for channel %s, not %s", ErrInvalid, next, next.ID, cur.ID)
+	}
+	if next.Version <= cur.Version {
+		return fmt.Errorf("%w: %s is not newer than the current v%d", ErrRollback, next, cur.Version)
+	}
+	return nil
+}
+
+// label names k for messages: the roster label (name and fingerprint) of
+// a member, the fingerprint of anyone else.
+func label(r *roster.Roster, k proto.PubKey) string {
+	if m, ok := r.Member(k); ok {
+		return m.Label()
+	}
+	return k.Fingerprint()
+}

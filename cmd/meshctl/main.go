@@ -1,0 +1,326 @@
+// Command meshctl is the command-line tool of meshd: it creates a node's
+// identity, lets admins create, edit, sign and check the org roster, and
+// talks to the local meshd over its control socket.
+//
+// Each command lives in a file of its own and implements
+//
+//	func(a *app, args []string) error
+//
+// where args are the words after the command name. The command builds its
+// flag set with [app.flagSet] (which adds the global --home and --json),
+// parses with [app.parse] (flags and arguments may be mixed), prints to
+// a.Stdout, and returns an error; [run] prints it and picks the exit
+// status. To add a command, write its file and add one line to the
+// [commands] table.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// command is one entry of the command table: a command, or a group of
+// subcommands (roster) when sub is set.
+type command struct {
+	name    string // the words that select it, as in "roster add"
+	args    string // argument synopsis, for the command list
+	summary string // one line, for the command list
+	usage   string // full help text
+	run     func(a *app, args []string) error
+	sub     []*command
+}
+
+// commands is the command table. Keep it in the order of the help text.
+var commands = []*command{
+	{name: "init", args: "[--name NAME]", summary: "create this node's identity", usage: usageInit, run: runInit},
+	{name: "id", summary: "show this node's identity", usage: usageID, run: runID},
+	{name: "roster", summary: "create, edit, sign and check the org roster", usage: usageRoster, sub: []*command{
+		{name: "roster init", args: "--org ORG", summary: "create a roster with this node as its admin", usage: usageRosterInit, run: runRosterInit},
+		{name: "roster show", args: "[FILE]", summary: "show a roster", usage: usageRosterShow, run: runRosterShow},
+		{name: "roster add", args: "KEY --role ROLE", summary: "add a member", usage: usageRosterAdd, run: runRosterAdd},
+		{name: "roster remove", args: "MEMBER", summary: "remove a member", usage: usageRosterRemove, run: runRosterRemove},
+		{name: "roster role", args: "MEMBER ROLE", summary: "change a member's role", usage: usageRosterRole, run: runRosterRole},
+		{name: "roster quorum", args: "N", summary: "set how many admins must sign an update", usage: usageRosterQuorum, run: runRosterQuorum},
+		{name: "roster sign", args: "FILE", summary: "add this admin's signature to a roster update", usage: usageRosterSign, run: runRosterSign},
+		{name: "roster verify", args: "FILE [--current FILE]", summary: "check a roster's signatures and authority", usage: usageRosterVerify, run: runRosterVerify},
+		{name: "roster publish", args: "[FILE]", summary: "hand a signed roster to meshd, which spreads it", usage: usageRosterPublish, run: runRosterPublish},
+	}},
+	{name: "status", summary: "show the running meshd", usage: usageStatus, run: runStatus},
+	{name: "peers", summary: "list linked peers", usage: usagePeers, run: runPeers},
+	{name: "help", args: "[COMMAND]", summary: "show help for a command", usage: usageHelp, run: runHelp},
+}
+
+const usageMain = `usage: meshctl [--home DIR] [--json] COMMAND [ARGS]
+
+meshctl manages a meshd node: its identity and the org roster, and (through
+a running meshd) its messages.
+
+commands:
+`
+
+const usageGlobal = `
+global flags (accepted before or after the command name):
+  --home DIR   the node's home directory (default $MESH_HOME, else ~/.meshd)
+  --json       print JSON instead of text
+
+Run 'meshctl help COMMAND' or 'meshctl COMMAND -h' for a command's help.
+`
+
+const usageHelp = `usage: meshctl help [COMMAND]
+
+Show the list of commands, or the help of one command.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// app is the state one invocation shares across its command: where output
+// goes and the global flags.
+type app struct {
+	Stdout io.Writer
+	Stderr io.Writer
+
+	homeFlag string     // --home
+	json     bool       // --json
+	commands []*command // the command table
+	cmd      *command   // the command running
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// run runs meshctl with args (without the program name) and returns the
+// exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	a := &app{Stdout: stdout, Stderr: stderr, commands: commands}
+	cmd, rest, err := a.dispatch(args)
+	if err == nil {
+		a.cmd = cmd
+		err = cmd.run(a, rest)
+	}
+	return a.report(err)
+}
+
+// dispatch reads global flags and the command words, and returns the
+// command and its arguments.
+func (a *app) dispatch(args []string) (*command, []string, error) {
+	table := a.commands
+	var group *command
+	for {
+		fs := flag.NewFlagSet("meshctl", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
+		a.globalFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				a.printUsage(a.Stdout, group)
+				return nil, nil, errHelp
+			}
+			return nil, nil, usageErrorf(group, "%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return nil, nil, usageErrorf(group, "missing command")
+		}
+		word := args[0]
+		var found *command
+		for _, c := range table {
+			if c.name == word || strings.HasSuffix(c.name, " "+word) {
+				found = c
+				break
+			}
+		}
+		if found == nil {
+			if group != nil {
+				return nil, nil, usageErrorf(group, "unknown command %q", group.name+" "+word)
+			}
+			return nil, nil, usageErrorf(nil, "unknown command %q", word)
+		}
+		args = args[1:]
+		if found.sub == nil {
+			return found, args, nil
+		}
+		group, table = found, found.sub
+	}
+}
+
+func (a *app) globalFlags(fs *flag.FlagSet) {
+	fs.StringVar(&a.homeFlag, "home", a.homeFlag, "")
+	fs.BoolVar(&a.json, "json", a.json, "")
+}
+
+// flagSet returns an empty flag set for the running command, with the
+// global flags already defined.
+func (a *app) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet(a.cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	a.globalFlags(fs)
+	return fs
+}
+
+// parse parses args with fs, allowing flags after positional arguments
+// ("roster add KEY --role member"); "--" ends the flags. It returns the
+// positional arguments. -h prints the command's help and returns errHelp.
+func (a *app) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(a.Stdout, a.cmd.usage)
+				return nil, errHelp
+			}
+			return nil, a.usageErrorf("%v", err)
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// nargs checks the number of positional arguments.
+func (a *app) nargs(pos []string, min, max int) error {
+	switch {
+	case len(pos) < min:
+		return a.usageErrorf("missing argument")
+	case len(pos) > max:
+		return a.usageErrorf("unexpected argument %q", pos[max])
+	}
+	return nil
+}
+
+// errHelp reports that help was printed on request: exit 0.
+var errHelp = errors.New("help requested")
+
+// usageError is a command line that does not parse: exit 2 and show the
+// command's help on stderr.
+type usageError struct {
+	cmd *command // nil: the main usage
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(cmd *command, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+func (a *app) usageErrorf(format string, args ...any) error {
+	return usageErrorf(a.cmd, format, args...)
+}
+
+// hintError adds a "hint:" line to an error.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+func withHint(err error, format string, args ...any) error {
+	return &hintError{err: err, hint: fmt.Sprintf(format, args...)}
+}
+
+// report prints err, if any, and returns the exit status.
+func (a *app) report(err error) int {
+	if err == nil || errors.Is(err, errHelp) {
+		return exitOK
+	}
+	fmt.Fprintf(a.Stderr, "meshctl: %v\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(a.Stderr)
+		if ue.cmd != nil && ue.cmd.sub == nil {
+			fmt.Fprint(a.Stderr, ue.cmd.usage)
+		} else {
+			a.printUsage(a.Stderr, ue.cmd)
+		}
+		return exitUsage
+	}
+	var he *hintError
+	if errors.As(err, &he) {
+		fmt.Fprintf(a.Stderr, "hint: %s\n", he.hint)
+	}
+	return exitError
+}
+
+// printUsage prints the main help, or a group's, with the command list
+// taken from the table.
+func (a *app) printUsage(w io.Writer, group *command) {
+	table := a.commands
+	if group != nil {
+		fmt.Fprint(w, group.usage)
+		table = group.sub
+	} else {
+		fmt.Fprint(w, usageMain)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, c := range table {
+		if c.sub != nil {
+			for _, s := range c.sub {
+				fmt.Fprintf(tw, "  %s %s\t%s\n", s.name, s.args, s.summary)
+			}
+			continue
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, usageGlobal)
+}
+
+// find returns the command named by words, such as ["roster", "add"].
+func (a *app) find(words []string) *command {
+	table := a.commands
+	var found *command
+	for i := range words {
+		found = nil
+		for _, c := range table {
+			if c.name == strings.Join(words[:i+1], " ") {
+				found = c
+			}
+		}
+		if found == nil {
+			return nil
+		}
+		table = found.sub
+	}
+	return found
+}
+
+func runHelp(a *app, args []string) error {
+	pos, err := a.parse(a.flagSet(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		a.printUsage(a.Stdout, nil)
+		return nil
+	}
+	c := a.find(pos)
+	if c == nil {
+		return a.usageErrorf("unknown command %q", strings.Join(pos, " "))
+	}
+	if c.sub != nil {
+		a.printUsage(a.Stdout, c)
+		return nil
+	}
+	fmt.Fprint(a.Stdout, c.usage)
+	return nil
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+const usagePeers = `usage: meshctl peers [--json]
+
+List the peers this meshd holds links to: name, role, fingerprint, address,
+transport (tcp or unix), direction, link age and when it was last heard.
+`
+
+func runPeers(a *app, args []string) error {
+	pos, err := a.parse(a.flagSet(), args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 0, 0); err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	p, err := a.client().Peers(ctx)
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(p)
+	}
+	if len(p.Peers) == 0 {
+		fmt.Fprintln(a.Stdout, "no peers linked")
+		return nil
+	}
+	tw := table(a.Stdout)
+	fmt.Fprintln(tw, "NAME\tROLE\tFINGERPRINT\tADDRESS\tVIA\tDIR\tAGE\tLAST SEEN")
+	now := time.Now()
+	for _, x := range p.Peers {
+		name := x.Name
+		if name == "" {
+			name = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", name, x.Role, x.Fingerprint, x.Address,
+			x.Network, x.Direction, ago(now.Sub(x.Established)), ago(now.Sub(x.LastSeen)))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/meshd/meshd/roster"
+)
+
+const usageRosterRemove = `usage: meshctl roster remove MEMBER [--file FILE] [--out FILE] [--json]
+
+Remove MEMBER (a key, fingerprint or name) from the roster, as the next
+version signed by this admin. The last admin, or an admin the quorum still
+needs, cannot be removed.
+
+flags:
+` + usageEditFlags
+
+func runRosterRemove(a *app, args []string) error {
+	fs := a.flagSet()
+	var ef editFlags
+	ef.register(fs)
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 1, 1); err != nil {
+		return err
+	}
+	return a.editRoster(ef, func(cur, next *roster.Roster) (string, error) {
+		m, err := resolveMember(cur, pos[0])
+		if err != nil {
+			return "", err
+		}
+		if err := next.Remove(m.Key); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("removed %s %s", m.Role, m.Label()), nil
+	})
+}

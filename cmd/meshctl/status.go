@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+const usageStatus = `usage: meshctl status [--json]
+
+Show the running meshd: its identity, org and roster version, listen
+addresses, number of links, uptime and counters (drops by reason, link and
+roster events). Needs a running meshd on this home.
+`
+
+func runStatus(a *app, args []string) error {
+	pos, err := a.parse(a.flagSet(), args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 0, 0); err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	s, err := a.client().Status(ctx)
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(s)
+	}
+	tw := table(a.Stdout)
+	name := s.Name
+	if name == "" {
+		name = "-"
+	}
+	fmt.Fprintf(tw, "node\t%s (%s)\n", name, s.Fingerprint)
+	fmt.Fprintf(tw, "key\t%s\n", s.Key)
+	fmt.Fprintf(tw, "org\t%s (roster v%d, %d members, role %s)\n", s.Org, s.RosterVersion, s.RosterMembers, s.Role)
+	fmt.Fprintf(tw, "listen\t%s\n", strings.Join(s.Listen, " "))
+	if len(s.Advertised) > 0 {
+		fmt.Fprintf(tw, "advertised\t%s\n", strings.Join(s.Advertised, " "))
+	}
+	mdns := "off"
+	if s.MDNS {
+		mdns = "on"
+	}
+	fmt.Fprintf(tw, "mdns\t%s\n", mdns)
+	if len(s.Seeds) > 0 {
+		fmt.Fprintf(tw, "seeds\t%s\n", strings.Join(s.Seeds, " "))
+	}
+	fmt.Fprintf(tw, "links\t%d\n", s.Links)
+	fmt.Fprintf(tw, "uptime\t%s\n", ago(time.Duration(s.UptimeSeconds*float64(time.Second))))
+	fmt.Fprintf(tw, "home\t%s\n", s.Home)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(s.Counters) > 0 {
+		fmt.Fprintln(a.Stdout, "counters:")
+		tw = table(a.Stdout)
+		for _, k := range slices.Sorted(maps.Keys(s.Counters)) {
+			fmt.Fprintf(tw, "  %s\t%d\n", k, s.Counters[k])
+		}
+		return tw.Flush()
+	}
+	return nil
+}

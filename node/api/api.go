@@ -1,0 +1,85 @@
+// Package api defines the control API that meshd serves on the owner-only
+// Unix socket in its home directory (HTTP/JSON, so `curl --unix-socket`
+// works), and a small client for it that meshctl uses.
+//
+// Endpoints (all JSON; errors are {"error": "...", "hint": "..."} with a
+// 4xx or 5xx status):
+//
+//	GET  /v1/status   this node, its org, roster version, listeners, counters
+//	GET  /v1/peers    linked peers
+//	GET  /v1/roster   the current roster, summarised
+//	POST /v1/roster   publish a signed roster (body: its CBOR bytes)
+package api
+
+import (
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Status is the answer to GET /v1/status.
+type Status struct {
+	Key           proto.PubKey      `json:"key"`
+	Fingerprint   string            `json:"fingerprint"`
+	NodeID        string            `json:"node_id"`
+	Name          string            `json:"name,omitempty"`
+	Role          string            `json:"role"`
+	Org           string            `json:"org"`
+	RosterVersion uint64            `json:"roster_version"`
+	RosterMembers int               `json:"roster_members"`
+	Listen        []string          `json:"listen"`
+	Advertised    []string          `json:"advertised"`
+	Home          string            `json:"home"`
+	Started       time.Time         `json:"started"`
+	UptimeSeconds float64           `json:"uptime_seconds"`
+	Links         int               `json:"links"`
+	MDNS          bool              `json:"mdns"`
+	Seeds         []string          `json:"seeds,omitempty"`
+	Counters      map[string]uint64 `json:"counters"`
+}
+
+// Peer is one linked peer in GET /v1/peers.
+type Peer struct {
+	Key            proto.PubKey `json:"key"`
+	Fingerprint    string       `json:"fingerprint"`
+	Name           string       `json:"name,omitempty"`
+	Role           string       `json:"role"`
+	Address        string       `json:"address"`
+	Network        string       `json:"network"`
+	Direction      string       `json:"direction"`
+	Established    time.Time    `json:"established"`
+	LinkAgeSeconds float64      `json:"link_age_seconds"`
+	LastSeen       time.Time    `json:"last_seen"`
+	RosterVersion  uint64       `json:"roster_version"`
+	Listen         []string     `json:"listen,omitempty"`
+}
+
+// Peers is the answer to GET /v1/peers.
+type Peers struct {
+	Peers []Peer `json:"peers"`
+}
+
+// Member is one roster member in a [Roster].
+type Member struct {
+	Key         proto.PubKey `json:"key"`
+	Fingerprint string       `json:"fingerprint"`
+	Name        string       `json:"name,omitempty"`
+	Role        string       `json:"role"`
+	Archive     bool         `json:"archive,omitempty"`
+}
+
+// Roster summarises a roster (GET and POST /v1/roster).
+type Roster struct {
+	Org       string         `json:"org"`
+	Version   uint64         `json:"version"`
+	Timestamp time.Time      `json:"timestamp"`
+	Quorum    int            `json:"quorum"`
+	Members   []Member       `json:"members"`
+	Signers   []proto.PubKey `json:"signers"`
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+	Hint  string `json:"hint,omitempty"`
+}
