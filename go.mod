@@ -3,21 +3,21 @@ module github.com/meshd/meshd
 go 1.26.0
 
 require (
+	github.com/flynn/noise v1.1.0
 	github.com/fxamacker/cbor/v2 v2.9.6
 	github.com/google/uuid v1.6.0
+	github.com/hashicorp/mdns v1.0.7
+	github.com/miekg/dns v1.1.72
+	github.com/pelletier/go-toml/v2 v2.4.3
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/sys v0.45.0
 )
 
 require (
-	github.com/flynn/noise v1.1.0 // indirect
-	github.com/hashicorp/mdns v1.0.7 // indirect
-	github.com/miekg/dns v1.1.72 // indirect
-	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/crypto v0.46.0 // indirect
 	golang.org/x/mod v0.31.0 // indirect
 	golang.org/x/net v0.48.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
-	golang.org/x/sys v0.45.0 // indirect
 	golang.org/x/tools v0.40.0 // indirect
 )
