@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -18,10 +19,15 @@ const (
 	MaxArrayElements = 4096
 	// MaxMapPairs bounds any CBOR map (Request params objects).
 	MaxMapPairs = 1024
+	// MaxJSONNestedLevels bounds the nesting of a JSON-model value
+	// (Request params, Response result). Such a value sits inside two
+	// maps of an envelope body (the body and its payload), and the whole
+	// body must stay within MaxNestedLevels.
+	MaxJSONNestedLevels = MaxNestedLevels - 2
 )
 
 var (
-	encMode cbor.EncMode
+	encMode cbor.UserBufferEncMode
 	decMode cbor.DecMode
 	// anyDecMode decodes JSON-like values (Request params, Response result).
 	anyDecMode cbor.DecMode
@@ -31,7 +37,11 @@ func init() {
 	var err error
 	eo := cbor.CoreDetEncOptions() // RFC 8949 §4.2.1: bytewise key order, shortest forms
 	eo.Time = cbor.TimeUnix        // unused on the wire; time is integer ms
-	if encMode, err = eo.EncMode(); err != nil {
+	// A nil slice encodes as an empty array or byte string, never as null,
+	// so "empty" has one encoding and the re-encode check rejects null
+	// where an array or byte string belongs.
+	eo.NilContainers = cbor.NilContainerAsEmpty
+	if encMode, err = eo.UserBufferEncMode(); err != nil {
 		panic(err)
 	}
 	do := cbor.DecOptions{
@@ -73,7 +83,7 @@ func Marshal(v any) ([]byte, error) { return encMode.Marshal(v) }
 // check canonical form; see [UnmarshalCanonical].
 func Unmarshal(data []byte, v any) error {
 	if err := decMode.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return nil
 }
@@ -86,11 +96,31 @@ func UnmarshalCanonical(data []byte, v any) error {
 	if err := Unmarshal(data, v); err != nil {
 		return err
 	}
-	again, err := encMode.Marshal(v)
-	if err != nil {
+	return checkReencode(data, v)
+}
+
+// encBufPool holds buffers for re-encoding checks, so that checking a
+// canonical encoding does not allocate a copy of it.
+var encBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuf keeps buffers that grew on a rare large input (a history
+// response) out of the pool.
+const maxPooledBuf = 64 << 10
+
+// checkReencode re-encodes v and reports ErrNonCanonical unless that gives
+// back exactly data.
+func checkReencode(data []byte, v any) error {
+	buf := encBufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledBuf {
+			encBufPool.Put(buf)
+		}
+	}()
+	if err := encMode.MarshalToBuffer(v, buf); err != nil {
 		return fmt.Errorf("%w: re-encode: %v", ErrMalformed, err)
 	}
-	if !bytes.Equal(again, data) {
+	if !bytes.Equal(buf.Bytes(), data) {
 		return ErrNonCanonical
 	}
 	return nil
@@ -103,29 +133,24 @@ func UnmarshalCanonical(data []byte, v any) error {
 func CheckJSONValue(raw []byte) error {
 	var v any
 	if err := anyDecMode.Unmarshal(raw, &v); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if err := checkJSONish(v, 0); err != nil {
 		return err
 	}
-	again, err := encMode.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("%w: re-encode: %v", ErrMalformed, err)
-	}
-	if !bytes.Equal(again, raw) {
-		return ErrNonCanonical
-	}
-	return nil
+	return checkReencode(raw, v)
 }
 
+// checkJSONish checks that v, found inside depth arrays and maps, is a
+// JSON value whose containers nest at most MaxJSONNestedLevels deep.
 func checkJSONish(v any, depth int) error {
-	if depth > MaxNestedLevels {
-		return fmt.Errorf("%w: nested too deeply", ErrMalformed)
-	}
 	switch t := v.(type) {
 	case nil, bool, string, uint64, int64, float64:
 		return nil
 	case []any:
+		if depth >= MaxJSONNestedLevels {
+			return errJSONTooDeep
+		}
 		for _, e := range t {
 			if err := checkJSONish(e, depth+1); err != nil {
 				return err
@@ -133,6 +158,9 @@ func checkJSONish(v any, depth int) error {
 		}
 		return nil
 	case map[string]any:
+		if depth >= MaxJSONNestedLevels {
+			return errJSONTooDeep
+		}
 		for _, e := range t {
 			if err := checkJSONish(e, depth+1); err != nil {
 				return err
@@ -143,3 +171,5 @@ func checkJSONish(v any, depth int) error {
 		return fmt.Errorf("%w: %T is not a JSON value", ErrMalformed, v)
 	}
 }
+
+var errJSONTooDeep = fmt.Errorf("%w: json value nested more than %d levels", ErrMalformed, MaxJSONNestedLevels)

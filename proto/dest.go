@@ -2,6 +2,7 @@ package proto
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -72,8 +73,8 @@ func (d Destination) validate() error {
 			return fmt.Errorf("%w: zero peer key", ErrInvalid)
 		}
 	case DestOrg:
-		if d.Org == "" || len(d.Org) > MaxOrgLen {
-			return fmt.Errorf("%w: org id must be 1..%d bytes", ErrInvalid, MaxOrgLen)
+		if d.Org == "" || len(d.Org) > MaxOrgLen || !utf8.ValidString(d.Org) {
+			return fmt.Errorf("%w: org id must be 1..%d bytes of UTF-8", ErrInvalid, MaxOrgLen)
 		}
 	default:
 		return fmt.Errorf("%w: destination kind %d", ErrInvalid, d.Kind)
@@ -81,24 +82,37 @@ func (d Destination) validate() error {
 	return nil
 }
 
-// MarshalCBOR implements cbor.Marshaler.
+// MarshalCBOR implements cbor.Marshaler. The three forms are fixed, so
+// they are written directly: a1 00 50 <16-byte id>, a1 01 58 20 <32-byte
+// key>, or a1 02 <text org>.
 func (d Destination) MarshalCBOR() ([]byte, error) {
-	var w wireDest
 	switch d.Kind {
 	case DestChannel:
-		w.Channel = &d.Channel
+		return append([]byte{0xa1, 0x00, 0x50}, d.Channel[:]...), nil
 	case DestPeer:
-		w.Peer = &d.Peer
+		return append([]byte{0xa1, 0x01, 0x58, 0x20}, d.Peer[:]...), nil
 	case DestOrg:
-		w.Org = &d.Org
+		return encMode.Marshal(wireDest{Org: &d.Org})
 	default:
 		return nil, fmt.Errorf("%w: destination kind %d", ErrInvalid, d.Kind)
 	}
-	return encMode.Marshal(w)
 }
 
 // UnmarshalCBOR implements cbor.Unmarshaler.
 func (d *Destination) UnmarshalCBOR(b []byte) error {
+	// Fast path for the canonical channel and peer forms; everything
+	// else, including every non-canonical variant, takes the general
+	// decoder.
+	switch {
+	case len(b) == 3+16 && b[0] == 0xa1 && b[1] == 0x00 && b[2] == 0x50:
+		*d = Destination{Kind: DestChannel}
+		copy(d.Channel[:], b[3:])
+		return nil
+	case len(b) == 4+32 && b[0] == 0xa1 && b[1] == 0x01 && b[2] == 0x58 && b[3] == 0x20:
+		*d = Destination{Kind: DestPeer}
+		copy(d.Peer[:], b[4:])
+		return nil
+	}
 	var w wireDest
 	if err := decMode.Unmarshal(b, &w); err != nil {
 		return err
@@ -118,7 +132,7 @@ func (d *Destination) UnmarshalCBOR(b []byte) error {
 		d.Kind, d.Org = DestOrg, *w.Org
 	}
 	if n != 1 {
-		return fmt.Errorf("destination has %d entries, want exactly 1", n)
+		return fmt.Errorf("%w: destination has %d entries, want exactly 1", ErrMalformed, n)
 	}
 	return nil
 }

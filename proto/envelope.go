@@ -138,22 +138,87 @@ func SignEnvelope(key ed25519.PrivateKey, e *Envelope) (*SignedEnvelope, error) 
 // wrapper and the signed body are canonical and that the body is valid. It
 // does not verify the signature, so a caller can drop duplicates by id
 // first; call [SignedEnvelope.Verify] before trusting anything in it.
+//
+// The returned Raw and Signed alias raw: do not modify raw afterwards.
 func ParseEnvelope(raw []byte) (*SignedEnvelope, error) {
 	if len(raw) > MaxEnvelopeSize {
 		return nil, fmt.Errorf("envelope of %d bytes: %w (limit %d)", len(raw), ErrTooLarge, MaxEnvelopeSize)
 	}
-	var w wireEnvelope
-	if err := UnmarshalCanonical(raw, &w); err != nil {
-		return nil, fmt.Errorf("envelope: %w", err)
+	se := &SignedEnvelope{Raw: raw}
+	if signed, ok := splitWire(raw, &se.Sig); ok {
+		se.Signed = signed
+	} else {
+		// Not the canonical wrapper: let the general decoder say why.
+		var w wireEnvelope
+		if err := UnmarshalCanonical(raw, &w); err != nil {
+			return nil, fmt.Errorf("envelope: %w", err)
+		}
+		se.Signed, se.Sig = w.Signed, w.Sig
 	}
-	se := &SignedEnvelope{Signed: w.Signed, Sig: w.Sig, Raw: raw}
-	if err := UnmarshalCanonical(w.Signed, &se.Envelope); err != nil {
+	if err := UnmarshalCanonical(se.Signed, &se.Envelope); err != nil {
 		return nil, fmt.Errorf("envelope body: %w", err)
 	}
 	if err := se.Envelope.Validate(); err != nil {
 		return nil, err
 	}
 	return se, nil
+}
+
+// splitWire is the fast path of [ParseEnvelope]: it recognises the one
+// canonical wrapper, a2 00 <bstr signed> 01 58 40 <64-byte sig>, without
+// decoding or copying the signed bytes, and returns them (aliasing raw).
+// It reports false for every other input, including every non-canonical
+// variant; the general decoder then rejects those with a precise error.
+func splitWire(raw []byte, sig *Signature) ([]byte, bool) {
+	const sigPart = 3 + SignatureSize // 01 58 40 <sig>
+	if len(raw) < 3+sigPart || raw[0] != 0xa2 || raw[1] != 0x00 {
+		return nil, false
+	}
+	n, hl, ok := bstrHead(raw[2:])
+	if rest := len(raw) - 2 - hl - sigPart; !ok || rest < 0 || n != uint64(rest) {
+		return nil, false
+	}
+	signed := raw[2+hl : len(raw)-sigPart]
+	tail := raw[len(raw)-sigPart:]
+	if tail[0] != 0x01 || tail[1] != 0x58 || tail[2] != SignatureSize {
+		return nil, false
+	}
+	copy(sig[:], tail[3:])
+	return signed, true
+}
+
+// bstrHead decodes the head of a definite-length byte string in its
+// shortest form, returning the length and the size of the head.
+func bstrHead(b []byte) (n uint64, headLen int, ok bool) {
+	if len(b) == 0 || b[0]>>5 != 2 {
+		return 0, 0, false
+	}
+	ai := b[0] & 0x1f
+	var least uint64 // the smallest length that needs this head size
+	switch {
+	case ai < 24:
+		return uint64(ai), 1, true
+	case ai == 24:
+		headLen, least = 2, 24
+	case ai == 25:
+		headLen, least = 3, 1<<8
+	case ai == 26:
+		headLen, least = 5, 1<<16
+	case ai == 27:
+		headLen, least = 9, 1<<32
+	default:
+		return 0, 0, false
+	}
+	if len(b) < headLen {
+		return 0, 0, false
+	}
+	for _, c := range b[1:headLen] {
+		n = n<<8 | uint64(c)
+	}
+	if n < least {
+		return 0, 0, false
+	}
+	return n, headLen, true
 }
 
 // Verify checks the signature over the received signed bytes with the
@@ -253,6 +318,9 @@ type Message struct {
 func (m *Message) validate() error {
 	if len(m.Body) > MaxBodySize {
 		return fmt.Errorf("%w: body of %d bytes exceeds %d", ErrInvalid, len(m.Body), MaxBodySize)
+	}
+	if !utf8.ValidString(m.Body) {
+		return fmt.Errorf("%w: body is not valid UTF-8", ErrInvalid)
 	}
 	return nil
 }
@@ -419,6 +487,9 @@ func (h *HistoryRequest) validate() error {
 	}
 	if h.MaxBytes == 0 || h.MaxBytes > MaxHistoryBytes {
 		return fmt.Errorf("%w: max_bytes must be 1..%d", ErrInvalid, MaxHistoryBytes)
+	}
+	if len(h.SinceSeqBySender) > MaxArrayElements {
+		return fmt.Errorf("%w: %d since_seq_by_sender entries exceed %d", ErrInvalid, len(h.SinceSeqBySender), MaxArrayElements)
 	}
 	for i := 1; i < len(h.SinceSeqBySender); i++ {
 		a, b := h.SinceSeqBySender[i-1], h.SinceSeqBySender[i]

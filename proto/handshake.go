@@ -2,12 +2,17 @@ package proto
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 )
 
 // ProtocolVersion is the link protocol version. It is part of the Noise
 // prologue, so nodes of different versions fail the handshake cleanly.
 const ProtocolVersion = 1
+
+// ErrProtocolVersion is wrapped when a peer speaks another
+// [ProtocolVersion].
+var ErrProtocolVersion = errors.New("unsupported protocol version")
 
 // MaxHandshakePayload bounds the payload inside one Noise handshake message.
 const MaxHandshakePayload = 8 << 10
@@ -69,7 +74,7 @@ func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
 		return nil, fmt.Errorf("handshake payload: %w", err)
 	}
 	if p.Version != ProtocolVersion {
-		return nil, fmt.Errorf("handshake payload: protocol version %d, want %d", p.Version, ProtocolVersion)
+		return nil, fmt.Errorf("handshake payload: %w %d, want %d", ErrProtocolVersion, p.Version, ProtocolVersion)
 	}
 	if p.Identity.IsZero() {
 		return nil, fmt.Errorf("handshake payload: %w: zero identity", ErrMalformed)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 
@@ -20,8 +21,8 @@ func JSONToCBOR(js []byte) (cbor.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("invalid json: %w", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("invalid json: more than one value")
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("invalid json: data after the value")
 	}
 	v, err := fromJSONNumbers(v, 0)
 	if err != nil {
@@ -34,9 +35,15 @@ func JSONToCBOR(js []byte) (cbor.RawMessage, error) {
 	return b, nil
 }
 
+// fromJSONNumbers replaces json.Numbers in v, found inside depth arrays
+// and objects, with int64, uint64 or float64, and enforces the limits of
+// [CheckJSONValue].
 func fromJSONNumbers(v any, depth int) (any, error) {
-	if depth > MaxNestedLevels {
-		return nil, fmt.Errorf("invalid json: nested more than %d levels", MaxNestedLevels)
+	switch v.(type) {
+	case []any, map[string]any:
+		if depth >= MaxJSONNestedLevels {
+			return nil, fmt.Errorf("invalid json: nested more than %d levels", MaxJSONNestedLevels)
+		}
 	}
 	switch t := v.(type) {
 	case json.Number:
@@ -88,7 +95,7 @@ func CBORToJSON(raw []byte) ([]byte, error) {
 	}
 	var v any
 	if err := anyDecMode.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if err := checkJSONish(v, 0); err != nil {
 		return nil, err

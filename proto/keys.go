@@ -39,6 +39,11 @@ func ParsePubKey(s string) (PubKey, error) {
 	if !ok {
 		return p, fmt.Errorf("%w: %q lacks the %q prefix", ErrBadKey, s, KeyPrefix)
 	}
+	// The decoder skips '\r' and '\n'; the length check refuses them so
+	// that no second text form of a key parses.
+	if n := base64.RawURLEncoding.EncodedLen(len(p)); len(rest) != n {
+		return p, fmt.Errorf("%w: %q: %d characters after the prefix, want %d", ErrBadKey, s, len(rest), n)
+	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
 	if err != nil {
 		return p, fmt.Errorf("%w: %q: %v", ErrBadKey, s, err)
@@ -83,6 +88,17 @@ func (k *PubKey) UnmarshalText(b []byte) error {
 		return err
 	}
 	*k = p
+	return nil
+}
+
+// UnmarshalBinary sets k from exactly 32 bytes. The CBOR decoder uses it
+// for byte strings, so a key of any other length is rejected as malformed
+// instead of being zero-padded or truncated.
+func (k *PubKey) UnmarshalBinary(b []byte) error {
+	if len(b) != len(k) {
+		return fmt.Errorf("%w: %d bytes, want %d", ErrBadKey, len(b), len(k))
+	}
+	copy(k[:], b)
 	return nil
 }
 

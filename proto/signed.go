@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // Signing domains. The signing input of every signature in meshd is the
@@ -24,6 +25,17 @@ const SignatureSize = ed25519.SignatureSize
 
 // Signature is an Ed25519 signature, a 64-byte byte string on the wire.
 type Signature [SignatureSize]byte
+
+// UnmarshalBinary sets s from exactly 64 bytes. The CBOR decoder uses it
+// for byte strings, so a signature of any other length is rejected as
+// malformed instead of being zero-padded or truncated.
+func (s *Signature) UnmarshalBinary(b []byte) error {
+	if len(b) != len(s) {
+		return fmt.Errorf("signature of %d bytes, want %d", len(b), len(s))
+	}
+	copy(s[:], b)
+	return nil
+}
 
 // Errors a caller may need to tell apart.
 var (
@@ -49,11 +61,22 @@ func Sign(key ed25519.PrivateKey, domain string, signed []byte) Signature {
 
 // Verify checks sig over domain || signed for pub.
 func Verify(pub PubKey, domain string, signed []byte, sig Signature) error {
-	if !ed25519.Verify(pub.Ed25519(), SigningInput(domain, signed), sig[:]) {
+	// Ed25519 takes the message in one piece, so the signing input is
+	// assembled in a pooled buffer rather than a fresh copy per envelope.
+	bp := inputPool.Get().(*[]byte)
+	in := append(append((*bp)[:0], domain...), signed...)
+	ok := ed25519.Verify(pub.Ed25519(), in, sig[:])
+	if cap(in) <= maxPooledBuf {
+		*bp = in
+		inputPool.Put(bp)
+	}
+	if !ok {
 		return ErrBadSignature
 	}
 	return nil
 }
+
+var inputPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 // MaxDocSize bounds an encoded signed document (roster or channel policy).
 const MaxDocSize = 1 << 20
