@@ -1,0 +1,293 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Meta is what the store records about an envelope besides its bytes.
+type Meta struct {
+	ID    uuid.UUID
+	From  proto.PubKey
+	To    proto.Destination
+	Kind  proto.Kind
+	TS    int64 // Unix milliseconds, as on the wire
+	TTL   uint32
+	Seq   uint64
+	Epoch uuid.UUID
+	// Received is when this node stored the envelope.
+	Received time.Time
+	// FromHistory reports that it arrived through history sync.
+	FromHistory bool
+	// Size is the length of the wire form.
+	Size int
+}
+
+// Time returns ts as a time.Time.
+func (m *Meta) Time() time.Time { return time.UnixMilli(m.TS) }
+
+// Stored is an envelope as kept in the store: its metadata and its
+// complete wire form, as received. Forward Raw, never a re-encoding.
+type Stored struct {
+	Meta
+	Raw []byte
+}
+
+// Envelope parses Raw. The signature was checked before the envelope was
+// stored; call Verify again if the bytes come from an untrusted copy.
+func (s *Stored) Envelope() (*proto.SignedEnvelope, error) {
+	se, err := proto.ParseEnvelope(s.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: envelope %s: %w", ErrCorrupt, s.ID, err)
+	}
+	return se, nil
+}
+
+// Put stores se durably and returns once the batch holding it is on disk,
+// so a caller may acknowledge delivery when Put returns. It reports
+// added = false, and stores nothing, when (se.From, se.ID) was seen
+// before. fromHistory marks envelopes that arrived through history sync.
+//
+// Put updates the dedupe set, the destination's index and the per-(sender,
+// destination, epoch) sequence tracking in the same transaction.
+func (s *Store) Put(se *proto.SignedEnvelope, fromHistory bool) (added bool, err error) {
+	a, err := s.PutBatch([]*proto.SignedEnvelope{se}, fromHistory)
+	if len(a) == 1 {
+		added = a[0]
+	}
+	return added, err
+}
+
+// PutBatch stores several envelopes as one write request (a history page,
+// say): all of them share one commit. added[i] reports whether ses[i] was
+// new. An envelope whose id is stored for another sender is skipped and
+// reported with an error wrapping [ErrIDConflict]; the others are stored
+// and added is still returned. On any other error nothing was stored and
+// added is nil.
+func (s *Store) PutBatch(ses []*proto.SignedEnvelope, fromHistory bool) (added []bool, err error) {
+	for i, se := range ses {
+		if err := checkEnvelope(se); err != nil {
+			return nil, fmt.Errorf("put envelope #%d: %w", i, err)
+		}
+	}
+	added = make([]bool, len(ses))
+	apply := func(w *wtx) (error, error) {
+		var conflict error
+		for i, se := range ses {
+			ok, res, fatal := w.putEnv(se, fromHistory)
+			if fatal != nil {
+				return nil, fatal
+			}
+			added[i] = ok
+			if res != nil && conflict == nil {
+				conflict = res
+			}
+		}
+		return conflict, nil
+	}
+	onCommit := func() {
+		for i, se := range ses {
+			if added[i] {
+				s.st.envelopes.Add(1)
+				s.seen.add(seenKey(se.From, se.ID))
+			} else {
+				s.st.duplicates.Add(1)
+			}
+		}
+	}
+	err = s.submit(&request{apply: apply, onCommit: onCommit, envs: len(ses)})
+	if err != nil && !errors.Is(err, ErrIDConflict) {
+		// Nothing was committed; added may hold a failed attempt's view.
+		return nil, err
+	}
+	return added, err
+}
+
+func checkEnvelope(se *proto.SignedEnvelope) error {
+	switch {
+	case se == nil:
+		return errors.New("nil envelope")
+	case len(se.Raw) == 0:
+		return fmt.Errorf("envelope %s has no wire bytes", se.ID)
+	case len(se.Raw) > proto.MaxEnvelopeSize:
+		return fmt.Errorf("envelope %s of %d bytes: %w", se.ID, len(se.Raw), proto.ErrTooLarge)
+	case se.ID == uuid.Nil:
+		return errors.New("envelope with nil id")
+	}
+	return nil
+}
+
+// putEnv stores one envelope unless it is a duplicate.
+func (w *wtx) putEnv(se *proto.SignedEnvelope, fromHistory bool) (added bool, result, fatal error) {
+	sk := seenKey(se.From, se.ID)
+	if w.seen.Get(sk[:]) != nil {
+		return false, nil, nil
+	}
+	if old := w.env.Get(se.ID[:]); old != nil {
+		// Stored, but its seen entry was pruned (archive retention can
+		// outlive SeenMaxAge): a duplicate if the sender matches.
+		m, err := decodeEnv(se.ID, old)
+		if err != nil {
+			return false, nil, err
+		}
+		if m.From != se.From {
+			return false, fmt.Errorf("%w: %s", ErrIDConflict, se.ID), nil
+		}
+		return false, nil, w.putSeen(sk, se.TS)
+	}
+	if err := w.env.Put(se.ID[:], encodeEnv(se, w.now.UnixMilli(), fromHistory)); err != nil {
+		return false, nil, err
+	}
+	var err error
+	if se.To.Kind == proto.DestChannel {
+		l := u64(uint64(len(se.Raw)))[4:]
+		err = w.chanIdx.Put(chanKey(se.To.Channel, se.TS, se.From, se.Epoch, se.Seq, se.ID), l)
+	} else {
+		err = w.dirIdx.Put(directKey(se.TS, se.ID), present)
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	if err := addCount(w.counts, countKey(se.To), 1); err != nil {
+		return false, nil, err
+	}
+	if err := w.putSeen(sk, se.TS); err != nil {
+		return false, nil, err
+	}
+	if err := w.observeSeq(destKey(se.To), se.From, se.Epoch, se.Seq); err != nil {
+		return false, nil, err
+	}
+	return true, nil, nil
+}
+
+func (w *wtx) putSeen(sk [seenKLen]byte, ts int64) error {
+	if err := w.seen.Put(sk[:], u64(uint64(ts))); err != nil {
+		return err
+	}
+	return w.seenAge.Put(seenAgeKey(ts, sk), present)
+}
+
+// deleteEnv removes an envelope, its index entry and its inbox state. Its
+// dedupe entry stays until PruneSeen.
+func (w *wtx) deleteEnv(m *Stored) error {
+	var err error
+	if m.To.Kind == proto.DestChannel {
+		err = w.chanIdx.Delete(chanKey(m.To.Channel, m.TS, m.From, m.Epoch, m.Seq, m.ID))
+	} else {
+		err = w.dirIdx.Delete(directKey(m.TS, m.ID))
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.env.Delete(m.ID[:]); err != nil {
+		return err
+	}
+	if err := addCount(w.counts, countKey(m.To), -1); err != nil {
+		return err
+	}
+	return w.deleteInbox(m.ID)
+}
+
+// Get returns the stored envelope with id, or an error wrapping
+// [ErrNotFound].
+func (s *Store) Get(id uuid.UUID) (*Stored, error) {
+	var out *Stored
+	err := s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketEnv).Get(id[:])
+		if v == nil {
+			return fmt.Errorf("envelope %s: %w", id, ErrNotFound)
+		}
+		m, err := decodeEnv(id, v)
+		if err != nil {
+			return err
+		}
+		m.Raw = bytes.Clone(m.Raw)
+		out = &m
+		return nil
+	})
+	return out, err
+}
+
+// Seen reports whether (from, id) was stored before, even if the envelope
+// has since been pruned (see [Store.PruneSeen]). Recent keys are answered
+// from memory; the rest cost one B-tree lookup. Use it to drop duplicates
+// before verifying signatures; [Store.Put] makes the final decision.
+func (s *Store) Seen(from proto.PubKey, id uuid.UUID) (bool, error) {
+	sk := seenKey(from, id)
+	if s.seen.has(sk) {
+		s.st.cacheHits.Add(1)
+		return true, nil
+	}
+	s.st.cacheMisses.Add(1)
+	var found bool
+	err := s.view(func(tx *bolt.Tx) error {
+		found = tx.Bucket(bucketSeen).Get(sk[:]) != nil
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if found {
+		s.seen.add(sk)
+	}
+	return found, nil
+}
+
+// ChannelMessages returns the newest limit envelopes of channel with ts at
+// or after since (zero: no bound), oldest first. limit <= 0 means all.
+// It serves `meshctl history`.
+func (s *Store) ChannelMessages(channel uuid.UUID, since time.Time, limit int) ([]Stored, error) {
+	var out []Stored
+	sinceMS := int64(-1 << 63)
+	if !since.IsZero() {
+		sinceMS = since.UnixMilli()
+	}
+	err := s.view(func(tx *bolt.Tx) error {
+		env := tx.Bucket(bucketEnv)
+		c := tx.Bucket(bucketChanIdx).Cursor()
+		for k, _ := seekLast(c, channel[:]); k != nil; k, _ = c.Prev() {
+			if !bytes.HasPrefix(k, channel[:]) || len(k) != chanKeyLen {
+				break
+			}
+			e := parseChanKey(k)
+			if e.ts < sinceMS || (limit > 0 && len(out) >= limit) {
+				break
+			}
+			v := env.Get(e.id[:])
+			if v == nil {
+				return fmt.Errorf("%w: index entry without envelope %s", ErrCorrupt, e.id)
+			}
+			m, err := decodeEnv(e.id, v)
+			if err != nil {
+				return err
+			}
+			m.Raw = bytes.Clone(m.Raw)
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// seekLast positions c on the last key with prefix, or on the key before
+// it when there is none (callers check the prefix).
+func seekLast(c *bolt.Cursor, prefix []byte) ([]byte, []byte) {
+	bound := append(bytes.Clone(prefix), bytes.Repeat([]byte{0xff}, chanKeyLen)...)
+	if k, _ := c.Seek(bound); k == nil {
+		return c.Last()
+	}
+	return c.Prev()
+}

@@ -1,0 +1,218 @@
+package history
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Priority is an inbox item's priority (seed 004, wake rules). ONLY
+// APPEND: the numbers are stored.
+type Priority uint8
+
+const (
+	PriorityHigh   Priority = 1
+	PriorityNormal Priority = 2
+	PriorityLow    Priority = 3
+)
+
+func (p Priority) String() string {
+	switch p {
+	case PriorityHigh:
+		return "high"
+	case PriorityNormal:
+		return "normal"
+	case PriorityLow:
+		return "low"
+	}
+	return fmt.Sprintf("priority(%d)", uint8(p))
+}
+
+// MarshalText implements encoding.TextMarshaler for JSON output.
+func (p Priority) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// Inbox record (bucket inbox, key id):
+//
+//	priority(1) | flags(1): bit0 read, bit1 wakes | delivered ms(8) | read ms(8)
+//
+// inbox-time indexes it by delivered ms(8) | id(16).
+const inboxRecLen = 2 + 8 + 8
+
+type inboxRec struct {
+	priority  Priority
+	read      bool
+	wakes     bool
+	delivered int64
+	readAt    int64
+}
+
+func (r *inboxRec) encode() []byte {
+	var flags byte
+	if r.read {
+		flags |= 1
+	}
+	if r.wakes {
+		flags |= 2
+	}
+	b := []byte{byte(r.priority), flags}
+	b = binary.BigEndian.AppendUint64(b, uint64(r.delivered))
+	return binary.BigEndian.AppendUint64(b, uint64(r.readAt))
+}
+
+func decodeInbox(b []byte) (inboxRec, error) {
+	if len(b) != inboxRecLen {
+		return inboxRec{}, fmt.Errorf("%w: inbox record of %d bytes", ErrCorrupt, len(b))
+	}
+	return inboxRec{
+		priority:  Priority(b[0]),
+		read:      b[1]&1 != 0,
+		wakes:     b[1]&2 != 0,
+		delivered: int64(binary.BigEndian.Uint64(b[2:])),
+		readAt:    int64(binary.BigEndian.Uint64(b[10:])),
+	}, nil
+}
+
+func inboxTimeKey(ms int64, id uuid.UUID) []byte {
+	k := make([]byte, tsLen+idLen)
+	putTS(k, ms)
+	copy(k[tsLen:], id[:])
+	return k
+}
+
+// InboxItem is a delivered envelope's inbox state with its metadata.
+type InboxItem struct {
+	Meta
+	Priority  Priority
+	Wakes     bool
+	Read      bool
+	Delivered time.Time
+	ReadAt    time.Time // zero while unread
+}
+
+// InboxFilter selects inbox items.
+type InboxFilter struct {
+	UnreadOnly bool
+	// Since keeps items delivered at or after it; zero keeps all.
+	Since time.Time
+	// Limit keeps the newest Limit items; zero or less keeps all.
+	Limit int
+}
+
+// SetInbox records that the stored envelope id was delivered to the inbox
+// with priority p, and whether it wakes the agent. Setting it again
+// updates priority and wakes and keeps the delivery time and read state.
+// An id that is not stored fails with [ErrNotFound].
+func (s *Store) SetInbox(id uuid.UUID, p Priority, wakes bool) error {
+	if p < PriorityHigh || p > PriorityLow {
+		return fmt.Errorf("set inbox %s: unknown %s", id, p)
+	}
+	return s.write(func(w *wtx) (error, error) {
+		if w.env.Get(id[:]) == nil {
+			return fmt.Errorf("set inbox: envelope %s: %w", id, ErrNotFound), nil
+		}
+		r := inboxRec{delivered: w.now.UnixMilli()}
+		if v := w.inbox.Get(id[:]); v != nil {
+			old, err := decodeInbox(v)
+			if err != nil {
+				return nil, err
+			}
+			r = old
+		} else if err := w.inboxT.Put(inboxTimeKey(r.delivered, id), present); err != nil {
+			return nil, err
+		}
+		r.priority, r.wakes = p, wakes
+		return nil, w.inbox.Put(id[:], r.encode())
+	}, nil)
+}
+
+// MarkRead marks the inbox item id read. An id without inbox state fails
+// with [ErrNotFound].
+func (s *Store) MarkRead(id uuid.UUID) error {
+	return s.write(func(w *wtx) (error, error) {
+		v := w.inbox.Get(id[:])
+		if v == nil {
+			return fmt.Errorf("mark read: inbox item %s: %w", id, ErrNotFound), nil
+		}
+		r, err := decodeInbox(v)
+		if err != nil {
+			return nil, err
+		}
+		if r.read {
+			return nil, nil
+		}
+		r.read, r.readAt = true, w.now.UnixMilli()
+		return nil, w.inbox.Put(id[:], r.encode())
+	}, nil)
+}
+
+// Inbox returns the inbox items that pass f, oldest first (newest last).
+func (s *Store) Inbox(f InboxFilter) ([]InboxItem, error) {
+	var out []InboxItem
+	sinceMS := int64(-1 << 63)
+	if !f.Since.IsZero() {
+		sinceMS = f.Since.UnixMilli()
+	}
+	err := s.view(func(tx *bolt.Tx) error {
+		inbox, env := tx.Bucket(bucketInbox), tx.Bucket(bucketEnv)
+		c := tx.Bucket(bucketInboxT).Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			if f.Limit > 0 && len(out) >= f.Limit {
+				break
+			}
+			if len(k) != tsLen+idLen {
+				return fmt.Errorf("%w: inbox index key of %d bytes", ErrCorrupt, len(k))
+			}
+			if getTS(k) < sinceMS {
+				break
+			}
+			id := uuid.UUID(k[tsLen:])
+			r, err := decodeInbox(inbox.Get(id[:]))
+			if err != nil {
+				return err
+			}
+			if f.UnreadOnly && r.read {
+				continue
+			}
+			v := env.Get(id[:])
+			if v == nil {
+				return fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
+			}
+			m, err := decodeEnv(id, v)
+			if err != nil {
+				return err
+			}
+			m.Raw = nil
+			out = append(out, InboxItem{
+				Meta: m.Meta, Priority: r.priority, Wakes: r.wakes, Read: r.read,
+				Delivered: timeOf(r.delivered), ReadAt: timeOf(r.readAt),
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// deleteInbox removes id's inbox state, if any.
+func (w *wtx) deleteInbox(id uuid.UUID) error {
+	v := w.inbox.Get(id[:])
+	if v == nil {
+		return nil
+	}
+	r, err := decodeInbox(v)
+	if err != nil {
+		return err
+	}
+	if err := w.inboxT.Delete(inboxTimeKey(r.delivered, id)); err != nil {
+		return err
+	}
+	return w.inbox.Delete(id[:])
+}

@@ -1,0 +1,129 @@
+package history
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Queue record (bucket queue, key peer(32) | qseq(8)):
+//
+//	expires ms(8) | id(16) | raw
+//
+// queue-id maps peer(32) | id(16) to qseq(8), for Ack and for dropping
+// repeated enqueues; queue-count holds the entries per peer.
+
+func queueKey(peer proto.PubKey, qseq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), peer[:]...), qseq)
+}
+
+func queueIDKey(peer proto.PubKey, id uuid.UUID) []byte {
+	return append(append([]byte(nil), peer[:]...), id[:]...)
+}
+
+// Enqueue keeps se for peer until [Store.Ack], for DMs, Requests and
+// Responses to a peer that is offline. It returns once se is durable. An
+// envelope already queued for peer is not queued twice. A full queue
+// refuses se with an error wrapping [ErrQueueFull].
+func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
+	if err := checkEnvelope(se); err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	rec := make([]byte, 0, 8+idLen+len(se.Raw))
+	rec = binary.BigEndian.AppendUint64(rec, uint64(se.Expires().UnixMilli()))
+	rec = append(rec, se.ID[:]...)
+	rec = append(rec, se.Raw...)
+	return s.write(func(w *wtx) (error, error) {
+		ik := queueIDKey(peer, se.ID)
+		if w.queueID.Get(ik) != nil {
+			return nil, nil
+		}
+		if n := getU64(w.qcount.Get(peer[:])); n >= uint64(w.s.cfg.MaxQueuePerPeer) {
+			return fmt.Errorf("%w: %d envelopes queued for %s", ErrQueueFull, n, peer.Fingerprint()), nil
+		}
+		qseq, err := w.queue.NextSequence()
+		if err != nil {
+			return nil, err
+		}
+		if err := w.queue.Put(queueKey(peer, qseq), rec); err != nil {
+			return nil, err
+		}
+		if err := w.queueID.Put(ik, u64(qseq)); err != nil {
+			return nil, err
+		}
+		return nil, addCount(w.qcount, peer[:], 1)
+	}, nil)
+}
+
+// Pending returns what is queued for peer, oldest first. Expired entries
+// (ts + ttl before now) are removed instead, and counted in [Stats].
+func (s *Store) Pending(peer proto.PubKey) ([]*proto.SignedEnvelope, error) {
+	now := s.cfg.Now().UnixMilli()
+	var raws [][]byte
+	var expired []uuid.UUID
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketQueue).Cursor()
+		for k, v := c.Seek(peer[:]); k != nil && bytes.HasPrefix(k, peer[:]); k, v = c.Next() {
+			if len(v) < 8+idLen {
+				return fmt.Errorf("%w: queue record of %d bytes", ErrCorrupt, len(v))
+			}
+			if int64(binary.BigEndian.Uint64(v)) < now {
+				expired = append(expired, uuid.UUID(v[8:8+idLen]))
+				continue
+			}
+			raws = append(raws, bytes.Clone(v[8+idLen:]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(expired) > 0 {
+		if err := s.Ack(peer, expired...); err != nil {
+			return nil, fmt.Errorf("drop expired queue entries: %w", err)
+		}
+		s.st.queueExpired.Add(uint64(len(expired)))
+		s.log.Debug("dropped expired store-and-forward entries", "peer", peer.Fingerprint(), "n", len(expired))
+	}
+	out := make([]*proto.SignedEnvelope, 0, len(raws))
+	for _, raw := range raws {
+		se, err := proto.ParseEnvelope(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: queued envelope for %s: %w", ErrCorrupt, peer.Fingerprint(), err)
+		}
+		out = append(out, se)
+	}
+	return out, nil
+}
+
+// Ack removes the envelopes with ids from peer's queue, once the peer has
+// them. Unknown ids are ignored.
+func (s *Store) Ack(peer proto.PubKey, ids ...uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.write(func(w *wtx) (error, error) {
+		for _, id := range ids {
+			ik := queueIDKey(peer, id)
+			v := w.queueID.Get(ik)
+			if v == nil {
+				continue
+			}
+			if err := w.queue.Delete(queueKey(peer, getU64(v))); err != nil {
+				return nil, err
+			}
+			if err := w.queueID.Delete(ik); err != nil {
+				return nil, err
+			}
+			if err := addCount(w.qcount, peer[:], -1); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}, nil)
+}

@@ -1,0 +1,209 @@
+package history
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Prune applies a channel's retention: it removes the channel's envelopes
+// older than maxAge and, beyond that, the oldest ones until at most
+// maxCount remain, whichever keeps fewer (seed 004: 72 h or 10,000
+// messages). A zero maxAge or maxCount disables that limit. It also drops
+// the channel's sequence tracking for streams silent for longer than
+// maxAge. Deletions run in transactions of at most Config.PruneChunk, each
+// riding in a writer batch, so deliveries are never held up for long.
+// Dedupe entries stay until [Store.PruneSeen].
+func (s *Store) Prune(channel uuid.UUID, maxAge time.Duration, maxCount int, now time.Time) (removed int, err error) {
+	cutoff := int64(math.MinInt64)
+	if maxAge > 0 {
+		cutoff = now.Add(-maxAge).UnixMilli()
+	}
+	for {
+		n, done := 0, false
+		err := s.write(func(w *wtx) (error, error) {
+			n, done = 0, false
+			count := int(getU64(w.counts.Get(channel[:])))
+			var victims []Stored
+			c := w.chanIdx.Cursor()
+			for k, _ := c.Seek(channel[:]); ; k, _ = c.Next() {
+				if len(victims) == w.s.cfg.PruneChunk {
+					break
+				}
+				if k == nil || !bytes.HasPrefix(k, channel[:]) || len(k) != chanKeyLen {
+					done = true
+					break
+				}
+				e := parseChanKey(k)
+				if e.ts >= cutoff && (maxCount <= 0 || count-len(victims) <= maxCount) {
+					done = true
+					break
+				}
+				var m Stored
+				m.ID, m.TS, m.Seq, m.To = e.id, e.ts, e.seq, proto.ToChannel(channel)
+				copy(m.From[:], e.stream)
+				copy(m.Epoch[:], e.stream[keyLen:])
+				victims = append(victims, m)
+			}
+			for i := range victims {
+				if err := w.deleteEnv(&victims[i]); err != nil {
+					return nil, err
+				}
+			}
+			n = len(victims)
+			if done && maxAge > 0 {
+				return nil, w.pruneStreams(destKey(proto.ToChannel(channel)), cutoff)
+			}
+			return nil, nil
+		}, nil)
+		if err != nil {
+			return removed, err
+		}
+		removed += n
+		s.st.pruned.Add(uint64(n))
+		if done {
+			return removed, nil
+		}
+	}
+}
+
+// PruneDirect removes envelopes not addressed to a channel (DMs, Requests,
+// Responses) with ts older than maxAge, with their inbox state, and drops
+// the sequence tracking of non-channel streams silent for longer.
+func (s *Store) PruneDirect(maxAge time.Duration, now time.Time) (removed int, err error) {
+	if maxAge <= 0 {
+		return 0, nil
+	}
+	cutoff := now.Add(-maxAge).UnixMilli()
+	for {
+		n, done := 0, false
+		err := s.write(func(w *wtx) (error, error) {
+			n, done = 0, false
+			var victims []Stored
+			c := w.dirIdx.Cursor()
+			for k, _ := c.First(); ; k, _ = c.Next() {
+				if len(victims) == w.s.cfg.PruneChunk {
+					break
+				}
+				if k == nil || len(k) != tsLen+idLen || getTS(k) >= cutoff {
+					done = true
+					break
+				}
+				var m Stored
+				m.TS, m.ID = getTS(k), uuid.UUID(k[tsLen:])
+				m.To.Kind = proto.DestPeer // any kind but channel: the direct index
+				victims = append(victims, m)
+			}
+			for i := range victims {
+				if err := w.deleteEnv(&victims[i]); err != nil {
+					return nil, err
+				}
+			}
+			n = len(victims)
+			if done {
+				for _, kind := range []proto.DestKind{proto.DestPeer, proto.DestOrg} {
+					if err := w.pruneStreams([]byte{byte(kind)}, cutoff); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return nil, nil
+		}, nil)
+		if err != nil {
+			return removed, err
+		}
+		removed += n
+		s.st.pruned.Add(uint64(n))
+		if done {
+			return removed, nil
+		}
+	}
+}
+
+// PruneSeen forgets dedupe entries of envelopes with ts older than
+// Config.SeenMaxAge. By then a live copy is long expired (ts + ttl) and
+// every peer has pruned its history copy, so neither can come back. The
+// in-memory set keeps what it holds; it is bounded by size.
+func (s *Store) PruneSeen(now time.Time) (removed int, err error) {
+	cutoff := now.Add(-s.cfg.SeenMaxAge).UnixMilli()
+	for {
+		n, done := 0, false
+		err := s.write(func(w *wtx) (error, error) {
+			n, done = 0, false
+			var keys [][]byte
+			c := w.seenAge.Cursor()
+			for k, _ := c.First(); ; k, _ = c.Next() {
+				if len(keys) == w.s.cfg.PruneChunk {
+					break
+				}
+				if k == nil || len(k) != tsLen+seenKLen || getTS(k) >= cutoff {
+					done = true
+					break
+				}
+				keys = append(keys, bytes.Clone(k))
+			}
+			for _, k := range keys {
+				if err := w.seenAge.Delete(k); err != nil {
+					return nil, err
+				}
+				if err := w.seen.Delete(k[tsLen:]); err != nil {
+					return nil, err
+				}
+			}
+			n = len(keys)
+			return nil, nil
+		}, nil)
+		if err != nil {
+			return removed, err
+		}
+		removed += n
+		s.st.seenPruned.Add(uint64(n))
+		if done {
+			return removed, nil
+		}
+	}
+}
+
+// ExpireQueues removes expired entries (ts + ttl before now) from every
+// store-and-forward queue, including those of peers that never return.
+func (s *Store) ExpireQueues(now time.Time) (removed int, err error) {
+	nowMS := now.UnixMilli()
+	err = s.write(func(w *wtx) (error, error) {
+		removed = 0
+		type victim struct{ key, idKey, peer []byte }
+		var victims []victim
+		c := w.queue.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(k) != keyLen+8 || len(v) < 8+idLen {
+				continue
+			}
+			if int64(binary.BigEndian.Uint64(v)) >= nowMS {
+				continue
+			}
+			peer := bytes.Clone(k[:keyLen])
+			victims = append(victims, victim{bytes.Clone(k), append(bytes.Clone(peer), v[8:8+idLen]...), peer})
+		}
+		for _, vi := range victims {
+			if err := w.queue.Delete(vi.key); err != nil {
+				return nil, err
+			}
+			if err := w.queueID.Delete(vi.idKey); err != nil {
+				return nil, err
+			}
+			if err := addCount(w.qcount, vi.peer, -1); err != nil {
+				return nil, err
+			}
+		}
+		removed = len(victims)
+		return nil, nil
+	}, nil)
+	if err == nil {
+		s.st.queueExpired.Add(uint64(removed))
+	}
+	return removed, err
+}

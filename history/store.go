@@ -1,0 +1,413 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Errors callers decide on. Match them with errors.Is.
+var (
+	// ErrNotFound: no envelope, inbox entry or record with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrQuota: the write would grow the file past Config.MaxBytes.
+	ErrQuota = errors.New("quota exceeded")
+	// ErrQueueFull: the peer's store-and-forward queue holds
+	// Config.MaxQueuePerPeer envelopes already.
+	ErrQueueFull = errors.New("store-and-forward queue full")
+	// ErrLocked: another process holds the store open.
+	ErrLocked = errors.New("locked by another process")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("history store closed")
+	// ErrCorrupt: the file or a record in it cannot be read. A caller
+	// may move the file aside and start afresh (with a new send epoch).
+	ErrCorrupt = errors.New("history store corrupt")
+	// ErrIDConflict: an envelope id is already stored for another sender.
+	ErrIDConflict = errors.New("envelope id already stored for another sender")
+)
+
+// Store is the node's durable store. All writes go through one writer
+// goroutine that group-commits them; reads run concurrently in short
+// read transactions. A Store is safe for concurrent use.
+type Store struct {
+	path string
+	cfg  Config
+	log  *slog.Logger
+	db   *bolt.DB
+	seen *seenCache
+
+	reqs chan *request
+	quit chan struct{} // closed by Close to stop the writer
+	wg   sync.WaitGroup
+
+	closeMu   sync.RWMutex // guards closed; held for reading while a request is handed to the writer
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+
+	st storeCounters
+}
+
+// storeCounters are running totals reported by [Store.Stats].
+type storeCounters struct {
+	commits      atomic.Uint64
+	requests     atomic.Uint64
+	batchedEnvs  atomic.Uint64 // envelopes in committed Put requests
+	putCommits   atomic.Uint64 // commits holding at least one Put
+	envelopes    atomic.Uint64
+	duplicates   atomic.Uint64
+	failedTx     atomic.Uint64
+	queueExpired atomic.Uint64
+	pruned       atomic.Uint64
+	seenPruned   atomic.Uint64
+	cacheHits    atomic.Uint64
+	cacheMisses  atomic.Uint64
+	histSkipped  atomic.Uint64
+}
+
+// request is one caller's write. apply runs inside the batch transaction
+// and may run more than once (a failed batch is retried in halves), so it
+// must set its outputs afresh each time. It returns the caller's result
+// and, separately, a fatal error that aborts the whole transaction.
+// onCommit runs in the writer after the transaction is durable.
+type request struct {
+	apply    func(w *wtx) (result, fatal error)
+	onCommit func()
+	envs     int // envelopes the request puts, for Stats
+	result   error
+	done     chan error
+}
+
+// Open opens or creates the store at path (mode 0600). A second opener,
+// in this process or another, fails after Config.LockTimeout with an
+// error wrapping [ErrLocked].
+func Open(path string, cfg Config) (*Store, error) {
+	cfg = cfg.withDefaults()
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        cfg.LockTimeout,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+		MaxSize:        int(cfg.MaxBytes),
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, berrors.ErrTimeout):
+			return nil, fmt.Errorf("history store %s is %w (gave up after %v)", path, ErrLocked, cfg.LockTimeout)
+		case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
+			errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
+			return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, path, err)
+		}
+		return nil, fmt.Errorf("open history store %s: %w", path, err)
+	}
+	s := &Store{
+		path: path,
+		cfg:  cfg,
+		log:  cfg.Logger,
+		db:   db,
+		seen: newSeenCache(cfg.SeenCacheSize),
+		reqs: make(chan *request, cfg.MaxBatch),
+		quit: make(chan struct{}),
+	}
+	if created {
+		// Make the new file's directory entry durable too.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open history store %s: %w", path, err)
+		}
+	}
+	if err := s.init(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.writer()
+	return s, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// init creates the buckets, checks the schema version and warms the seen
+// cache with the most recent entries.
+func (s *Store) init() error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		v := meta.Get(metaSchema)
+		if v == nil {
+			return meta.Put(metaSchema, u64(schemaVersion))
+		}
+		if got := getU64(v); got != schemaVersion {
+			return fmt.Errorf("%w: schema version %d, this build reads %d", ErrCorrupt, got, schemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("open history store %s: %w", s.path, s.txError(err))
+	}
+	var keys [][seenKLen]byte
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSeenAge).Cursor()
+		for k, _ := c.Last(); k != nil && len(keys) < s.cfg.SeenCacheSize; k, _ = c.Prev() {
+			if len(k) != tsLen+seenKLen {
+				return fmt.Errorf("%w: seen-age key of %d bytes", ErrCorrupt, len(k))
+			}
+			keys = append(keys, [seenKLen]byte(k[tsLen:]))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("open history store %s: %w", s.path, err)
+	}
+	for i := len(keys) - 1; i >= 0; i-- {
+		s.seen.add(keys[i])
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close drains pending writes, stops the writer and closes the database.
+// It is idempotent; later calls return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeMu.Lock()
+		s.closed = true
+		s.closeMu.Unlock()
+		close(s.quit)
+		s.wg.Wait()
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close history store %s: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}
+
+// submit hands r to the writer and waits until its batch is durable.
+func (s *Store) submit(r *request) error {
+	r.done = make(chan error, 1)
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	s.reqs <- r
+	s.closeMu.RUnlock()
+	return <-r.done
+}
+
+// write runs apply as one request and returns its result.
+func (s *Store) write(apply func(w *wtx) (result, fatal error), onCommit func()) error {
+	return s.submit(&request{apply: apply, onCommit: onCommit})
+}
+
+// writer is the single goroutine that commits every write. It takes
+// what is queued, waits up to CommitWindow for more when writers are
+// concurrent, and commits the batch in one transaction.
+func (s *Store) writer() {
+	defer s.wg.Done()
+	batch := make([]*request, 0, s.cfg.MaxBatch)
+	last := 0
+	for {
+		var r *request
+		select {
+		case r = <-s.reqs:
+		case <-s.quit:
+			s.drain(batch[:0])
+			return
+		}
+		batch = append(batch[:0], r)
+		batch = s.take(batch)
+		if s.cfg.CommitWindow > 0 && len(batch) < s.cfg.MaxBatch && (len(batch) > 1 || last > 1) {
+			batch = s.collect(batch)
+		}
+		s.commit(batch)
+		last = len(batch)
+		clear(batch) // drop references for the garbage collector
+	}
+}
+
+// take appends what is queued without waiting.
+func (s *Store) take(batch []*request) []*request {
+	for len(batch) < s.cfg.MaxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// collect appends requests arriving within CommitWindow. It stops early
+// once no request has arrived for an eighth of the window: when every
+// writer is already in the batch (each waits for its own result), more
+// waiting only adds latency.
+func (s *Store) collect(batch []*request) []*request {
+	idleFor := max(s.cfg.CommitWindow/8, 50*time.Microsecond)
+	deadline := time.NewTimer(s.cfg.CommitWindow)
+	defer deadline.Stop()
+	idle := time.NewTimer(idleFor)
+	defer idle.Stop()
+	for len(batch) < s.cfg.MaxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+			idle.Reset(idleFor)
+		case <-idle.C:
+			return batch
+		case <-deadline.C:
+			return batch
+		case <-s.quit:
+			return batch
+		}
+	}
+	return batch
+}
+
+// drain commits everything still queued at Close. No request can be
+// added any more: Close set closed before it closed quit.
+func (s *Store) drain(batch []*request) {
+	for {
+		batch = s.take(batch[:0])
+		if len(batch) == 0 {
+			return
+		}
+		s.commit(batch)
+	}
+}
+
+// commit applies batch in one transaction. If the transaction fails, the
+// batch is retried in halves, so one failing request (a quota overrun,
+// say) fails alone and the rest still commit.
+func (s *Store) commit(batch []*request) {
+	now := s.cfg.Now()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		w := newWtx(s, tx, now)
+		for _, r := range batch {
+			res, fatal := r.apply(w)
+			if fatal != nil {
+				return fatal
+			}
+			r.result = res
+		}
+		return nil
+	})
+	if err != nil {
+		s.st.failedTx.Add(1)
+		if len(batch) == 1 {
+			batch[0].done <- s.txError(err)
+			return
+		}
+		mid := len(batch) / 2
+		s.commit(batch[:mid])
+		s.commit(batch[mid:])
+		return
+	}
+	s.st.commits.Add(1)
+	s.st.requests.Add(uint64(len(batch)))
+	envs := 0
+	for _, r := range batch {
+		envs += r.envs
+	}
+	if envs > 0 {
+		s.st.batchedEnvs.Add(uint64(envs))
+		s.st.putCommits.Add(1)
+	}
+	for _, r := range batch {
+		if r.onCommit != nil {
+			r.onCommit()
+		}
+		r.done <- r.result
+	}
+}
+
+// txError turns a bbolt error into one of ours.
+func (s *Store) txError(err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrMaxSizeReached):
+		return fmt.Errorf("history store %s: %w: the write would grow the file past its limit of %d bytes; prune it or raise the limit", s.path, ErrQuota, s.cfg.MaxBytes)
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
+		return ErrClosed
+	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrClosed):
+		return err
+	}
+	return fmt.Errorf("history store %s: %w", s.path, err)
+}
+
+// view runs fn in a read transaction. fn must not block on anything but
+// the database: a long read transaction keeps the writer from reusing
+// pages and from remapping a growing file.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if err := s.db.View(fn); err != nil {
+		return s.txError(err)
+	}
+	return nil
+}
+
+// wtx is the writer's view of one batch transaction.
+type wtx struct {
+	s   *Store
+	tx  *bolt.Tx
+	now time.Time
+
+	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, seqs,
+	queue, queueID, qcount, inbox, inboxT *bolt.Bucket
+}
+
+func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
+	return &wtx{
+		s: s, tx: tx, now: now,
+		meta:    tx.Bucket(bucketMeta),
+		env:     tx.Bucket(bucketEnv),
+		chanIdx: tx.Bucket(bucketChanIdx),
+		dirIdx:  tx.Bucket(bucketDirIdx),
+		counts:  tx.Bucket(bucketCounts),
+		seen:    tx.Bucket(bucketSeen),
+		seenAge: tx.Bucket(bucketSeenAge),
+		marks:   tx.Bucket(bucketMarks),
+		seqs:    tx.Bucket(bucketSeqs),
+		queue:   tx.Bucket(bucketQueue),
+		queueID: tx.Bucket(bucketQueueID),
+		qcount:  tx.Bucket(bucketQCount),
+		inbox:   tx.Bucket(bucketInbox),
+		inboxT:  tx.Bucket(bucketInboxT),
+	}
+}
+
+// addCount adds delta to the counter under key in b, deleting it at zero.
+func addCount(b *bolt.Bucket, key []byte, delta int64) error {
+	n := int64(getU64(b.Get(key))) + delta
+	if n <= 0 {
+		return b.Delete(key)
+	}
+	return b.Put(key, u64(uint64(n)))
+}
+
+func syncDirOf(path string) error { return syncDir(filepath.Dir(path)) }

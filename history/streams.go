@@ -1,0 +1,380 @@
+package history
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// markRec is the tracking state of one (sender, destination, epoch)
+// stream. Every number in [lo, hi] has arrived; numbers outside that run
+// that have arrived are listed in the seqs bucket (pending of them).
+type markRec struct {
+	lo, hi   uint64 // the contiguous run that holds the first number seen
+	min, max uint64 // lowest and highest number seen
+	pending  uint64 // numbers seen outside [lo, hi]
+	lost     uint64 // numbers declared lost when pending overflowed
+	updated  int64  // Unix ms of the last arrival
+}
+
+const markRecLen = 7 * 8
+
+func (m *markRec) encode() []byte {
+	b := make([]byte, 0, markRecLen)
+	for _, v := range []uint64{m.lo, m.hi, m.min, m.max, m.pending, m.lost, uint64(m.updated)} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+func decodeMark(b []byte) (markRec, error) {
+	var m markRec
+	if len(b) != markRecLen {
+		return m, fmt.Errorf("%w: stream record of %d bytes", ErrCorrupt, len(b))
+	}
+	f := func(i int) uint64 { return binary.BigEndian.Uint64(b[i*8:]) }
+	m = markRec{lo: f(0), hi: f(1), min: f(2), max: f(3), pending: f(4), lost: f(5), updated: int64(f(6))}
+	return m, nil
+}
+
+func streamKey(dk []byte, from proto.PubKey, epoch uuid.UUID) []byte {
+	k := make([]byte, 0, len(dk)+keyLen+idLen)
+	k = append(k, dk...)
+	k = append(k, from[:]...)
+	return append(k, epoch[:]...)
+}
+
+func seqKey(sk []byte, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(bytes.Clone(sk), seq)
+}
+
+// observeSeq records the arrival of seq in a stream and keeps the run
+// [lo, hi] as long as the arrivals allow.
+func (w *wtx) observeSeq(dk []byte, from proto.PubKey, epoch uuid.UUID, seq uint64) error {
+	sk := streamKey(dk, from, epoch)
+	v := w.marks.Get(sk)
+	if v == nil {
+		m := markRec{lo: seq, hi: seq, min: seq, max: seq, updated: w.now.UnixMilli()}
+		return w.marks.Put(sk, m.encode())
+	}
+	m, err := decodeMark(v)
+	if err != nil {
+		return err
+	}
+	m.updated = w.now.UnixMilli()
+	m.min, m.max = min(m.min, seq), max(m.max, seq)
+	switch {
+	case seq >= m.lo && seq <= m.hi:
+		// A number already in the run: a duplicate or a reused number.
+	case m.hi < math.MaxUint64 && seq == m.hi+1:
+		m.hi = seq
+		if err := w.absorbUp(sk, &m); err != nil {
+			return err
+		}
+	case m.lo > 0 && seq == m.lo-1:
+		m.lo = seq
+		if err := w.absorbDown(sk, &m); err != nil {
+			return err
+		}
+	default:
+		k := seqKey(sk, seq)
+		if w.seqs.Get(k) == nil {
+			if err := w.seqs.Put(k, present); err != nil {
+				return err
+			}
+			m.pending++
+		}
+		if m.pending > uint64(w.s.cfg.MaxPendingSeqs) {
+			if err := w.giveUpGap(sk, &m); err != nil {
+				return err
+			}
+		}
+	}
+	return w.marks.Put(sk, m.encode())
+}
+
+// absorbUp extends the run over pending numbers directly above it.
+func (w *wtx) absorbUp(sk []byte, m *markRec) error {
+	for m.pending > 0 && m.hi < math.MaxUint64 {
+		k := seqKey(sk, m.hi+1)
+		if w.seqs.Get(k) == nil {
+			return nil
+		}
+		if err := w.seqs.Delete(k); err != nil {
+			return err
+		}
+		m.hi++
+		m.pending--
+	}
+	return nil
+}
+
+// absorbDown extends the run over pending numbers directly below it.
+func (w *wtx) absorbDown(sk []byte, m *markRec) error {
+	for m.pending > 0 && m.lo > 0 {
+		k := seqKey(sk, m.lo-1)
+		if w.seqs.Get(k) == nil {
+			return nil
+		}
+		if err := w.seqs.Delete(k); err != nil {
+			return err
+		}
+		m.lo--
+		m.pending--
+	}
+	return nil
+}
+
+// giveUpGap declares the lowest gap above the run lost (or, with nothing
+// above it, the highest gap below it) and extends the run over it.
+func (w *wtx) giveUpGap(sk []byte, m *markRec) error {
+	c := w.seqs.Cursor()
+	k, _ := c.Seek(seqKey(sk, m.hi))
+	if k != nil && bytes.HasPrefix(k, sk) {
+		next := binary.BigEndian.Uint64(k[len(sk):])
+		m.lost += next - m.hi - 1
+		m.hi = next - 1
+		return w.absorbUp(sk, m)
+	}
+	k, _ = c.Seek(seqKey(sk, m.lo))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k != nil && bytes.HasPrefix(k, sk) && len(k) == len(sk)+8 {
+		prev := binary.BigEndian.Uint64(k[len(sk):])
+		m.lost += m.lo - prev - 1
+		m.lo = prev + 1
+		return w.absorbDown(sk, m)
+	}
+	return fmt.Errorf("%w: stream records %d pending numbers but none are stored", ErrCorrupt, m.pending)
+}
+
+// SeqRange is an inclusive range of sequence numbers.
+type SeqRange struct{ From, To uint64 }
+
+// Stream is what the store knows of one sender's numbering towards one
+// destination in one epoch.
+type Stream struct {
+	Sender proto.PubKey
+	Epoch  uuid.UUID
+	// First..Last is the contiguous run that holds the first number seen:
+	// every number in it has arrived. Last is the mark to send in a
+	// HistoryRequest.
+	First, Last uint64
+	// Min and Max are the lowest and highest numbers seen.
+	Min, Max uint64
+	// Count is how many distinct numbers have arrived.
+	Count uint64
+	// Missing lists the holes between Min and Max, lowest first, at most
+	// [MaxMissingRanges] of them.
+	Missing []SeqRange
+	// Lost counts numbers given up on (Config.MaxPendingSeqs or
+	// [Store.ForgetGaps]).
+	Lost uint64
+	// Updated is the time of the last arrival.
+	Updated time.Time
+}
+
+// Contiguous reports whether every number from the first seen to the
+// highest has arrived.
+func (s *Stream) Contiguous() bool { return s.Min == s.First && s.Max == s.Last }
+
+// MaxMissingRanges bounds Stream.Missing.
+const MaxMissingRanges = 64
+
+// Gaps returns every tracked stream towards d, ordered by (sender,
+// epoch), with its holes. A stream is contiguous when its numbers have no
+// holes since the first one seen; history sync may fill the holes.
+func (s *Store) Gaps(d proto.Destination) ([]Stream, error) {
+	var out []Stream
+	dk := destKey(d)
+	err := s.view(func(tx *bolt.Tx) error {
+		seqs := tx.Bucket(bucketSeqs)
+		c := tx.Bucket(bucketMarks).Cursor()
+		for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
+			m, err := decodeMark(v)
+			if err != nil {
+				return err
+			}
+			st := streamOf(k[len(dk):], m)
+			if m.pending > 0 {
+				st.Missing = missing(seqs, k, m)
+			}
+			out = append(out, st)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func streamOf(senderEpoch []byte, m markRec) Stream {
+	var st Stream
+	copy(st.Sender[:], senderEpoch)
+	copy(st.Epoch[:], senderEpoch[keyLen:])
+	st.First, st.Last, st.Min, st.Max = m.lo, m.hi, m.min, m.max
+	st.Count = m.hi - m.lo + 1 + m.pending
+	st.Lost = m.lost
+	st.Updated = timeOf(m.updated)
+	return st
+}
+
+// missing walks the pending numbers of a stream in order and reports the
+// holes between them and the run.
+func missing(seqs *bolt.Bucket, sk []byte, m markRec) []SeqRange {
+	var out []SeqRange
+	prev, have := uint64(0), false
+	note := func(n uint64) {
+		if have && n > prev+1 && len(out) < MaxMissingRanges {
+			out = append(out, SeqRange{prev + 1, n - 1})
+		}
+	}
+	c := seqs.Cursor()
+	runDone := false
+	for k, _ := c.Seek(sk); k != nil && bytes.HasPrefix(k, sk) && len(out) < MaxMissingRanges; k, _ = c.Next() {
+		n := binary.BigEndian.Uint64(k[len(sk):])
+		if !runDone && n > m.hi {
+			note(m.lo)
+			prev, have, runDone = m.hi, true, true
+		}
+		note(n)
+		prev, have = n, true
+	}
+	if !runDone {
+		note(m.lo)
+	}
+	return out
+}
+
+// SeqMarks returns, for each (sender, epoch) stream seen in channel, the
+// last number of its contiguous run: the marks of a HistoryRequest, sorted
+// by (sender, epoch) as proto requires. A mark claims every number up to
+// it; numbers below the first one this node saw are not covered by it
+// (see the package documentation on catch-up). At most
+// proto.MaxArrayElements marks are returned, the most recently updated.
+func (s *Store) SeqMarks(channel uuid.UUID) ([]proto.SeqMark, error) {
+	type mk struct {
+		proto.SeqMark
+		updated int64
+	}
+	var all []mk
+	dk := destKey(proto.ToChannel(channel))
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketMarks).Cursor()
+		for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
+			m, err := decodeMark(v)
+			if err != nil {
+				return err
+			}
+			st := streamOf(k[len(dk):], m)
+			all = append(all, mk{proto.SeqMark{Sender: st.Sender, Epoch: st.Epoch, LastSeq: st.Last}, m.updated})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(all) > proto.MaxArrayElements {
+		slices.SortStableFunc(all, func(a, b mk) int { return cmp.Compare(b.updated, a.updated) })
+		all = all[:proto.MaxArrayElements]
+		slices.SortFunc(all, func(a, b mk) int { return compareMarks(a.SeqMark, b.SeqMark) })
+	}
+	out := make([]proto.SeqMark, len(all))
+	for i, m := range all {
+		out[i] = m.SeqMark
+	}
+	return out, nil
+}
+
+func compareMarks(a, b proto.SeqMark) int {
+	if c := bytes.Compare(a.Sender[:], b.Sender[:]); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.Epoch[:], b.Epoch[:])
+}
+
+// ForgetGaps gives up on every hole in the streams towards d: each run is
+// extended to the highest number seen and the skipped numbers are counted
+// as lost. Call it when history sync has asked enough peers and the holes
+// remain, so later requests stop asking for them.
+func (s *Store) ForgetGaps(d proto.Destination) error {
+	dk := destKey(d)
+	return s.write(func(w *wtx) (error, error) {
+		var streams [][]byte
+		c := w.marks.Cursor()
+		for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
+			m, err := decodeMark(v)
+			if err != nil {
+				return nil, err
+			}
+			if m.pending > 0 {
+				streams = append(streams, bytes.Clone(k))
+			}
+		}
+		for _, sk := range streams {
+			m, err := decodeMark(w.marks.Get(sk))
+			if err != nil {
+				return nil, err
+			}
+			m.lost += (m.max - m.min + 1) - (m.hi - m.lo + 1) - m.pending
+			m.lo, m.hi, m.pending = m.min, m.max, 0
+			if err := deletePrefix(w.seqs, sk); err != nil {
+				return nil, err
+			}
+			if err := w.marks.Put(sk, m.encode()); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}, nil)
+}
+
+// pruneStreams removes the streams towards destinations with prefix dk
+// whose last arrival is older than cutoff, with their pending numbers.
+func (w *wtx) pruneStreams(dk []byte, cutoff int64) error {
+	var old [][]byte
+	c := w.marks.Cursor()
+	for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
+		m, err := decodeMark(v)
+		if err != nil {
+			return err
+		}
+		if m.updated < cutoff {
+			old = append(old, bytes.Clone(k))
+		}
+	}
+	for _, sk := range old {
+		if err := deletePrefix(w.seqs, sk); err != nil {
+			return err
+		}
+		if err := w.marks.Delete(sk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deletePrefix deletes every key in b that starts with prefix.
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
