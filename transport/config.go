@@ -1,0 +1,155 @@
+package transport
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/flynn/noise"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Config configures [Listen], [Dial], [Server] and [Client]. Those copy it
+// and fill zero fields from [DefaultConfig]; do not change a Config (or
+// what its fields point to) while a listener or link made from it runs.
+type Config struct {
+	// Identity is this node's Ed25519 identity key. Required.
+	Identity ed25519.PrivateKey
+	// Org is the org id. Required. It is part of the Noise prologue and
+	// must equal the peer's payload Org.
+	Org string
+	// NoiseKey is the X25519 static key. Nil means [Listen] generates one
+	// for the listener and each [Dial] one for its link. Share one key
+	// across calls to sign the identity binding only once.
+	NoiseKey *StaticKey
+
+	// Admit decides whether a peer may connect, given its verified
+	// payload. It runs on the initiator after message 2 (before message 3
+	// is sent) and on the responder after message 3. A non-nil error
+	// aborts the handshake; the error returned by Dial or logged by the
+	// listener wraps [ErrNotAdmitted] and it. Nil admits everyone with a
+	// valid binding in the same org. A listener calls it from several
+	// goroutines at once.
+	Admit func(p *proto.HandshakePayload) error
+	// Payload supplies our handshake payload (roster version, listen
+	// addresses, policy digest, name) at handshake time. The transport
+	// fills Version, Identity, StaticSig and Org. Nil sends only those.
+	// Like Admit, it may be called concurrently.
+	Payload func() proto.HandshakePayload
+
+	// HandshakeTimeout bounds each handshake step (connect, each message
+	// read or write). Default 5s: a LAN handshake takes about a
+	// millisecond, so 5s tolerates a loaded or distant peer while a peer
+	// that stalls holds a handshake slot only briefly.
+	HandshakeTimeout time.Duration
+	// KeepaliveInterval is how long a link may be send-idle before it
+	// sends a ping. Default 15s: a third of IdleTimeout, so two pings can
+	// be lost before the peer gives up on us.
+	KeepaliveInterval time.Duration
+	// IdleTimeout closes a link that has received nothing for this long
+	// (up to an eighth longer: the deadline is moved lazily, and the
+	// reader looks once more before giving up, in case this process was
+	// stalled with the peer's messages waiting). It also bounds one
+	// blocked write. Default 45s: three keepalive
+	// intervals, enough to ride out a short stall without keeping a dead
+	// peer for minutes.
+	IdleTimeout time.Duration
+	// SendQueue is the capacity of each link's send queue, in frames.
+	// Default 1024: about a second of fan-out at a busy node's envelope
+	// rate, while a stuck peer costs at most that many queued frames.
+	SendQueue int
+	// MaxHandshakes bounds the handshakes a [Listener] runs at once.
+	// Default 64: enough that a few slow or hostile peers cannot block
+	// others, few enough to bound the CPU a connection flood can take.
+	MaxHandshakes int
+	// Logger receives handshake failures and link teardowns. Default: a
+	// logger that discards, since a library must not print unless asked.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every default set and no identity.
+func DefaultConfig() Config {
+	return Config{
+		HandshakeTimeout:  5 * time.Second,
+		KeepaliveInterval: 15 * time.Second,
+		IdleTimeout:       45 * time.Second,
+		SendQueue:         1024,
+		MaxHandshakes:     64,
+		Logger:            slog.New(slog.DiscardHandler),
+	}
+}
+
+// withDefaults returns a copy of c with zero fields defaulted, or an error
+// if a required field is missing.
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if len(c.Identity) != ed25519.PrivateKeySize {
+		return c, errors.New("config: Identity must be an ed25519 private key")
+	}
+	if c.Org == "" || len(c.Org) > proto.MaxOrgLen {
+		return c, fmt.Errorf("config: Org must be 1..%d bytes", proto.MaxOrgLen)
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.KeepaliveInterval <= 0 {
+		c.KeepaliveInterval = d.KeepaliveInterval
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.SendQueue <= 0 {
+		c.SendQueue = d.SendQueue
+	}
+	if c.MaxHandshakes <= 0 {
+		c.MaxHandshakes = d.MaxHandshakes
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c, nil
+}
+
+// cipherSuite is the only suite meshd speaks.
+var cipherSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashSHA256)
+
+// StaticKey is a Noise X25519 static key pair. It is not an identity: the
+// handshake payload binds it to the Ed25519 identity with a signature,
+// which the key caches so that reusing it skips the signing.
+type StaticKey struct {
+	dh noise.DHKey
+
+	// mu guards the cached binding signature.
+	mu       sync.Mutex
+	sigOwner proto.PubKey
+	sig      proto.Signature
+}
+
+// NewStaticKey generates a static key from crypto/rand.
+func NewStaticKey() (*StaticKey, error) {
+	dh, err := cipherSuite.GenerateKeypair(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate noise static key: %w", err)
+	}
+	return &StaticKey{dh: dh}, nil
+}
+
+// Public returns a copy of the X25519 public key.
+func (k *StaticKey) Public() []byte { return append([]byte(nil), k.dh.Public...) }
+
+// binding returns the StaticSig of identity over k's public key.
+func (k *StaticKey) binding(identity ed25519.PrivateKey) (proto.PubKey, proto.Signature) {
+	id := proto.PubKeyOf(identity)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.sigOwner.IsZero() || !k.sigOwner.Equal(id) {
+		k.sig = proto.Sign(identity, proto.DomainNoiseStatic, k.dh.Public)
+		k.sigOwner = id
+	}
+	return id, k.sig
+}

@@ -1,0 +1,34 @@
+package transport
+
+import "errors"
+
+// Errors callers may need to tell apart with errors.Is. Handshake
+// failures wrap [ErrHandshake] and, where one applies, a more specific
+// error below; link failures are reported by [Link.Err].
+var (
+	// ErrHandshake wraps every handshake failure, together with its cause.
+	ErrHandshake = errors.New("handshake failed")
+	// ErrUnexpectedPeer: the responder's identity is not the key the dialer
+	// expected.
+	ErrUnexpectedPeer = errors.New("unexpected peer identity")
+	// ErrIdentityBinding: the peer's StaticSig does not verify against the
+	// Noise static key it proved in the handshake.
+	ErrIdentityBinding = errors.New("identity binding failed")
+	// ErrWrongOrg: the peer's payload names another org.
+	ErrWrongOrg = errors.New("peer belongs to another org")
+	// ErrNotAdmitted: [Config.Admit] refused the peer. The hook's own error
+	// is wrapped too.
+	ErrNotAdmitted = errors.New("peer not admitted")
+	// ErrFrameTooLarge: a frame exceeds proto.MaxFrameSize, on send or on
+	// reassembly.
+	ErrFrameTooLarge = errors.New("frame too large")
+	// ErrQueueFull: the link's send queue is full; the frame was dropped.
+	ErrQueueFull = errors.New("send queue full")
+	// ErrClosed: the link or listener was closed locally.
+	ErrClosed = errors.New("closed")
+	// ErrTimeout: a handshake step, a write, or the idle timer ran out.
+	ErrTimeout = errors.New("timed out")
+	// ErrProtocol: the peer broke the wire format (bad length, header or
+	// authentication tag).
+	ErrProtocol = errors.New("protocol violation")
+)

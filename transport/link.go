@@ -1,0 +1,579 @@
+package transport
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flynn/noise"
+
+	"github.com/meshd/meshd/proto"
+)
+
+const (
+	// flushThreshold is how many bytes of records the writer batches
+	// before writing them out; it writes sooner when the queue is empty.
+	flushThreshold = 64 << 10
+	// closeFlushTimeout bounds how long [Link.Close] spends writing frames
+	// that were queued before it was called.
+	closeFlushTimeout = time.Second
+)
+
+// Link is an established, authenticated connection to one peer. Frames
+// sent with [Link.Send] arrive in order at the peer's handler. A link is
+// created by [Listener.Accept], [Dial], [Client] or [Server] and does no
+// I/O until [Link.Start].
+type Link struct {
+	conn        net.Conn
+	br          *bufio.Reader
+	peer        *proto.HandshakePayload
+	outbound    bool
+	network     string
+	local       string
+	remote      string
+	session     [32]byte
+	established time.Time
+	keepalive   time.Duration
+	idle        time.Duration
+	log         *slog.Logger
+
+	send *noise.CipherState // owned by the writer goroutine
+	recv *noise.CipherState // owned by the reader goroutine
+	wbuf []byte             // records waiting to be written; writer only
+
+	sendq chan []byte
+	pongq chan struct{} // capacity 1: the reader asks the writer for a pong
+
+	lastRecv atomic.Int64 // unix nanoseconds
+	stats    linkCounters
+
+	closing    chan struct{} // closed when shutdown begins
+	writerDone chan struct{} // closed when the writer goroutine returns
+	done       chan struct{} // closed when everything has stopped
+
+	// mu guards the fields below. graceful and closeDeadline are written
+	// before closing is closed and only read after, so the goroutines read
+	// them without the lock.
+	mu            sync.Mutex
+	started       bool
+	closed        bool
+	err           error
+	graceful      bool
+	closeDeadline time.Time
+}
+
+type linkCounters struct {
+	framesIn, framesOut atomic.Uint64
+	bytesIn, bytesOut   atomic.Uint64
+	queueFull           atomic.Uint64
+	tooLarge            atomic.Uint64
+	pingsIn, pingsOut   atomic.Uint64
+}
+
+// LinkStats is a snapshot of a link's counters.
+type LinkStats struct {
+	FramesIn, FramesOut uint64 // application frames
+	BytesIn, BytesOut   uint64 // application frame bytes, without framing or crypto overhead
+	QueueFull           uint64 // frames refused by Send with ErrQueueFull
+	FrameTooLarge       uint64 // frames refused by Send, or torn down on receipt, as too large
+	PingsIn, PingsOut   uint64 // keepalive pings received and sent
+}
+
+func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg Config) *Link {
+	now := time.Now()
+	l := &Link{
+		conn:        conn,
+		br:          br,
+		peer:        res.peer,
+		outbound:    outbound,
+		network:     conn.LocalAddr().Network(),
+		local:       addrString(conn.LocalAddr(), conn.RemoteAddr()),
+		remote:      addrString(conn.RemoteAddr(), conn.LocalAddr()),
+		established: now,
+		keepalive:   cfg.KeepaliveInterval,
+		idle:        cfg.IdleTimeout,
+		log:         cfg.Logger,
+		send:        res.send,
+		recv:        res.recv,
+		sendq:       make(chan []byte, cfg.SendQueue),
+		pongq:       make(chan struct{}, 1),
+		closing:     make(chan struct{}),
+		writerDone:  make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	copy(l.session[:], res.hash)
+	l.lastRecv.Store(now.UnixNano())
+	return l
+}
+
+// addrString returns a, or other if a is an unnamed Unix socket address:
+// one end of a Unix connection has no name, so both ends report the path.
+func addrString(a, other net.Addr) string {
+	if a != nil && a.String() != "" && a.String() != "@" {
+		return a.String()
+	}
+	if other != nil {
+		return other.String()
+	}
+	return ""
+}
+
+// Peer returns the peer's verified handshake payload. Do not modify it.
+func (l *Link) Peer() *proto.HandshakePayload { return l.peer }
+
+// PeerKey returns the peer's identity.
+func (l *Link) PeerKey() proto.PubKey { return l.peer.Identity }
+
+// RemoteAddr returns the peer's host:port for TCP and the socket path for
+// Unix links.
+func (l *Link) RemoteAddr() string { return l.remote }
+
+// LocalAddr returns our host:port for TCP and the socket path for Unix
+// links. Unix links to one socket all have the same pair of addresses; use
+// [Link.SessionID] to tell links apart.
+func (l *Link) LocalAddr() string { return l.local }
+
+// SessionID returns the final Noise handshake hash. It is the same at both
+// ends of the link and differs for every link, so both ends can use it to
+// agree on which of two links to keep. It is not secret.
+func (l *Link) SessionID() [32]byte { return l.session }
+
+// Network returns "tcp" or "unix" ("pipe" for a [Client] or [Server] link
+// over net.Pipe).
+func (l *Link) Network() string { return l.network }
+
+// Outbound reports whether we dialed the link.
+func (l *Link) Outbound() bool { return l.outbound }
+
+// Established returns when the handshake completed.
+func (l *Link) Established() time.Time { return l.established }
+
+// LastRecv returns when a message (of any kind) last arrived.
+func (l *Link) LastRecv() time.Time { return time.Unix(0, l.lastRecv.Load()) }
+
+// Stats returns a snapshot of the link's counters.
+func (l *Link) Stats() LinkStats {
+	return LinkStats{
+		FramesIn:      l.stats.framesIn.Load(),
+		FramesOut:     l.stats.framesOut.Load(),
+		BytesIn:       l.stats.bytesIn.Load(),
+		BytesOut:      l.stats.bytesOut.Load(),
+		QueueFull:     l.stats.queueFull.Load(),
+		FrameTooLarge: l.stats.tooLarge.Load(),
+		PingsIn:       l.stats.pingsIn.Load(),
+		PingsOut:      l.stats.pingsOut.Load(),
+	}
+}
+
+// Send queues frame for the peer without blocking. It returns
+// [ErrQueueFull] if the queue is full (the frame is dropped and counted),
+// [ErrFrameTooLarge] if frame exceeds proto.MaxFrameSize, and [ErrClosed]
+// once the link is closing. A nil error means queued, not delivered: a
+// frame still queued when the link fails is lost. Send does not copy
+// frame: the caller must not modify it afterwards, and may send the same
+// frame on many links. Frames queued before [Link.Start] go out once it
+// runs.
+func (l *Link) Send(frame []byte) error {
+	if len(frame) > proto.MaxFrameSize {
+		l.stats.tooLarge.Add(1)
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, len(frame), proto.MaxFrameSize)
+	}
+	select {
+	case <-l.closing:
+		return ErrClosed
+	default:
+	}
+	select {
+	case l.sendq <- frame:
+		return nil
+	default:
+		l.stats.queueFull.Add(1)
+		return ErrQueueFull
+	}
+}
+
+// Start starts the link's reader and writer goroutines. handler receives
+// each frame in order, from the reader goroutine, one at a time; it owns
+// the frame. While handler runs no further frames are read, so it should
+// hand slow work off. It must not call [Link.Close] (which waits for the
+// reader); [Link.CloseWithError] is fine. A nil handler discards frames.
+// Only the first call has an effect.
+func (l *Link) Start(handler func(frame []byte)) {
+	if handler == nil {
+		handler = func([]byte) {}
+	}
+	l.mu.Lock()
+	if l.started {
+		l.mu.Unlock()
+		return
+	}
+	l.started = true
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return // shutdown saw started == false and finished the link
+	}
+	go l.writeLoop()
+	go l.readLoop(handler)
+}
+
+// Close closes the link and waits for its goroutines. Frames already
+// queued are written first, for at most a second, even if the link was
+// never started (so Send of a goodbye frame then Close works on a link
+// just returned by Accept or Dial). Close is idempotent;
+// [Link.Err] reports [ErrClosed] unless the link had already failed.
+func (l *Link) Close() error {
+	l.shutdown(ErrClosed, true)
+	<-l.done
+	return nil
+}
+
+// CloseWithError closes the link at once, dropping queued frames, and
+// records err (ErrClosed if nil) as the reason unless the link had already
+// closed. It does not wait; use [Link.Done].
+func (l *Link) CloseWithError(err error) {
+	if err == nil {
+		err = ErrClosed
+	}
+	l.shutdown(err, false)
+}
+
+// Done is closed once the link has closed and its goroutines have exited.
+func (l *Link) Done() <-chan struct{} { return l.done }
+
+// Err returns why the link closed, or nil while it is open.
+func (l *Link) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// shutdown begins closing the link; the first call's err wins. A graceful
+// shutdown stops the reader and lets the writer flush; otherwise the
+// connection is closed at once.
+func (l *Link) shutdown(err error, graceful bool) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	l.err = err
+	started := l.started
+	l.graceful = graceful
+	l.closeDeadline = time.Now().Add(closeFlushTimeout)
+	l.mu.Unlock()
+
+	close(l.closing)
+	if !started {
+		if graceful {
+			// No writer goroutine exists, and Start will not start one
+			// now, so this goroutine may use the send CipherState.
+			_ = l.conn.SetWriteDeadline(l.closeDeadline)
+			w := writer{l: l, slack: l.idle / 16, deadlineAt: time.Now()}
+			w.drain()
+		}
+		l.conn.Close()
+		close(l.done)
+		return
+	}
+	if l.graceful {
+		// Unblock the reader, and bound the writer's flush. Both
+		// goroutines re-check closing after moving a deadline, so these
+		// cannot be overwritten.
+		_ = l.conn.SetReadDeadline(aLongTimeAgo)
+		_ = l.conn.SetWriteDeadline(l.closeDeadline)
+		return
+	}
+	l.conn.Close()
+}
+
+func (l *Link) isClosing() bool {
+	select {
+	case <-l.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// readLoop owns the receive CipherState. It never writes: pings are
+// answered through pongq.
+func (l *Link) readLoop(handler func([]byte)) {
+	var err error
+	defer func() {
+		l.shutdown(err, false)
+		<-l.writerDone
+		l.conn.Close()
+		l.log.Debug("link closed", "peer", l.peer.Identity.Fingerprint(), "remote", l.remote, "err", l.Err())
+		close(l.done)
+	}()
+
+	// The read deadline is pushed forward at most every slack. When it
+	// passes, the reader looks once more for slack before giving up: if
+	// this process was stalled (descheduled, paused), the peer's messages
+	// may be waiting unread, and Go reports a passed deadline without
+	// trying the read. So the link closes between idle and idle+2*slack
+	// after the last message.
+	slack := l.idle / 16
+	graced := false
+	deadlineAt := time.Now()
+	if derr := l.conn.SetReadDeadline(deadlineAt.Add(l.idle + slack)); derr != nil {
+		err = l.readErr(derr)
+		return
+	}
+	buf := make([]byte, maxRecord)
+	asm := assembler{max: proto.MaxFrameSize}
+	for {
+		if l.isClosing() {
+			return
+		}
+		// Peek consumes nothing, so a timeout here can be retried.
+		if _, perr := l.br.Peek(2); perr != nil {
+			if errors.Is(perr, os.ErrDeadlineExceeded) && !graced && !l.isClosing() {
+				graced = true
+				if derr := l.conn.SetReadDeadline(time.Now().Add(slack)); derr != nil {
+					err = l.readErr(derr)
+					return
+				}
+				continue
+			}
+			err = l.readErr(perr)
+			return
+		}
+		graced = false
+		rec, rerr := readRecord(l.br, buf)
+		if rerr != nil {
+			err = l.readErr(rerr)
+			return
+		}
+		now := time.Now()
+		l.lastRecv.Store(now.UnixNano())
+		if now.Sub(deadlineAt) > slack {
+			deadlineAt = now
+			if derr := l.conn.SetReadDeadline(now.Add(l.idle + slack)); derr != nil {
+				err = l.readErr(derr)
+				return
+			}
+		}
+		if len(rec) < minTransport {
+			err = fmt.Errorf("%w: %d-byte transport message", ErrProtocol, len(rec))
+			return
+		}
+		pt, derr := l.recv.Decrypt(rec[:0], nil, rec)
+		if derr != nil {
+			if errors.Is(derr, noise.ErrMaxNonce) {
+				err = fmt.Errorf("receive: %w", derr)
+			} else {
+				err = fmt.Errorf("%w: %w", ErrProtocol, derr)
+			}
+			return
+		}
+		m, aerr := asm.add(pt)
+		if aerr != nil {
+			if errors.Is(aerr, ErrFrameTooLarge) {
+				l.stats.tooLarge.Add(1)
+			}
+			err = aerr
+			return
+		}
+		switch m.kind {
+		case hdrFinal:
+			if l.isClosing() {
+				return
+			}
+			l.stats.framesIn.Add(1)
+			l.stats.bytesIn.Add(uint64(len(m.frame)))
+			handler(m.frame)
+		case hdrPing:
+			l.stats.pingsIn.Add(1)
+			select {
+			case l.pongq <- struct{}{}:
+			default: // a pong is already due
+			}
+		}
+	}
+}
+
+func (l *Link) readErr(err error) error {
+	switch {
+	case l.isClosing():
+		return nil // the reason is already recorded
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: nothing received for %v", ErrTimeout, l.idle)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("closed by peer: %w", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("connection lost mid-message: %w", err)
+	case errors.Is(err, ErrProtocol):
+		return err
+	}
+	return fmt.Errorf("read: %w", err)
+}
+
+// writeLoop owns the send CipherState. It batches queued frames into one
+// write while the queue is non-empty.
+func (l *Link) writeLoop() {
+	defer close(l.writerDone)
+	timer := time.NewTimer(l.keepalive)
+	defer timer.Stop()
+	w := writer{l: l, slack: l.idle / 16, lastSend: time.Now()}
+
+	var err error
+	for err == nil {
+		select {
+		case <-l.closing:
+			if l.graceful {
+				w.drain()
+			}
+			return
+		case f := <-l.sendq:
+			err = w.frame(f)
+		batch:
+			for err == nil && len(l.wbuf) < flushThreshold {
+				select {
+				case f = <-l.sendq:
+					err = w.frame(f)
+				default:
+					break batch
+				}
+			}
+			if err == nil {
+				err = w.flush()
+			}
+		case <-l.pongq:
+			if err = w.seal(hdrPong, nil); err == nil {
+				err = w.flush()
+			}
+		case now := <-timer.C:
+			idle := now.Sub(w.lastSend)
+			if idle < l.keepalive {
+				timer.Reset(l.keepalive - idle)
+				continue
+			}
+			l.stats.pingsOut.Add(1)
+			if err = w.seal(hdrPing, nil); err == nil {
+				err = w.flush()
+			}
+			timer.Reset(l.keepalive)
+		}
+	}
+	l.shutdown(l.writeErr(err), false)
+}
+
+func (l *Link) writeErr(err error) error {
+	switch {
+	case l.isClosing():
+		return nil
+	case errors.Is(err, noise.ErrMaxNonce):
+		return fmt.Errorf("send: %w", err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: write blocked for %v", ErrTimeout, l.idle)
+	}
+	return fmt.Errorf("write: %w", err)
+}
+
+// writer is the writer goroutine's state.
+type writer struct {
+	l          *Link
+	slack      time.Duration
+	deadlineAt time.Time
+	lastSend   time.Time
+}
+
+// frame appends the records of one frame to the batch, flushing as the
+// batch fills.
+func (w *writer) frame(f []byte) error {
+	n := len(f)
+	for len(f) > maxChunk {
+		if err := w.seal(hdrChunk, f[:maxChunk]); err != nil {
+			return err
+		}
+		f = f[maxChunk:]
+		if len(w.l.wbuf) >= flushThreshold {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.seal(hdrFinal, f); err != nil {
+		return err
+	}
+	w.l.stats.framesOut.Add(1)
+	w.l.stats.bytesOut.Add(uint64(n))
+	return nil
+}
+
+// seal appends one record holding header and body, encrypted in place.
+func (w *writer) seal(header byte, body []byte) error {
+	l := w.l
+	n := 1 + len(body) + tagSize
+	l.wbuf = slices.Grow(l.wbuf, 2+n)
+	start := len(l.wbuf)
+	l.wbuf = binary.BigEndian.AppendUint16(l.wbuf, uint16(n))
+	l.wbuf = append(l.wbuf, header)
+	l.wbuf = append(l.wbuf, body...)
+	pt := l.wbuf[start+2:]
+	// pt has room for the tag (Grow above), so Encrypt seals in place.
+	ct, err := l.send.Encrypt(pt[:0], nil, pt)
+	if err != nil {
+		l.wbuf = l.wbuf[:start]
+		return err
+	}
+	if len(ct) != n || &ct[0] != &pt[0] {
+		panic("transport: in-place seal did not stay in place")
+	}
+	l.wbuf = l.wbuf[:start+2+n]
+	return nil
+}
+
+// flush writes the batch. The write deadline is pushed forward at most
+// every slack, so one write may block for between idle and idle+slack.
+func (w *writer) flush() error {
+	l := w.l
+	if len(l.wbuf) == 0 {
+		return nil
+	}
+	now := time.Now()
+	if now.Sub(w.deadlineAt) > w.slack {
+		w.deadlineAt = now
+		if err := l.conn.SetWriteDeadline(now.Add(l.idle + w.slack)); err != nil {
+			return err
+		}
+		if l.isClosing() && l.graceful {
+			_ = l.conn.SetWriteDeadline(l.closeDeadline)
+		}
+	}
+	_, err := l.conn.Write(l.wbuf)
+	w.lastSend = now
+	l.wbuf = l.wbuf[:0]
+	if cap(l.wbuf) > 2*flushThreshold+maxRecord {
+		l.wbuf = nil // do not keep a buffer grown by a burst of large frames
+	}
+	return err
+}
+
+// drain writes what is queued, for a graceful close. The closer has set
+// the write deadline.
+func (w *writer) drain() {
+	for {
+		select {
+		case f := <-w.l.sendq:
+			if w.frame(f) != nil {
+				return
+			}
+		default:
+			_ = w.flush()
+			return
+		}
+	}
+}
