@@ -1,0 +1,200 @@
+// Command meshd is the mesh node daemon. See `meshd -h`.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/meshd/meshd/node"
+	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/transport"
+)
+
+const usage = `meshd: the mesh node daemon
+
+Usage:
+  meshd [flags]          run a node
+  meshd version          print the version
+
+A node keeps its identity, roster and sockets in its home directory
+(--home, env MESH_HOME, default ~/.meshd). On first run it creates an
+identity and, without a roster, a one-node org with itself as admin.
+
+Configuration precedence: config file < environment (MESH_*) < flags.
+
+Flags:
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)) }
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "devel-" + s.Value[:12]
+			}
+		}
+	}
+	return "devel"
+}
+
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == "version" {
+		fmt.Fprintf(stdout, "meshd %s\n", version())
+		return 0
+	}
+	f := newFlags()
+	f.fs.SetOutput(stderr)
+	f.fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		f.fs.PrintDefaults()
+	}
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "meshd: unexpected argument %q\n", f.fs.Arg(0))
+		return 2
+	}
+	if f.showVersion {
+		fmt.Fprintf(stdout, "meshd %s\n", version())
+		return 0
+	}
+
+	cfg, err := resolveConfig(f, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshd: %v\n", err)
+		return 2
+	}
+	if f.printConfig {
+		b, _ := json.MarshalIndent(cfg, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	ncfg, log, err := nodeConfig(cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshd: %v\n", err)
+		return 2
+	}
+	n, err := node.New(ncfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshd: %v\n", err)
+		if errors.Is(err, home.ErrLocked) {
+			fmt.Fprintf(stderr, "hint: stop the other meshd, or use another --home\n")
+		}
+		return 1
+	}
+	r := n.Roster()
+	log.Info("meshd running", "version", version(), "key", n.Identity().String(),
+		"fingerprint", n.Identity().Fingerprint(), "org", r.Org, "roster_version", r.Version,
+		"listen", n.ListenAddrs(), "control", n.ControlSocket())
+	fmt.Fprintf(stderr, "meshd: ready. Next, in another terminal: meshctl --home %s status\n", cfg.Home)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	for s := range sig {
+		if s == syscall.SIGHUP {
+			if err := n.ReloadRosterFile(); err != nil {
+				log.Warn("roster reload refused", "err", err)
+			}
+			continue
+		}
+		log.Info("shutting down", "signal", s.String())
+		break
+	}
+	if err := n.Close(); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// resolveConfig merges defaults, the config file, env and flags.
+func resolveConfig(f *flagValues, getenv func(string) string) (fileConfig, error) {
+	cfg := defaultFileConfig()
+	homeDir := home.Resolve(f.cfg.Home) // flag, else MESH_HOME, else ~/.meshd
+	path := f.configPath
+	if path == "" {
+		path = getenv("MESH_CONFIG")
+	}
+	explicit := path != ""
+	if path == "" {
+		path = filepath.Join(homeDir, "meshd.toml")
+	}
+	if _, err := os.Stat(path); err == nil || explicit {
+		if err := loadFile(path, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	if err := applyEnv(&cfg, getenv); err != nil {
+		return cfg, err
+	}
+	f.applyFlags(&cfg)
+	if cfg.Home == "" {
+		cfg.Home = homeDir
+	}
+	abs, err := filepath.Abs(cfg.Home)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Home = abs
+	return cfg, nil
+}
+
+func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return node.Config{}, nil, fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch c.LogFormat {
+	case "text", "":
+		h = slog.NewTextHandler(stderr, opts)
+	case "json":
+		h = slog.NewJSONHandler(stderr, opts)
+	default:
+		return node.Config{}, nil, fmt.Errorf("log format %q: want text or json", c.LogFormat)
+	}
+	log := slog.New(h)
+	nc := node.DefaultConfig()
+	nc.Home = c.Home
+	nc.Name = c.Name
+	nc.Org = c.Org
+	nc.RosterFile = c.Roster
+	nc.NoUnixListener = c.NoUnix
+	nc.MDNS = !c.NoMDNS
+	nc.MDNSInterface = c.MDNSInterface
+	nc.Logger = log
+	for _, s := range c.Listen {
+		a, err := transport.ParseAddr(s)
+		if err != nil {
+			return nc, nil, fmt.Errorf("--listen: %w", err)
+		}
+		nc.Listen = append(nc.Listen, a)
+	}
+	for _, s := range c.Seeds {
+		a, err := transport.ParseAddr(s)
+		if err != nil {
+			return nc, nil, fmt.Errorf("--seed: %w", err)
+		}
+		nc.Seeds = append(nc.Seeds, a)
+	}
+	return nc, log, nil
+}

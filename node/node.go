@@ -1,0 +1,401 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+	"github.com/meshd/meshd/transport"
+	"github.com/meshd/meshd/transport/mdns"
+)
+
+// Node is a running meshd. Create it with [New]; stop it with [Node.Close].
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	home    home.Home
+	id      home.Identity
+	metrics *Metrics
+	started time.Time
+	tcfg    transport.Config // link settings with identity and hooks filled in
+
+	unlock func() error // releases the home lock
+
+	mu         sync.Mutex
+	roster     *roster.Roster              // guarded by mu: the current roster
+	links      map[proto.PubKey]*peerLink  // guarded by mu: one admitted link per peer
+	cands      map[proto.PubKey]*candidate // guarded by mu: peers we know how to reach
+	seeds      []*seed                     // guarded by mu: static seed peers
+	advertised []string                    // guarded by mu: our listen addresses as peers should dial them
+	closed     bool                        // guarded by mu
+
+	listeners []*transport.Listener
+	disc      mdns.Discovery
+	control   *controlServer
+
+	kick   chan struct{} // wakes the dialer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the node starts
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// peerLink is an admitted link and what we learnt of the peer at the handshake.
+type peerLink struct {
+	link    *transport.Link
+	key     proto.PubKey
+	payload *proto.HandshakePayload
+}
+
+// New starts a node: it locks the home, loads or creates the identity,
+// loads (or bootstraps) the roster, opens listeners, the control socket and
+// discovery, and starts dialling seeds.
+func New(cfg Config) (*Node, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     log,
+		home:    home.Home{Dir: cfg.Home},
+		metrics: newMetrics(),
+		started: time.Now(),
+		links:   map[proto.PubKey]*peerLink{},
+		cands:   map[proto.PubKey]*candidate{},
+		kick:    make(chan struct{}, 1),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := n.setup(); err != nil {
+		n.cancel()
+		n.teardown()
+		return nil, err
+	}
+	n.run()
+	return n, nil
+}
+
+func (n *Node) setup() error {
+	var err error
+	if err = os.MkdirAll(n.cfg.Home, 0o700); err != nil {
+		return fmt.Errorf("create home: %w", err)
+	}
+	if n.unlock, err = n.home.Lock(); err != nil {
+		return err
+	}
+	id, created, err := n.home.Init(n.cfg.Name)
+	if err != nil {
+		return err
+	}
+	n.id = id
+	if created {
+		n.log.Info("created identity", "key", id.Pub.String(), "fingerprint", id.Pub.Fingerprint())
+	}
+	if n.roster, err = n.loadRoster(); err != nil {
+		return err
+	}
+	if _, ok := n.roster.Member(n.id.Pub); !ok {
+		return fmt.Errorf("this node (%s) is not a member of roster %q v%d: ask an admin to add it (meshctl roster add %s --role member)",
+			n.id.Pub.Fingerprint(), n.roster.Org, n.roster.Version, n.id.Pub)
+	}
+
+	n.tcfg = n.cfg.Transport
+	n.tcfg.Identity = n.id.Key
+	n.tcfg.Org = n.roster.Org
+	n.tcfg.Admit = n.admit
+	n.tcfg.Payload = n.payload
+	n.tcfg.Logger = n.log.With("component", "transport")
+
+	addrs := append([]transport.Addr(nil), n.cfg.Listen...)
+	if !n.cfg.NoUnixListener {
+		addrs = append(addrs, transport.Addr{Network: "unix", Address: n.home.LinkSocket()})
+	}
+	for _, a := range addrs {
+		if a.Network == "unix" {
+			// The home lock is ours, so a socket file left here is stale.
+			if a.Address == n.home.LinkSocket() {
+				_ = os.Remove(a.Address)
+			}
+		}
+		ln, err := transport.Listen(n.ctx, a, n.tcfg)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", a, err)
+		}
+		n.listeners = append(n.listeners, ln)
+		n.log.Info("listening", "addr", ln.Addr().String())
+	}
+	n.advertised = advertiseAddrs(n.listeners)
+
+	for _, s := range n.cfg.Seeds {
+		n.seeds = append(n.seeds, &seed{addr: s})
+	}
+
+	if n.control, err = startControl(n); err != nil {
+		return err
+	}
+
+	if n.cfg.MDNS {
+		port := 0
+		var ips []net.IP
+		for _, ln := range n.listeners {
+			a := ln.Addr()
+			if a.Network != "tcp" {
+				continue
+			}
+			ta, err := net.ResolveTCPAddr("tcp", a.Address)
+			if err != nil {
+				continue
+			}
+			port = ta.Port
+			if ta.IP != nil && !ta.IP.IsUnspecified() && !ta.IP.IsLoopback() {
+				ips = append(ips, ta.IP)
+			}
+			break
+		}
+		if port == 0 {
+			n.log.Warn("mdns disabled: no tcp listener to advertise")
+		} else {
+			mc := mdns.DefaultConfig()
+			mc.Key = n.id.Pub
+			mc.Org = n.roster.Org
+			mc.RosterVersion = n.roster.Version
+			mc.Port = port
+			mc.IPs = ips
+			mc.Logger = n.log.With("component", "mdns")
+			if n.cfg.MDNSInterface != "" {
+				ifi, err := net.InterfaceByName(n.cfg.MDNSInterface)
+				if err != nil {
+					return fmt.Errorf("mdns interface %q: %w", n.cfg.MDNSInterface, err)
+				}
+				mc.Interface = ifi
+			}
+			d, err := mdns.New(mc)
+			if err != nil {
+				// Discovery is a convenience; seeds and peer exchange still work.
+				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err)
+				n.metrics.Inc("mdns.start_failed")
+			} else {
+				n.disc = d
+			}
+		}
+	}
+	return nil
+}
+
+// loadRoster picks the roster to start with: the one persisted in the
+// home, possibly superseded by a newer valid --roster file; else the
+// --roster file as a bootstrap; else a new one-node org.
+func (n *Node) loadRoster() (*roster.Roster, error) {
+	cur, err := n.home.LoadRoster()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if n.cfg.RosterFile != "" {
+		pinned, err := readRosterFile(n.cfg.RosterFile)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cur == nil:
+			if err := roster.CheckBootstrap(pinned); err != nil {
+				return nil, fmt.Errorf("roster %s: %w", n.cfg.RosterFile, err)
+			}
+			if err := n.home.SaveRoster(pinned); err != nil {
+				return nil, err
+			}
+			n.log.Info("pinned roster", "file", n.cfg.RosterFile, "org", pinned.Org, "version", pinned.Version)
+			return pinned, nil
+		case pinned.Version > cur.Version:
+			if err := roster.CheckUpdate(cur, pinned); err != nil {
+				return nil, fmt.Errorf("roster %s is not a valid update of %s: %w", n.cfg.RosterFile, n.home.RosterPath(), err)
+			}
+			if err := n.home.SaveRoster(pinned); err != nil {
+				return nil, err
+			}
+			return pinned, nil
+		case pinned.Org != cur.Org:
+			return nil, fmt.Errorf("roster %s is for org %q but the home holds org %q", n.cfg.RosterFile, pinned.Org, cur.Org)
+		}
+	}
+	if cur != nil {
+		if err := roster.CheckBootstrap(cur); err != nil {
+			// The persisted roster may be an update signed by admins of an
+			// earlier version; it was checked when accepted. Only the
+			// signatures themselves are rechecked here (by Parse).
+			n.log.Debug("persisted roster is not self-signed; it was accepted as an update", "err", err)
+		}
+		return cur, nil
+	}
+	org := n.cfg.Org
+	if org == "" {
+		org = "org-" + n.id.Pub.Fingerprint()
+	}
+	r, err := roster.New(org, n.id.Key, n.id.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.home.SaveRoster(r); err != nil {
+		return nil, err
+	}
+	n.log.Info("no roster found: started a one-node org with this node as admin",
+		"org", org, "roster", n.home.RosterPath())
+	return r, nil
+}
+
+func readRosterFile(path string) (*roster.Roster, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read roster: %w", err)
+	}
+	r, err := roster.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("roster %s: %w", path, err)
+	}
+	return r, nil
+}
+
+func (n *Node) run() {
+	for _, ln := range n.listeners {
+		n.wg.Add(1)
+		go n.acceptLoop(ln)
+	}
+	n.wg.Add(1)
+	go n.dialLoop()
+	if n.disc != nil {
+		n.wg.Add(1)
+		go n.discoveryLoop()
+	}
+	n.wg.Add(1)
+	go n.exchangeLoop()
+	n.control.start()
+}
+
+// Close shuts the node down: it says goodbye to every peer, stops
+// discovery, listeners and the control socket, waits for every goroutine,
+// and releases the home lock. It is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.closed = true
+		links := n.linkListLocked()
+		n.mu.Unlock()
+		for _, pl := range links {
+			_ = pl.link.Send(goodbyeFrame("shutting down"))
+		}
+		n.cancel()
+		n.closeErr = n.teardown()
+		n.wg.Wait()
+		if n.unlock != nil {
+			if err := n.unlock(); err != nil && n.closeErr == nil {
+				n.closeErr = err
+			}
+		}
+	})
+	return n.closeErr
+}
+
+// teardown closes what setup opened; safe on a partly set-up node.
+func (n *Node) teardown() error {
+	var errs []error
+	if n.control != nil {
+		errs = append(errs, n.control.close())
+	}
+	if n.disc != nil {
+		errs = append(errs, n.disc.Close())
+	}
+	for _, ln := range n.listeners {
+		errs = append(errs, ln.Close())
+	}
+	n.mu.Lock()
+	links := n.linkListLocked()
+	n.mu.Unlock()
+	for _, pl := range links {
+		_ = pl.link.Close()
+	}
+	if n.ctx.Err() != nil && n.unlock != nil && n.control == nil {
+		// setup failed before the node ran: release the lock now.
+		errs = append(errs, n.unlock())
+		n.unlock = nil
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) linkListLocked() []*peerLink {
+	out := make([]*peerLink, 0, len(n.links))
+	for _, pl := range n.links {
+		out = append(out, pl)
+	}
+	return out
+}
+
+// Identity returns this node's public key.
+func (n *Node) Identity() proto.PubKey { return n.id.Pub }
+
+// PrivateKey returns this node's signing key.
+func (n *Node) PrivateKey() ed25519.PrivateKey { return n.id.Key }
+
+// Metrics returns the node's counters.
+func (n *Node) Metrics() *Metrics { return n.metrics }
+
+// Roster returns the current roster.
+func (n *Node) Roster() *roster.Roster {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.roster
+}
+
+// ControlSocket returns the path of the control socket.
+func (n *Node) ControlSocket() string { return n.home.ControlSocket() }
+
+// ListenAddrs returns the bound listen addresses.
+func (n *Node) ListenAddrs() []string {
+	out := make([]string, 0, len(n.listeners))
+	for _, ln := range n.listeners {
+		out = append(out, ln.Addr().String())
+	}
+	return out
+}
+
+// admit is the transport's admission hook: only current roster members
+// may hold a link.
+func (n *Node) admit(p *proto.HandshakePayload) error {
+	n.mu.Lock()
+	r := n.roster
+	n.mu.Unlock()
+	if p.Identity.Equal(n.id.Pub) {
+		n.metrics.Inc("handshake.rejected.self")
+		return errors.New("peer is this node itself")
+	}
+	if _, ok := r.Member(p.Identity); !ok {
+		n.metrics.Inc("handshake.rejected.not_member")
+		return fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
+	}
+	return nil
+}
+
+// payload supplies our handshake fields at handshake time.
+func (n *Node) payload() proto.HandshakePayload {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return proto.HandshakePayload{
+		RosterVersion: n.roster.Version,
+		Listen:        append([]string(nil), n.advertised...),
+		Name:          n.id.Name,
+	}
+}
+
+func goodbyeFrame(reason string) []byte {
+	return append([]byte{byte(proto.FrameGoodbye)}, reason...)
+}

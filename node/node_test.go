@@ -1,0 +1,349 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+	"github.com/meshd/meshd/transport"
+)
+
+// testMesh is a set of homes sharing one roster, with node 0 the admin.
+type testMesh struct {
+	t      *testing.T
+	dir    string
+	ids    []home.Identity
+	roster *roster.Roster
+}
+
+func newTestMesh(t *testing.T, n int, roles ...roster.Role) *testMesh {
+	t.Helper()
+	m := &testMesh{t: t, dir: t.TempDir()}
+	for i := 0; i < n; i++ {
+		h := home.Home{Dir: filepath.Join(m.dir, string(rune('a'+i)))}
+		id, _, err := h.Init(string(rune('a' + i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ids = append(m.ids, id)
+	}
+	r, err := roster.New("acme", m.ids[0].Key, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := r.Next()
+	for i := 1; i < n; i++ {
+		role := roster.RoleMember
+		if i-1 < len(roles) {
+			role = roles[i-1]
+		}
+		if err := next.Add(roster.Member{Key: m.ids[i].Pub, Role: role, Name: string(rune('a' + i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := next.Sign(m.ids[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	m.roster = next
+	return m
+}
+
+func (m *testMesh) home(i int) string { return filepath.Join(m.dir, string(rune('a'+i))) }
+
+// writeRoster installs r as the pinned roster of node i's home.
+func (m *testMesh) writeRoster(i int, r *roster.Roster) {
+	m.t.Helper()
+	if err := (home.Home{Dir: m.home(i)}).SaveRoster(r); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("MESHD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+func (m *testMesh) start(i int, seeds ...transport.Addr) *Node {
+	m.t.Helper()
+	cfg := DefaultConfig()
+	cfg.Home = m.home(i)
+	cfg.MDNS = false
+	cfg.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
+	cfg.Seeds = seeds
+	cfg.DialBackoffMin = 50 * time.Millisecond
+	cfg.DialBackoffMax = 500 * time.Millisecond
+	cfg.Logger = testLogger(m.t)
+	n, err := New(cfg)
+	if err != nil {
+		m.t.Fatalf("start node %d: %v", i, err)
+	}
+	m.t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func tcpAddr(t *testing.T, n *Node) transport.Addr {
+	t.Helper()
+	for _, a := range n.ListenAddrs() {
+		ad, err := transport.ParseAddr(a)
+		if err == nil && ad.Network == "tcp" {
+			return ad
+		}
+	}
+	t.Fatal("node has no tcp listener")
+	return transport.Addr{}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", d, what)
+}
+
+func linked(n *Node, k proto.PubKey) bool {
+	for _, p := range n.PeerList() {
+		if p.Key.Equal(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestMeshFormsThroughOneSeed(t *testing.T) {
+	m := newTestMesh(t, 3)
+	for i := range 3 {
+		m.writeRoster(i, m.roster)
+	}
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	c := m.start(2, tcpAddr(t, a))
+	// b and c only know a; peer exchange must link them to each other.
+	waitFor(t, 10*time.Second, "full mesh", func() bool {
+		return len(a.PeerList()) == 2 && len(b.PeerList()) == 2 && len(c.PeerList()) == 2
+	})
+	// Exactly one link per pair, on both ends.
+	for _, n := range []*Node{a, b, c} {
+		seen := map[proto.PubKey]bool{}
+		for _, p := range n.PeerList() {
+			if seen[p.Key] {
+				t.Fatalf("duplicate link to %s", p.Fingerprint)
+			}
+			seen[p.Key] = true
+		}
+	}
+}
+
+func TestSimultaneousDialKeepsOneLink(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	// Now make a dial b too while b dials a.
+	a.mu.Lock()
+	a.seeds = append(a.seeds, &seed{addr: tcpAddr(t, b)})
+	a.mu.Unlock()
+	a.wake()
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
+	time.Sleep(500 * time.Millisecond)
+	pa, pb := a.PeerList(), b.PeerList()
+	if len(pa) != 1 || len(pb) != 1 {
+		t.Fatalf("links: a has %d, b has %d; want 1 each", len(pa), len(pb))
+	}
+	// Both ends keep the same link: a's outbound is b's inbound or vice versa.
+	if (pa[0].Direction == "outbound") == (pb[0].Direction == "outbound") {
+		t.Fatalf("ends disagree on the surviving link: a %s, b %s", pa[0].Direction, pb[0].Direction)
+	}
+}
+
+func TestNonMemberRejected(t *testing.T) {
+	m := newTestMesh(t, 3)
+	// Node 2 holds its own roster (which lists it), but a's roster lacks it.
+	small, err := roster.New("acme", m.ids[0].Key, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.writeRoster(0, small)
+	m.writeRoster(2, m.roster)
+	a := m.start(0)
+	c := m.start(2, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "rejection counted", func() bool {
+		return a.Metrics().Get("handshake.rejected.not_member") > 0
+	})
+	if linked(a, m.ids[2].Pub) || linked(c, m.ids[0].Pub) {
+		t.Fatal("non-member was linked")
+	}
+}
+
+func TestDifferentOrgFailsHandshake(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	other, err := roster.New("other-org", m.ids[1].Key, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.writeRoster(1, other)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	time.Sleep(700 * time.Millisecond)
+	if linked(a, m.ids[1].Pub) || linked(b, m.ids[0].Pub) {
+		t.Fatal("nodes of different orgs linked")
+	}
+	if b.Metrics().Get("dial.failed") == 0 {
+		t.Fatal("dial across orgs did not fail")
+	}
+}
+
+func TestRosterPushFromNewerSideAndRollbackRefused(t *testing.T) {
+	m := newTestMesh(t, 3)
+	v2 := m.roster // members a, b, c
+	// Build v3: same members, c promoted to operator.
+	v3 := v2.Next()
+	if err := v3.SetRole(m.ids[2].Pub, roster.RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	if err := v3.Sign(m.ids[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	m.writeRoster(0, v3)
+	m.writeRoster(1, v2)
+	m.writeRoster(2, v2)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	c := m.start(2, tcpAddr(t, b)) // c only reaches a through b's gossip
+	waitFor(t, 10*time.Second, "roster v3 everywhere", func() bool {
+		return b.Roster().Version == v3.Version && c.Roster().Version == v3.Version
+	})
+	// Persisted.
+	got, err := (home.Home{Dir: m.home(2)}).LoadRoster()
+	if err != nil || got.Version != v3.Version {
+		t.Fatalf("c persisted v%d (%v), want v%d", got.Version, err, v3.Version)
+	}
+	// Publishing the older version is a rollback.
+	old, _ := v2.Encode()
+	_, err = c.PublishRoster(old)
+	if !errors.Is(err, roster.ErrRollback) {
+		t.Fatalf("publish of v2 over v3: %v, want rollback", err)
+	}
+	if c.Metrics().Get("roster.rejected.rollback") == 0 {
+		t.Fatal("rollback not counted")
+	}
+}
+
+func TestPublishSpreadsAndRemovedMemberDisconnected(t *testing.T) {
+	m := newTestMesh(t, 3)
+	for i := range 3 {
+		m.writeRoster(i, m.roster)
+	}
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	c := m.start(2, tcpAddr(t, a))
+	waitFor(t, 10*time.Second, "full mesh", func() bool {
+		return len(a.PeerList()) == 2 && len(b.PeerList()) == 2 && len(c.PeerList()) == 2
+	})
+	next := m.roster.Next()
+	if err := next.Remove(m.ids[2].Pub); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Sign(m.ids[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := next.Encode()
+	// Publish through the control socket, as meshctl does, on b (not the admin).
+	cl := api.NewClient(b.ControlSocket())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cl.PublishRoster(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a has the new roster and c is gone", func() bool {
+		return a.Roster().Version == next.Version && !linked(a, m.ids[2].Pub) && !linked(b, m.ids[2].Pub)
+	})
+	// c does not get back in.
+	time.Sleep(500 * time.Millisecond)
+	if linked(a, m.ids[2].Pub) || linked(b, m.ids[2].Pub) {
+		t.Fatal("removed member relinked")
+	}
+	// A refused publish names its reason through the API.
+	_, err := cl.PublishRoster(ctx, doc)
+	var re *api.RemoteError
+	if !errors.As(err, &re) || re.Status != 409 {
+		t.Fatalf("republish: %v, want a 409 refusal", err)
+	}
+}
+
+func TestUnixLinkPreferredOnSameHost(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	cfg := func(i int) Config {
+		c := DefaultConfig()
+		c.Home = m.home(i)
+		c.MDNS = false
+		c.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
+		c.DialBackoffMin = 50 * time.Millisecond
+		c.Logger = testLogger(t)
+		return c
+	}
+	ca := cfg(0)
+	a, err := New(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// b learns a's addresses (tcp and unix) as a candidate, as from mDNS.
+	cb := cfg(1)
+	b, err := New(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.mu.Lock()
+	b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen)
+	b.mu.Unlock()
+	b.wake()
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })
+	p := b.PeerList()[0]
+	if p.Network != "unix" {
+		t.Fatalf("link via %s, want unix", p.Network)
+	}
+}
+
+func TestCloseIdempotentAndLockReleased(t *testing.T) {
+	m := newTestMesh(t, 1)
+	m.writeRoster(0, m.roster)
+	a := m.start(0)
+	// A second node on the same home is refused.
+	cfg := DefaultConfig()
+	cfg.Home = m.home(0)
+	cfg.MDNS = false
+	if _, err := New(cfg); !errors.Is(err, home.ErrLocked) {
+		t.Fatalf("second node on one home: %v, want ErrLocked", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatalf("restart after close: %v", err)
+	}
+	b.Close()
+}

@@ -1,0 +1,156 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+	"github.com/meshd/meshd/transport/mdns"
+)
+
+func (n *Node) pushRoster(pl *peerLink, r *roster.Roster) {
+	b, err := r.Encode()
+	if err != nil {
+		n.log.Error("encode roster", "err", err)
+		return
+	}
+	n.metrics.Inc("roster.pushed")
+	n.sendFrame(pl, proto.FrameRoster, b)
+}
+
+// handleRoster takes a roster a peer pushed: a newer valid version is
+// applied and gossiped on; an older one is answered with ours.
+func (n *Node) handleRoster(pl *peerLink, payload []byte) {
+	r, err := roster.Parse(payload)
+	if err != nil {
+		n.metrics.Inc("roster.rejected.malformed")
+		n.log.Warn("roster from peer rejected", "peer", pl.key.Fingerprint(), "err", err)
+		return
+	}
+	cur := n.Roster()
+	if r.Org == cur.Org && r.Version == cur.Version {
+		return // already have it
+	}
+	if r.Org == cur.Org && r.Version < cur.Version {
+		// The peer is behind: bring it up to date.
+		n.metrics.Inc("roster.rejected.rollback")
+		n.pushRoster(pl, cur)
+		return
+	}
+	if _, err := n.applyRoster(r, pl); err != nil {
+		n.log.Warn("roster from peer rejected", "peer", pl.key.Fingerprint(), "version", r.Version, "err", err)
+	}
+}
+
+// ErrRosterRefused wraps every reason a roster update is not applied.
+var ErrRosterRefused = errors.New("roster update refused")
+
+// PublishRoster applies a roster handed in by the local operator (meshctl
+// roster publish): it must be a valid update of the current roster. On
+// success it is persisted and pushed to every linked peer at once.
+func (n *Node) PublishRoster(b []byte) (*roster.Roster, error) {
+	r, err := roster.Parse(b)
+	if err != nil {
+		n.metrics.Inc("roster.rejected.malformed")
+		return nil, fmt.Errorf("%w: %w", ErrRosterRefused, err)
+	}
+	return n.applyRoster(r, nil)
+}
+
+// applyRoster checks r against the current roster under the acceptance
+// rules, then persists it, pushes it to every link but from, and
+// disconnects members it removed.
+func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, error) {
+	n.mu.Lock()
+	cur := n.roster
+	if err := roster.CheckUpdate(cur, r); err != nil {
+		n.mu.Unlock()
+		n.metrics.Inc("roster.rejected." + rosterReason(err))
+		return nil, fmt.Errorf("%w: %w", ErrRosterRefused, err)
+	}
+	if _, ok := r.Member(n.id.Pub); !ok {
+		// We were removed. Accept the truth, keep no links; the operator
+		// learns it from the log and the status.
+		n.log.Warn("this node was removed from the roster", "org", r.Org, "version", r.Version)
+	}
+	n.roster = r
+	var push, drop []*peerLink
+	for k, pl := range n.links {
+		if _, ok := r.Member(k); !ok {
+			drop = append(drop, pl)
+			continue
+		}
+		if pl != from {
+			push = append(push, pl)
+		}
+	}
+	for k := range n.cands {
+		if _, ok := r.Member(k); !ok {
+			delete(n.cands, k)
+		}
+	}
+	n.mu.Unlock()
+
+	if err := n.home.SaveRoster(r); err != nil {
+		n.metrics.Inc("roster.persist_failed")
+		n.log.Error("persist roster", "err", err)
+	}
+	n.metrics.Inc("roster.accepted")
+	src := "local"
+	if from != nil {
+		src = from.key.Fingerprint()
+	}
+	n.log.Info("roster updated", "org", r.Org, "from_version", cur.Version, "version", r.Version,
+		"members", len(r.Members), "source", src)
+	if d, ok := n.disc.(mdns.Advertiser); ok {
+		if err := d.SetRosterVersion(r.Version); err != nil {
+			n.log.Warn("mdns: update roster version", "err", err)
+		}
+	}
+	for _, pl := range push {
+		n.pushRoster(pl, r)
+	}
+	for _, pl := range drop {
+		n.metrics.Inc("link.removed_member")
+		n.log.Info("disconnecting member removed from roster", "peer", pl.key.Fingerprint())
+		n.closeLinkAsync(pl, "removed from roster")
+	}
+	return r, nil
+}
+
+// rosterReason names a refusal for metrics.
+func rosterReason(err error) string {
+	switch {
+	case errors.Is(err, roster.ErrWrongOrg):
+		return "wrong_org"
+	case errors.Is(err, roster.ErrRollback):
+		return "rollback"
+	case errors.Is(err, roster.ErrUnknownSigner):
+		return "unknown_signer"
+	case errors.Is(err, roster.ErrTooFewSignatures):
+		return "too_few_signatures"
+	case errors.Is(err, proto.ErrBadSignature):
+		return "bad_signature"
+	}
+	return "invalid"
+}
+
+// ReloadRosterFile re-reads the --roster file (SIGHUP) and applies it if
+// it is a newer valid version.
+func (n *Node) ReloadRosterFile() error {
+	path := n.cfg.RosterFile
+	if path == "" {
+		path = n.home.RosterPath()
+	}
+	r, err := readRosterFile(path)
+	if err != nil {
+		return err
+	}
+	if cur := n.Roster(); r.Org == cur.Org && r.Version == cur.Version {
+		n.log.Info("roster reload: unchanged", "version", r.Version)
+		return nil
+	}
+	_, err = n.applyRoster(r, nil)
+	return err
+}
