@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/netnstest"
+)
+
+// multiHostOrg creates n homes and a roster listing all of them; it
+// returns the homes, the keys and the pinned roster file.
+func multiHostOrg(t *testing.T, meshctl string, n int) (homes, keys []string, pinned string) {
+	t.Helper()
+	tmp := t.TempDir()
+	for i := 0; i < n; i++ {
+		h := filepath.Join(tmp, "host"+string(rune('0'+i)))
+		var id struct {
+			Key string `json:"key"`
+		}
+		meshctlJSON(t, meshctl, &id, "--home", h, "init", "--name", "host"+string(rune('0'+i)))
+		homes = append(homes, h)
+		keys = append(keys, id.Key)
+	}
+	meshctlOK(t, meshctl, "--home", homes[0], "roster", "init", "--org", "lan")
+	for i := 1; i < n; i++ {
+		meshctlOK(t, meshctl, "--home", homes[0], "roster", "add", keys[i], "--role", "member", "--name", "host"+string(rune('0'+i)))
+	}
+	pinned = filepath.Join(tmp, "roster.cbor")
+	b, err := os.ReadFile(filepath.Join(homes[0], "roster.cbor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pinned, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return homes, keys, pinned
+}
+
+// TestMultiHostMDNS runs the real meshd on 3 hosts (network namespaces on
+// a bridge) with mDNS only, no seeds: every node must see the other two in
+// meshctl peers within 10 s, over TCP across the bridge.
+func TestMultiHostMDNS(t *testing.T) {
+	if ok, why := netnstest.Available(); !ok {
+		t.Skip(why)
+	}
+	meshd, meshctl := buildBinaries(t)
+	const n = 3
+	nw := netnstest.NewBridge(t, n)
+	homes, keys, pinned := multiHostOrg(t, meshctl, n)
+
+	var ds []*daemon
+	for i := 0; i < n; i++ {
+		h := nw.Host(i)
+		cmd := h.Command(context.Background(), meshd, "--home", homes[i], "--roster", pinned,
+			"--listen", "tcp://0.0.0.0:7437", "--no-unix", "--mdns-interface", netnstest.HostIface, "--log-level", "debug")
+		ds = append(ds, startDaemonCmd(t, cmd, homes[i]))
+	}
+	for i := range ds {
+		waitStatus(t, meshctl, homes[i], ds[i])
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		got := waitPeers(t, meshctl, homes[i], n-1, 10*time.Second-time.Since(start))
+		for j := 0; j < n; j++ {
+			if j == i {
+				continue
+			}
+			if net, ok := got[keys[j]]; !ok || net != "tcp" {
+				t.Fatalf("host %d: peer %d missing or not over tcp: %v", i, j, got)
+			}
+		}
+	}
+	t.Logf("all %d hosts linked %v after start", n, time.Since(start).Round(time.Millisecond))
+	// Links cross the bridge: peer addresses are the hosts' bridge IPs.
+	var p peersJSON
+	meshctlJSON(t, meshctl, &p, "--home", homes[0], "peers")
+	for _, x := range p.Peers {
+		if !strings.HasPrefix(x.Address, nw.Subnet().IP.String()[:len(nw.Subnet().IP.String())-1]) {
+			t.Fatalf("peer address %s is not on the bridge subnet %s", x.Address, nw.Subnet())
+		}
+	}
+	for _, d := range ds {
+		if err := d.stop(syscall.SIGTERM); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	}
+}
+
+// TestMultiHostSeedsOnly runs 3 hosts with --no-mdns: hosts 1 and 2 know
+// only host 0 as a seed, and peer exchange links them to each other.
+func TestMultiHostSeedsOnly(t *testing.T) {
+	if ok, why := netnstest.Available(); !ok {
+		t.Skip(why)
+	}
+	meshd, meshctl := buildBinaries(t)
+	const n = 3
+	nw := netnstest.NewBridge(t, n)
+	homes, keys, pinned := multiHostOrg(t, meshctl, n)
+	seed := "tcp://" + nw.Host(0).IP.String() + ":7437"
+	var ds []*daemon
+	for i := 0; i < n; i++ {
+		args := []string{"--home", homes[i], "--roster", pinned, "--listen", "tcp://0.0.0.0:7437", "--no-unix", "--no-mdns"}
+		if i > 0 {
+			args = append(args, "--seed", seed)
+		}
+		ds = append(ds, startDaemonCmd(t, nw.Host(i).Command(context.Background(), meshd, args...), homes[i]))
+	}
+	for i := range ds {
+		waitStatus(t, meshctl, homes[i], ds[i])
+	}
+	for i := 0; i < n; i++ {
+		got := waitPeers(t, meshctl, homes[i], n-1, 10*time.Second)
+		for j := 0; j < n; j++ {
+			if _, ok := got[keys[j]]; j != i && !ok {
+				t.Fatalf("host %d lacks peer %d: %v", i, j, got)
+			}
+		}
+	}
+	var s statusJSON
+	meshctlJSON(t, meshctl, &s, "--home", homes[1], "status")
+	for _, d := range ds {
+		if err := d.stop(syscall.SIGTERM); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	}
+}
