@@ -4,6 +4,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
 )
 
 // ProtocolVersion is the link protocol version. It is part of the Noise
@@ -93,5 +95,24 @@ func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
 	if len(p.PolicyDigest) > 64 || len(p.Name) > 128 {
 		return nil, fmt.Errorf("handshake payload: %w: policy digest or name too long", ErrMalformed)
 	}
+	if !printable(p.Name) || !printable(p.Org) {
+		return nil, fmt.Errorf("handshake payload: %w: control character in name or org", ErrMalformed)
+	}
+	for _, a := range p.Listen {
+		if !strings.HasPrefix(a, "tcp://") && !strings.HasPrefix(a, "unix://") || !printable(a) {
+			return nil, fmt.Errorf("handshake payload: %w: listen address %q is not tcp:// or unix://", ErrMalformed, a)
+		}
+	}
 	return &p, nil
+}
+
+// printable reports whether s has no control characters, so it can be
+// logged and written into mailbox headers without forging lines.
+func printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -81,6 +81,10 @@ var inputPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &
 // MaxDocSize bounds an encoded signed document (roster or channel policy).
 const MaxDocSize = 1 << 20
 
+// MaxDocSigs bounds the signatures on one document. Each costs a 56 µs
+// verification, so a peer must not make us check thousands per frame.
+const MaxDocSigs = 64
+
 // DocSig is one signature on a [SignedDoc].
 type DocSig struct {
 	Signer PubKey    `cbor:"0,keyasint"`
@@ -110,6 +114,9 @@ func ParseSignedDoc(b []byte) (*SignedDoc, error) {
 	}
 	if len(d.Body) == 0 {
 		return nil, fmt.Errorf("signed document: %w: empty body", ErrMalformed)
+	}
+	if len(d.Sigs) > MaxDocSigs {
+		return nil, fmt.Errorf("signed document: %w: %d signatures exceed %d", ErrTooLarge, len(d.Sigs), MaxDocSigs)
 	}
 	for i := 1; i < len(d.Sigs); i++ {
 		if bytes.Compare(d.Sigs[i-1].Signer[:], d.Sigs[i].Signer[:]) >= 0 {
