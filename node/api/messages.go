@@ -1,0 +1,266 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Message-plane endpoints (see the package doc for the status endpoints):
+//
+//	GET  /v1/channels                 channels this node holds, with subscription state
+//	GET  /v1/channels/{name}          one channel
+//	POST /v1/channels                 create a channel (admins only)        body: CreateChannel
+//	POST /v1/subscriptions            subscribe, unsubscribe, mute, unmute  body: Subscribe
+//	POST /v1/send                     a channel message or a DM             body: Send
+//	POST /v1/request                  a Request to a peer                   body: Request
+//	POST /v1/respond                  a Response to a received Request      body: Respond
+//	GET  /v1/inbox?all=1&wait=1&timeout=30s&limit=N
+//	                                  inbox items (unread only unless all); with wait, block
+//	                                  until at least one unread waking item exists or the
+//	                                  timeout passes (then answer with what there is)
+//	POST /v1/inbox/{id}/read          mark an item read
+//	GET  /v1/presence                 the presence table
+//	POST /v1/presence                 set our own presence                  body: SetPresence
+
+// Principal texts for channel ACLs: "role:observer" .. "role:admin", a key
+// "ed25519:...", a fingerprint, or a roster name.
+
+// CreateChannel is the body of POST /v1/channels.
+type CreateChannel struct {
+	Name      string   `json:"name"`
+	Readers   []string `json:"readers,omitempty"`
+	Writers   []string `json:"writers,omitempty"`
+	NoHistory bool     `json:"no_history,omitempty"`
+}
+
+// Channel describes a channel in answers.
+type Channel struct {
+	ID                uuid     `json:"id"`
+	Name              string   `json:"name"`
+	Version           uint64   `json:"version"`
+	Readers           []string `json:"readers"`
+	Writers           []string `json:"writers"`
+	Admins            []string `json:"admins"`
+	AllowHistoryFetch bool     `json:"allow_history_fetch"`
+	RetentionHours    int      `json:"retention_hours"`
+	RetentionMessages int      `json:"retention_messages"`
+	Subscription      string   `json:"subscription"` // unsubscribed, subscribed or muted
+	CanRead           bool     `json:"can_read"`
+	CanWrite          bool     `json:"can_write"`
+}
+
+type uuid = string
+
+// Channels is the answer to GET /v1/channels.
+type Channels struct {
+	Channels []Channel `json:"channels"`
+}
+
+// Subscribe is the body of POST /v1/subscriptions.
+type Subscribe struct {
+	Channel string `json:"channel"` // name, with or without '#'
+	State   string `json:"state"`   // subscribed, unsubscribed or muted
+}
+
+// Send is the body of POST /v1/send. To is "#channel" for a channel, or a
+// peer (key, fingerprint or roster name, optionally with '@') for a DM.
+type Send struct {
+	To        string `json:"to"`
+	Body      string `json:"body"`
+	InReplyTo string `json:"in_reply_to,omitempty"` // envelope id
+}
+
+// Request is the body of POST /v1/request.
+type Request struct {
+	To      string          `json:"to"`
+	Intent  string          `json:"intent"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	ReplyTo string          `json:"reply_to,omitempty"` // parent request id: a follow-up, hop = parent hop + 1
+}
+
+// Respond is the body of POST /v1/respond.
+type Respond struct {
+	RequestID string          `json:"request_id"`
+	Status    string          `json:"status"` // accepted, rejected, completed or failed
+	Result    json.RawMessage `json:"result,omitempty"`
+}
+
+// Sent is the answer to send, request and respond.
+type Sent struct {
+	ID        string   `json:"id"`
+	Kind      string   `json:"kind"`
+	To        string   `json:"to"`
+	Seq       uint64   `json:"seq"`
+	RequestID string   `json:"request_id,omitempty"`
+	Hop       *int     `json:"hop,omitempty"`
+	SentTo    []string `json:"sent_to"`          // fingerprints of peers it was handed to
+	Queued    bool     `json:"queued,omitempty"` // kept for an offline peer
+}
+
+// Party names a node in answers.
+type Party struct {
+	Key         proto.PubKey `json:"key"`
+	Fingerprint string       `json:"fingerprint"`
+	Name        string       `json:"name,omitempty"`
+	Role        string       `json:"role,omitempty"`
+}
+
+// Item is one inbox item.
+type Item struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	From        Party           `json:"from"`
+	To          string          `json:"to"` // "#channel" or "@name"
+	Channel     string          `json:"channel,omitempty"`
+	Priority    string          `json:"priority"` // high, normal or low
+	Wakes       bool            `json:"wakes"`
+	Read        bool            `json:"read"`
+	Sent        time.Time       `json:"sent"`
+	Delivered   time.Time       `json:"delivered"`
+	Expires     time.Time       `json:"expires"`
+	Expired     bool            `json:"expired,omitempty"`
+	FromHistory bool            `json:"from_history,omitempty"`
+	Seq         uint64          `json:"seq"`
+	Body        string          `json:"body,omitempty"`
+	InReplyTo   string          `json:"in_reply_to,omitempty"`
+	RequestID   string          `json:"request_id,omitempty"`
+	Intent      string          `json:"intent,omitempty"`
+	Params      json.RawMessage `json:"params,omitempty"`
+	ReplyTo     string          `json:"reply_to,omitempty"`
+	Hop         *int            `json:"hop,omitempty"`
+	Status      string          `json:"status,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+}
+
+// Inbox is the answer to GET /v1/inbox.
+type Inbox struct {
+	Items []Item `json:"items"`
+	// TimedOut is set when a wait ended without a waking item.
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// PresenceEntry is one row of the presence table.
+type PresenceEntry struct {
+	Party
+	State     string    `json:"state"`     // effective: announced, or offline after presence_ttl of silence
+	Announced string    `json:"announced"` // what the node last said
+	Seq       uint64    `json:"seq"`
+	LastHeard time.Time `json:"last_heard"`
+	Self      bool      `json:"self,omitempty"`
+}
+
+// Presence is the answer to GET /v1/presence.
+type Presence struct {
+	TTLSeconds float64         `json:"ttl_seconds"`
+	Entries    []PresenceEntry `json:"entries"`
+}
+
+// SetPresence is the body of POST /v1/presence.
+type SetPresence struct {
+	State string `json:"state"` // online, away or offline
+}
+
+func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodPost, path, "application/json", b, out)
+}
+
+// Channels calls GET /v1/channels.
+func (c *Client) Channels(ctx context.Context) (*Channels, error) {
+	var out Channels
+	return &out, c.Get(ctx, "/v1/channels", &out)
+}
+
+// Channel calls GET /v1/channels/{name}.
+func (c *Client) Channel(ctx context.Context, name string) (*Channel, error) {
+	var out Channel
+	return &out, c.Get(ctx, "/v1/channels/"+url.PathEscape(name), &out)
+}
+
+// CreateChannel calls POST /v1/channels.
+func (c *Client) CreateChannel(ctx context.Context, in CreateChannel) (*Channel, error) {
+	var out Channel
+	return &out, c.postJSON(ctx, "/v1/channels", in, &out)
+}
+
+// Subscribe calls POST /v1/subscriptions.
+func (c *Client) Subscribe(ctx context.Context, in Subscribe) (*Channel, error) {
+	var out Channel
+	return &out, c.postJSON(ctx, "/v1/subscriptions", in, &out)
+}
+
+// Send calls POST /v1/send.
+func (c *Client) Send(ctx context.Context, in Send) (*Sent, error) {
+	var out Sent
+	return &out, c.postJSON(ctx, "/v1/send", in, &out)
+}
+
+// Request calls POST /v1/request.
+func (c *Client) Request(ctx context.Context, in Request) (*Sent, error) {
+	var out Sent
+	return &out, c.postJSON(ctx, "/v1/request", in, &out)
+}
+
+// Respond calls POST /v1/respond.
+func (c *Client) Respond(ctx context.Context, in Respond) (*Sent, error) {
+	var out Sent
+	return &out, c.postJSON(ctx, "/v1/respond", in, &out)
+}
+
+// InboxQuery selects inbox items.
+type InboxQuery struct {
+	All     bool          // include read items
+	Wait    bool          // block until an unread waking item exists
+	Timeout time.Duration // for Wait; 0 means 30 s
+	Limit   int
+}
+
+// Inbox calls GET /v1/inbox. With Wait, ctx must outlive the timeout.
+func (c *Client) Inbox(ctx context.Context, q InboxQuery) (*Inbox, error) {
+	v := url.Values{}
+	if q.All {
+		v.Set("all", "1")
+	}
+	if q.Wait {
+		v.Set("wait", "1")
+		if q.Timeout > 0 {
+			v.Set("timeout", q.Timeout.String())
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", itoa(q.Limit))
+	}
+	var out Inbox
+	return &out, c.Get(ctx, "/v1/inbox?"+v.Encode(), &out)
+}
+
+// MarkRead calls POST /v1/inbox/{id}/read and returns the item.
+func (c *Client) MarkRead(ctx context.Context, id string) (*Item, error) {
+	var out Item
+	return &out, c.Do(ctx, http.MethodPost, "/v1/inbox/"+url.PathEscape(id)+"/read", "", nil, &out)
+}
+
+// Presence calls GET /v1/presence.
+func (c *Client) Presence(ctx context.Context) (*Presence, error) {
+	var out Presence
+	return &out, c.Get(ctx, "/v1/presence", &out)
+}
+
+// SetPresence calls POST /v1/presence.
+func (c *Client) SetPresence(ctx context.Context, state string) (*Presence, error) {
+	var out Presence
+	return &out, c.postJSON(ctx, "/v1/presence", SetPresence{State: state}, &out)
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
