@@ -40,7 +40,7 @@ type CreateChannel struct {
 
 // Channel describes a channel in answers.
 type Channel struct {
-	ID                uuid     `json:"id"`
+	ID                string   `json:"id"`
 	Name              string   `json:"name"`
 	Version           uint64   `json:"version"`
 	Readers           []string `json:"readers"`
@@ -54,7 +54,6 @@ type Channel struct {
 	CanWrite          bool     `json:"can_write"`
 }
 
-type uuid = string
 
 // Channels is the answer to GET /v1/channels.
 type Channels struct {
