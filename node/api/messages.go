@@ -54,7 +54,6 @@ type Channel struct {
 	CanWrite          bool     `json:"can_write"`
 }
 
-
 // Channels is the answer to GET /v1/channels.
 type Channels struct {
 	Channels []Channel `json:"channels"`
