@@ -216,3 +216,30 @@ func (w *wtx) deleteInbox(id uuid.UUID) error {
 	}
 	return w.inbox.Delete(id[:])
 }
+
+// InboxEntry returns one inbox item, or an error wrapping [ErrNotFound].
+func (s *Store) InboxEntry(id uuid.UUID) (InboxItem, error) {
+	var out InboxItem
+	err := s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketInbox).Get(id[:])
+		if v == nil {
+			return fmt.Errorf("inbox item %s: %w", id, ErrNotFound)
+		}
+		r, err := decodeInbox(v)
+		if err != nil {
+			return err
+		}
+		ev := tx.Bucket(bucketEnv).Get(id[:])
+		if ev == nil {
+			return fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
+		}
+		m, err := decodeEnv(id, ev)
+		if err != nil {
+			return err
+		}
+		out = InboxItem{Meta: m.Meta, Priority: r.priority, Wakes: r.wakes, Read: r.read,
+			Delivered: timeOf(r.delivered), ReadAt: timeOf(r.readAt)}
+		return nil
+	})
+	return out, err
+}

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/meshd/meshd/presence"
+	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
 
@@ -42,6 +44,16 @@ type Config struct {
 	// other members we hold links to.
 	PeerExchangeInterval time.Duration
 
+	// EnvelopeTTL is the lifetime given to envelopes we send (seed 004: 300 s).
+	EnvelopeTTL time.Duration
+	// OfflineWindow is the lifetime given to a DM, Request or Response for
+	// a peer that is offline when it is sent: it is kept and delivered
+	// when the peer links again, for up to this long.
+	OfflineWindow time.Duration
+	// PresenceTTL is the silence after which a peer is shown offline
+	// (seed 004: 300 s). Our own presence is refreshed every third of it.
+	PresenceTTL time.Duration
+
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.
 	Transport transport.Config
@@ -62,6 +74,10 @@ func DefaultConfig() Config {
 		DialTimeout: 10 * time.Second,
 		// 30 s: new members spread within one interval of any link.
 		PeerExchangeInterval: 30 * time.Second,
-		Transport:            transport.DefaultConfig(),
+		EnvelopeTTL:          proto.DefaultTTL * time.Second,
+		// 24 h: an agent's host that is down for a night still gets its DMs.
+		OfflineWindow: 24 * time.Hour,
+		PresenceTTL:   presence.DefaultTTL,
+		Transport:     transport.DefaultConfig(),
 	}
 }

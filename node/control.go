@@ -46,6 +46,7 @@ func startControl(n *Node) (*controlServer, error) {
 	c.mux.HandleFunc("GET /v1/peers", c.peers)
 	c.mux.HandleFunc("GET /v1/roster", c.getRoster)
 	c.mux.HandleFunc("POST /v1/roster", c.postRoster)
+	c.registerMessagePlane()
 	return c, nil
 }
 

@@ -556,9 +556,13 @@ func (n *Node) onLinkUp(pl *peerLink) {
 		n.pushRoster(pl, r)
 	}
 	n.sendPeers(pl)
+	n.sendPolicyDigest(pl)
+	n.sendPresenceTo(pl)
+	n.flushQueue(pl)
 }
 
 func (n *Node) handleFrame(pl *peerLink, frame []byte) {
+	n.presence.Touch(pl.key, time.Now())
 	if len(frame) == 0 {
 		n.metrics.Inc("frame.empty")
 		return
@@ -577,8 +581,19 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 	}
 }
 
-// handleOtherFrame is where frame types that later layers add are served.
+// handleOtherFrame serves the message plane's frames.
 func (n *Node) handleOtherFrame(pl *peerLink, t proto.FrameType, payload []byte) {
+	switch t {
+	case proto.FrameEnvelope:
+		n.receive(payload, rxSource{link: pl})
+		return
+	case proto.FramePolicy:
+		n.handlePolicy(pl, payload)
+		return
+	case proto.FramePolicyDigest:
+		n.handlePolicyDigest(pl, payload)
+		return
+	}
 	n.metrics.Inc("frame.unknown")
 	n.log.Debug("unhandled frame", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
 }

@@ -12,7 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -38,6 +41,15 @@ type Node struct {
 	seeds      []*seed                     // guarded by mu: static seed peers
 	advertised []string                    // guarded by mu: our listen addresses as peers should dial them
 	closed     bool                        // guarded by mu
+
+	store    *history.Store
+	counter  *history.SendCounter
+	channels *channel.Set
+	subs     *channel.Subscriptions
+	presence *presence.Table
+	pub      *presence.Publisher
+	inbox    *inboxNotifier
+	requests *requestBook
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -81,6 +93,10 @@ func New(cfg Config) (*Node, error) {
 	if err := n.setup(); err != nil {
 		n.cancel()
 		n.teardown()
+		n.closeState()
+		if n.unlock != nil {
+			n.unlock()
+		}
 		return nil, err
 	}
 	n.run()
@@ -109,6 +125,10 @@ func (n *Node) setup() error {
 	if _, ok := n.roster.Member(n.id.Pub); !ok {
 		return fmt.Errorf("this node (%s) is not a member of roster %q v%d: ask an admin to add it (meshctl roster add %s --role member)",
 			n.id.Pub.Fingerprint(), n.roster.Org, n.roster.Version, n.id.Pub)
+	}
+
+	if err := n.openState(); err != nil {
+		return err
 	}
 
 	n.tcfg = n.cfg.Transport
@@ -279,6 +299,8 @@ func (n *Node) run() {
 	}
 	n.wg.Add(1)
 	go n.exchangeLoop()
+	n.wg.Add(1)
+	go n.presenceLoop()
 	n.control.start()
 }
 
@@ -291,12 +313,16 @@ func (n *Node) Close() error {
 		n.closed = true
 		links := n.linkListLocked()
 		n.mu.Unlock()
+		n.announceOffline(links)
 		for _, pl := range links {
 			_ = pl.link.Send(goodbyeFrame("shutting down"))
 		}
 		n.cancel()
 		n.closeErr = n.teardown()
 		n.wg.Wait()
+		if err := n.closeState(); err != nil && n.closeErr == nil {
+			n.closeErr = err
+		}
 		if n.unlock != nil {
 			if err := n.unlock(); err != nil && n.closeErr == nil {
 				n.closeErr = err
@@ -323,11 +349,6 @@ func (n *Node) teardown() error {
 	n.mu.Unlock()
 	for _, pl := range links {
 		_ = pl.link.Close()
-	}
-	if n.ctx.Err() != nil && n.unlock != nil && n.control == nil {
-		// setup failed before the node ran: release the lock now.
-		errs = append(errs, n.unlock())
-		n.unlock = nil
 	}
 	return errors.Join(errs...)
 }

@@ -108,6 +108,16 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 			n.log.Warn("mdns: update roster version", "err", err)
 		}
 	}
+	if n.channels != nil {
+		if dropped, stale := n.channels.Revalidate(r); len(dropped)+len(stale) > 0 {
+			n.log.Warn("channel policies affected by the roster update", "dropped", len(dropped), "stale", len(stale))
+		}
+	}
+	for _, m := range cur.Members {
+		if _, ok := r.Member(m.Key); !ok && n.presence != nil {
+			n.presence.Forget(m.Key)
+		}
+	}
 	for _, pl := range push {
 		n.pushRoster(pl, r)
 	}

@@ -24,6 +24,7 @@ type fileConfig struct {
 	Seeds         []string `toml:"seeds" json:"seeds"`
 	NoMDNS        bool     `toml:"no_mdns" json:"no_mdns"`
 	MDNSInterface string   `toml:"mdns_interface" json:"mdns_interface"`
+	PresenceTTL   string   `toml:"presence_ttl" json:"presence_ttl"`
 	LogLevel      string   `toml:"log_level" json:"log_level"`
 	LogFormat     string   `toml:"log_format" json:"log_format"`
 }
@@ -32,7 +33,7 @@ type fileConfig struct {
 const DefaultListen = "tcp://0.0.0.0:7437"
 
 func defaultFileConfig() fileConfig {
-	return fileConfig{Listen: []string{DefaultListen}, LogLevel: "info", LogFormat: "text"}
+	return fileConfig{Listen: []string{DefaultListen}, PresenceTTL: "5m", LogLevel: "info", LogFormat: "text"}
 }
 
 // loadFile reads a TOML config; unknown keys are an error naming the key and line.
@@ -92,6 +93,7 @@ func applyEnv(c *fileConfig, getenv func(string) string) error {
 	list("MESH_LISTEN", &c.Listen)
 	list("MESH_SEEDS", &c.Seeds)
 	str("MESH_MDNS_INTERFACE", &c.MDNSInterface)
+	str("MESH_PRESENCE_TTL", &c.PresenceTTL)
 	str("MESH_LOG_LEVEL", &c.LogLevel)
 	str("MESH_LOG_FORMAT", &c.LogFormat)
 	if err := boolean("MESH_NO_MDNS", &c.NoMDNS); err != nil {
@@ -139,6 +141,7 @@ func newFlags() *flagValues {
 	fs.Var(&f.seeds, "seed", "static seed peer tcp://HOST:PORT or unix:///PATH (repeatable)")
 	fs.BoolVar(&f.cfg.NoMDNS, "no-mdns", false, "disable mDNS discovery")
 	fs.StringVar(&f.cfg.MDNSInterface, "mdns-interface", "", "network interface for mDNS (default: first multicast interface)")
+	fs.StringVar(&f.cfg.PresenceTTL, "presence-ttl", "", "silence after which a peer is shown offline (default 5m)")
 	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.cfg.LogFormat, "log-format", "", "text or json (default text)")
 	fs.StringVar(&f.configPath, "config", "", "TOML config file (env MESH_CONFIG; default <home>/meshd.toml if present)")
@@ -169,6 +172,8 @@ func (f *flagValues) applyFlags(c *fileConfig) {
 			c.NoMDNS = f.cfg.NoMDNS
 		case "mdns-interface":
 			c.MDNSInterface = f.cfg.MDNSInterface
+		case "presence-ttl":
+			c.PresenceTTL = f.cfg.PresenceTTL
 		case "log-level":
 			c.LogLevel = f.cfg.LogLevel
 		case "log-format":

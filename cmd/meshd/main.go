@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/home"
@@ -182,6 +183,11 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 	nc.MDNS = !c.NoMDNS
 	nc.MDNSInterface = c.MDNSInterface
 	nc.Logger = log
+	ttl, err := time.ParseDuration(c.PresenceTTL)
+	if err != nil || ttl < time.Second {
+		return nc, nil, fmt.Errorf("presence ttl %q: want a duration of at least 1s, like 5m", c.PresenceTTL)
+	}
+	nc.PresenceTTL = ttl
 	for _, s := range c.Listen {
 		a, err := transport.ParseAddr(s)
 		if err != nil {

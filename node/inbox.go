@@ -1,0 +1,78 @@
+package node
+
+import (
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// inboxNotifier wakes waiters when a waking item arrives.
+type inboxNotifier struct {
+	mu sync.Mutex
+	ch chan struct{} // guarded by mu: closed on the next waking item
+}
+
+func newInboxNotifier() *inboxNotifier { return &inboxNotifier{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next waking item.
+func (i *inboxNotifier) wait() <-chan struct{} {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.ch
+}
+
+func (i *inboxNotifier) notify(wakes bool) {
+	if !wakes {
+		return
+	}
+	i.mu.Lock()
+	close(i.ch)
+	i.ch = make(chan struct{})
+	i.mu.Unlock()
+}
+
+// requestInfo is what we remember of a Request to answer it or follow it up.
+type requestInfo struct {
+	from proto.PubKey // who asked
+	hop  uint8
+}
+
+// maxRequests bounds the request book; the oldest are forgotten first and
+// found again in the store when needed.
+const maxRequests = 10000
+
+// requestBook remembers received Requests by request id, so a Response
+// goes back to the requester and a follow-up carries hop + 1.
+type requestBook struct {
+	mu    sync.Mutex
+	m     map[uuid.UUID]requestInfo // guarded by mu
+	order []uuid.UUID               // guarded by mu: insertion order, for eviction
+}
+
+func newRequestBook() *requestBook { return &requestBook{m: map[uuid.UUID]requestInfo{}} }
+
+func (b *requestBook) received(se *proto.SignedEnvelope) {
+	b.add(se.Request.RequestID, requestInfo{from: se.From, hop: se.Request.Hop})
+}
+
+func (b *requestBook) add(id uuid.UUID, info requestInfo) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.m[id]; !ok {
+		b.order = append(b.order, id)
+	}
+	b.m[id] = info
+	if len(b.order) > maxRequests {
+		delete(b.m, b.order[0])
+		b.order = b.order[1:]
+	}
+}
+
+func (b *requestBook) get(id uuid.UUID) (requestInfo, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	info, ok := b.m[id]
+	return info, ok
+}

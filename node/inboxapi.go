@@ -1,0 +1,180 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+// maxInboxAnswer bounds one inbox answer when no limit is given.
+const maxInboxAnswer = 1000
+
+// Inbox lists inbox items (unread only unless all). With wait it blocks,
+// up to timeout or until ctx ends, until an unread waking item exists.
+func (n *Node) Inbox(ctx context.Context, all bool, limit int, wait bool, timeout time.Duration) (*api.Inbox, error) {
+	if limit <= 0 || limit > maxInboxAnswer {
+		limit = maxInboxAnswer
+	}
+	var deadline <-chan time.Time
+	if wait {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		// Take the notifier before looking, so an item arriving in between
+		// still wakes us.
+		woke := n.inbox.wait()
+		items, err := n.store.Inbox(history.InboxFilter{UnreadOnly: !all, Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		if !wait || hasUnreadWaking(items) {
+			return n.renderItems(items), nil
+		}
+		select {
+		case <-woke:
+		case <-deadline:
+			out := n.renderItems(items)
+			out.TimedOut = true
+			return out, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-n.ctx.Done():
+			return nil, fmt.Errorf("meshd is shutting down")
+		}
+	}
+}
+
+func hasUnreadWaking(items []history.InboxItem) bool {
+	for _, it := range items {
+		if it.Wakes && !it.Read {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) renderItems(items []history.InboxItem) *api.Inbox {
+	out := &api.Inbox{Items: []api.Item{}}
+	for _, it := range items {
+		x, err := n.renderItem(it)
+		if err != nil {
+			n.log.Warn("inbox item unreadable", "id", it.ID, "err", err)
+			continue
+		}
+		out.Items = append(out.Items, x)
+	}
+	return out
+}
+
+func (n *Node) inboxItem(id uuid.UUID) (api.Item, error) {
+	it, err := n.store.InboxEntry(id)
+	if err != nil {
+		return api.Item{}, err
+	}
+	return n.renderItem(it)
+}
+
+// party names a key for the API, with its roster name and role.
+func (n *Node) party(k proto.PubKey) api.Party {
+	p := api.Party{Key: k, Fingerprint: k.Fingerprint()}
+	if m, ok := n.Roster().Member(k); ok {
+		p.Name, p.Role = m.Name, m.Role.String()
+	}
+	return p
+}
+
+// destText renders a destination: "#name" or "@name".
+func (n *Node) destText(d proto.Destination) string {
+	switch d.Kind {
+	case proto.DestChannel:
+		if p, ok := n.channels.ByID(d.Channel); ok {
+			return "#" + p.Name
+		}
+		return "#" + d.Channel.String()
+	case proto.DestPeer:
+		if m, ok := n.Roster().Member(d.Peer); ok && m.Name != "" {
+			return "@" + m.Name
+		}
+		return "@" + d.Peer.Fingerprint()
+	}
+	return d.String()
+}
+
+func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
+	st, err := n.store.Get(it.ID)
+	if err != nil {
+		return api.Item{}, err
+	}
+	se, err := st.Envelope()
+	if err != nil {
+		return api.Item{}, err
+	}
+	x := api.Item{
+		ID:          se.ID.String(),
+		Kind:        se.Kind.String(),
+		From:        n.party(se.From),
+		To:          n.destText(se.To),
+		Priority:    it.Priority.String(),
+		Wakes:       it.Wakes,
+		Read:        it.Read,
+		Sent:        se.Time().UTC(),
+		Delivered:   it.Delivered.UTC(),
+		Expires:     se.Expires().UTC(),
+		Expired:     se.Expires().Before(time.Now()),
+		FromHistory: it.FromHistory,
+		Seq:         se.Seq,
+	}
+	if se.To.Kind == proto.DestChannel {
+		x.Channel = x.To[1:]
+	}
+	switch {
+	case se.Message != nil:
+		x.Body = se.Message.Body
+		if se.Message.InReplyTo != nil {
+			x.InReplyTo = se.Message.InReplyTo.String()
+		}
+	case se.Request != nil:
+		x.RequestID = se.Request.RequestID.String()
+		x.Intent = se.Request.Intent
+		x.Params = jsonOf(se.Request.Params)
+		if se.Request.ReplyTo != nil {
+			x.ReplyTo = se.Request.ReplyTo.String()
+		}
+		hop := int(se.Request.Hop)
+		x.Hop = &hop
+	case se.Response != nil:
+		x.RequestID = se.Response.RequestID.String()
+		x.Status = se.Response.Status.String()
+		x.Result = jsonOf(se.Response.Result)
+	}
+	return x, nil
+}
+
+// PresenceTable renders the presence table, ourselves included.
+func (n *Node) PresenceTable() api.Presence {
+	now := time.Now()
+	out := api.Presence{TTLSeconds: n.cfg.PresenceTTL.Seconds(), Entries: []api.PresenceEntry{}}
+	r := n.Roster()
+	for _, e := range n.presence.All(now) {
+		if _, ok := r.Member(e.Key); !ok {
+			continue
+		}
+		out.Entries = append(out.Entries, api.PresenceEntry{
+			Party:     n.party(e.Key),
+			State:     e.State.String(),
+			Announced: e.Announced.String(),
+			Seq:       e.Seq,
+			LastHeard: e.LastHeard.UTC(),
+			Self:      e.Key.Equal(n.id.Pub),
+		})
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+// CreateChannel creates a channel policy signed by this node, which must
+// be a roster admin, applies it, subscribes to it and pushes it to every
+// linked peer.
+func (n *Node) CreateChannel(req api.CreateChannel) (*channel.Policy, error) {
+	r := n.Roster()
+	if !r.IsAdmin(n.id.Pub) {
+		return nil, fmt.Errorf("%w: role too low: only roster admins sign channel policies (this node is %s)", ErrForbidden, n.myRole())
+	}
+	name, err := channel.NormalizeName(req.Name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if _, ok := n.channels.ByName(name); ok {
+		return nil, fmt.Errorf("%w: channel #%s exists", ErrBadRequest, name)
+	}
+	parse := func(what string, in []string) ([]channel.Principal, error) {
+		var out []channel.Principal
+		for _, s := range in {
+			p, err := channel.ParsePrincipal(s, r)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrBadRequest, what, err)
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	readers, err := parse("readers", req.Readers)
+	if err != nil {
+		return nil, err
+	}
+	writers, err := parse("writers", req.Writers)
+	if err != nil {
+		return nil, err
+	}
+	p, err := channel.New(r.Org, name, readers, writers, !req.NoHistory, n.id.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if _, err := n.applyPolicy(p, nil); err != nil {
+		return nil, err
+	}
+	if p.CanRead(r, n.id.Pub) {
+		if err := n.subs.Set(p.ID, channel.Subscribed); err != nil {
+			n.log.Warn("subscribe to new channel", "err", err)
+		}
+	}
+	return p, nil
+}
+
+// applyPolicy merges p into the channel set; a change is persisted and
+// pushed to every link but from.
+func (n *Node) applyPolicy(p *channel.Policy, from *peerLink) (bool, error) {
+	out, err := n.channels.Merge(n.Roster(), p)
+	if err != nil {
+		n.metrics.Inc("policy.rejected." + policyReason(err))
+		return false, fmt.Errorf("channel policy #%s v%d refused: %w", p.Name, p.Version, err)
+	}
+	if !out.Changed {
+		return false, nil
+	}
+	if out.Dropped != nil {
+		n.log.Warn("channel name conflict resolved", "name", p.Name, "dropped", out.Dropped.ID)
+	}
+	if err := n.channels.Save(n.channelsDir()); err != nil {
+		n.metrics.Inc("policy.persist_failed")
+		n.log.Error("persist channel policies", "err", err)
+	}
+	n.metrics.Inc("policy.accepted")
+	n.log.Info("channel policy", "name", p.Name, "id", p.ID, "version", p.Version)
+	b, err := p.Encode()
+	if err != nil {
+		return true, nil
+	}
+	n.mu.Lock()
+	links := n.linkListLocked()
+	n.mu.Unlock()
+	for _, pl := range links {
+		if pl != from {
+			n.sendFrame(pl, proto.FramePolicy, b)
+		}
+	}
+	return true, nil
+}
+
+func policyReason(err error) string {
+	switch {
+	case errors.Is(err, channel.ErrNotAdmin):
+		return "not_admin"
+	case errors.Is(err, channel.ErrRollback):
+		return "rollback"
+	case errors.Is(err, channel.ErrWrongOrg):
+		return "wrong_org"
+	case errors.Is(err, channel.ErrNameTaken):
+		return "name_taken"
+	case errors.Is(err, proto.ErrBadSignature):
+		return "bad_signature"
+	}
+	return "invalid"
+}
+
+func (n *Node) handlePolicy(pl *peerLink, payload []byte) {
+	p, err := channel.Parse(payload)
+	if err != nil {
+		n.metrics.Inc("policy.rejected.malformed")
+		n.log.Warn("channel policy from peer rejected", "peer", pl.key.Fingerprint(), "err", err)
+		return
+	}
+	if _, err := n.applyPolicy(p, pl); err != nil && !errors.Is(err, channel.ErrRollback) {
+		n.log.Warn("channel policy from peer rejected", "peer", pl.key.Fingerprint(), "err", err)
+	}
+}
+
+func (n *Node) handlePolicyDigest(pl *peerLink, payload []byte) {
+	var d proto.PolicyDigest
+	if err := proto.Unmarshal(payload, &d); err != nil {
+		n.metrics.Inc("policy.digest_malformed")
+		return
+	}
+	for _, p := range n.channels.Newer(d) {
+		if b, err := p.Encode(); err == nil {
+			n.sendFrame(pl, proto.FramePolicy, b)
+		}
+	}
+}
+
+func (n *Node) sendPolicyDigest(pl *peerLink) {
+	b, err := proto.Marshal(n.channels.Digest())
+	if err == nil {
+		n.sendFrame(pl, proto.FramePolicyDigest, b)
+	}
+}
+
+// channelInfo renders a policy for the API.
+func (n *Node) channelInfo(p *channel.Policy) api.Channel {
+	r := n.Roster()
+	hours, msgs := p.EffectiveRetention()
+	c := api.Channel{
+		ID:                p.ID.String(),
+		Name:              p.Name,
+		Version:           p.Version,
+		Readers:           []string{},
+		Writers:           []string{},
+		Admins:            []string{},
+		AllowHistoryFetch: p.AllowHistory,
+		RetentionHours:    int(hours.Hours()),
+		RetentionMessages: msgs,
+		Subscription:      n.subs.Get(p.ID).String(),
+		CanRead:           p.CanRead(r, n.id.Pub),
+		CanWrite:          p.CanWrite(r, n.id.Pub),
+	}
+	for _, x := range p.ReadACL {
+		c.Readers = append(c.Readers, x.Label(r))
+	}
+	for _, x := range p.WriteACL {
+		c.Writers = append(c.Writers, x.Label(r))
+	}
+	for _, k := range p.Admins {
+		if m, ok := r.Member(k); ok {
+			c.Admins = append(c.Admins, m.Label())
+		} else {
+			c.Admins = append(c.Admins, k.Fingerprint())
+		}
+	}
+	return c
+}
+
+// SetSubscription sets our subscription state for a channel.
+func (n *Node) SetSubscription(name, state string) (*api.Channel, error) {
+	p, err := n.resolveChannel(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := channel.ParseSubState(state)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if st != channel.Unsubscribed && !p.CanRead(n.Roster(), n.id.Pub) {
+		return nil, fmt.Errorf("%w: not a reader of #%s (readers: %s)", ErrForbidden, p.Name, principals(p.ReadACL))
+	}
+	if err := n.subs.Set(p.ID, st); err != nil {
+		return nil, err
+	}
+	c := n.channelInfo(p)
+	return &c, nil
+}
+

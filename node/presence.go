@@ -1,0 +1,86 @@
+package node
+
+import (
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// presenceLoop refreshes our own presence every third of the TTL, so
+// peers never see us silent, and ages out peers that went quiet.
+func (n *Node) presenceLoop() {
+	defer n.wg.Done()
+	n.publishPresence(proto.Online)
+	refresh := n.cfg.PresenceTTL / 3
+	check := min(n.cfg.PresenceTTL/4, 5*time.Second)
+	rt := time.NewTicker(refresh)
+	ct := time.NewTicker(check)
+	defer rt.Stop()
+	defer ct.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-rt.C:
+			n.publishPresence(n.pub.Current().State)
+		case now := <-ct.C:
+			for _, k := range n.presence.Expire(now) {
+				n.metrics.Inc("presence.expired")
+				n.log.Info("peer offline: silent longer than presence ttl", "peer", k.Fingerprint(), "ttl", n.cfg.PresenceTTL)
+			}
+		}
+	}
+}
+
+// presenceEnvelope signs an announcement of state.
+func (n *Node) presenceEnvelope(state proto.PresenceState) (*proto.SignedEnvelope, error) {
+	p := n.pub.Next(state, time.Now())
+	return n.sign(proto.ToOrg(n.Roster().Org), proto.KindPresence, n.cfg.EnvelopeTTL, func(e *proto.Envelope) {
+		e.Presence = &p
+	})
+}
+
+// publishPresence announces state to every linked peer and records it in
+// our own table.
+func (n *Node) publishPresence(state proto.PresenceState) {
+	se, err := n.presenceEnvelope(state)
+	if err != nil {
+		n.log.Error("presence", "err", err)
+		return
+	}
+	n.presence.Observe(n.id.Pub, *se.Presence, time.Now())
+	n.mu.Lock()
+	links := n.linkListLocked()
+	n.mu.Unlock()
+	for _, pl := range links {
+		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
+	}
+	n.metrics.Inc("tx.presence")
+}
+
+// sendPresenceTo tells one new peer our current state.
+func (n *Node) sendPresenceTo(pl *peerLink) {
+	cur := n.pub.Current()
+	if cur.State == 0 {
+		return
+	}
+	se, err := n.presenceEnvelope(cur.State)
+	if err != nil {
+		return
+	}
+	n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
+}
+
+// announceOffline says Offline to the given links (graceful shutdown).
+func (n *Node) announceOffline(links []*peerLink) {
+	if n.pub == nil {
+		return
+	}
+	se, err := n.presenceEnvelope(proto.Offline)
+	if err != nil {
+		return
+	}
+	for _, pl := range links {
+		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
+	}
+}

@@ -1,0 +1,331 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+)
+
+// Refusal kinds for local sends; the control API maps them to HTTP
+// statuses. Each refusal names its reason.
+var (
+	ErrNotFound   = errors.New("not found")
+	ErrForbidden  = errors.New("forbidden")
+	ErrBadRequest = errors.New("bad request")
+)
+
+// sign builds, numbers and signs an envelope of ours to d.
+func (n *Node) sign(d proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
+	seq, err := n.counter.Next(d)
+	if err != nil {
+		return nil, fmt.Errorf("sequence number: %w", err)
+	}
+	e := &proto.Envelope{
+		ID:    proto.NewID(),
+		From:  n.id.Pub,
+		To:    d,
+		Kind:  kind,
+		TS:    time.Now().UnixMilli(),
+		TTL:   uint32(ttl / time.Second),
+		Seq:   seq,
+		Epoch: n.counter.Epoch(),
+	}
+	fill(e)
+	se, err := proto.SignEnvelope(n.id.Key, e)
+	if err != nil {
+		if errors.Is(err, proto.ErrHopLimit) {
+			return nil, fmt.Errorf("%w: %w", ErrForbidden, err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return se, nil
+}
+
+// fanOut hands se to every linked peer in to, and reports who got it.
+func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
+	sent := []string{}
+	n.mu.Lock()
+	var targets []*peerLink
+	for _, k := range to {
+		if pl := n.links[k]; pl != nil {
+			targets = append(targets, pl)
+		}
+	}
+	n.mu.Unlock()
+	for _, pl := range targets {
+		f := append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)
+		if err := pl.link.Send(f); err != nil {
+			n.metrics.Inc("tx.dropped.queue")
+			n.log.Warn("send queue refused envelope", "peer", pl.key.Fingerprint(), "id", se.ID, "err", err)
+			continue
+		}
+		sent = append(sent, pl.key.Fingerprint())
+	}
+	n.metrics.Add("tx.envelopes", uint64(len(sent)))
+	return sent
+}
+
+// resolvePeer finds a roster member by key, fingerprint or name.
+func (n *Node) resolvePeer(q string) (roster.Member, error) {
+	q = strings.TrimPrefix(strings.TrimSpace(q), "@")
+	ms, err := n.Roster().Lookup(q)
+	if err != nil {
+		var amb *roster.AmbiguousError
+		if errors.As(err, &amb) {
+			return roster.Member{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		return roster.Member{}, fmt.Errorf("%w: peer %q: %w", ErrNotFound, q, err)
+	}
+	if len(ms) == 0 {
+		return roster.Member{}, fmt.Errorf("%w: no roster member matches %q", ErrNotFound, q)
+	}
+	if len(ms) > 1 {
+		var names []string
+		for _, m := range ms {
+			names = append(names, m.Label())
+		}
+		return roster.Member{}, fmt.Errorf("%w: %q is ambiguous: %s", ErrBadRequest, q, strings.Join(names, ", "))
+	}
+	return ms[0], nil
+}
+
+// resolveChannel finds a channel by name (with or without '#') or id.
+func (n *Node) resolveChannel(q string) (*channel.Policy, error) {
+	p, err := n.channels.Lookup(q)
+	if err != nil {
+		return nil, fmt.Errorf("%w: channel %q: %w", ErrNotFound, q, err)
+	}
+	return p, nil
+}
+
+func (n *Node) myRole() roster.Role {
+	role, _ := n.Roster().Role(n.id.Pub)
+	return role
+}
+
+// Send sends a channel message ("#name") or a DM (anything else).
+func (n *Node) Send(req api.Send) (*api.Sent, error) {
+	if len(req.Body) > proto.MaxBodySize {
+		return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrBadRequest, len(req.Body), proto.MaxBodySize)
+	}
+	var reply *uuid.UUID
+	if req.InReplyTo != "" {
+		id, err := uuid.Parse(req.InReplyTo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: in_reply_to: %v", ErrBadRequest, err)
+		}
+		reply = &id
+	}
+	msg := &proto.Message{Body: req.Body, InReplyTo: reply}
+	if n.myRole() == roster.RoleObserver {
+		return nil, fmt.Errorf("%w: role too low: observers may read but not send", ErrForbidden)
+	}
+	if strings.HasPrefix(req.To, "#") {
+		return n.sendChannel(req.To, msg)
+	}
+	return n.sendDirect(req.To, proto.KindMessage, func(e *proto.Envelope) { e.Message = msg })
+}
+
+func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
+	p, err := n.resolveChannel(name)
+	if err != nil {
+		return nil, err
+	}
+	r := n.Roster()
+	if !p.CanWrite(r, n.id.Pub) {
+		return nil, fmt.Errorf("%w: not a writer of #%s (writers: %s)", ErrForbidden, p.Name, principals(p.WriteACL))
+	}
+	se, err := n.sign(proto.ToChannel(p.ID), proto.KindMessage, n.cfg.EnvelopeTTL, func(e *proto.Envelope) { e.Message = msg })
+	if err != nil {
+		return nil, err
+	}
+	// Our own history holds what we said, so we can serve it in sync.
+	if _, err := n.store.Put(se, false); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	var readers []proto.PubKey
+	for _, k := range p.Readers(r) {
+		if !k.Equal(n.id.Pub) {
+			readers = append(readers, k)
+		}
+	}
+	sent := n.fanOut(se, readers)
+	n.metrics.Inc("tx.message")
+	return &api.Sent{ID: se.ID.String(), Kind: se.Kind.String(), To: "#" + p.Name, Seq: se.Seq, SentTo: sent}, nil
+}
+
+func principals(ps []channel.Principal) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.String())
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// sendDirect signs a peer-addressed envelope and sends it, or keeps it for
+// the peer (signed with the offline window as its TTL) when not linked.
+func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)) (*api.Sent, error) {
+	m, err := n.resolvePeer(to)
+	if err != nil {
+		return nil, err
+	}
+	if m.Key.Equal(n.id.Pub) {
+		return nil, fmt.Errorf("%w: cannot send to this node itself", ErrBadRequest)
+	}
+	n.mu.Lock()
+	_, linked := n.links[m.Key]
+	n.mu.Unlock()
+	ttl := n.cfg.EnvelopeTTL
+	if !linked {
+		ttl = n.cfg.OfflineWindow
+	}
+	se, err := n.sign(proto.ToPeer(m.Key), kind, ttl, fill)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.Sent{ID: se.ID.String(), Kind: kind.String(), To: "@" + label(m), Seq: se.Seq, SentTo: []string{}}
+	if linked {
+		out.SentTo = n.fanOut(se, []proto.PubKey{m.Key})
+	}
+	if len(out.SentTo) == 0 {
+		if err := n.store.Enqueue(m.Key, se); err != nil {
+			if errors.Is(err, history.ErrQueueFull) {
+				return nil, fmt.Errorf("%w: peer %s is offline and its queue is full: %w", ErrForbidden, label(m), err)
+			}
+			return nil, fmt.Errorf("queue for offline peer: %w", err)
+		}
+		n.metrics.Inc("tx.queued")
+		out.Queued = true
+	}
+	n.metrics.Inc("tx." + kind.String())
+	return out, nil
+}
+
+func label(m roster.Member) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return m.Key.Fingerprint()
+}
+
+// Request sends a Request. Only operators and admins may; a follow-up
+// (ReplyTo set) carries the parent's hop + 1, and hop > 3 is refused here
+// as at every receiver.
+func (n *Node) Request(req api.Request) (*api.Sent, error) {
+	if role := n.myRole(); !role.AtLeast(roster.RoleOperator) {
+		return nil, fmt.Errorf("%w: role too low: %ss may not send requests (operator or admin needed)", ErrForbidden, role)
+	}
+	r := &proto.Request{RequestID: proto.NewID(), Intent: req.Intent}
+	if len(req.Params) > 0 {
+		raw, err := proto.JSONToCBOR(req.Params)
+		if err != nil {
+			return nil, fmt.Errorf("%w: params: %w", ErrBadRequest, err)
+		}
+		r.Params = raw
+	}
+	if req.ReplyTo != "" {
+		parent, err := uuid.Parse(req.ReplyTo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reply_to: %v", ErrBadRequest, err)
+		}
+		info, ok := n.requests.get(parent)
+		if !ok {
+			return nil, fmt.Errorf("%w: reply_to: no request %s is known here", ErrNotFound, parent)
+		}
+		if int(info.hop)+1 > proto.MaxHop {
+			n.metrics.Inc("tx.refused.hop_limit")
+			return nil, fmt.Errorf("%w: hop limit: a follow-up of a hop-%d request would be hop %d > %d", ErrForbidden, info.hop, info.hop+1, proto.MaxHop)
+		}
+		r.ReplyTo = &parent
+		r.Hop = info.hop + 1
+	}
+	out, err := n.sendDirect(req.To, proto.KindRequest, func(e *proto.Envelope) { e.Request = r })
+	if err != nil {
+		return nil, err
+	}
+	hop := int(r.Hop)
+	out.RequestID, out.Hop = r.RequestID.String(), &hop
+	return out, nil
+}
+
+// Respond answers a received Request, as a DM to the requester.
+func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
+	id, err := uuid.Parse(req.RequestID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: request id: %v", ErrBadRequest, err)
+	}
+	st, err := proto.ParseStatus(req.Status)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if n.myRole() == roster.RoleObserver {
+		return nil, fmt.Errorf("%w: role too low: observers may read but not send", ErrForbidden)
+	}
+	info, ok := n.requests.get(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: no received request has id %s", ErrNotFound, id)
+	}
+	resp := &proto.Response{RequestID: id, Status: st}
+	if len(req.Result) > 0 {
+		raw, err := proto.JSONToCBOR(req.Result)
+		if err != nil {
+			return nil, fmt.Errorf("%w: result: %w", ErrBadRequest, err)
+		}
+		resp.Result = raw
+	}
+	out, err := n.sendDirect(info.from.String(), proto.KindResponse, func(e *proto.Envelope) { e.Response = resp })
+	if err != nil {
+		return nil, err
+	}
+	out.RequestID = id.String()
+	return out, nil
+}
+
+// flushQueue delivers what we kept for a peer that just linked.
+func (n *Node) flushQueue(pl *peerLink) {
+	pending, err := n.store.Pending(pl.key)
+	if err != nil {
+		n.log.Error("offline queue", "peer", pl.key.Fingerprint(), "err", err)
+		return
+	}
+	var sent []uuid.UUID
+	for _, se := range pending {
+		if err := pl.link.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+			break
+		}
+		sent = append(sent, se.ID)
+	}
+	if len(sent) == 0 {
+		return
+	}
+	if err := n.store.Ack(pl.key, sent...); err != nil {
+		n.log.Error("offline queue ack", "peer", pl.key.Fingerprint(), "err", err)
+	}
+	n.metrics.Add("tx.forwarded", uint64(len(sent)))
+	n.log.Info("delivered kept messages", "peer", pl.key.Fingerprint(), "count", len(sent))
+}
+
+// jsonOf renders a JSON-model CBOR payload for the API.
+func jsonOf(raw []byte) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	b, err := proto.CBORToJSON(raw)
+	if err != nil {
+		return nil
+	}
+	return b
+}
