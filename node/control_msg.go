@@ -222,4 +222,3 @@ func (c *controlServer) setPresence(w http.ResponseWriter, req *http.Request) {
 	c.n.publishPresence(st)
 	writeJSON(w, http.StatusOK, c.n.PresenceTable())
 }
-

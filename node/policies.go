@@ -194,4 +194,3 @@ func (n *Node) SetSubscription(name, state string) (*api.Channel, error) {
 	c := n.channelInfo(p)
 	return &c, nil
 }
-
