@@ -2,10 +2,13 @@ package history
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/proto"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -113,19 +116,84 @@ func (s *Store) SetInbox(id uuid.UUID, p Priority, wakes bool) error {
 		if w.env.Get(id[:]) == nil {
 			return fmt.Errorf("set inbox: envelope %s: %w", id, ErrNotFound), nil
 		}
-		r := inboxRec{delivered: w.now.UnixMilli()}
-		if v := w.inbox.Get(id[:]); v != nil {
-			old, err := decodeInbox(v)
-			if err != nil {
-				return nil, err
-			}
-			r = old
-		} else if err := w.inboxT.Put(inboxTimeKey(r.delivered, id), present); err != nil {
-			return nil, err
-		}
-		r.priority, r.wakes = p, wakes
-		return nil, w.inbox.Put(id[:], r.encode())
+		return nil, w.setInbox(id, p, wakes)
 	}, nil)
+}
+
+// setInbox records inbox state for a stored envelope in the write tx.
+func (w *wtx) setInbox(id uuid.UUID, p Priority, wakes bool) error {
+	r := inboxRec{delivered: w.now.UnixMilli()}
+	if v := w.inbox.Get(id[:]); v != nil {
+		old, err := decodeInbox(v)
+		if err != nil {
+			return err
+		}
+		r = old
+	} else if err := w.inboxT.Put(inboxTimeKey(r.delivered, id), present); err != nil {
+		return err
+	}
+	r.priority, r.wakes = p, wakes
+	return w.inbox.Put(id[:], r.encode())
+}
+
+// Delivery is one envelope for [Store.Deliver]: stored, and put in the
+// inbox when Inbox is set.
+type Delivery struct {
+	Env         *proto.SignedEnvelope
+	FromHistory bool
+	Inbox       bool
+	Priority    Priority
+	Wakes       bool
+}
+
+// Deliver stores a batch of received envelopes and their inbox state in
+// one write request, so a receiver that batches pays one commit for many
+// deliveries. added[i] reports whether ds[i] was new (a duplicate is
+// neither stored again nor put in the inbox).
+func (s *Store) Deliver(ds []Delivery) (added []bool, err error) {
+	for i, d := range ds {
+		if err := checkEnvelope(d.Env); err != nil {
+			return nil, fmt.Errorf("deliver envelope #%d: %w", i, err)
+		}
+		if d.Inbox && (d.Priority < PriorityHigh || d.Priority > PriorityLow) {
+			return nil, fmt.Errorf("deliver envelope #%d: unknown %s", i, d.Priority)
+		}
+	}
+	added = make([]bool, len(ds))
+	apply := func(w *wtx) (error, error) {
+		var conflict error
+		for i, d := range ds {
+			ok, res, fatal := w.putEnv(d.Env, d.FromHistory)
+			if fatal != nil {
+				return nil, fatal
+			}
+			added[i] = ok
+			if res != nil && conflict == nil {
+				conflict = res
+			}
+			if ok && d.Inbox {
+				if err := w.setInbox(d.Env.ID, d.Priority, d.Wakes); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return conflict, nil
+	}
+	onCommit := func() {
+		for i, d := range ds {
+			if added[i] {
+				s.st.envelopes.Add(1)
+				s.seen.add(seenKey(d.Env.From, d.Env.ID))
+			} else {
+				s.st.duplicates.Add(1)
+			}
+		}
+	}
+	err = s.submit(&request{apply: apply, onCommit: onCommit, envs: len(ds)})
+	if err != nil && !errors.Is(err, ErrIDConflict) {
+		return nil, err
+	}
+	return added, err
 }
 
 // MarkRead marks the inbox item id read. An id without inbox state fails

@@ -55,6 +55,11 @@ type Node struct {
 	disc      mdns.Discovery
 	control   *controlServer
 
+	// deliverHook, if set before the node runs (tests and benchmarks
+	// only), is called for every envelope that reaches the inbox.
+	deliverHook func(se *proto.SignedEnvelope, at time.Time)
+
+	rxq    chan rxItem   // admitted envelopes for the commit stage
 	kick   chan struct{} // wakes the dialer
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,6 +93,7 @@ func New(cfg Config) (*Node, error) {
 		links:   map[proto.PubKey]*peerLink{},
 		cands:   map[proto.PubKey]*candidate{},
 		kick:    make(chan struct{}, 1),
+		rxq:     make(chan rxItem, rxQueueLen),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.setup(); err != nil {
@@ -301,6 +307,8 @@ func (n *Node) run() {
 	go n.exchangeLoop()
 	n.wg.Add(1)
 	go n.presenceLoop()
+	n.wg.Add(1)
+	go n.commitLoop()
 	n.control.start()
 }
 

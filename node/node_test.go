@@ -18,13 +18,13 @@ import (
 
 // testMesh is a set of homes sharing one roster, with node 0 the admin.
 type testMesh struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	ids    []home.Identity
 	roster *roster.Roster
 }
 
-func newTestMesh(t *testing.T, n int, roles ...roster.Role) *testMesh {
+func newTestMesh(t testing.TB, n int, roles ...roster.Role) *testMesh {
 	t.Helper()
 	m := &testMesh{t: t, dir: t.TempDir()}
 	for i := 0; i < n; i++ {
@@ -66,7 +66,7 @@ func (m *testMesh) writeRoster(i int, r *roster.Roster) {
 	}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("MESHD_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -91,7 +91,7 @@ func (m *testMesh) start(i int, seeds ...transport.Addr) *Node {
 	return n
 }
 
-func tcpAddr(t *testing.T, n *Node) transport.Addr {
+func tcpAddr(t testing.TB, n *Node) transport.Addr {
 	t.Helper()
 	for _, a := range n.ListenAddrs() {
 		ad, err := transport.ParseAddr(a)
@@ -103,7 +103,7 @@ func tcpAddr(t *testing.T, n *Node) transport.Addr {
 	return transport.Addr{}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {

@@ -171,9 +171,22 @@ func (n *Node) authorizeHistory(*roster.Roster, roster.Role, *proto.SignedEnvelo
 	return dropUnsupported
 }
 
-// deliver stores an admitted envelope and puts it in the inbox when it is
-// for us: subscribed channels (muted ones at low priority without waking),
-// DMs, Requests and Responses. Presence only updates the table.
+// rxItem is an admitted envelope on its way to the store.
+type rxItem struct {
+	se  *proto.SignedEnvelope
+	src rxSource
+	now time.Time
+}
+
+// rxQueueLen bounds admitted envelopes waiting for the commit stage. When
+// it is full, link readers wait: backpressure, not loss.
+const rxQueueLen = 4096
+
+// maxCommitBatch bounds the envelopes stored in one transaction.
+const maxCommitBatch = 512
+
+// deliver hands an admitted envelope to the commit stage; presence only
+// updates the table.
 func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
 	if se.Kind == proto.KindPresence {
 		if n.presence.Observe(se.From, *se.Presence, now) {
@@ -182,38 +195,102 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 		n.metrics.Inc("rx.presence")
 		return true
 	}
-	added, err := n.store.Put(se, src.history)
-	if err != nil {
-		n.drop(dropStore, se, src, err)
-		n.log.Error("store envelope", "id", se.ID, "err", err)
+	select {
+	case n.rxq <- rxItem{se: se, src: src, now: now}:
+		return true
+	case <-n.ctx.Done():
+		n.drop("shutdown", se, src, nil)
 		return false
 	}
-	if !added {
-		n.drop(dropDuplicate, se, src, nil)
-		return false
+}
+
+// commitLoop is the commit stage: it stores admitted envelopes from every
+// link in batches (one transaction, one fsync pair per batch), then puts
+// them in the inbox: subscribed channels (muted ones at low priority
+// without waking), DMs, Requests and Responses.
+func (n *Node) commitLoop() {
+	defer n.wg.Done()
+	batch := make([]rxItem, 0, maxCommitBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case it := <-n.rxq:
+			batch = append(batch, it)
+		case <-n.ctx.Done():
+			// Store what already arrived, then stop.
+			for {
+				select {
+				case it := <-n.rxq:
+					batch = append(batch, it)
+					if len(batch) == maxCommitBatch {
+						n.commit(batch)
+						batch = batch[:0]
+					}
+					continue
+				default:
+				}
+				break
+			}
+			if len(batch) > 0 {
+				n.commit(batch)
+			}
+			return
+		}
+	fill:
+		for len(batch) < maxCommitBatch {
+			select {
+			case it := <-n.rxq:
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
+		n.commit(batch)
 	}
-	n.metrics.Inc("rx.delivered." + se.Kind.String())
-	prio, wakes, inbox := n.classify(se)
-	expired := se.Expires().Before(now)
-	if se.Kind == proto.KindRequest {
-		n.requests.received(se)
-		if expired {
-			// An expired request is never shown as fresh work.
+}
+
+func (n *Node) commit(batch []rxItem) {
+	ds := make([]history.Delivery, len(batch))
+	for i, it := range batch {
+		prio, wakes, inbox := n.classify(it.se)
+		if it.se.Kind == proto.KindRequest && it.se.Expires().Before(it.now) {
+			// An expired request (from history sync) is never fresh work.
 			wakes = false
 		}
+		ds[i] = history.Delivery{Env: it.se, FromHistory: it.src.history, Inbox: inbox, Priority: prio, Wakes: wakes}
 	}
-	if !inbox {
-		return true
+	added, err := n.store.Deliver(ds)
+	if err != nil && added == nil {
+		for _, it := range batch {
+			n.drop(dropStore, it.se, it.src, err)
+		}
+		n.log.Error("store envelopes", "count", len(batch), "err", err)
+		return
 	}
-	if err := n.store.SetInbox(se.ID, prio, wakes); err != nil {
-		n.log.Error("inbox", "id", se.ID, "err", err)
-		n.metrics.Inc("inbox.failed")
-		return true
+	n.metrics.Inc("rx.commits")
+	now := time.Now()
+	wake := false
+	for i, it := range batch {
+		se, d := it.se, ds[i]
+		if !added[i] {
+			n.drop(dropDuplicate, se, it.src, nil)
+			continue
+		}
+		n.metrics.Inc("rx.delivered." + se.Kind.String())
+		if se.Kind == proto.KindRequest {
+			n.requests.received(se)
+		}
+		if !d.Inbox {
+			continue
+		}
+		n.metrics.Inc("inbox.items")
+		wake = wake || d.Wakes
+		if n.deliverHook != nil {
+			n.deliverHook(se, now)
+		}
+		n.onInbox(se, d.Priority, d.Wakes, it.src)
 	}
-	n.metrics.Inc("inbox.items")
-	n.inbox.notify(wakes)
-	n.onInbox(se, prio, wakes, src)
-	return true
+	n.inbox.notify(wake)
 }
 
 // onInbox is where the mailbox mirror and other observers hook in.
