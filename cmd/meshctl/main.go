@@ -8,10 +8,10 @@
 //
 // where args are the words after the command name. The command builds its
 // flag set with [app.flagSet] (which adds the global --home and --json),
-// parses with [app.parse] (flags and arguments may be mixed), prints to
-// a.Stdout, and returns an error; [run] prints it and picks the exit
-// status. To add a command, write its file and add one line to the
-// [commands] table.
+// parses with [app.parse] (flags and arguments may be mixed), reads a.Stdin
+// if it must, prints to a.Stdout, and returns an error; [run] prints it and
+// picks the exit status. To add a command, write its file and add one line
+// to the [commands] table.
 package main
 
 import (
@@ -25,7 +25,8 @@ import (
 )
 
 // command is one entry of the command table: a command, or a group of
-// subcommands (roster) when sub is set.
+// subcommands (roster) when sub is set. A group with run set also runs on
+// its own when no subcommand follows (presence, presence set).
 type command struct {
 	name    string // the words that select it, as in "roster add"
 	args    string // argument synopsis, for the command list
@@ -52,6 +53,24 @@ var commands = []*command{
 	}},
 	{name: "status", summary: "show the running meshd", usage: usageStatus, run: runStatus},
 	{name: "peers", summary: "list linked peers", usage: usagePeers, run: runPeers},
+	{name: "channel", summary: "create, list and show channels", usage: usageChannel, sub: []*command{
+		{name: "channel create", args: "NAME [--readers P] [--writers P]", summary: "create a channel (admins)", usage: usageChannelCreate, run: runChannelCreate},
+		{name: "channel list", summary: "list channels, with subscription and access", usage: usageChannelList, run: runChannelList},
+		{name: "channel show", args: "NAME", summary: "show a channel's policy and state", usage: usageChannelShow, run: runChannelShow},
+	}},
+	{name: "subscribe", args: "NAME", summary: "subscribe to a channel", usage: usageSubscribe, run: runSubscribe},
+	{name: "unsubscribe", args: "NAME", summary: "stop taking a channel into the inbox", usage: usageUnsubscribe, run: runUnsubscribe},
+	{name: "mute", args: "NAME", summary: "keep a channel at low priority, without waking", usage: usageMute, run: runMute},
+	{name: "unmute", args: "NAME", summary: "subscribe to a muted channel again", usage: usageUnmute, run: runUnmute},
+	{name: "send", args: "'#NAME' TEXT|-", summary: "send a message to a channel", usage: usageSend, run: runSend},
+	{name: "dm", args: "PEER TEXT|-", summary: "send a direct message to a peer", usage: usageDM, run: runDM},
+	{name: "request", args: "PEER INTENT [--params JSON]", summary: "ask a peer to do something", usage: usageRequest, run: runRequest},
+	{name: "respond", args: "REQUEST_ID STATUS [--result JSON]", summary: "answer a request", usage: usageRespond, run: runRespond},
+	{name: "inbox", args: "[--all] [--wait] [--limit N]", summary: "list inbox items, or wait for one", usage: usageInbox, run: runInbox},
+	{name: "read", args: "ID", summary: "mark an inbox item read and show it in full", usage: usageRead, run: runRead},
+	{name: "presence", summary: "show who is online", usage: usagePresence, run: runPresence, sub: []*command{
+		{name: "presence set", args: "online|away|offline", summary: "announce this node's presence", usage: usagePresenceSet, run: runPresenceSet},
+	}},
 	{name: "help", args: "[COMMAND]", summary: "show help for a command", usage: usageHelp, run: runHelp},
 }
 
@@ -77,12 +96,13 @@ Show the list of commands, or the help of one command.
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// app is the state one invocation shares across its command: where output
-// goes and the global flags.
+// app is the state one invocation shares across its command: where input
+// comes from, where output goes, and the global flags.
 type app struct {
+	Stdin  io.Reader // read only by commands given "-" for a text or JSON argument
 	Stdout io.Writer
 	Stderr io.Writer
 
@@ -94,15 +114,19 @@ type app struct {
 
 // Exit statuses.
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK      = 0
+	exitError   = 1
+	exitUsage   = 2
+	exitTimeout = 3 // inbox --wait: the timeout passed with nothing to show
 )
 
 // run runs meshctl with args (without the program name) and returns the
-// exit status.
-func run(args []string, stdout, stderr io.Writer) int {
-	a := &app{Stdout: stdout, Stderr: stderr, commands: commands}
+// exit status. A nil stdin reads as empty.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	a := &app{Stdin: stdin, Stdout: stdout, Stderr: stderr, commands: commands}
 	cmd, rest, err := a.dispatch(args)
 	if err == nil {
 		a.cmd = cmd
@@ -129,6 +153,9 @@ func (a *app) dispatch(args []string) (*command, []string, error) {
 			return nil, nil, usageErrorf(group, "%v", err)
 		}
 		args = fs.Args()
+		if len(args) == 0 && group != nil && group.run != nil {
+			return group, nil, nil
+		}
 		if len(args) == 0 {
 			return nil, nil, usageErrorf(group, "missing command")
 		}
@@ -225,6 +252,12 @@ func (a *app) usageErrorf(format string, args ...any) error {
 	return usageErrorf(a.cmd, format, args...)
 }
 
+// exitStatus ends a command that has printed its answer with a status
+// other than 0, and no message.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 // hintError adds a "hint:" line to an error.
 type hintError struct {
 	err  error
@@ -242,6 +275,10 @@ func withHint(err error, format string, args ...any) error {
 func (a *app) report(err error) int {
 	if err == nil || errors.Is(err, errHelp) {
 		return exitOK
+	}
+	var es exitStatus
+	if errors.As(err, &es) {
+		return int(es)
 	}
 	fmt.Fprintf(a.Stderr, "meshctl: %v\n", err)
 	var ue *usageError
@@ -268,12 +305,18 @@ func (a *app) printUsage(w io.Writer, group *command) {
 	if group != nil {
 		fmt.Fprint(w, group.usage)
 		table = group.sub
+		if group.run != nil {
+			table = append([]*command{{name: group.name, args: group.args, summary: group.summary}}, table...)
+		}
 	} else {
 		fmt.Fprint(w, usageMain)
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	for _, c := range table {
 		if c.sub != nil {
+			if c.run != nil {
+				fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.summary)
+			}
 			for _, s := range c.sub {
 				fmt.Fprintf(tw, "  %s %s\t%s\n", s.name, s.args, s.summary)
 			}

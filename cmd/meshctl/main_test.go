@@ -18,7 +18,7 @@ type result struct {
 func mc(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(args, &out, &errb)
+	code := run(args, nil, &out, &errb)
 	return result{code, out.String(), errb.String()}
 }
 

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+const usageChannelCreate = `usage: meshctl channel create NAME [--readers P,...] [--writers P,...] [--no-history] [--json]
+
+Create channel NAME. meshd signs its policy with this node's key, which
+must be an admin of the roster, and spreads it to the mesh. This node
+becomes the channel's admin.
+
+A principal P is "role:ROLE" (every member with role ROLE or higher:
+observer, member, operator, admin), a member's full key (ed25519:...), a
+fingerprint, or a roster name. The flags may repeat, and each takes a
+comma-separated list.
+
+flags:
+  --readers P,...   who may read (default role:observer, every member)
+  --writers P,...   who may write (default role:member); observers never write
+  --no-history      peers refuse to hand out the channel's history
+
+examples:
+  meshctl channel create deploys
+  meshctl channel create ops --readers role:operator --writers alice,bob
+  meshctl channel create alerts --writers role:operator --writers monitor --no-history
+`
+
+// principalList is a --readers or --writers flag: it may repeat, and each
+// value is a comma-separated list.
+type principalList []string
+
+func (p *principalList) String() string { return strings.Join(*p, ",") }
+
+// Set checks the forms meshctl can check without the roster (role:ROLE
+// and full keys) and leaves names and fingerprints for meshd to resolve.
+func (p *principalList) Set(s string) error {
+	n := len(*p)
+	for _, x := range strings.Split(s, ",") {
+		x = strings.TrimSpace(x)
+		if x == "" {
+			continue
+		}
+		if strings.HasPrefix(x, channel.RolePrefix) || strings.HasPrefix(x, proto.KeyPrefix) {
+			if _, err := channel.ParsePrincipal(x, nil); err != nil {
+				return err
+			}
+		}
+		*p = append(*p, x)
+	}
+	if len(*p) == n {
+		return fmt.Errorf("no principal in %q", s)
+	}
+	return nil
+}
+
+func runChannelCreate(a *app, args []string) error {
+	fs := a.flagSet()
+	var readers, writers principalList
+	fs.Var(&readers, "readers", "")
+	fs.Var(&writers, "writers", "")
+	noHistory := fs.Bool("no-history", false, "")
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 1, 1); err != nil {
+		return err
+	}
+	name, err := a.channelArg(pos[0])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	ch, err := a.client().CreateChannel(ctx, api.CreateChannel{Name: name, Readers: readers, Writers: writers, NoHistory: *noHistory})
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(ch)
+	}
+	fmt.Fprintf(a.Stdout, "created #%s\n", printable(ch.Name, false))
+	return writeChannel(a.Stdout, ch)
+}

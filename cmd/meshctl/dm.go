@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+const usageDM = `usage: meshctl dm PEER TEXT [--in-reply-to ID] [--json]
+
+Send TEXT to one peer as a direct message. PEER is a member's full key
+(ed25519:...), fingerprint or roster name. If the peer is not linked now,
+meshd keeps the message and delivers it when the peer links.
+
+TEXT "-" reads the message from stdin, all of it, up to 256 KiB.
+
+flags:
+  --in-reply-to ID   the id of the message this one answers
+
+examples:
+  meshctl dm bob 'can you look at the flaky test?'
+  meshctl dm 1a2b3c4d5e6f7a8b - < notes.txt
+`
+
+func runDM(a *app, args []string) error {
+	fs := a.flagSet()
+	inReplyTo := fs.String("in-reply-to", "", "")
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 2, 2); err != nil {
+		return err
+	}
+	peer, err := a.peerArg(pos[0])
+	if err != nil {
+		return err
+	}
+	body, err := a.textArg(pos[1])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	s, err := a.client().Send(ctx, api.Send{To: peer, Body: body, InReplyTo: *inReplyTo})
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(s)
+	}
+	fmt.Fprintf(a.Stdout, "sent %s to %s\n", printable(s.ID, false), printable(sentTo(s, peer), false))
+	a.printQueued(s)
+	return nil
+}
+
+// sentTo names the recipient of a sent envelope: as meshd resolved it, or
+// as typed.
+func sentTo(s *api.Sent, typed string) string {
+	if s.To != "" {
+		return s.To
+	}
+	return typed
+}

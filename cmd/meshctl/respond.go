@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON] [--json]
+
+Answer the request REQUEST_ID (the request_id that 'meshctl inbox' shows)
+with STATUS, sent back to the peer that asked:
+
+  accepted    taken on; a completed or failed answer should follow
+  rejected    will not be done
+  completed   done; --result carries the outcome
+  failed      tried, and it did not work; --result may say why
+
+flags:
+  --result JSON   the outcome as one JSON value; "-" reads it from stdin
+
+examples:
+  meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 accepted
+  meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 completed --result '{"passed": 412, "failed": 0}'
+  jq -n '{passed: 412}' | meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 completed --result -
+`
+
+func runRespond(a *app, args []string) error {
+	fs := a.flagSet()
+	var result jsonFlag
+	fs.Var(&result, "result", "")
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 2, 2); err != nil {
+		return err
+	}
+	reqID, status := pos[0], pos[1]
+	if reqID == "" {
+		return a.usageErrorf("REQUEST_ID is empty")
+	}
+	if _, err := proto.ParseStatus(status); err != nil {
+		return a.usageErrorf("STATUS: %v", err)
+	}
+	r, err := a.jsonValue("result", &result)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r})
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(s)
+	}
+	to := ""
+	if s.To != "" {
+		to = " to " + printable(s.To, false)
+	}
+	fmt.Fprintf(a.Stdout, "sent %s response to request %s%s (envelope %s)\n", status, printable(reqID, false), to, printable(s.ID, false))
+	a.printQueued(s)
+	return nil
+}

@@ -1,0 +1,9 @@
+package main
+
+const usageUnmute = `usage: meshctl unmute NAME [--json]
+
+Unmute channel NAME: subscribe to it again, so its messages go to the inbox
+at normal priority and wake 'meshctl inbox --wait'. NAME may start with '#'.
+`
+
+func runUnmute(a *app, args []string) error { return a.setSubscription(args, "subscribed") }
