@@ -47,6 +47,7 @@ func startControl(n *Node) (*controlServer, error) {
 	c.mux.HandleFunc("GET /v1/roster", c.getRoster)
 	c.mux.HandleFunc("POST /v1/roster", c.postRoster)
 	c.registerMessagePlane()
+	c.registerHistory()
 	return c, nil
 }
 

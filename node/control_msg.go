@@ -30,6 +30,7 @@ func (c *controlServer) registerMessagePlane() {
 	c.mux.HandleFunc("POST /v1/respond", c.respond)
 	c.mux.HandleFunc("GET /v1/inbox", c.getInbox)
 	c.mux.HandleFunc("POST /v1/inbox/{id}/read", c.markRead)
+	c.mux.HandleFunc("GET /v1/events", c.events)
 	c.mux.HandleFunc("GET /v1/presence", c.getPresence)
 	c.mux.HandleFunc("POST /v1/presence", c.setPresence)
 }

@@ -559,6 +559,7 @@ func (n *Node) onLinkUp(pl *peerLink) {
 	n.sendPolicyDigest(pl)
 	n.sendPresenceTo(pl)
 	n.flushQueue(pl)
+	n.syncOnLinkUp(pl)
 }
 
 func (n *Node) handleFrame(pl *peerLink, frame []byte) {

@@ -49,6 +49,7 @@ type Node struct {
 	presence *presence.Table
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
+	events   *broadcaster
 	requests *requestBook
 
 	listeners []*transport.Listener
@@ -309,6 +310,7 @@ func (n *Node) run() {
 	go n.presenceLoop()
 	n.wg.Add(1)
 	go n.commitLoop()
+	n.startSync()
 	n.control.start()
 }
 

@@ -165,12 +165,6 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 	return ""
 }
 
-// authorizeHistory is where history sync plugs in; until it does, history
-// envelopes are refused.
-func (n *Node) authorizeHistory(*roster.Roster, roster.Role, *proto.SignedEnvelope) string {
-	return dropUnsupported
-}
-
 // rxItem is an admitted envelope on its way to the store.
 type rxItem struct {
 	se  *proto.SignedEnvelope
@@ -188,6 +182,9 @@ const maxCommitBatch = 512
 // deliver hands an admitted envelope to the commit stage; presence only
 // updates the table.
 func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
+	if se.Kind == proto.KindHistoryRequest || se.Kind == proto.KindHistoryResponse {
+		return n.handleHistory(se, src, now)
+	}
 	if se.Kind == proto.KindPresence {
 		if n.presence.Observe(se.From, *se.Presence, now) {
 			n.log.Info("presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
@@ -289,6 +286,12 @@ func (n *Node) commit(batch []rxItem) {
 			n.deliverHook(se, now)
 		}
 		n.onInbox(se, d.Priority, d.Wakes, it.src)
+		if n.events.active() {
+			if x, err := n.renderItem(history.InboxItem{Meta: history.Meta{ID: se.ID, FromHistory: it.src.history},
+				Priority: d.Priority, Wakes: d.Wakes, Delivered: now}); err == nil {
+				n.events.publish(x)
+			}
+		}
 	}
 	n.inbox.notify(wake)
 }

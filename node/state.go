@@ -47,6 +47,7 @@ func (n *Node) openState() error {
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.pub = presence.NewPublisher(0)
 	n.inbox = newInboxNotifier()
+	n.events = newBroadcaster()
 	n.requests = newRequestBook()
 	return nil
 }

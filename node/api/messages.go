@@ -24,6 +24,9 @@ import (
 //	                                  until at least one unread waking item exists or the
 //	                                  timeout passes (then answer with what there is)
 //	POST /v1/inbox/{id}/read          mark an item read
+//	GET  /v1/events                   text/event-stream of inbox items as delivered:
+//	                                  "event: item" with one Item as JSON per event;
+//	                                  "event: lagged" when the reader fell 256 items behind
 //	GET  /v1/presence                 the presence table
 //	POST /v1/presence                 set our own presence                  body: SetPresence
 

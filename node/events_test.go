@@ -1,0 +1,57 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+func TestEventStreamCarriesNewItems(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", a.ControlSocket())
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://meshd/v1/events", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	waitFor(t, 5*time.Second, "subscriber", a.events.active)
+	if _, err := b.Send(api.Send{To: "a", Body: "ping over sse"}); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var it api.Item
+			if err := json.Unmarshal([]byte(data), &it); err != nil {
+				t.Fatal(err)
+			}
+			if it.Body != "ping over sse" || it.Priority != "high" || it.From.Name != "b" {
+				t.Fatalf("event item %+v", it)
+			}
+			return
+		}
+	}
+	t.Fatalf("stream ended: %v", sc.Err())
+}
