@@ -152,6 +152,17 @@ func TestReceivePipelineDrops(t *testing.T) {
 	}
 
 	t.Run("replayed id", func(t *testing.T) { rig.expectDrop(dropDuplicate, good) })
+	t.Run("replay is deduped before the signature check", func(t *testing.T) {
+		// The same (from, id) with a broken signature: a node that verified
+		// first would count bad_signature; dedupe by known id comes first.
+		bad := append([]byte(nil), good...)
+		bad[len(bad)-1] ^= 0x01
+		sigDrops := rig.a.Metrics().Get("drop." + dropBadSignature)
+		rig.expectDrop(dropDuplicate, bad)
+		if got := rig.a.Metrics().Get("drop." + dropBadSignature); got != sigDrops {
+			t.Fatalf("replay was signature-checked: bad_signature %d -> %d", sigDrops, got)
+		}
+	})
 
 	t.Run("bad signature", func(t *testing.T) {
 		raw := rig.signed(b, rig.env(b, toA, proto.KindMessage, nil))

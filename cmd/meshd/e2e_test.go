@@ -423,3 +423,70 @@ func TestSeedMeshRosterPublish(t *testing.T) {
 		}
 	}
 }
+
+// TestSIGHUPReloadsRoster: a newer roster written to the --roster file is
+// applied on SIGHUP; an older one is refused and the node keeps running.
+func TestSIGHUPReloadsRoster(t *testing.T) {
+	meshd, meshctl := buildBinaries(t)
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	var idb struct {
+		Key string `json:"key"`
+	}
+	meshctlOK(t, meshctl, "--home", a, "init", "--name", "a")
+	meshctlJSON(t, meshctl, &idb, "--home", b, "init", "--name", "b")
+	meshctlOK(t, meshctl, "--home", a, "roster", "init", "--org", "acme")
+	pinned := filepath.Join(tmp, "pinned.cbor")
+	cp := func() {
+		data, err := os.ReadFile(filepath.Join(a, "roster.cbor"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pinned, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp()
+	// A separate admin copy edits the roster while meshd runs on another home.
+	admin := filepath.Join(tmp, "admin")
+	os.MkdirAll(admin, 0o700)
+	for _, f := range []string{"identity.key", "identity.pub", "roster.cbor"} {
+		data, _ := os.ReadFile(filepath.Join(a, f))
+		os.WriteFile(filepath.Join(admin, f), data, 0o600)
+	}
+	run := filepath.Join(tmp, "run")
+	os.MkdirAll(run, 0o700)
+	for _, f := range []string{"identity.key", "identity.pub"} {
+		data, _ := os.ReadFile(filepath.Join(a, f))
+		os.WriteFile(filepath.Join(run, f), data, 0o600)
+	}
+	d := startDaemon(t, meshd, run, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--roster", pinned)
+	if s := waitStatus(t, meshctl, run, d); s.RosterVersion != 1 {
+		t.Fatalf("start at v%d", s.RosterVersion)
+	}
+	meshctlOK(t, meshctl, "--home", admin, "roster", "add", idb.Key, "--role", "member", "--name", "b")
+	data, _ := os.ReadFile(filepath.Join(admin, "roster.cbor"))
+	os.WriteFile(pinned, data, 0o644)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var s statusJSON
+		meshctlJSON(t, meshctl, &s, "--home", run, "status")
+		if s.RosterVersion == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("roster v%d after SIGHUP, want v2\n%s", s.RosterVersion, d.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Rolling the file back and reloading is refused, and meshd keeps running.
+	cp()
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(300 * time.Millisecond)
+	var s statusJSON
+	meshctlJSON(t, meshctl, &s, "--home", run, "status")
+	if s.RosterVersion != 2 || !strings.Contains(d.stderr.String(), "roster reload refused") {
+		t.Fatalf("rollback via SIGHUP: v%d\n%s", s.RosterVersion, d.stderr.String())
+	}
+}
