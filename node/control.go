@@ -119,8 +119,24 @@ func (c *controlServer) status(w http.ResponseWriter, _ *http.Request) {
 		Links:         links,
 		MDNS:          n.disc != nil,
 		Seeds:         seeds,
-		Counters:      n.metrics.Snapshot(),
+		Counters:      n.Counters(),
 	})
+}
+
+// Counters returns the node's counters plus the listeners' handshake
+// tallies ("handshake.accepted", "handshake.failed").
+func (n *Node) Counters() map[string]uint64 {
+	c := n.metrics.Snapshot()
+	for _, ln := range n.listeners {
+		st := ln.Stats()
+		if st.Accepted > 0 {
+			c["handshake.accepted"] += st.Accepted
+		}
+		if st.Failed > 0 {
+			c["handshake.failed"] += st.Failed
+		}
+	}
+	return c
 }
 
 // PeerList returns the linked peers, sorted by name then key.

@@ -129,3 +129,31 @@ func TestMultiHostSeedsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiHostMDNSEight: 8 hosts with mDNS only form a full mesh within 15 s.
+func TestMultiHostMDNSEight(t *testing.T) {
+	if ok, why := netnstest.Available(); !ok {
+		t.Skip(why)
+	}
+	if testing.Short() {
+		t.Skip("8 real daemons; skipped with -short")
+	}
+	meshd, meshctl := buildBinaries(t)
+	const n = 8
+	nw := netnstest.NewBridge(t, n)
+	homes, _, pinned := multiHostOrg(t, meshctl, n)
+	var ds []*daemon
+	for i := 0; i < n; i++ {
+		cmd := nw.Host(i).Command(context.Background(), meshd, "--home", homes[i], "--roster", pinned,
+			"--listen", "tcp://0.0.0.0:7437", "--no-unix", "--mdns-interface", netnstest.HostIface)
+		ds = append(ds, startDaemonCmd(t, cmd, homes[i]))
+	}
+	for i := range ds {
+		waitStatus(t, meshctl, homes[i], ds[i])
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		waitPeers(t, meshctl, homes[i], n-1, 15*time.Second-time.Since(start))
+	}
+	t.Logf("%d hosts in a full mesh %v after all started", n, time.Since(start).Round(time.Millisecond))
+}
