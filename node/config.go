@@ -54,6 +54,49 @@ type Config struct {
 	// (seed 004: 300 s). Our own presence is refreshed every third of it.
 	PresenceTTL time.Duration
 
+	// SyncPeers is how many linked readers of a channel one catch-up round
+	// asks for history (seed 004: 2–3). Further readers are asked only
+	// while gaps remain.
+	SyncPeers int
+	// SyncTimeout bounds the wait for one HistoryResponse; a peer that
+	// does not answer in time is passed over for the next.
+	SyncTimeout time.Duration
+	// SyncDelay is how long a catch-up round waits after what triggered
+	// it (a link coming up, a channel joined), so that the links of a
+	// restarting node, which come up together, share one round.
+	SyncDelay time.Duration
+	// SyncInterval is how often every readable channel gets a catch-up
+	// round even without a trigger, to fill gaps left by live envelopes
+	// that were lost on the way. Zero or less disables it.
+	SyncInterval time.Duration
+	// SyncPageMessages and SyncPageBytes are the max_messages and
+	// max_bytes of our HistoryRequests: the size of one page.
+	SyncPageMessages int
+	SyncPageBytes    int
+	// HistoryServeConcurrency caps the HistoryRequests of one peer served
+	// at once; more are dropped (drop.history_busy).
+	HistoryServeConcurrency int
+	// HistoryServeRate and HistoryServeBurst bound the history pages served
+	// to one peer: a token bucket of HistoryServeBurst pages refilled at
+	// HistoryServeRate pages per second. A request beyond it waits for a
+	// token, holding one of the peer's concurrent slots.
+	HistoryServeRate  float64
+	HistoryServeBurst int
+
+	// RetentionInterval is how often the background pruner applies
+	// retention: channel policies, DirectRetention, the dedupe set and
+	// the store-and-forward queues.
+	RetentionInterval time.Duration
+	// ArchiveRetention is how long an archive node (roster archive: true)
+	// keeps channel history at least, whatever the channel policy says.
+	ArchiveRetention time.Duration
+	// ArchiveRetentionMessages is how many messages per channel an archive
+	// node keeps at least.
+	ArchiveRetentionMessages int
+	// DirectRetention is how long DMs, Requests and Responses are kept in
+	// the store (and the inbox).
+	DirectRetention time.Duration
+
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.
 	Transport transport.Config
@@ -78,6 +121,43 @@ func DefaultConfig() Config {
 		// 24 h: an agent's host that is down for a night still gets its DMs.
 		OfflineWindow: 24 * time.Hour,
 		PresenceTTL:   presence.DefaultTTL,
-		Transport:     transport.DefaultConfig(),
+		// 3: the upper end of seed 004's 2–3; a message is missed only
+		// when three peers were all away when it was sent.
+		SyncPeers: 3,
+		// 10 s: a 1 MiB page is served in milliseconds on a LAN; a peer
+		// silent this long is gone or overloaded, so ask the next.
+		SyncTimeout: 10 * time.Second,
+		// 200 ms: a restarting node links to its peers within a fraction
+		// of a second, and one round then serves all of them.
+		SyncDelay: 200 * time.Millisecond,
+		// 5 min: gaps from lost live envelopes are filled within minutes,
+		// while a caught-up round costs only SyncPeers small exchanges
+		// per channel.
+		SyncInterval: 5 * time.Minute,
+		// 100 messages and 1 MiB per page: seed 004's defaults.
+		SyncPageMessages: proto.DefaultHistoryMessages,
+		SyncPageBytes:    proto.MaxHistoryBytes,
+		// 2: a requester pages through one channel at a time and waits
+		// for each answer, so it needs one slot; the second is slack. A
+		// peer firing requests in parallel cannot pin our cores.
+		HistoryServeConcurrency: 2,
+		// 20 pages/s after a burst of 200: a full default channel (10,000
+		// messages, 100 pages) is served to a rejoining peer at once,
+		// while a peer asking in a loop reads at most 20 pages per second.
+		HistoryServeRate:  20,
+		HistoryServeBurst: 200,
+		// 1 min: history outlives its retention by at most a minute, and
+		// a pass with nothing due costs a few index seeks.
+		RetentionInterval: time.Minute,
+		// 30 days: seed 004's archive nodes keep 30–90 days; the low end
+		// keeps busy channels within the store's 1 GiB quota.
+		ArchiveRetention: 30 * 24 * time.Hour,
+		// 300,000: 30 days of a channel at 10,000 messages a day, about
+		// 300 MiB of 1 KiB messages, within the store's quota.
+		ArchiveRetentionMessages: 300_000,
+		// 72 h: DMs, Requests and Responses are kept as long as channel
+		// history is by default (seed 004).
+		DirectRetention: 72 * time.Hour,
+		Transport:       transport.DefaultConfig(),
 	}
 }

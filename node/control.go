@@ -136,6 +136,18 @@ func (n *Node) Counters() map[string]uint64 {
 			c["handshake.failed"] += st.Failed
 		}
 	}
+	if n.outbox != nil {
+		st := n.outbox.Stats()
+		for k, v := range map[string]uint64{"outbox.picked": st.Picked, "outbox.recovered": st.Recovered,
+			"outbox.files_sent": st.Sent, "outbox.files_failed": st.Failed, "outbox.malformed": st.Malformed} {
+			if v > 0 {
+				c[k] = v
+			}
+		}
+		for r, v := range st.FailedByReason {
+			c["outbox.failed."+r] = v
+		}
+	}
 	return c
 }
 

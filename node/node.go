@@ -15,6 +15,7 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -50,6 +51,9 @@ type Node struct {
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
 	events   *broadcaster
+	mirror   *mailbox.Mirror
+	outbox   *mailbox.Outbox
+	mirrorq  chan mailbox.Item
 	requests *requestBook
 
 	listeners []*transport.Listener
@@ -310,6 +314,7 @@ func (n *Node) run() {
 	go n.presenceLoop()
 	n.wg.Add(1)
 	go n.commitLoop()
+	n.startMailbox()
 	n.startSync()
 	n.control.start()
 }

@@ -99,7 +99,10 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 		n.drop(dropNotMember, se, src, nil)
 		return false
 	}
-	n.presence.Touch(se.From, now)
+	if !src.history {
+		// A history envelope says nothing of whether its sender is online.
+		n.presence.Touch(se.From, now)
+	}
 	// 5, 6. ACL and request rules per kind (step 4, peer announcements, is
 	// in handlePeers).
 	if reason := n.authorize(r, role, se); reason != "" {
@@ -295,9 +298,6 @@ func (n *Node) commit(batch []rxItem) {
 	}
 	n.inbox.notify(wake)
 }
-
-// onInbox is where the mailbox mirror and other observers hook in.
-func (n *Node) onInbox(*proto.SignedEnvelope, history.Priority, bool, rxSource) {}
 
 // classify returns the inbox priority and wake rule of an envelope (seed
 // 004, Wake Rules), and whether it goes to the inbox at all.

@@ -49,13 +49,16 @@ func (n *Node) openState() error {
 	n.inbox = newInboxNotifier()
 	n.events = newBroadcaster()
 	n.requests = newRequestBook()
-	return nil
+	return n.openMailbox()
 }
 
 func (n *Node) channelsDir() string { return filepath.Join(n.cfg.Home, "channels") }
 
 func (n *Node) closeState() error {
 	var errs []error
+	if n.outbox != nil {
+		errs = append(errs, n.outbox.Close())
+	}
 	if n.counter != nil {
 		errs = append(errs, n.counter.Close())
 	}

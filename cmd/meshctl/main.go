@@ -68,9 +68,16 @@ var commands = []*command{
 	{name: "respond", args: "REQUEST_ID STATUS [--result JSON]", summary: "answer a request", usage: usageRespond, run: runRespond},
 	{name: "inbox", args: "[--all] [--wait] [--limit N]", summary: "list inbox items, or wait for one", usage: usageInbox, run: runInbox},
 	{name: "read", args: "ID", summary: "mark an inbox item read and show it in full", usage: usageRead, run: runRead},
+	{name: "tail", args: "[--all-history N]", summary: "print inbox items as they arrive", usage: usageTail, run: runTail},
+	{name: "wait", args: "[--timeout D]", summary: "wait for an unread item that wakes", usage: usageWait, run: runWait},
+	{name: "history", args: "'#NAME' [--since D] [--limit N]", summary: "list a channel's stored messages", usage: usageHistory, run: runHistory},
+	{name: "compact", summary: "reclaim the history store's free space (meshd stopped)", usage: usageCompact, run: runCompact},
+	{name: "verify", args: "FILE...", summary: "check mailbox files and their signatures, offline", usage: usageVerify, run: runVerify},
 	{name: "presence", summary: "show who is online", usage: usagePresence, run: runPresence, sub: []*command{
 		{name: "presence set", args: "online|away|offline", summary: "announce this node's presence", usage: usagePresenceSet, run: runPresenceSet},
 	}},
+	{name: "mcp", args: "[--log-level L]", summary: "serve the meshd tools to an MCP host on stdio", usage: usageMCP, run: runMCP},
+	{name: "demo", args: "[--keep] [--dir DIR]", summary: "run a throwaway three-node mesh and show each step", usage: usageDemo, run: runDemo},
 	{name: "help", args: "[COMMAND]", summary: "show help for a command", usage: usageHelp, run: runHelp},
 }
 

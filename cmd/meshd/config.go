@@ -25,15 +25,21 @@ type fileConfig struct {
 	NoMDNS        bool     `toml:"no_mdns" json:"no_mdns"`
 	MDNSInterface string   `toml:"mdns_interface" json:"mdns_interface"`
 	PresenceTTL   string   `toml:"presence_ttl" json:"presence_ttl"`
-	LogLevel      string   `toml:"log_level" json:"log_level"`
-	LogFormat     string   `toml:"log_format" json:"log_format"`
+	// History: how long an archive node keeps channel history at least,
+	// how often retention runs, how many peers a catch-up round asks.
+	ArchiveRetention  string `toml:"archive_retention" json:"archive_retention"`
+	RetentionInterval string `toml:"retention_interval" json:"retention_interval"`
+	SyncPeers         int    `toml:"sync_peers" json:"sync_peers"`
+	LogLevel          string `toml:"log_level" json:"log_level"`
+	LogFormat         string `toml:"log_format" json:"log_format"`
 }
 
 // DefaultListen is the TCP address a node listens on when none is given.
 const DefaultListen = "tcp://0.0.0.0:7437"
 
 func defaultFileConfig() fileConfig {
-	return fileConfig{Listen: []string{DefaultListen}, PresenceTTL: "5m", LogLevel: "info", LogFormat: "text"}
+	return fileConfig{Listen: []string{DefaultListen}, PresenceTTL: "5m", LogLevel: "info", LogFormat: "text",
+		ArchiveRetention: "720h", RetentionInterval: "1m", SyncPeers: 3}
 }
 
 // loadFile reads a TOML config; unknown keys are an error naming the key and line.
@@ -94,6 +100,15 @@ func applyEnv(c *fileConfig, getenv func(string) string) error {
 	list("MESH_SEEDS", &c.Seeds)
 	str("MESH_MDNS_INTERFACE", &c.MDNSInterface)
 	str("MESH_PRESENCE_TTL", &c.PresenceTTL)
+	str("MESH_ARCHIVE_RETENTION", &c.ArchiveRetention)
+	str("MESH_RETENTION_INTERVAL", &c.RetentionInterval)
+	if v := getenv("MESH_SYNC_PEERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("MESH_SYNC_PEERS=%q: want a number", v)
+		}
+		c.SyncPeers = n
+	}
 	str("MESH_LOG_LEVEL", &c.LogLevel)
 	str("MESH_LOG_FORMAT", &c.LogFormat)
 	if err := boolean("MESH_NO_MDNS", &c.NoMDNS); err != nil {
@@ -142,6 +157,9 @@ func newFlags() *flagValues {
 	fs.BoolVar(&f.cfg.NoMDNS, "no-mdns", false, "disable mDNS discovery")
 	fs.StringVar(&f.cfg.MDNSInterface, "mdns-interface", "", "network interface for mDNS (default: first multicast interface)")
 	fs.StringVar(&f.cfg.PresenceTTL, "presence-ttl", "", "silence after which a peer is shown offline (default 5m)")
+	fs.StringVar(&f.cfg.ArchiveRetention, "archive-retention", "", "how long an archive node (roster archive flag) keeps channel history at least (default 720h)")
+	fs.StringVar(&f.cfg.RetentionInterval, "retention-interval", "", "how often history retention runs (default 1m)")
+	fs.IntVar(&f.cfg.SyncPeers, "sync-peers", 0, "how many linked readers a history catch-up asks per channel (default 3)")
 	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.cfg.LogFormat, "log-format", "", "text or json (default text)")
 	fs.StringVar(&f.configPath, "config", "", "TOML config file (env MESH_CONFIG; default <home>/meshd.toml if present)")
@@ -174,6 +192,12 @@ func (f *flagValues) applyFlags(c *fileConfig) {
 			c.MDNSInterface = f.cfg.MDNSInterface
 		case "presence-ttl":
 			c.PresenceTTL = f.cfg.PresenceTTL
+		case "archive-retention":
+			c.ArchiveRetention = f.cfg.ArchiveRetention
+		case "retention-interval":
+			c.RetentionInterval = f.cfg.RetentionInterval
+		case "sync-peers":
+			c.SyncPeers = f.cfg.SyncPeers
 		case "log-level":
 			c.LogLevel = f.cfg.LogLevel
 		case "log-format":

@@ -188,6 +188,16 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 		return nc, nil, fmt.Errorf("presence ttl %q: want a duration of at least 1s, like 5m", c.PresenceTTL)
 	}
 	nc.PresenceTTL = ttl
+	if nc.ArchiveRetention, err = time.ParseDuration(c.ArchiveRetention); err != nil || nc.ArchiveRetention < time.Hour {
+		return nc, nil, fmt.Errorf("archive retention %q: want a duration of at least 1h, like 720h", c.ArchiveRetention)
+	}
+	if nc.RetentionInterval, err = time.ParseDuration(c.RetentionInterval); err != nil || nc.RetentionInterval < time.Second {
+		return nc, nil, fmt.Errorf("retention interval %q: want a duration of at least 1s, like 1m", c.RetentionInterval)
+	}
+	if c.SyncPeers < 1 || c.SyncPeers > 16 {
+		return nc, nil, fmt.Errorf("sync peers %d: want 1 to 16", c.SyncPeers)
+	}
+	nc.SyncPeers = c.SyncPeers
 	for _, s := range c.Listen {
 		a, err := transport.ParseAddr(s)
 		if err != nil {

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/home"
+)
+
+const usageCompact = `usage: meshctl compact [--json]
+
+Reclaim the space of the history store (<home>/history.db). The store's
+file never shrinks on its own: retention frees pages inside it for reuse,
+but the file keeps its largest size. compact writes a compact copy next
+to it and renames it over the original.
+
+meshd must be stopped first: compact takes the home's lock, so it refuses
+while meshd runs, and meshd refuses to start while compact runs.
+`
+
+// compactResult is what compact reports.
+type compactResult struct {
+	Path   string `json:"path"`
+	Before int64  `json:"bytes_before"`
+	After  int64  `json:"bytes_after"`
+}
+
+func runCompact(a *app, args []string) error {
+	pos, err := a.parse(a.flagSet(), args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 0, 0); err != nil {
+		return err
+	}
+	res, err := compactStore(a.home())
+	if err != nil {
+		if errors.Is(err, home.ErrLocked) {
+			return withHint(err, "stop meshd, run meshctl compact, then start meshd again")
+		}
+		return err
+	}
+	if a.json {
+		return a.printJSON(res)
+	}
+	fmt.Fprintf(a.Stdout, "compacted %s: %s → %s\n", res.Path, sizeText(res.Before), sizeText(res.After))
+	return nil
+}
+
+// compactStore compacts h's history store in place while holding h's
+// lock: into a temporary file beside it, then renamed over it.
+func compactStore(h home.Home) (res compactResult, err error) {
+	path := h.DBPath()
+	res.Path = path
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return res, fmt.Errorf("no history store at %s", path)
+		}
+		return res, fmt.Errorf("history store: %w", err)
+	}
+	res.Before = fi.Size()
+	release, err := h.Lock()
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if rerr := release(); rerr != nil && err == nil {
+			err = fmt.Errorf("release home lock: %w", rerr)
+		}
+	}()
+	tmp := path + ".compact"
+	// The lock is ours, so a file left here is from a compact that died.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return res, fmt.Errorf("remove stale %s: %w", tmp, err)
+	}
+	st, err := history.Open(path, history.Config{})
+	if err != nil {
+		return res, err
+	}
+	if err := st.Compact(tmp); err != nil {
+		st.Close()
+		return res, err
+	}
+	if err := st.Close(); err != nil {
+		os.Remove(tmp)
+		return res, err
+	}
+	// The compact copy is complete and synced; the rename swaps it in
+	// atomically, and the directory sync makes the swap durable.
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return res, fmt.Errorf("replace %s: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return res, err
+	}
+	if fi, err = os.Stat(path); err != nil {
+		return res, fmt.Errorf("history store: %w", err)
+	}
+	res.After = fi.Size()
+	return res, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// sizeText renders a byte count for humans: "812 B", "3.1 MiB".
+func sizeText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

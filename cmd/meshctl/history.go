@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+const usageHistory = `usage: meshctl history '#NAME' [--since D] [--limit N] [--json]
+
+List the messages of channel NAME that this node's store holds, oldest
+first: what it received live, what it caught up on through history sync
+(marked [from history]), and what it sent. The store keeps a channel's
+messages whether or not this node subscribes to it, for as long as the
+channel's retention says (by default 72 hours or 10,000 messages,
+whichever keeps fewer; archive nodes keep longer).
+
+Each message is one line, long or multi-line bodies follow indented:
+
+  2026-11-21 12:00:05 alice seq=12 id=ID: v1.4.2 is live
+
+flags:
+  --since D   only messages sent in the last D (such as 90m, 72h or 3d),
+              or since an RFC 3339 time (2026-11-21T12:00:00Z)
+  --limit N   the newest N messages (default 100, at most 10000)
+
+Quote '#NAME': in a shell, an unquoted # starts a comment.
+`
+
+func runHistory(a *app, args []string) error {
+	fs := a.flagSet()
+	since := fs.String("since", "", "")
+	limit := fs.Int("limit", 0, "")
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return a.usageErrorf("missing '#NAME' (quote '#NAME': an unquoted # starts a shell comment)")
+	}
+	if err := a.nargs(pos, 1, 1); err != nil {
+		return err
+	}
+	name, err := a.channelArg(pos[0])
+	if err != nil {
+		return err
+	}
+	if _, err := api.ParseSince(*since, time.Now()); err != nil {
+		return a.usageErrorf("--%v", err)
+	}
+	if *limit < 0 || *limit > api.MaxHistoryLimit {
+		return a.usageErrorf("--limit must be from 1 to %d", api.MaxHistoryLimit)
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	h, err := a.client().History(ctx, api.HistoryQuery{Channel: name, Since: *since, Limit: *limit})
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(h)
+	}
+	var b strings.Builder
+	if len(h.Messages) == 0 {
+		fmt.Fprintf(&b, "no messages of #%s in the store\n", printable(h.Channel, false))
+	}
+	for i := range h.Messages {
+		writeHistoryMessage(&b, &h.Messages[i])
+	}
+	if n := len(h.Messages); n > 0 && h.Stored > n {
+		fmt.Fprintf(&b, "(the newest %d of %d stored; see --limit and --since)\n", n, h.Stored)
+	}
+	_, err = fmt.Fprint(a.Stdout, b.String())
+	return err
+}
+
+// writeHistoryMessage writes one stored message in the text form.
+func writeHistoryMessage(b *strings.Builder, m *api.HistoryMessage) {
+	fmt.Fprintf(b, "%s %s seq=%d id=%s", m.Sent.Local().Format(timeLayout), printable(partyName(m.From), false), m.Seq, fieldValue(m.ID))
+	if m.InReplyTo != "" {
+		fmt.Fprintf(b, " in_reply_to=%s", fieldValue(m.InReplyTo))
+	}
+	if m.FromHistory {
+		b.WriteString(" [from history]")
+	}
+	body := strings.TrimRight(strings.ReplaceAll(m.Body, "\r\n", "\n"), "\n")
+	switch {
+	case body == "":
+		b.WriteString(": (empty)\n")
+	case !strings.ContainsAny(body, "\r\n") && len(body) <= inlineBytes:
+		b.WriteString(": " + printable(body, false) + "\n")
+	default:
+		b.WriteString(":\n")
+		for line := range strings.SplitSeq(printable(body, true), "\n") {
+			b.WriteString("    " + line + "\n")
+		}
+	}
+}

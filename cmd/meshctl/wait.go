@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+const usageWait = `usage: meshctl wait [--timeout D] [--json]
+
+Wait until the inbox holds an unread item that wakes: a direct message, a
+request, a response, or a message on a subscribed channel (muted channels
+do not wake). An unread waking item ends the wait at once, so mark what you
+handle read ('meshctl read ID'). wait prints the waking items, one line
+each, as the first line 'meshctl inbox' shows of them; with --json, the
+answer of 'meshctl inbox --json' holding just those items.
+
+Without --timeout, wait waits as long as it takes.
+
+flags:
+  --timeout D   give up after D, such as 90s or 10m
+
+examples:
+  meshctl wait && meshctl inbox
+  while meshctl wait; do ./handle-inbox.sh; done
+  meshctl wait --timeout 90s --json
+
+exit status: 0 when a waking item is there, 1 on error, 2 on a usage error,
+and 3 when the timeout passed first.
+`
+
+// waitPoll bounds one long poll of a wait; meshd caps each at 10 minutes.
+const waitPoll = 5 * time.Minute
+
+func runWait(a *app, args []string) error {
+	fs := a.flagSet()
+	timeout := fs.Duration("timeout", 0, "")
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := a.nargs(pos, 0, 0); err != nil {
+		return err
+	}
+	timeoutSet := false
+	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	if timeoutSet && *timeout <= 0 {
+		return a.usageErrorf("--timeout must be positive")
+	}
+	ctx := context.Background()
+	var deadline time.Time
+	if timeoutSet {
+		deadline = time.Now().Add(*timeout)
+	}
+	c := a.client()
+	for {
+		// Long polls of at most waitPoll, the last one up to the deadline.
+		poll, last := waitPoll, false
+		if timeoutSet {
+			if rest := time.Until(deadline).Truncate(time.Millisecond); rest <= poll {
+				poll, last = rest, true
+			}
+		}
+		if poll <= 0 {
+			break
+		}
+		cctx, cancel := context.WithTimeout(ctx, poll+waitSlack)
+		in, err := c.Inbox(cctx, api.InboxQuery{Wait: true, Timeout: poll})
+		cancel()
+		if err != nil {
+			return a.remoteErr(err)
+		}
+		if waking := wakingItems(in.Items); len(waking) > 0 {
+			return a.printWaking(&api.Inbox{Items: waking}, nil)
+		}
+		if last {
+			break
+		}
+	}
+	return a.printWaking(&api.Inbox{Items: []api.Item{}, TimedOut: true}, exitStatus(exitTimeout))
+}
+
+// wakingItems returns the unread items that wake.
+func wakingItems(items []api.Item) []api.Item {
+	out := []api.Item{}
+	for _, it := range items {
+		if it.Wakes && !it.Read {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// printWaking prints what ended a wait and returns done.
+func (a *app) printWaking(in *api.Inbox, done error) error {
+	if a.json {
+		if err := a.printJSON(in); err != nil {
+			return err
+		}
+		return done
+	}
+	if len(in.Items) == 0 {
+		fmt.Fprintln(a.Stdout, "no new items")
+		return done
+	}
+	for i := range in.Items {
+		if err := a.writeItemLine(&in.Items[i]); err != nil {
+			return err
+		}
+	}
+	return done
+}
+
+// writeItemLine writes the header line of an item in the text form of
+// 'meshctl inbox', noting content that follows it there.
+func (a *app) writeItemLine(it *api.Item) error {
+	var b strings.Builder
+	if err := writeItem(&b, it, false); err != nil {
+		return err
+	}
+	head, rest, _ := strings.Cut(b.String(), "\n")
+	if strings.TrimSpace(rest) != "" {
+		head += " ..."
+	}
+	_, err := fmt.Fprintln(a.Stdout, head)
+	return err
+}

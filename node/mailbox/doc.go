@@ -1,0 +1,188 @@
+// Package mailbox is the plain-text face of a node (seed 000, "the
+// filesystem is truth"): a mirror that writes every delivered envelope as
+// a text file an agent can read with cat and grep, an offline verifier that
+// checks such a file against the signed envelope it carries, and an outbox
+// from which an agent sends by dropping a file.
+//
+// Every path below is relative to the mailbox root, <home>/mailbox.
+//
+// # Mirror files
+//
+// Each delivered envelope becomes one file
+//
+//	<YYYY-MM-DD>/inbox/<HHMMSS>-<id12>.txt
+//
+// where the date and time are the delivery time in UTC and <id12> is the
+// last 12 hex digits of the envelope id. If that name is taken, "-2", "-3",
+// ... is inserted before ".txt". Files are UTF-8 with "\n" line ends and
+// mode 0644. A file is a block of headers, a line "---", the body, and an
+// armor block:
+//
+//	From: alice (1a2b3c4d5e6f7a8b)
+//	From-Key: ed25519:...
+//	To: #general
+//	Channel-ID: 0192a7c4-...
+//	Kind: message
+//	Date: 2026-11-21T12:00:01.123Z
+//	Expires: 2026-11-21T12:05:01.123Z
+//	Message-ID: 0192a7c4-...
+//	Seq: 42
+//	Epoch: 0192a7c0-...
+//	Priority: normal
+//	---
+//	the message text
+//	-----BEGIN MESHD ENVELOPE-----
+//	<standard base64 of the wire envelope, in lines of 76 characters>
+//	-----END MESHD ENVELOPE-----
+//
+// Headers are "Name: value", one per line, in this order, each present
+// only where it applies:
+//
+//	From         the sender's roster name ("-" if it has none or is
+//	             unknown), a space, and its fingerprint in parentheses
+//	From-Key     the sender's full key text, ed25519:<base64url>
+//	To           "#name" for a channel; "@name" for a peer, or
+//	             "@<fingerprint>" when the peer has no name. When the
+//	             writer was given no name: "#<channel id>" or
+//	             "@<fingerprint>"
+//	Channel-ID   the channel id (channel destinations only)
+//	Kind         message, request or response
+//	Date         the envelope's ts, RFC 3339 in UTC with milliseconds
+//	Expires      ts + ttl_secs, in the same form
+//	Message-ID   the envelope id
+//	Seq          sender_seq, in decimal
+//	Epoch        sender_epoch
+//	Priority     high, normal or low: the inbox priority (local)
+//	In-Reply-To  a message's in_reply_to, when set
+//	Request-ID   a request's or a response's request_id
+//	Intent       a request's intent
+//	Hop          a request's hop, in decimal
+//	Reply-To     a follow-up request's reply_to (the parent request id)
+//	Status       a response's status: accepted, rejected, completed or
+//	             failed
+//	Source       "history" when the envelope arrived through history
+//	             sync (local)
+//
+// A To value whose name has the form of a channel id (after "#") or of a
+// fingerprint (after "@") is taken as that id and checked against the
+// envelope, never as a name; so a name of that form only verifies against
+// the roster or the channel policies.
+//
+// Header values never contain a control character: each one (and U+2028,
+// U+2029 and every byte that is not UTF-8) is written as "?". Roster names
+// and channel names cannot hold one anyway; this is defence in depth, and
+// [Verify] applies the same rendering.
+//
+// The body of a message is its text, verbatim: it may hold anything,
+// including lines that look like headers, "---" or an armor line. The body
+// of a request is its params, and of a response its result, as JSON
+// indented by two spaces ([proto.CBORToJSON], then [json.Indent]); it is
+// empty when the envelope carries none. The body region of the file is
+// exactly the body followed by one "\n" unless the body is empty or already
+// ends in "\n".
+//
+// The armor block is the line "-----BEGIN MESHD ENVELOPE-----", the
+// complete wire envelope ([proto.SignedEnvelope].Raw) in standard base64
+// with padding, wrapped at 76 characters, and the line
+// "-----END MESHD ENVELOPE-----", which ends the file.
+//
+// A reader splits a file like this, which is how [Verify] does it:
+//
+//  1. The armor block starts at the last line of the file that is exactly
+//     "-----BEGIN MESHD ENVELOPE-----" and runs to the end.
+//  2. The headers are the lines from the start of the file up to the first
+//     line that is exactly "---".
+//  3. The body region is everything between that "---" line and the armor
+//     block. Removing one final "\n" from a non-empty region gives the body
+//     up to its last newline: a body that ended in "\n" and one that did
+//     not look alike, and the envelope settles which it was.
+//
+// # Verification
+//
+// [Verify] checks a file offline: it decodes the armor block, parses the
+// envelope strictly, checks its signature over the exact signed bytes, then
+// renders the headers, the body and the armor block again from the
+// envelope and compares them with the file, reporting the first difference
+// as a [*MismatchError]. Priority and Source are local annotations of the
+// receiving node, not covered by the signature: they must be well formed,
+// and are taken as the file states them. The sender's name and the
+// channel's or peer's name are checked against a roster and channel
+// policies when [VerifyOptions] gives them, and are otherwise reported in
+// [Verified].Unchecked; the fingerprint in From always has to match.
+//
+// # Daily index
+//
+// <YYYY-MM-DD>/index.txt gets one line per mirror file written that day:
+//
+//	HH:MM:SS<TAB>priority<TAB>kind<TAB>from<TAB>to<TAB>inbox/<file name><TAB>summary
+//
+// with the delivery time in UTC, the priority ("-" if none), the From and To
+// header values, the file name relative to the date directory, and as
+// summary the first 80 characters of the body once every run of spaces and
+// control characters (newlines, tabs) is turned into one space, with no
+// space at either end; bytes that are not UTF-8 become "?". The index is a
+// convenience digest: the files are the record. After a crash it may lack
+// the lines of the last batch (a line cut short is ended before the next
+// one is appended).
+//
+// # Writing
+//
+// [Mirror.Write] writes a batch of files: each to a temporary file named
+// ".tmp-*" in its final directory, fsynced, then renamed into place; each
+// directory touched is fsynced once, after all the renames of the batch;
+// then the index lines are appended and each index fsynced once. The
+// temporary files of a batch are fsynced concurrently, which lets the file
+// system commit them together. A crash never leaves a partial file under a
+// final name, and readers skip names that start with ".". [Open] removes
+// temporary files left by a crash.
+//
+// Every envelope is in the history store before it is mirrored, so a
+// failed write loses nothing: the caller logs it and counts it (a full
+// disk wraps [ErrDiskFull]), and the history still has the message.
+//
+// # Outbox
+//
+// An agent sends by dropping a file in outbox/. It writes the file under a
+// name that starts with "." (such as ".draft-123") or ends in ".tmp", then
+// renames it to a name that ends in ".txt". Only names that end in ".txt"
+// and do not start with "." are picked up (README.txt, which explains the
+// convention to agents, never is), so a half-written file is never read;
+// a file written directly under its ".txt" name may be read before it is
+// complete, and then lands in failed/. A
+// file is headers (case-insensitive names), a line "---", and a body:
+//
+//	To: #general | @bob | bob | ed25519:... | <fingerprint>
+//	Kind: message          (the default; or request, response)
+//	Intent: run-tests      (request: required)
+//	Reply-To: <id>         (request: the parent request of a follow-up)
+//	Request-ID: <id>       (response: required)
+//	Status: completed      (response: required)
+//	In-Reply-To: <id>      (message: optional)
+//	---
+//	<body>
+//
+// The body is the message text, a request's params as JSON, or a
+// response's result as JSON (both may be empty), less one final newline.
+// Unknown headers, a header used twice and a header that does not apply to
+// the kind are refused, naming the header and its line, so a typo never
+// goes out as something else.
+//
+// [Outbox.Run] watches outbox/ with fsnotify, and scans it every
+// [OutboxConfig].ScanInterval too (for files present at start, and in case
+// an event is lost). It takes files one at a time in name order: it claims
+// a file by renaming it into outbox/.processing/ (so no two scanners take
+// one file), parses it, and hands it to the node's send function. On
+// success it writes sent/<name>.sent (lines "Message-ID:", "Request-ID:"
+// for a request, and "Sent:") and then moves the file to sent/<name>, so the
+// .sent file is there whenever the file is. On failure it writes
+// failed/<name>.error (the reason on one line, and a "hint:" line if there
+// is one) and moves the file to failed/<name>. The agent's file is never
+// modified. Where a name is taken in sent/ or failed/, "-2", "-3", ... is
+// inserted before ".txt".
+//
+// Delivery is at least once: a file found in .processing/ when Run starts
+// was interrupted by a crash or a kill, possibly after it was sent, and is
+// processed again (and logged). Receivers drop duplicates only by envelope
+// id, and the second send has a new id, so such a file can arrive twice.
+// A send interrupted by Run's own cancellation is put back in outbox/.
+package mailbox

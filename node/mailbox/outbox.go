@@ -1,0 +1,520 @@
+package mailbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/google/uuid"
+)
+
+// Outbox directories and names, under the mailbox root.
+const (
+	OutboxDir     = "outbox"
+	SentDir       = "sent"
+	FailedDir     = "failed"
+	processingDir = ".processing"
+	readmeName    = "README.txt"
+	sentSuffix    = ".sent"
+	errorSuffix   = ".error"
+)
+
+// OutboxConfig configures an [Outbox]. Start from [DefaultOutboxConfig].
+type OutboxConfig struct {
+	// ScanInterval is how often the outbox is scanned besides the
+	// fsnotify events. Default 2 s: a lost event (or a file system without
+	// inotify) delays a send by at most that much.
+	ScanInterval time.Duration
+	// NoNotify turns fsnotify off, leaving the periodic scan alone: for
+	// file systems where inotify does not work (some network mounts), and
+	// for tests.
+	NoNotify bool
+	// MaxFileSize caps an outbox file. Default 1 MiB: the largest body
+	// (256 KiB) with room for JSON whitespace.
+	MaxFileSize int64
+	// Logger receives pick-ups, sends, failures and recoveries; nil
+	// discards.
+	Logger *slog.Logger
+	// Now is the clock for the Sent line; nil is time.Now.
+	Now func() time.Time
+}
+
+// DefaultOutboxConfig returns the configuration meshd uses.
+func DefaultOutboxConfig() OutboxConfig {
+	return OutboxConfig{ScanInterval: 2 * time.Second, MaxFileSize: 1 << 20}
+}
+
+// Result is what the send function reports for a file it sent.
+type Result struct {
+	// MessageID is the id of the envelope sent.
+	MessageID uuid.UUID
+	// RequestID is a request's request_id (zero for other kinds), so the
+	// agent can match the response.
+	RequestID uuid.UUID
+}
+
+// SendError is an error a send function may return to choose the reason
+// the failure is counted under in [OutboxStats].FailedByReason (default
+// "send") and to give the agent a hint.
+type SendError struct {
+	Reason string
+	Hint   string
+	Err    error
+}
+
+func (e *SendError) Error() string { return e.Err.Error() }
+func (e *SendError) Unwrap() error { return e.Err }
+
+// Failure reasons counted by [OutboxStats].FailedByReason.
+const (
+	ReasonMalformed  = "malformed"  // the file does not parse
+	ReasonTooLarge   = "too-large"  // over MaxFileSize
+	ReasonUnreadable = "unreadable" // not a regular file, or a read error
+	ReasonSend       = "send"       // the send function failed
+)
+
+// OutboxStats counts what an [Outbox] did.
+type OutboxStats struct {
+	// Picked counts files taken for processing, recovered ones included.
+	Picked uint64
+	// Recovered counts files found in .processing at start.
+	Recovered uint64
+	Sent      uint64
+	Failed    uint64
+	// Malformed counts files that did not parse; they are in Failed too.
+	Malformed uint64
+	// FailedByReason splits Failed by reason (see ReasonMalformed...).
+	FailedByReason map[string]uint64
+}
+
+// ErrClosed is returned by [Outbox.Run] after [Outbox.Close].
+var ErrClosed = errors.New("outbox closed")
+
+// Outbox picks up the files agents drop in <mailbox>/outbox and hands
+// them to a send function (see the package documentation).
+type Outbox struct {
+	cfg                               OutboxConfig
+	log                               *slog.Logger
+	now                               func() time.Time
+	out, proc, sent, failed, readmeAt string
+
+	mu      sync.Mutex  // guards the fields below
+	stats   OutboxStats // FailedByReason is copied out by Stats
+	running bool
+	closed  bool
+	cancel  context.CancelFunc // of the running Run
+	done    chan struct{}      // closed when the running Run returns
+}
+
+// OpenOutbox prepares the outbox of the mailbox root dir: it creates
+// outbox/ (with .processing/ and a README.txt for agents), sent/ and
+// failed/, and removes temporary files a crash left in sent/ and failed/.
+// Files already waiting are taken by [Outbox.Run].
+func OpenOutbox(dir string, cfg OutboxConfig) (*Outbox, error) {
+	def := DefaultOutboxConfig()
+	if cfg.ScanInterval <= 0 {
+		cfg.ScanInterval = def.ScanInterval
+	}
+	if cfg.MaxFileSize <= 0 {
+		cfg.MaxFileSize = def.MaxFileSize
+	}
+	o := &Outbox{cfg: cfg, log: cfg.Logger, now: cfg.Now,
+		out:    filepath.Join(dir, OutboxDir),
+		sent:   filepath.Join(dir, SentDir),
+		failed: filepath.Join(dir, FailedDir),
+	}
+	o.proc = filepath.Join(o.out, processingDir)
+	o.readmeAt = filepath.Join(o.out, readmeName)
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	o.stats.FailedByReason = map[string]uint64{}
+	for _, d := range []string{o.out, o.proc, o.sent, o.failed} {
+		if err := os.MkdirAll(d, dirMode); err != nil {
+			return nil, fmt.Errorf("mailbox: outbox: %w", err)
+		}
+	}
+	for _, d := range []string{o.sent, o.failed, o.out} {
+		if n, err := removeTempsIn(d); err != nil {
+			return nil, fmt.Errorf("mailbox: outbox: %w", err)
+		} else if n > 0 {
+			o.log.Info("mailbox: removed temporary files left by an interrupted write", "dir", d, "count", n)
+		}
+	}
+	if old, err := os.ReadFile(o.readmeAt); err != nil || string(old) != readme {
+		if err := writeAtomic(o.out, o.readmeAt, []byte(readme)); err != nil {
+			return nil, fmt.Errorf("mailbox: outbox: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// Stats returns the counters.
+func (o *Outbox) Stats() OutboxStats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.stats
+	s.FailedByReason = maps.Clone(o.stats.FailedByReason)
+	return s
+}
+
+// Run takes outbox files and calls send for each, one at a time, until ctx
+// is cancelled or [Outbox.Close] is called; then it returns nil. Files
+// left in .processing by an interrupted run are processed first. send
+// signs and sends the message and returns the envelope id; an error moves
+// the file to failed/ with the error as the reason (see [SendError] and
+// [HintError]). If ctx is cancelled while send runs and send fails, the
+// file goes back to outbox/ instead. Only one Run may be active at a time.
+func (o *Outbox) Run(ctx context.Context, send func(*OutgoingMessage) (Result, error)) error {
+	o.mu.Lock()
+	switch {
+	case o.closed:
+		o.mu.Unlock()
+		return ErrClosed
+	case o.running:
+		o.mu.Unlock()
+		return errors.New("mailbox: outbox is already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	o.running, o.cancel, o.done = true, cancel, done
+	o.mu.Unlock()
+	defer func() {
+		cancel()
+		o.mu.Lock()
+		o.running = false
+		o.mu.Unlock()
+		close(done)
+	}()
+
+	// Watch before the first scan, so no file falls between the two.
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	if !o.cfg.NoNotify {
+		w, err := fsnotify.NewWatcher()
+		if err == nil {
+			err = w.Add(o.out)
+			if err != nil {
+				w.Close()
+			}
+		}
+		if err != nil {
+			o.log.Warn("mailbox: outbox: no fsnotify, scanning only", "every", o.cfg.ScanInterval, "err", err)
+		} else {
+			defer w.Close()
+			events, watchErrs = w.Events, w.Errors
+		}
+	}
+
+	o.recover(ctx, send)
+	o.scan(ctx, send)
+	tick := time.NewTicker(o.cfg.ScanInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.Has(fsnotify.Create) && eligible(filepath.Base(ev.Name)) {
+				o.scan(ctx, send)
+			}
+		case err, ok := <-watchErrs:
+			if !ok {
+				watchErrs = nil
+				continue
+			}
+			// An overflow loses events; the scan finds their files.
+			o.log.Warn("mailbox: outbox: fsnotify", "err", err)
+			o.scan(ctx, send)
+		case <-tick.C:
+			o.scan(ctx, send)
+		}
+	}
+}
+
+// Close stops a running [Outbox.Run] and waits for it to return. Later
+// calls of Run fail with [ErrClosed]. Close is idempotent.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	o.closed = true
+	running, cancel, done := o.running, o.cancel, o.done
+	o.mu.Unlock()
+	if running {
+		cancel()
+		<-done
+	}
+	return nil
+}
+
+// eligible reports whether an outbox entry is a file to send: a ".txt"
+// name that does not start with "." and is not the README.
+func eligible(name string) bool {
+	return strings.HasSuffix(name, ".txt") && !strings.HasPrefix(name, ".") && name != readmeName
+}
+
+// recover processes the files an interrupted run left in .processing.
+func (o *Outbox) recover(ctx context.Context, send func(*OutgoingMessage) (Result, error)) {
+	es, err := os.ReadDir(o.proc)
+	if err != nil {
+		o.log.Error("mailbox: outbox: recovery", "err", err)
+		return
+	}
+	for _, e := range es {
+		if ctx.Err() != nil {
+			return
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		o.log.Warn("mailbox: outbox: processing again a file an interrupted run left; it may have been sent already",
+			"file", name)
+		o.count(func(s *OutboxStats) { s.Picked++; s.Recovered++ })
+		o.process(ctx, name, filepath.Join(o.proc, name), send)
+	}
+}
+
+// scan processes the eligible files in the outbox, in name order.
+func (o *Outbox) scan(ctx context.Context, send func(*OutgoingMessage) (Result, error)) {
+	es, err := os.ReadDir(o.out)
+	if err != nil {
+		o.log.Error("mailbox: outbox: scan", "err", err)
+		return
+	}
+	for _, e := range es { // ReadDir sorts by name
+		if ctx.Err() != nil {
+			return
+		}
+		name := e.Name()
+		if !eligible(name) {
+			continue
+		}
+		claimed, err := freeName(o.proc, strings.TrimSuffix(name, ".txt"), ".txt", "")
+		if err == nil {
+			err = os.Rename(filepath.Join(o.out, name), claimed)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // taken by someone else, or withdrawn
+		}
+		if err != nil {
+			o.log.Error("mailbox: outbox: claim", "file", name, "err", err)
+			continue
+		}
+		o.count(func(s *OutboxStats) { s.Picked++ })
+		o.process(ctx, name, claimed, send)
+	}
+}
+
+// process handles one claimed file: parse, send, and file it in sent/ or
+// failed/.
+func (o *Outbox) process(ctx context.Context, name, path string, send func(*OutgoingMessage) (Result, error)) {
+	b, reason, err := o.read(path)
+	var msg *OutgoingMessage
+	if err == nil {
+		msg, err = ParseOutgoing(b)
+		reason = ReasonMalformed
+	}
+	if err != nil {
+		o.fail(name, path, reason, err)
+		return
+	}
+	msg.File = name
+	res, err := send(msg)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted by shutdown, not refused: try again next time.
+			if back, ferr := freeName(o.out, strings.TrimSuffix(name, ".txt"), ".txt", ""); ferr == nil && os.Rename(path, back) == nil {
+				o.log.Info("mailbox: outbox: send interrupted, file put back", "file", name, "err", err)
+				return
+			}
+		}
+		reason = ReasonSend
+		if se, ok := errors.AsType[*SendError](err); ok && se.Reason != "" {
+			reason = se.Reason
+		}
+		o.fail(name, path, reason, err)
+		return
+	}
+	var sidecar strings.Builder
+	fmt.Fprintf(&sidecar, "Message-ID: %s\n", res.MessageID)
+	if res.RequestID != uuid.Nil {
+		fmt.Fprintf(&sidecar, "Request-ID: %s\n", res.RequestID)
+	}
+	fmt.Fprintf(&sidecar, "Sent: %s\n", formatTime(o.now()))
+	dst, err := o.file(o.sent, name, path, sentSuffix, sidecar.String())
+	if err != nil {
+		// Sent, but not filed: leave it in .processing, where the next
+		// start finds it (and sends it again, which the log says).
+		o.log.Error("mailbox: outbox: sent, but could not move the file to sent/", "file", name, "id", res.MessageID, "err", err)
+		o.count(func(s *OutboxStats) { s.Sent++ })
+		return
+	}
+	o.count(func(s *OutboxStats) { s.Sent++ })
+	o.log.Info("mailbox: outbox: sent", "file", name, "id", res.MessageID, "to", msg.To, "kind", msg.Kind, "moved", dst)
+}
+
+// read reads a claimed file, refusing anything but a regular file of at
+// most MaxFileSize bytes.
+func (o *Outbox) read(path string) ([]byte, string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, ReasonUnreadable, fmt.Errorf("cannot open: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, ReasonUnreadable, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, ReasonUnreadable, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, o.cfg.MaxFileSize+1))
+	if err != nil {
+		return nil, ReasonUnreadable, err
+	}
+	if int64(len(b)) > o.cfg.MaxFileSize {
+		return nil, ReasonTooLarge, fmt.Errorf("file exceeds %d bytes", o.cfg.MaxFileSize)
+	}
+	return b, "", nil
+}
+
+// fail files a claimed file in failed/ with the reason.
+func (o *Outbox) fail(name, path, reason string, err error) {
+	o.count(func(s *OutboxStats) {
+		s.Failed++
+		s.FailedByReason[reason]++
+		if reason == ReasonMalformed {
+			s.Malformed++
+		}
+	})
+	text := oneLine(err.Error()) + "\n"
+	hint := Hint(err)
+	if se, ok := errors.AsType[*SendError](err); ok && se.Hint != "" {
+		hint = se.Hint
+	}
+	if hint != "" {
+		text += "hint: " + oneLine(hint) + "\n"
+	}
+	dst, ferr := o.file(o.failed, name, path, errorSuffix, text)
+	if ferr != nil {
+		o.log.Error("mailbox: outbox: could not move a failed file to failed/", "file", name, "reason", err, "err", ferr)
+		return
+	}
+	o.log.Warn("mailbox: outbox: not sent", "file", name, "reason", reason, "err", err, "moved", dst)
+}
+
+// file writes the sidecar next to a free name in dir, then moves the
+// claimed file there, and returns the new path.
+func (o *Outbox) file(dir, name, path, suffix, sidecar string) (string, error) {
+	dst, err := freeName(dir, strings.TrimSuffix(name, ".txt"), ".txt", suffix)
+	if err != nil {
+		return "", err
+	}
+	if err := writeAtomic(dir, dst+suffix, []byte(sidecar)); err != nil {
+		return "", err
+	}
+	if err := os.Rename(path, dst); err != nil {
+		return "", err
+	}
+	return dst, syncDir(dir)
+}
+
+func (o *Outbox) count(f func(*OutboxStats)) {
+	o.mu.Lock()
+	f(&o.stats)
+	o.mu.Unlock()
+}
+
+// oneLine replaces line breaks and other control characters by spaces.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if badRune(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// writeAtomic writes a small file in dir through a temporary file.
+func writeAtomic(dir, path string, data []byte) (err error) {
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(fileMode); err != nil {
+		return err
+	}
+	if _, err = f.WriteString(string(data)); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// readme is the README.txt of the outbox: the convention, for agents.
+var readme = `This is the outbox of a meshd node. Drop a file here to send a message.
+
+1. Write the file under a name that starts with "." (like .draft-123) or
+   ends in ".tmp".
+2. Rename it to a name that ends in ".txt" (like note-123.txt).
+
+Only names that end in ".txt" and do not start with "." are picked up, so a
+half-written file is never read. A file written directly under a ".txt"
+name may be read before it is complete, and fail. (This README is never
+sent.)
+
+A file is headers, a line "---", then the body:
+
+    To: #general
+    ---
+    Hello, everyone.
+
+Headers (names are case-insensitive; any other header is refused):
+
+    To: #channel | @name | name | ed25519:<key> | <fingerprint>   (required)
+    Kind: message | request | response        (default: message)
+    In-Reply-To: <message id>                 (message, optional)
+    Intent: run-tests                         (request, required)
+    Reply-To: <request id>                    (request: follow-up of that request)
+    Request-ID: <request id>                  (response, required)
+    Status: accepted | rejected | completed | failed   (response, required)
+
+The body is the message text; for a request, its params as one JSON value;
+for a response, its result as one JSON value. Both may be empty. One final
+newline is dropped.
+
+When the file is sent it moves to ../sent/, next to NAME.sent with its
+Message-ID (and Request-ID for a request). If it cannot be sent it moves to
+../failed/, next to NAME.error, which says why. A file in .processing/ is
+being sent. If meshd stops in the middle of a send, the file is sent again
+when meshd restarts, so in rare cases a message arrives twice.
+`

@@ -1,0 +1,289 @@
+package mailbox
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Item is one delivered envelope to mirror, with the local facts that the
+// envelope does not carry. The caller resolves names: the mailbox never
+// looks anything up.
+type Item struct {
+	Env *proto.SignedEnvelope
+	// Priority is the inbox priority: "high", "normal" or "low". Empty
+	// omits the Priority header.
+	Priority string
+	// FromHistory marks an envelope that arrived through history sync.
+	FromHistory bool
+	// Delivered is when the envelope was delivered; it names the file and
+	// its day directory. Zero means now.
+	Delivered time.Time
+	// FromName is the sender's roster name; empty renders as "-".
+	FromName string
+	// ToText is the To header: "#general" for a channel, "@bob" (or
+	// "@<fingerprint>") for a peer. Empty renders the destination by id:
+	// "#<channel id>" or "@<fingerprint>".
+	ToText string
+}
+
+// Armor lines.
+const (
+	ArmorBegin = "-----BEGIN MESHD ENVELOPE-----"
+	ArmorEnd   = "-----END MESHD ENVELOPE-----"
+	// armorWidth is the length of a full base64 line in the armor block.
+	armorWidth = 76
+)
+
+// headerSep is the line between the headers and the body.
+const headerSep = "---"
+
+// timeLayout is RFC 3339 in UTC with milliseconds.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// ErrUnsupportedKind is returned for envelopes that never reach the
+// inbox (presence, history requests and responses), so are never mirrored.
+var ErrUnsupportedKind = errors.New("envelope kind is never mirrored")
+
+// header is one header line.
+type header struct{ name, value string }
+
+// Render returns the mirror file of it, as [Mirror.Write] writes it. See
+// the package documentation for the format.
+func Render(it Item) ([]byte, error) {
+	hs, body, err := render(it)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(hs, body, it.Env.Raw), nil
+}
+
+// render returns the headers and the body of it.
+func render(it Item) ([]header, string, error) {
+	if it.Env == nil {
+		return nil, "", errors.New("mailbox: item without an envelope")
+	}
+	if len(it.Env.Raw) == 0 {
+		return nil, "", fmt.Errorf("mailbox: envelope %s without its wire form", it.Env.ID)
+	}
+	hs, err := headers(it)
+	if err != nil {
+		return nil, "", err
+	}
+	body, err := renderBody(&it.Env.Envelope)
+	if err != nil {
+		return nil, "", err
+	}
+	return hs, body, nil
+}
+
+// headers returns the header lines of it, in order.
+func headers(it Item) ([]header, error) {
+	e := &it.Env.Envelope
+	switch e.Kind {
+	case proto.KindMessage, proto.KindRequest, proto.KindResponse:
+	default:
+		return nil, fmt.Errorf("mailbox: envelope %s: %w: %s", e.ID, ErrUnsupportedKind, e.Kind)
+	}
+	to, err := toValue(it.ToText, e.To)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: envelope %s: %w", e.ID, err)
+	}
+	if it.Priority != "" && !validPriority(it.Priority) {
+		return nil, fmt.Errorf("mailbox: envelope %s: priority %q (want high, normal or low)", e.ID, it.Priority)
+	}
+	hs := make([]header, 0, 16)
+	add := func(name, value string) { hs = append(hs, header{name, value}) }
+	add("From", fromValue(it.FromName, e.From))
+	add("From-Key", e.From.String())
+	add("To", to)
+	if e.To.Kind == proto.DestChannel {
+		add("Channel-ID", e.To.Channel.String())
+	}
+	add("Kind", e.Kind.String())
+	add("Date", formatTime(e.Time()))
+	add("Expires", formatTime(e.Expires()))
+	add("Message-ID", e.ID.String())
+	add("Seq", strconv.FormatUint(e.Seq, 10))
+	add("Epoch", e.Epoch.String())
+	if it.Priority != "" {
+		add("Priority", it.Priority)
+	}
+	switch e.Kind {
+	case proto.KindMessage:
+		if e.Message.InReplyTo != nil {
+			add("In-Reply-To", e.Message.InReplyTo.String())
+		}
+	case proto.KindRequest:
+		r := e.Request
+		add("Request-ID", r.RequestID.String())
+		add("Intent", clean(r.Intent))
+		add("Hop", strconv.Itoa(int(r.Hop)))
+		if r.ReplyTo != nil {
+			add("Reply-To", r.ReplyTo.String())
+		}
+	case proto.KindResponse:
+		add("Request-ID", e.Response.RequestID.String())
+		add("Status", e.Response.Status.String())
+	}
+	if it.FromHistory {
+		add("Source", sourceHistory)
+	}
+	return hs, nil
+}
+
+// sourceHistory is the only value of the Source header.
+const sourceHistory = "history"
+
+func validPriority(p string) bool { return p == "high" || p == "normal" || p == "low" }
+
+// fromValue is the From header: "name (fingerprint)", "-" for no name.
+func fromValue(name string, k proto.PubKey) string {
+	if name == "" {
+		name = "-"
+	}
+	return clean(name) + " (" + k.Fingerprint() + ")"
+}
+
+// toValue is the To header: the caller's text, checked against the kind
+// of destination, or the destination by id.
+func toValue(text string, d proto.Destination) (string, error) {
+	switch d.Kind {
+	case proto.DestChannel:
+		if text == "" {
+			return "#" + d.Channel.String(), nil
+		}
+		if !strings.HasPrefix(text, "#") || len(text) == 1 {
+			return "", fmt.Errorf("to %q: a channel destination is written #name", text)
+		}
+	case proto.DestPeer:
+		if text == "" {
+			return "@" + d.Peer.Fingerprint(), nil
+		}
+		if !strings.HasPrefix(text, "@") || len(text) == 1 {
+			return "", fmt.Errorf("to %q: a peer destination is written @name", text)
+		}
+	default:
+		return "", fmt.Errorf("%w: destination %s", ErrUnsupportedKind, d)
+	}
+	return clean(text), nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// clean makes s safe as a header value: every control character, line or
+// paragraph separator and byte that is not UTF-8 becomes "?".
+func clean(s string) string {
+	ok := true
+	for i, r := range s {
+		if badRune(r) || r == utf8.RuneError && isInvalidAt(s, i) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if badRune(r) || r == utf8.RuneError && isInvalidAt(s, i) {
+			b.WriteByte('?')
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func badRune(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
+
+// isInvalidAt reports whether the RuneError at s[i] stands for a byte that
+// is not UTF-8, rather than an encoded U+FFFD.
+func isInvalidAt(s string, i int) bool {
+	_, n := utf8.DecodeRuneInString(s[i:])
+	return n == 1
+}
+
+// renderBody returns the body of e: a message's text, or a request's
+// params or a response's result as indented JSON.
+func renderBody(e *proto.Envelope) (string, error) {
+	switch e.Kind {
+	case proto.KindMessage:
+		return e.Message.Body, nil
+	case proto.KindRequest:
+		return jsonBody(e.ID.String(), "params", e.Request.Params)
+	case proto.KindResponse:
+		return jsonBody(e.ID.String(), "result", e.Response.Result)
+	}
+	return "", fmt.Errorf("mailbox: envelope %s: %w: %s", e.ID, ErrUnsupportedKind, e.Kind)
+}
+
+func jsonBody(id, what string, raw []byte) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	js, err := proto.CBORToJSON(raw)
+	if err != nil {
+		return "", fmt.Errorf("mailbox: envelope %s: %s: %w", id, what, err)
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, js, "", "  "); err != nil {
+		return "", fmt.Errorf("mailbox: envelope %s: %s: %w", id, what, err)
+	}
+	return b.String(), nil
+}
+
+// bodyRegion is what the file holds between the "---" line and the armor
+// block: the body, plus "\n" unless it is empty or ends in one.
+func bodyRegion(body string) string {
+	if body == "" || strings.HasSuffix(body, "\n") {
+		return body
+	}
+	return body + "\n"
+}
+
+// armor returns the armor block of raw, its last line included.
+func armor(raw []byte) string {
+	enc := base64.StdEncoding.EncodeToString(raw)
+	var b strings.Builder
+	b.Grow(len(ArmorBegin) + len(ArmorEnd) + len(enc) + len(enc)/armorWidth + 3)
+	b.WriteString(ArmorBegin)
+	b.WriteByte('\n')
+	for len(enc) > armorWidth {
+		b.WriteString(enc[:armorWidth])
+		b.WriteByte('\n')
+		enc = enc[armorWidth:]
+	}
+	if enc != "" {
+		b.WriteString(enc)
+		b.WriteByte('\n')
+	}
+	b.WriteString(ArmorEnd)
+	b.WriteByte('\n')
+	return b.String()
+}
+
+// assemble joins the parts of a mirror file.
+func assemble(hs []header, body string, raw []byte) []byte {
+	var b bytes.Buffer
+	for _, h := range hs {
+		b.WriteString(h.name)
+		b.WriteString(": ")
+		b.WriteString(h.value)
+		b.WriteByte('\n')
+	}
+	b.WriteString(headerSep)
+	b.WriteByte('\n')
+	b.WriteString(bodyRegion(body))
+	b.WriteString(armor(raw))
+	return b.Bytes()
+}

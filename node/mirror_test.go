@@ -1,0 +1,107 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/mailbox"
+)
+
+// mailboxFiles lists the mirror files under a home.
+func mailboxFiles(t testing.TB, homeDir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(homeDir, "mailbox", "*", "inbox", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestOutboxToMirrorAcrossNodes(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+
+	// An agent on a drops a file into the outbox, rename-into-place.
+	outbox := filepath.Join(m.home(0), "mailbox", "outbox")
+	draft := filepath.Join(outbox, ".draft")
+	if err := os.WriteFile(draft, []byte("To: @b\n---\nhello from a file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(draft, filepath.Join(outbox, "hello.txt")); err != nil {
+		t.Fatal(err)
+	}
+	// It is sent, moved to sent/, and lands in b's mailbox as a file.
+	waitFor(t, 5*time.Second, "outbox file sent", func() bool {
+		_, err := os.Stat(filepath.Join(m.home(0), "mailbox", "sent", "hello.txt"))
+		return err == nil
+	})
+	var got string
+	waitFor(t, 5*time.Second, "mirror file on b", func() bool {
+		for _, f := range mailboxFiles(t, m.home(1)) {
+			data, _ := os.ReadFile(f)
+			if strings.Contains(string(data), "hello from a file") {
+				got = f
+				return true
+			}
+		}
+		return false
+	})
+	data, _ := os.ReadFile(got)
+	v, err := mailbox.Verify(data, mailbox.VerifyOptions{Roster: b.Roster()})
+	if err != nil {
+		t.Fatalf("mirror file does not verify: %v\n%s", err, data)
+	}
+	if !v.Signer.Equal(m.ids[0].Pub) || v.Name != "a" {
+		t.Fatalf("verified signer %s name %q", v.Signer.Fingerprint(), v.Name)
+	}
+	// The day's index lists it.
+	idx, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(got)), "index.txt"))
+	if err != nil || !strings.Contains(string(idx), filepath.Base(got)) {
+		t.Fatalf("index.txt lacks %s: %v\n%s", filepath.Base(got), err, idx)
+	}
+
+	// A refusal goes to failed/ with its reason.
+	os.WriteFile(draft, []byte("To: #nope\n---\nlost?\n"), 0o644)
+	os.Rename(draft, filepath.Join(outbox, "bad.txt"))
+	errFile := filepath.Join(m.home(0), "mailbox", "failed", "bad.txt.error")
+	waitFor(t, 5*time.Second, "failed file", func() bool { _, err := os.Stat(errFile); return err == nil })
+	reason, _ := os.ReadFile(errFile)
+	if !strings.Contains(string(reason), "nope") {
+		t.Fatalf("error file does not name the channel: %s", reason)
+	}
+	if a.Counters()["outbox.files_failed"] != 1 {
+		t.Fatalf("counters: %v", a.Counters())
+	}
+}
+
+func TestMirrorReconcilesMissingFiles(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	if _, err := a.Send(api.Send{To: "b", Body: "keep me"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "mirror file", func() bool { return len(mailboxFiles(t, m.home(1))) == 1 })
+	// Lose the file (as if the node crashed between commit and mirror).
+	f := mailboxFiles(t, m.home(1))[0]
+	os.Remove(f)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "reconciled file", func() bool { return len(mailboxFiles(t, m.home(1))) == 1 })
+	if b2.Counters()["mirror.reconciled"] != 1 {
+		t.Fatalf("counters: %v", b2.Counters())
+	}
+}

@@ -1,0 +1,121 @@
+package node
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/channel"
+)
+
+// Retention: a background goroutine applies, every RetentionInterval,
+// each channel's retention (its policy's age and count, whichever keeps
+// fewer; at least ArchiveRetention and ArchiveRetentionMessages on an
+// archive node), DirectRetention to DMs, Requests and Responses, and
+// expires the dedupe set and the store-and-forward queues. The store
+// deletes in small transactions that ride in its writer's batches, so
+// deliveries go on while it prunes.
+
+// retention returns how long and how many messages of a channel we keep.
+func (n *Node) retention(p *channel.Policy, archive bool) (time.Duration, int) {
+	age, count := p.EffectiveRetention()
+	if archive {
+		cfg := n.syncConfig()
+		age = max(age, cfg.ArchiveRetention)
+		count = max(count, cfg.ArchiveRetentionMessages)
+	}
+	return age, count
+}
+
+// defaultPolicy stands for a channel whose policy we no longer hold: the
+// default retention applies to what the store still has of it.
+var defaultPolicy = &channel.Policy{}
+
+// retentionLoop prunes every RetentionInterval, and once soon after start,
+// since a node that was down for days has the most to prune.
+func (n *Node) retentionLoop() {
+	defer n.wg.Done()
+	iv := n.syncConfig().RetentionInterval
+	first := time.NewTimer(min(iv, 5*time.Second))
+	defer first.Stop()
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case now := <-first.C:
+			n.pruneOnce(now)
+		case now := <-t.C:
+			n.pruneOnce(now)
+		}
+	}
+}
+
+// pruneReport says what one retention pass removed.
+type pruneReport struct {
+	Channel int // channel envelopes
+	Direct  int // DMs, Requests and Responses
+	Seen    int // dedupe entries
+	Queued  int // expired store-and-forward entries
+	Failed  int // steps that failed (logged)
+}
+
+// pruneOnce applies retention once, as of now.
+func (n *Node) pruneOnce(now time.Time) pruneReport {
+	var rep pruneReport
+	cfg := n.syncConfig()
+	archive := n.amArchive(n.Roster())
+	fail := func(what string, err error) {
+		rep.Failed++
+		n.metrics.Inc("retention.failed")
+		n.log.Error("retention: "+what, "err", err)
+	}
+	done := map[uuid.UUID]bool{}
+	prune := func(id uuid.UUID, p *channel.Policy) {
+		if n.ctx.Err() != nil {
+			return
+		}
+		age, count := n.retention(p, archive)
+		k, err := n.store.Prune(id, age, count, now)
+		rep.Channel += k
+		if err != nil {
+			fail("prune channel "+id.String(), err)
+		}
+		done[id] = true
+	}
+	for _, p := range n.channels.All() {
+		prune(p.ID, p)
+	}
+	if st, err := n.store.Stats(); err != nil {
+		fail("stats", err)
+	} else {
+		for id := range st.Channels {
+			if !done[id] {
+				prune(id, defaultPolicy)
+			}
+		}
+	}
+	if n.ctx.Err() != nil {
+		return rep
+	}
+	var err error
+	if rep.Direct, err = n.store.PruneDirect(cfg.DirectRetention, now); err != nil {
+		fail("prune direct messages", err)
+	}
+	if rep.Seen, err = n.store.PruneSeen(now); err != nil {
+		fail("prune dedupe set", err)
+	}
+	if rep.Queued, err = n.store.ExpireQueues(now); err != nil {
+		fail("expire store-and-forward queues", err)
+	}
+	n.metrics.Inc("retention.runs")
+	n.metrics.Add("retention.pruned.channel", uint64(rep.Channel))
+	n.metrics.Add("retention.pruned.direct", uint64(rep.Direct))
+	n.metrics.Add("retention.pruned.seen", uint64(rep.Seen))
+	n.metrics.Add("retention.expired.queued", uint64(rep.Queued))
+	if rep.Channel+rep.Direct+rep.Queued > 0 {
+		n.log.Info("retention", "channel_envelopes", rep.Channel, "direct", rep.Direct, "dedupe", rep.Seen, "queued_expired", rep.Queued)
+	}
+	return rep
+}

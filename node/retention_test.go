@@ -1,0 +1,162 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+// retentionChannel creates and applies, on admin node n, a channel whose
+// policy keeps hours hours or msgs messages (0: the default).
+func retentionChannel(t *testing.T, n *Node, name string, hours, msgs uint32) *channel.Policy {
+	t.Helper()
+	p, err := channel.New("acme", name, nil, nil, true, n.PrivateKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.RetentionHours, p.RetentionMessages = hours, msgs
+	if err := p.Sign(n.PrivateKey()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.applyPolicy(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// putOld stores count envelopes from key to d with ts at, as if received.
+func putOld(t *testing.T, n *Node, key ed25519.PrivateKey, d proto.Destination, at time.Time, count int, epoch uuid.UUID, firstSeq uint64) []uuid.UUID {
+	t.Helper()
+	var ids []uuid.UUID
+	for i := 0; i < count; i++ {
+		e := &proto.Envelope{
+			ID: proto.NewID(), From: proto.PubKeyOf(key), To: d, Kind: proto.KindMessage,
+			TS: at.Add(time.Duration(i) * time.Millisecond).UnixMilli(), TTL: 300,
+			Seq: firstSeq + uint64(i), Epoch: epoch,
+			Message: &proto.Message{Body: fmt.Sprintf("m%d", i)},
+		}
+		se, err := proto.SignEnvelope(key, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.store.Put(se, true); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, se.ID)
+	}
+	return ids
+}
+
+// TestRetentionByAgeAndCount prunes a channel by count (the newest kept),
+// another by age, DMs by DirectRetention and expired queue entries; an
+// archive node keeps what an ordinary node prunes, up to its own limits.
+func TestRetentionByAgeAndCount(t *testing.T) {
+	now := time.Now()
+	run := func(t *testing.T, archive bool) (*Node, *channel.Policy, *channel.Policy, []uuid.UUID, pruneReport) {
+		var arch []int
+		if archive {
+			arch = []int{0}
+		}
+		m := newSyncMesh(t, 2, arch...)
+		if _, ok := m.roster.Member(m.ids[0].Pub); !ok || a0archive(m) != archive {
+			t.Fatal("roster archive flag not set as asked")
+		}
+		a := m.startWith(0, func(c *Config) { c.RetentionInterval = time.Hour; c.ArchiveRetention = 30 * 24 * time.Hour })
+		counted := retentionChannel(t, a, "counted", 0, 50) // 72 h or 50 messages
+		aged := retentionChannel(t, a, "aged", 1, 0)        // 1 h or 10,000 messages
+		b := m.ids[1].Key
+		ep := proto.NewEpoch()
+		countedIDs := putOld(t, a, b, proto.ToChannel(counted.ID), now.Add(-time.Minute), 120, ep, 1)
+		putOld(t, a, b, proto.ToChannel(aged.ID), now.Add(-2*time.Hour), 30, ep, 1)
+		putOld(t, a, b, proto.ToChannel(aged.ID), now.Add(-40*24*time.Hour), 5, proto.NewEpoch(), 1)
+		putOld(t, a, b, proto.ToChannel(aged.ID), now.Add(-time.Minute), 20, ep, 31)
+		putOld(t, a, b, proto.ToPeer(a.Identity()), now.Add(-100*time.Hour), 3, ep, 1)
+		putOld(t, a, b, proto.ToPeer(a.Identity()), now.Add(-time.Hour), 2, ep, 4)
+		// A queued DM for b whose ttl has passed.
+		se, err := a.sign(proto.ToPeer(m.ids[1].Pub), proto.KindMessage, time.Second, func(e *proto.Envelope) {
+			e.Message = &proto.Message{Body: "kept for b"}
+			e.TS = now.Add(-time.Minute).UnixMilli()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.store.Enqueue(m.ids[1].Pub, se); err != nil {
+			t.Fatal(err)
+		}
+		return a, counted, aged, countedIDs, a.pruneOnce(now)
+	}
+
+	t.Run("ordinary node", func(t *testing.T) {
+		a, counted, aged, ids, rep := run(t, false)
+		if got := channelCount(a, counted.ID); got != 50 {
+			t.Fatalf("#counted keeps %d, want 50", got)
+		}
+		kept := channelIDs(t, a, counted.ID)
+		for i, id := range ids {
+			if kept[id] != (i >= 70) {
+				t.Fatalf("#counted message %d kept=%v; the newest 50 stay", i, kept[id])
+			}
+		}
+		if got := channelCount(a, aged.ID); got != 20 {
+			t.Fatalf("#aged keeps %d, want the 20 recent ones", got)
+		}
+		st, _ := a.store.Stats()
+		if st.Direct != 2 || len(st.Queues) != 0 {
+			t.Fatalf("direct %d (want 2), queues %v (want none)", st.Direct, st.Queues)
+		}
+		if rep.Channel != 70+35 || rep.Direct != 3 || rep.Queued != 1 || rep.Failed != 0 {
+			t.Fatalf("report %+v", rep)
+		}
+		if a.Metrics().Get("retention.pruned.channel") != 105 {
+			t.Fatalf("retention.pruned.channel = %d", a.Metrics().Get("retention.pruned.channel"))
+		}
+		// A second pass finds nothing to do.
+		if rep := a.pruneOnce(now); rep.Channel+rep.Direct+rep.Queued != 0 {
+			t.Fatalf("second pass removed %+v", rep)
+		}
+	})
+
+	t.Run("archive node", func(t *testing.T) {
+		a, counted, aged, _, rep := run(t, true)
+		if got := channelCount(a, counted.ID); got != 120 {
+			t.Fatalf("archive #counted keeps %d, want all 120", got)
+		}
+		if got := channelCount(a, aged.ID); got != 50 {
+			t.Fatalf("archive #aged keeps %d, want 50 (only the 40-day-old 5 pruned)", got)
+		}
+		if rep.Channel != 5 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+}
+
+func a0archive(m *testMesh) bool {
+	mem, _ := m.roster.Member(m.ids[0].Pub)
+	return mem.Archive
+}
+
+// TestRetentionRunsInBackground: the pruner runs on its own, on a ticker,
+// while the node delivers.
+func TestRetentionRunsInBackground(t *testing.T) {
+	m := newSyncMesh(t, 2)
+	a := m.startWith(0, func(c *Config) { c.RetentionInterval = 100 * time.Millisecond })
+	aged := retentionChannel(t, a, "aged", 1, 0)
+	putOld(t, a, m.ids[1].Key, proto.ToChannel(aged.ID), time.Now().Add(-3*time.Hour), 40, proto.NewEpoch(), 1)
+	waitFor(t, 5*time.Second, "background pruning", func() bool {
+		return channelCount(a, aged.ID) == 0 && a.Metrics().Get("retention.runs") > 0
+	})
+	// Sending goes on meanwhile.
+	if _, err := a.Send(api.Send{To: "#aged", Body: "still here"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := channelCount(a, aged.ID); got != 1 {
+		t.Fatalf("%d messages after a send", got)
+	}
+}
