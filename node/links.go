@@ -509,6 +509,7 @@ func (n *Node) exchangeLoop() {
 			n.mu.Unlock()
 			for _, pl := range links {
 				n.sendPeers(pl)
+				n.flushQueue(pl) // re-send what the peer has not acknowledged
 			}
 		}
 	}
@@ -593,6 +594,9 @@ func (n *Node) handleOtherFrame(pl *peerLink, t proto.FrameType, payload []byte)
 		return
 	case proto.FramePolicyDigest:
 		n.handlePolicyDigest(pl, payload)
+		return
+	case proto.FrameAck:
+		n.handleAck(pl, payload)
 		return
 	}
 	n.metrics.Inc("frame.unknown")

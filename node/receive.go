@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/proto"
@@ -270,8 +272,17 @@ func (n *Node) commit(batch []rxItem) {
 	n.metrics.Inc("rx.commits")
 	now := time.Now()
 	wake := false
+	var acks map[*peerLink][]uuid.UUID
 	for i, it := range batch {
 		se, d := it.se, ds[i]
+		// Peer-addressed envelopes are acknowledged once durable, even
+		// when they were duplicates: the sender keeps them until then.
+		if se.To.Kind == proto.DestPeer && it.src.link != nil && !it.src.history {
+			if acks == nil {
+				acks = map[*peerLink][]uuid.UUID{}
+			}
+			acks[it.src.link] = append(acks[it.src.link], se.ID)
+		}
 		if !added[i] {
 			n.drop(dropDuplicate, se, it.src, nil)
 			continue
@@ -297,6 +308,7 @@ func (n *Node) commit(batch []rxItem) {
 		}
 	}
 	n.inbox.notify(wake)
+	n.sendAcks(acks)
 }
 
 // classify returns the inbox priority and wake rule of an envelope (seed

@@ -197,16 +197,18 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		return nil, err
 	}
 	out := &api.Sent{ID: se.ID.String(), Kind: kind.String(), To: "@" + label(m), Seq: se.Seq, SentTo: []string{}}
+	// Keep it durably until the peer acknowledges it (FrameAck), linked
+	// or not: a link can die with the envelope still in its send queue.
+	if err := n.store.Enqueue(m.Key, se); err != nil {
+		if errors.Is(err, history.ErrQueueFull) {
+			return nil, fmt.Errorf("%w: the queue for peer %s is full (it has not acknowledged earlier messages): %w", ErrForbidden, label(m), err)
+		}
+		return nil, fmt.Errorf("queue for peer: %w", err)
+	}
 	if linked {
 		out.SentTo = n.fanOut(se, []proto.PubKey{m.Key})
 	}
 	if len(out.SentTo) == 0 {
-		if err := n.store.Enqueue(m.Key, se); err != nil {
-			if errors.Is(err, history.ErrQueueFull) {
-				return nil, fmt.Errorf("%w: peer %s is offline and its queue is full: %w", ErrForbidden, label(m), err)
-			}
-			return nil, fmt.Errorf("queue for offline peer: %w", err)
-		}
 		n.metrics.Inc("tx.queued")
 		out.Queued = true
 	}
@@ -294,28 +296,58 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	return out, nil
 }
 
-// flushQueue delivers what we kept for a peer that just linked.
+// flushQueue sends what we keep for a peer: everything it has not yet
+// acknowledged. It runs when the peer links and periodically; the peer
+// drops what it already holds and acknowledges it again.
 func (n *Node) flushQueue(pl *peerLink) {
 	pending, err := n.store.Pending(pl.key)
 	if err != nil {
 		n.log.Error("offline queue", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
-	var sent []uuid.UUID
+	sent := 0
 	for _, se := range pending {
 		if err := pl.link.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
 			break
 		}
-		sent = append(sent, se.ID)
+		sent++
 	}
-	if len(sent) == 0 {
+	if sent > 0 {
+		n.metrics.Add("tx.forwarded", uint64(sent))
+		n.log.Debug("sent kept messages", "peer", pl.key.Fingerprint(), "count", sent)
+	}
+}
+
+// handleAck drops envelopes the peer has durably stored from its queue.
+func (n *Node) handleAck(pl *peerLink, payload []byte) {
+	a, err := proto.ParseAck(payload)
+	if err != nil {
+		n.metrics.Inc("ack.malformed")
+		n.log.Warn("bad ack", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
-	if err := n.store.Ack(pl.key, sent...); err != nil {
-		n.log.Error("offline queue ack", "peer", pl.key.Fingerprint(), "err", err)
+	if len(a.IDs) == 0 {
+		return
 	}
-	n.metrics.Add("tx.forwarded", uint64(len(sent)))
-	n.log.Info("delivered kept messages", "peer", pl.key.Fingerprint(), "count", len(sent))
+	if err := n.store.Ack(pl.key, a.IDs...); err != nil {
+		n.log.Error("ack", "peer", pl.key.Fingerprint(), "err", err)
+		return
+	}
+	n.metrics.Add("tx.acked", uint64(len(a.IDs)))
+}
+
+// sendAcks acknowledges peer-addressed envelopes stored by one commit,
+// per link they came on.
+func (n *Node) sendAcks(acks map[*peerLink][]uuid.UUID) {
+	for pl, ids := range acks {
+		for i := 0; i < len(ids); i += proto.MaxArrayElements {
+			b, err := proto.Marshal(&proto.Ack{IDs: ids[i:min(i+proto.MaxArrayElements, len(ids))]})
+			if err != nil {
+				continue
+			}
+			n.sendFrame(pl, proto.FrameAck, b)
+		}
+	}
 }
 
 // jsonOf renders a JSON-model CBOR payload for the API.

@@ -1,6 +1,10 @@
 package proto
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+)
 
 // FrameType is the first byte of every application frame on a link
 // (keepalives are the transport's own business and never reach here). The
@@ -21,6 +25,10 @@ const (
 	// FramePolicyDigest carries a [PolicyDigest]: the channel policy
 	// versions the sender holds, so the peer can push newer ones.
 	FramePolicyDigest FrameType = 6
+	// FrameAck carries an [Ack]: peer-addressed envelopes (DMs, Requests,
+	// Responses) the sender of the frame has durably stored, so the peer
+	// that sent them may drop them from its store-and-forward queue.
+	FrameAck FrameType = 7
 )
 
 func (t FrameType) String() string {
@@ -37,6 +45,8 @@ func (t FrameType) String() string {
 		return "goodbye"
 	case FramePolicyDigest:
 		return "policy-digest"
+	case FrameAck:
+		return "ack"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -81,4 +91,18 @@ type PolicyVersion struct {
 // PolicyDigest is the payload of FramePolicyDigest. Wire: {0: [* PolicyVersion]}.
 type PolicyDigest struct {
 	Policies []PolicyVersion `cbor:"0,keyasint"`
+}
+
+// Ack is the payload of FrameAck. Wire: {0: [* bstr(16) envelope id]}.
+type Ack struct {
+	IDs []uuid.UUID `cbor:"0,keyasint"`
+}
+
+// ParseAck decodes an ack payload strictly.
+func ParseAck(b []byte) (*Ack, error) {
+	var a Ack
+	if err := UnmarshalCanonical(b, &a); err != nil {
+		return nil, fmt.Errorf("ack: %w", err)
+	}
+	return &a, nil
 }

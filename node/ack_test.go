@@ -1,0 +1,102 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	a := m.start(0)
+
+	// b is a raw link that records envelopes and never acknowledges.
+	var mu sync.Mutex
+	var got []*proto.SignedEnvelope
+	dialB := func() *transport.Link {
+		cfg := transport.DefaultConfig()
+		cfg.Identity = m.ids[1].Key
+		cfg.Org = "acme"
+		cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: m.roster.Version} }
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ak := m.ids[0].Pub
+		l, err := transport.Dial(ctx, tcpAddr(t, a), cfg, &ak)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Start(func(f []byte) {
+			if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameEnvelope {
+				if se, err := proto.ParseEnvelope(append([]byte(nil), f[1:]...)); err == nil && se.Kind == proto.KindMessage {
+					mu.Lock()
+					got = append(got, se)
+					mu.Unlock()
+				}
+			}
+		})
+		return l
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	l := dialB()
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	sent, err := a.Send(api.Send{To: "b", Body: "are you there"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Queued {
+		t.Fatalf("sent to a linked peer reported as queued: %+v", sent)
+	}
+	waitFor(t, 5*time.Second, "DM on the wire", func() bool { return count() == 1 })
+	// No ack: still kept.
+	pending, err := a.store.Pending(m.ids[1].Pub)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending = %d (%v), want 1 while unacknowledged", len(pending), err)
+	}
+	// The link dies; on the next link the DM is sent again.
+	l.Close()
+	waitFor(t, 5*time.Second, "link down", func() bool { return !linked(a, m.ids[1].Pub) })
+	l = dialB()
+	defer l.Close()
+	waitFor(t, 5*time.Second, "DM re-sent on relink", func() bool { return count() == 2 })
+	mu.Lock()
+	if got[0].ID != got[1].ID {
+		t.Fatalf("re-sent a different envelope: %s vs %s", got[0].ID, got[1].ID)
+	}
+	mu.Unlock()
+	// An ack from b clears it.
+	b, err := proto.Marshal(&proto.Ack{IDs: []uuid.UUID{got[0].ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Send(append([]byte{byte(proto.FrameAck)}, b...)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "queue cleared by the ack", func() bool {
+		p, err := a.store.Pending(m.ids[1].Pub)
+		return err == nil && len(p) == 0
+	})
+}
+
+func TestDMAckedBetweenNodes(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a := m.start(0)
+	m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	if _, err := a.Send(api.Send{To: "b", Body: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "acked", func() bool { return a.Metrics().Get("tx.acked") == 1 })
+	if p, err := a.store.Pending(m.ids[1].Pub); err != nil || len(p) != 0 {
+		t.Fatalf("pending after ack: %d (%v)", len(p), err)
+	}
+}
