@@ -51,6 +51,7 @@ type Node struct {
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
 	events   *broadcaster
+	hsync    *syncState // history sync and serving
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
 	mirrorq  chan mailbox.Item

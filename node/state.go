@@ -48,6 +48,7 @@ func (n *Node) openState() error {
 	n.pub = presence.NewPublisher(0)
 	n.inbox = newInboxNotifier()
 	n.events = newBroadcaster()
+	n.hsync = newSyncState()
 	n.requests = newRequestBook()
 	return n.openMailbox()
 }

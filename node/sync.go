@@ -107,14 +107,6 @@ const (
 	sendRetry = time.Second
 )
 
-// syncStates holds each running node's sync state. The state lives
-// beside the node rather than in it so that history sync stays within
-// this file and retention.go. It is created during setup (by
-// registerHistory) and removed when the sync loop ends with the node; a
-// node whose New fails after that point leaves its entry behind, which
-// only matters to a process that keeps retrying New.
-var syncStates sync.Map // *Node → *syncState
-
 // syncState is a node's history sync and serving state.
 type syncState struct {
 	kick chan struct{} // wakes the sync loop when a channel became due
@@ -176,16 +168,8 @@ type syncPeerResult struct {
 
 func (r syncPeerResult) ok() bool { return r.Status == proto.HistoryOK && r.Err == "" }
 
-// hs returns the node's sync state, creating it while the node runs; nil
-// once the node stopped.
-func (n *Node) hs() *syncState {
-	if v, ok := syncStates.Load(n); ok {
-		return v.(*syncState)
-	}
-	if n.ctx.Err() != nil {
-		return nil
-	}
-	v, _ := syncStates.LoadOrStore(n, &syncState{
+func newSyncState() *syncState {
+	return &syncState{
 		kick:    make(chan struct{}, 1),
 		pending: map[uuid.UUID]*outstanding{},
 		due:     map[uuid.UUID]bool{},
@@ -193,8 +177,15 @@ func (n *Node) hs() *syncState {
 		serving: map[proto.PubKey]*serveBudget{},
 		served:  map[uuid.UUID]struct{}{},
 		known:   map[uuid.UUID]channelReadState{},
-	})
-	return v.(*syncState)
+	}
+}
+
+// hs returns the node's sync state while the node runs; nil once it stopped.
+func (n *Node) hs() *syncState {
+	if n.ctx.Err() != nil {
+		return nil
+	}
+	return n.hsync
 }
 
 // syncConfig is the node's config with zero sync and retention fields
@@ -513,7 +504,6 @@ func (n *Node) startSync() {
 // syncLoop collects triggers and runs catch-up rounds, one at a time.
 func (n *Node) syncLoop(s *syncState) {
 	defer n.wg.Done()
-	defer syncStates.Delete(n)
 	cfg := n.syncConfig()
 	check := time.NewTicker(joinCheckInterval)
 	defer check.Stop()
