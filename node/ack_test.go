@@ -100,3 +100,42 @@ func TestDMAckedBetweenNodes(t *testing.T) {
 		t.Fatalf("pending after ack: %d (%v)", len(p), err)
 	}
 }
+
+// A DM re-sent after a lost ack is acknowledged again, not just dropped.
+func TestDuplicateDMIsAckedAgain(t *testing.T) {
+	rig := newPipelineRig(t)
+	var mu sync.Mutex
+	var acked []uuid.UUID
+	// Replace the rig's link handler: record acks a sends back.
+	rig.link.Close()
+	cfg := transport.DefaultConfig()
+	cfg.Identity = rig.m.ids[1].Key
+	cfg.Org = "acme"
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: rig.m.roster.Version} }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ak := rig.m.ids[0].Pub
+	l, err := transport.Dial(ctx, tcpAddr(t, rig.a), cfg, &ak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Start(func(f []byte) {
+		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameAck {
+			if a, err := proto.ParseAck(f[1:]); err == nil {
+				mu.Lock()
+				acked = append(acked, a.IDs...)
+				mu.Unlock()
+			}
+		}
+	})
+	rig.link = l
+	b := rig.key(1)
+	e := rig.env(b, proto.ToPeer(ak), proto.KindMessage, nil)
+	raw := rig.signed(b, e)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	rig.inject(raw)
+	waitFor(t, 5*time.Second, "first ack", func() bool { return count() == 1 })
+	rig.inject(raw)
+	waitFor(t, 5*time.Second, "second ack for the duplicate", func() bool { return count() == 2 })
+}

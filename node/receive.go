@@ -76,6 +76,10 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	if se.Kind != proto.KindPresence {
 		if seen, err := n.store.Seen(se.From, se.ID); err == nil && seen {
 			n.drop(dropDuplicate, se, src, nil)
+			// A re-sent DM we hold already: its sender missed our ack.
+			if se.To.Kind == proto.DestPeer && se.To.Peer.Equal(n.id.Pub) && src.link != nil && !src.history {
+				n.sendAcks(map[*peerLink][]uuid.UUID{src.link: {se.ID}})
+			}
 			return false
 		}
 	}

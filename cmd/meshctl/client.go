@@ -43,3 +43,26 @@ func ago(d time.Duration) string {
 		return d.Round(time.Minute).String()
 	}
 }
+
+// fetch runs the common part of a read-only online command that takes no
+// arguments: parse, one bounded call to meshd, and the --json output.
+// It returns the answer for text rendering, with printed set when --json
+// already printed it.
+func fetch[T any](a *app, args []string, get func(*api.Client, context.Context) (T, error)) (v T, printed bool, err error) {
+	pos, err := a.parse(a.flagSet(), args)
+	if err != nil {
+		return v, false, err
+	}
+	if err := a.nargs(pos, 0, 0); err != nil {
+		return v, false, err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	if v, err = get(a.client(), ctx); err != nil {
+		return v, false, a.remoteErr(err)
+	}
+	if a.json {
+		return v, true, a.printJSON(v)
+	}
+	return v, false, nil
+}

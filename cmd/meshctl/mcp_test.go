@@ -372,7 +372,7 @@ func TestMCPInProcess(t *testing.T) {
 			if uri != inboxURI {
 				t.Errorf("update for %q", uri)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(15 * time.Second):
 			t.Fatal("no update notification")
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/meshd/meshd/node/api"
+
 	"fmt"
 	"time"
 )
@@ -12,21 +14,9 @@ transport (tcp or unix), direction, link age and when it was last heard.
 `
 
 func runPeers(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
+	p, printed, err := fetch(a, args, (*api.Client).Peers)
+	if err != nil || printed {
 		return err
-	}
-	if err := a.nargs(pos, 0, 0); err != nil {
-		return err
-	}
-	ctx, cancel := a.ctx()
-	defer cancel()
-	p, err := a.client().Peers(ctx)
-	if err != nil {
-		return a.remoteErr(err)
-	}
-	if a.json {
-		return a.printJSON(p)
 	}
 	if len(p.Peers) == 0 {
 		fmt.Fprintln(a.Stdout, "no peers linked")

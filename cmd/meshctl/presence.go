@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/meshd/meshd/node/api"
+
 	"fmt"
 	"time"
 )
@@ -17,21 +19,9 @@ commands:
 `
 
 func runPresence(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
+	p, printed, err := fetch(a, args, (*api.Client).Presence)
+	if err != nil || printed {
 		return err
-	}
-	if err := a.nargs(pos, 0, 0); err != nil {
-		return err
-	}
-	ctx, cancel := a.ctx()
-	defer cancel()
-	p, err := a.client().Presence(ctx)
-	if err != nil {
-		return a.remoteErr(err)
-	}
-	if a.json {
-		return a.printJSON(p)
 	}
 	if len(p.Entries) == 0 {
 		fmt.Fprintln(a.Stdout, "no presence heard yet")

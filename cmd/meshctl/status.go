@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/meshd/meshd/node/api"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -16,21 +18,9 @@ roster events). Needs a running meshd on this home.
 `
 
 func runStatus(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
+	s, printed, err := fetch(a, args, (*api.Client).Status)
+	if err != nil || printed {
 		return err
-	}
-	if err := a.nargs(pos, 0, 0); err != nil {
-		return err
-	}
-	ctx, cancel := a.ctx()
-	defer cancel()
-	s, err := a.client().Status(ctx)
-	if err != nil {
-		return a.remoteErr(err)
-	}
-	if a.json {
-		return a.printJSON(s)
 	}
 	tw := table(a.Stdout)
 	name := s.Name
