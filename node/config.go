@@ -34,8 +34,9 @@ type Config struct {
 	MDNSInterface string
 
 	// DialBackoffMin and DialBackoffMax bound reconnect backoff. The delay
-	// doubles per failure between them with ±50% jitter, so a fleet that
-	// restarts together does not redial in lockstep.
+	// doubles per failure between them and is then drawn from its upper
+	// half, so a fleet that restarts together does not redial in lockstep
+	// and no wait exceeds DialBackoffMax.
 	DialBackoffMin time.Duration
 	DialBackoffMax time.Duration
 	// DialTimeout bounds one dial including its handshake.
@@ -111,10 +112,13 @@ func DefaultConfig() Config {
 		MDNS: true,
 		// 250 ms first retry: a peer that restarts is back within a second.
 		DialBackoffMin: 250 * time.Millisecond,
-		// 30 s cap: an absent peer costs one dial per 30 s at most.
-		DialBackoffMax: 30 * time.Second,
-		// 10 s: a handshake is under 1 ms on a LAN; anything this slow is gone.
-		DialTimeout: 10 * time.Second,
+		// 5 s cap: a member that comes back (restart, healed partition)
+		// is relinked and resynced within seconds; an absent LAN peer
+		// costs one connection attempt per 2.5–5 s.
+		DialBackoffMax: 5 * time.Second,
+		// 5 s: a handshake is under 1 ms on a LAN; a dial this slow is to a
+		// host that is gone or cut off, and the next try comes soon.
+		DialTimeout: 5 * time.Second,
 		// 30 s: new members spread within one interval of any link.
 		PeerExchangeInterval: 30 * time.Second,
 		EnvelopeTTL:          proto.DefaultTTL * time.Second,

@@ -193,14 +193,14 @@ func (n *Node) wake() {
 }
 
 // backoff returns the redial delay after fails consecutive failures:
-// exponential between the configured bounds with ±50% jitter.
+// exponential between the configured bounds, drawn from [d/2, d].
 func (n *Node) backoff(fails int) time.Duration {
 	d := n.cfg.DialBackoffMin
 	for i := 0; i < fails && d < n.cfg.DialBackoffMax; i++ {
 		d *= 2
 	}
 	d = min(d, n.cfg.DialBackoffMax)
-	return time.Duration(float64(d) * (0.5 + rand.Float64()))
+	return time.Duration(float64(d) * (0.5 + 0.5*rand.Float64()))
 }
 
 // mergeAddrsLocked records addresses a member can be reached at.
@@ -610,6 +610,7 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 		n.log.Warn("bad peer list", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
+	n.recordLinkReport(pl.key, list.Peers) // for the status page's link graph
 	added := false
 	n.mu.Lock()
 	for _, p := range list.Peers {

@@ -48,16 +48,19 @@ type Config struct {
 	// that stalls holds a handshake slot only briefly.
 	HandshakeTimeout time.Duration
 	// KeepaliveInterval is how long a link may be send-idle before it
-	// sends a ping. Default 15s: a third of IdleTimeout, so two pings can
-	// be lost before the peer gives up on us.
+	// sends a ping. Default 5s: a third of IdleTimeout, so two pings can
+	// be lost before the peer gives up on us; one 100-byte ping per link
+	// every 5 s is nothing on a LAN.
 	KeepaliveInterval time.Duration
 	// IdleTimeout closes a link that has received nothing for this long
 	// (up to an eighth longer: the deadline is moved lazily, and the
 	// reader looks once more before giving up, in case this process was
 	// stalled with the peer's messages waiting). It also bounds one
-	// blocked write. Default 45s: three keepalive
-	// intervals, enough to ride out a short stall without keeping a dead
-	// peer for minutes.
+	// blocked write. Default 15s: three keepalive intervals. A LAN peer
+	// silent that long is gone or cut off; dropping the link lets the
+	// node redial and resync as soon as the path is back, instead of
+	// waiting out TCP's retransmission backoff on a link that looks
+	// alive.
 	IdleTimeout time.Duration
 	// SendQueue is the capacity of each link's send queue, in frames.
 	// Default 1024: about a second of fan-out at a busy node's envelope
@@ -76,8 +79,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		HandshakeTimeout:  5 * time.Second,
-		KeepaliveInterval: 15 * time.Second,
-		IdleTimeout:       45 * time.Second,
+		KeepaliveInterval: 5 * time.Second,
+		IdleTimeout:       15 * time.Second,
 		SendQueue:         1024,
 		MaxHandshakes:     64,
 		Logger:            slog.New(slog.DiscardHandler),
