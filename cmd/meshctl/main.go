@@ -53,6 +53,7 @@ var commands = []*command{
 	}},
 	{name: "status", summary: "show the running meshd", usage: usageStatus, run: runStatus},
 	{name: "peers", summary: "list linked peers", usage: usagePeers, run: runPeers},
+	{name: "top", args: "[--once] [--interval D]", summary: "watch peers, traffic rates and drops, live", usage: usageTop, run: runTop},
 	{name: "channel", summary: "create, list and show channels", usage: usageChannel, sub: []*command{
 		{name: "channel create", args: "NAME [--readers P] [--writers P]", summary: "create a channel (admins)", usage: usageChannelCreate, run: runChannelCreate},
 		{name: "channel list", summary: "list channels, with subscription and access", usage: usageChannelList, run: runChannelList},
@@ -78,6 +79,7 @@ var commands = []*command{
 	}},
 	{name: "mcp", args: "[--log-level L]", summary: "serve the meshd tools to an MCP host on stdio", usage: usageMCP, run: runMCP},
 	{name: "demo", args: "[--keep] [--dir DIR]", summary: "run a throwaway three-node mesh and show each step", usage: usageDemo, run: runDemo},
+	{name: "bench", args: "--readers HOME,... --channel NAME [--rate N]", summary: "measure a running mesh: latency, delivery, CPU and memory", usage: usageBench, run: runBench},
 	{name: "help", args: "[COMMAND]", summary: "show help for a command", usage: usageHelp, run: runHelp},
 }
 

@@ -32,6 +32,14 @@ type fileConfig struct {
 	SyncPeers         int    `toml:"sync_peers" json:"sync_peers"`
 	LogLevel          string `toml:"log_level" json:"log_level"`
 	LogFormat         string `toml:"log_format" json:"log_format"`
+	// HTTP is the address of the read-only status page (HOST:PORT, empty:
+	// none); beyond loopback only with HTTPAllowRemote.
+	HTTP            string `toml:"http" json:"http"`
+	HTTPAllowRemote bool   `toml:"http_allow_remote" json:"http_allow_remote"`
+	// Metrics is the address of the Prometheus endpoint (HOST:PORT,
+	// empty: none); beyond loopback only with MetricsAllowRemote.
+	Metrics            string `toml:"metrics" json:"metrics"`
+	MetricsAllowRemote bool   `toml:"metrics_allow_remote" json:"metrics_allow_remote"`
 }
 
 // DefaultListen is the TCP address a node listens on when none is given.
@@ -111,6 +119,14 @@ func applyEnv(c *fileConfig, getenv func(string) string) error {
 	}
 	str("MESH_LOG_LEVEL", &c.LogLevel)
 	str("MESH_LOG_FORMAT", &c.LogFormat)
+	str("MESH_HTTP", &c.HTTP)
+	if err := boolean("MESH_HTTP_ALLOW_REMOTE", &c.HTTPAllowRemote); err != nil {
+		return err
+	}
+	str("MESH_METRICS", &c.Metrics)
+	if err := boolean("MESH_METRICS_ALLOW_REMOTE", &c.MetricsAllowRemote); err != nil {
+		return err
+	}
 	if err := boolean("MESH_NO_MDNS", &c.NoMDNS); err != nil {
 		return err
 	}
@@ -162,6 +178,10 @@ func newFlags() *flagValues {
 	fs.IntVar(&f.cfg.SyncPeers, "sync-peers", 0, "how many linked readers a history catch-up asks per channel (default 3)")
 	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.cfg.LogFormat, "log-format", "", "text or json (default text)")
+	fs.StringVar(&f.cfg.HTTP, "http", "", "serve the read-only status page on HOST:PORT, loopback only (env MESH_HTTP)")
+	fs.BoolVar(&f.cfg.HTTPAllowRemote, "http-allow-remote", false, "let --http listen beyond loopback: the page has no authentication")
+	fs.StringVar(&f.cfg.Metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics, loopback only (env MESH_METRICS)")
+	fs.BoolVar(&f.cfg.MetricsAllowRemote, "metrics-allow-remote", false, "let --metrics listen beyond loopback: the endpoint has no authentication")
 	fs.StringVar(&f.configPath, "config", "", "TOML config file (env MESH_CONFIG; default <home>/meshd.toml if present)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the effective configuration as JSON and exit")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
@@ -202,6 +222,14 @@ func (f *flagValues) applyFlags(c *fileConfig) {
 			c.LogLevel = f.cfg.LogLevel
 		case "log-format":
 			c.LogFormat = f.cfg.LogFormat
+		case "http":
+			c.HTTP = f.cfg.HTTP
+		case "http-allow-remote":
+			c.HTTPAllowRemote = f.cfg.HTTPAllowRemote
+		case "metrics":
+			c.Metrics = f.cfg.Metrics
+		case "metrics-allow-remote":
+			c.MetricsAllowRemote = f.cfg.MetricsAllowRemote
 		}
 	})
 }

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/promexport"
+	"github.com/meshd/meshd/node/statuspage"
 	"github.com/meshd/meshd/transport"
 )
 
@@ -92,6 +95,24 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprintf(stderr, "meshd: %v\n", err)
 		return 2
 	}
+	if cfg.HTTP != "" {
+		if err := statuspage.CheckAddr(cfg.HTTP, cfg.HTTPAllowRemote); err != nil {
+			fmt.Fprintf(stderr, "meshd: --http: %v\n", err)
+			if errors.Is(err, statuspage.ErrNotLoopback) {
+				fmt.Fprintf(stderr, "hint: use a loopback address like 127.0.0.1:8080, or add --http-allow-remote\n")
+			}
+			return 2
+		}
+	}
+	if cfg.Metrics != "" {
+		if err := promexport.CheckAddr(cfg.Metrics, cfg.MetricsAllowRemote); err != nil {
+			fmt.Fprintf(stderr, "meshd: --metrics: %v\n", err)
+			if errors.Is(err, promexport.ErrNotLoopback) {
+				fmt.Fprintf(stderr, "hint: use a loopback address like 127.0.0.1:9464, or add --metrics-allow-remote\n")
+			}
+			return 2
+		}
+	}
 	n, err := node.New(ncfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshd: %v\n", err)
@@ -104,6 +125,34 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	log.Info("meshd running", "version", version(), "key", n.Identity().String(),
 		"fingerprint", n.Identity().Fingerprint(), "org", r.Org, "roster_version", r.Version,
 		"listen", n.ListenAddrs(), "control", n.ControlSocket())
+	var page *statuspage.Server
+	if cfg.HTTP != "" {
+		pcfg := statuspage.DefaultConfig()
+		pcfg.Addr, pcfg.AllowRemote, pcfg.Logger = cfg.HTTP, cfg.HTTPAllowRemote, log
+		if page, err = statuspage.New(n, pcfg); err == nil {
+			err = page.Start()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "meshd: %v\n", err)
+			n.Close()
+			return 1
+		}
+		log.Info("status page", "url", page.URL())
+	}
+	var metrics *promexport.Server
+	if cfg.Metrics != "" {
+		// Serve logs the bound address ("metrics endpoint listening").
+		metrics, err = promexport.Serve(context.Background(), n,
+			promexport.Config{Addr: cfg.Metrics, AllowRemote: cfg.MetricsAllowRemote, Logger: log})
+		if err != nil {
+			fmt.Fprintf(stderr, "meshd: --metrics: %v\n", err)
+			if page != nil {
+				page.Close()
+			}
+			n.Close()
+			return 1
+		}
+	}
 	fmt.Fprintf(stderr, "meshd: ready. Next, in another terminal: meshctl --home %s status\n", cfg.Home)
 
 	sig := make(chan os.Signal, 1)
@@ -118,6 +167,14 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		}
 		log.Info("shutting down", "signal", s.String())
 		break
+	}
+	if page != nil {
+		page.Close()
+	}
+	if metrics != nil {
+		if err := metrics.Close(); err != nil {
+			log.Warn("metrics endpoint shutdown", "err", err)
+		}
 	}
 	if err := n.Close(); err != nil {
 		log.Warn("shutdown", "err", err)

@@ -1,0 +1,101 @@
+package node
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+func TestExportAccessors(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
+
+	if got := a.LinkCounts(); len(got) != 1 || got[LinkClass{Network: "tcp", Direction: "inbound"}] != 1 {
+		t.Errorf("a links = %v, want one inbound tcp", got)
+	}
+	if got := b.LinkCounts(); len(got) != 1 || got[LinkClass{Network: "tcp", Direction: "outbound"}] != 1 {
+		t.Errorf("b links = %v, want one outbound tcp", got)
+	}
+
+	qs := a.QueueDepths()
+	if len(qs) != 2 || qs[0].Name != QueueRxCommit || qs[1].Name != QueueMirror {
+		t.Fatalf("queues = %+v", qs)
+	}
+	for _, q := range qs {
+		if q.Cap <= 0 || q.Len < 0 || q.Len > q.Cap {
+			t.Errorf("queue %+v", q)
+		}
+	}
+
+	// Each node announces itself at start, so both see at least themselves.
+	waitFor(t, 5*time.Second, "presence", func() bool { return a.PresenceCounts()["online"] >= 1 })
+	for s := range a.PresenceCounts() {
+		known := false
+		for _, k := range PresenceStates() {
+			known = known || k == s
+		}
+		if !known {
+			t.Errorf("presence state %q not in PresenceStates %v", s, PresenceStates())
+		}
+	}
+
+	before, err := b.HistoryStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Send(api.Send{To: "b", Body: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "stored", func() bool {
+		st, err := b.HistoryStats()
+		return err == nil && st.Envelopes == before.Envelopes+1 && st.FileSize > 0
+	})
+
+	if s := a.Started(); s.IsZero() || time.Since(s) < 0 || time.Since(s) > time.Minute {
+		t.Errorf("started %v", s)
+	}
+}
+
+// The accessors are safe to call while the node works and while it
+// closes; the race detector checks the locking.
+func TestExportAccessorsConcurrent(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a := m.start(0)
+	b := m.start(1, tcpAddr(t, a))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a.LinkCounts()
+				a.QueueDepths()
+				a.PresenceCounts()
+				a.HistoryStats()
+				a.Counters()
+			}
+		})
+	}
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	for i := range 20 {
+		if _, err := b.Send(api.Send{To: "a", Body: string(rune('a' + i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close()
+	waitFor(t, 5*time.Second, "unlink", func() bool { return len(a.LinkCounts()) == 0 })
+	close(stop)
+	wg.Wait()
+}

@@ -1,0 +1,119 @@
+// Package promexport serves a meshd node's metrics in the Prometheus text
+// format at GET /metrics.
+//
+// It is off by default; `meshd --metrics 127.0.0.1:9464` turns it on.
+// The endpoint has no authentication, so [Serve] refuses an address that
+// is not loopback unless [Config.AllowRemote] is set (meshd's
+// --metrics-allow-remote). It uses a private registry, never the global
+// default one, holding a [Collector] for the node plus the standard
+// process_* and go_* collectors.
+//
+// # How the node's counters become families
+//
+// The node counts events under dotted names ("drop.bad_signature",
+// "rx.delivered.message"; see [node.Metrics]). The [Collector] keeps no
+// state: at each scrape it reads [node.Node.Counters] and maps every name
+// with the table below. A name is matched exactly first, then by the
+// longest prefix (rows ending in "."), whose dot-free rest becomes the
+// last label value. A name no row matches is exported as
+// meshd_events_total{name="<dotted name>"}, so a new counter is never
+// hidden. Exact rows are exported at zero before their first event;
+// prefix rows appear with their first event. All are counters.
+//
+//	dotted name               family                                   labels
+//	rx.envelopes              meshd_envelopes_received_total
+//	rx.delivered.<kind>       meshd_envelopes_delivered_total          kind
+//	rx.presence               meshd_envelopes_delivered_total          kind="presence"
+//	rx.commits                meshd_rx_commits_total
+//	inbox.items               meshd_inbox_items_total
+//	drop.<reason>             meshd_envelopes_dropped_total            reason
+//	tx.<kind>                 meshd_envelopes_sent_total               kind (a known envelope kind only)
+//	tx.envelopes              meshd_envelope_copies_sent_total
+//	tx.forwarded              meshd_envelopes_forwarded_total
+//	tx.queued                 meshd_envelopes_kept_total
+//	tx.acked                  meshd_envelopes_acked_total
+//	tx.dropped.<reason>       meshd_envelopes_send_dropped_total       reason
+//	tx.refused.<reason>       meshd_sends_refused_total                reason
+//	ack.malformed             meshd_acks_malformed_total
+//	send.dropped.<frame>      meshd_frames_send_dropped_total          frame
+//	frame.<reason>            meshd_frames_invalid_total               reason
+//	link.up                   meshd_link_events_total                  event="up"
+//	link.down                 meshd_link_events_total                  event="down"
+//	link.duplicate            meshd_link_events_total                  event="duplicate"
+//	link.removed_member       meshd_link_events_total                  event="removed_member"
+//	link.rejected.<reason>    meshd_links_rejected_total               reason
+//	handshake.accepted        meshd_handshakes_total                   result="accepted"
+//	handshake.failed          meshd_handshakes_total                   result="failed"
+//	handshake.rejected.<r>    meshd_handshakes_rejected_total          reason
+//	dial.attempt              meshd_dials_total
+//	dial.failed               meshd_dial_failures_total
+//	dial.seed_failed          meshd_seed_dial_failures_total
+//	mdns.seen                 meshd_mdns_seen_total
+//	mdns.ignored.<reason>     meshd_mdns_ignored_total                 reason
+//	mdns.start_failed         meshd_mdns_start_failures_total
+//	peers.ignored.<reason>    meshd_peer_exchange_ignored_total        reason
+//	peers.malformed           meshd_peer_exchange_ignored_total        reason="malformed"
+//	roster.accepted           meshd_roster_updates_accepted_total
+//	roster.rejected.<reason>  meshd_roster_updates_rejected_total      reason
+//	roster.pushed             meshd_roster_pushes_total
+//	roster.persist_failed     meshd_persist_failures_total             what="roster"
+//	policy.accepted           meshd_policy_updates_accepted_total
+//	policy.rejected.<reason>  meshd_policy_updates_rejected_total      reason
+//	policy.digest_malformed   meshd_policy_digests_malformed_total
+//	policy.persist_failed     meshd_persist_failures_total             what="policy"
+//	policy.load_failed        meshd_policy_load_failures_total
+//	presence.expired          meshd_presence_expired_total
+//	mirror.files              meshd_mirror_files_written_total
+//	mirror.batches            meshd_mirror_batches_total
+//	mirror.failed             meshd_mirror_failures_total              reason="error"
+//	mirror.disk_full          meshd_mirror_failures_total              reason="disk_full"
+//	mirror.reconciled         meshd_mirror_reconciled_files_total
+//	outbox.picked             meshd_outbox_files_picked_total
+//	outbox.recovered          meshd_outbox_files_recovered_total
+//	outbox.files_sent         meshd_outbox_files_sent_total
+//	outbox.files_failed       meshd_outbox_files_failed_total
+//	outbox.failed.<reason>    meshd_outbox_failures_total              reason
+//	outbox.malformed          meshd_outbox_files_malformed_total
+//	outbox.sent               meshd_outbox_sends_total                 result="sent"
+//	outbox.refused            meshd_outbox_sends_total                 result="refused"
+//	retention.runs            meshd_retention_runs_total
+//	retention.failed          meshd_retention_failures_total
+//	retention.pruned.<what>   meshd_retention_pruned_total             what
+//	retention.expired.queued  meshd_retention_pruned_total             what="queued"
+//	sync.rounds               meshd_sync_rounds_total
+//	sync.envelopes            meshd_sync_envelopes_received_total
+//	sync.pages                meshd_sync_pages_total
+//	sync.requests             meshd_sync_requests_total
+//	sync.responses            meshd_sync_responses_total
+//	sync.timeouts             meshd_sync_timeouts_total
+//	sync.gaps_forgotten       meshd_sync_gaps_forgotten_total
+//	sync.refused.<status>     meshd_sync_refused_total                 status
+//	history.served            meshd_history_requests_served_total
+//	history.served.envelopes  meshd_history_served_envelopes_total
+//	history.serve_failed      meshd_history_serve_failures_total
+//	history.serve_paced       meshd_history_serve_paced_total
+//	history.refused.<status>  meshd_history_requests_refused_total     status
+//	anything else             meshd_events_total                       name="<dotted name>"
+//
+// Two names that land on the same series are summed. handshake.accepted
+// and handshake.failed are the listeners' tallies of inbound handshakes;
+// handshake.rejected.* counts admission refusals in both directions, so
+// an inbound refusal is also a failed handshake.
+//
+// # Gauges read from the node's state
+//
+//	family                            labels               source
+//	meshd_links                       network, direction   [node.Node.LinkCounts]; tcp and unix, inbound and outbound always present
+//	meshd_queue_length                queue                [node.Node.QueueDepths]: rx_commit, mirror
+//	meshd_queue_capacity              queue                [node.Node.QueueDepths]
+//	meshd_history_db_bytes                                 [node.Node.HistoryStats] FileSize
+//	meshd_history_envelopes                                [node.Node.HistoryStats] Envelopes
+//	meshd_history_queued_envelopes                         [node.Node.HistoryStats] Queues, summed over peers
+//	meshd_presence_members            state                [node.Node.PresenceCounts]; online, away, offline always present
+//	meshd_roster_version                                   [node.Node.Roster]
+//	meshd_roster_members                                   [node.Node.Roster]
+//	meshd_uptime_seconds                                   [node.Node.Started]
+//
+// The links' own send queues are not exported: the transport does not
+// expose their fill.
+package promexport

@@ -1,0 +1,283 @@
+package promexport
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// family is one exported metric family: its descriptor, type and label
+// names. Every metric of a family carries the same label names.
+type family struct {
+	desc   *prometheus.Desc
+	typ    prometheus.ValueType
+	labels []string
+}
+
+func newFamily(typ prometheus.ValueType, name, help string, labels ...string) *family {
+	return &family{desc: prometheus.NewDesc(name, help, labels, nil), typ: typ, labels: labels}
+}
+
+func counter(name, help string, labels ...string) *family {
+	return newFamily(prometheus.CounterValue, name, help, labels...)
+}
+
+func gauge(name, help string, labels ...string) *family {
+	return newFamily(prometheus.GaugeValue, name, help, labels...)
+}
+
+// Counter families fed from the node's dotted counters. The rules below
+// say which dotted name feeds which family; the package doc has the table.
+var (
+	famReceived       = counter("meshd_envelopes_received_total", "Envelopes that entered the receive pipeline, before any check.")
+	famDelivered      = counter("meshd_envelopes_delivered_total", "Envelopes that passed every check, by kind.", "kind")
+	famDropped        = counter("meshd_envelopes_dropped_total", "Envelopes dropped by the receive pipeline, by reason.", "reason")
+	famCommits        = counter("meshd_rx_commits_total", "Batches committed by the receive commit stage.")
+	famInboxItems     = counter("meshd_inbox_items_total", "Items added to the inbox.")
+	famSent           = counter("meshd_envelopes_sent_total", "Envelopes this node originated, by kind.", "kind")
+	famCopies         = counter("meshd_envelope_copies_sent_total", "Envelope copies handed to link send queues by fan-out.")
+	famForwarded      = counter("meshd_envelopes_forwarded_total", "Kept envelopes sent again to a peer that linked.")
+	famKept           = counter("meshd_envelopes_kept_total", "Direct envelopes kept for a peer that was not linked.")
+	famAcked          = counter("meshd_envelopes_acked_total", "Kept envelopes a peer acknowledged as stored.")
+	famSendDropped    = counter("meshd_envelopes_send_dropped_total", "Envelope copies a link refused, by reason.", "reason")
+	famSendRefused    = counter("meshd_sends_refused_total", "Local sends refused before signing, by reason.", "reason")
+	famAckMalformed   = counter("meshd_acks_malformed_total", "Ack frames that did not parse.")
+	famFrameDropped   = counter("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
+	famFrameInvalid   = counter("meshd_frames_invalid_total", "Frames received that were empty or of an unknown type.", "reason")
+	famLinkEvents     = counter("meshd_link_events_total", "Link lifecycle events.", "event")
+	famLinkRejected   = counter("meshd_links_rejected_total", "Links closed after the handshake, by reason.", "reason")
+	famHandshakes     = counter("meshd_handshakes_total", "Inbound handshakes on the listeners, by result.", "result")
+	famHsRejected     = counter("meshd_handshakes_rejected_total", "Handshakes refused by admission, either direction, by reason.", "reason")
+	famDials          = counter("meshd_dials_total", "Outbound dial attempts.")
+	famDialFailures   = counter("meshd_dial_failures_total", "Outbound dials that failed.")
+	famSeedFailures   = counter("meshd_seed_dial_failures_total", "Dials to static seeds that failed.")
+	famMDNSSeen       = counter("meshd_mdns_seen_total", "mDNS announcements seen.")
+	famMDNSIgnored    = counter("meshd_mdns_ignored_total", "mDNS announcements ignored, by reason.", "reason")
+	famMDNSFailed     = counter("meshd_mdns_start_failures_total", "Times mDNS discovery could not start.")
+	famPeersIgnored   = counter("meshd_peer_exchange_ignored_total", "Peer exchange entries or frames ignored, by reason.", "reason")
+	famRosterAccepted = counter("meshd_roster_updates_accepted_total", "Roster updates accepted from peers.")
+	famRosterRejected = counter("meshd_roster_updates_rejected_total", "Roster updates rejected, by reason.", "reason")
+	famRosterPushed   = counter("meshd_roster_pushes_total", "Roster pushes to peers with an older roster.")
+	famPolicyAccepted = counter("meshd_policy_updates_accepted_total", "Channel policies accepted from peers.")
+	famPolicyRejected = counter("meshd_policy_updates_rejected_total", "Channel policies rejected, by reason.", "reason")
+	famPolicyDigest   = counter("meshd_policy_digests_malformed_total", "Policy digest frames that did not parse.")
+	famPolicyLoad     = counter("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
+	famPersistFailed  = counter("meshd_persist_failures_total", "Accepted updates that could not be written to the home, by what.", "what")
+	famPresenceExp    = counter("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
+	famMirrorFiles    = counter("meshd_mirror_files_written_total", "Mailbox mirror files written.")
+	famMirrorBatches  = counter("meshd_mirror_batches_total", "Mailbox mirror batches written without error.")
+	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
+	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
+	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
+	famOutboxRecov    = counter("meshd_outbox_files_recovered_total", "Outbox files found half-processed at start.")
+	famOutboxSent     = counter("meshd_outbox_files_sent_total", "Outbox files sent.")
+	famOutboxFailed   = counter("meshd_outbox_files_failed_total", "Outbox files that failed.")
+	famOutboxFailures = counter("meshd_outbox_failures_total", "Outbox files that failed, by reason.", "reason")
+	famOutboxBad      = counter("meshd_outbox_files_malformed_total", "Outbox files that did not parse.")
+	famOutboxSends    = counter("meshd_outbox_sends_total", "Sends the outbox asked of the node, by result.", "result")
+	famRetentionRuns  = counter("meshd_retention_runs_total", "History retention runs.")
+	famRetentionFail  = counter("meshd_retention_failures_total", "History retention runs that failed.")
+	famRetentionPrune = counter("meshd_retention_pruned_total", "Entries removed by history retention, by what.", "what")
+	famSyncRounds     = counter("meshd_sync_rounds_total", "History catch-up rounds.")
+	famSyncEnvelopes  = counter("meshd_sync_envelopes_received_total", "Envelopes received in history catch-up pages.")
+	famSyncPages      = counter("meshd_sync_pages_total", "History catch-up pages received.")
+	famSyncRequests   = counter("meshd_sync_requests_total", "History requests sent.")
+	famSyncResponses  = counter("meshd_sync_responses_total", "History responses received.")
+	famSyncTimeouts   = counter("meshd_sync_timeouts_total", "History requests that timed out.")
+	famSyncGaps       = counter("meshd_sync_gaps_forgotten_total", "Catch-up rounds that gave up gaps no peer could fill.")
+	famSyncRefused    = counter("meshd_sync_refused_total", "History requests of ours a peer refused, by status.", "status")
+	famHistServed     = counter("meshd_history_requests_served_total", "History requests from peers served.")
+	famHistServedEnv  = counter("meshd_history_served_envelopes_total", "Envelopes sent in history responses.")
+	famHistFailed     = counter("meshd_history_serve_failures_total", "History requests from peers that failed.")
+	famHistPaced      = counter("meshd_history_serve_paced_total", "History requests from peers held back by pacing.")
+	famHistRefused    = counter("meshd_history_requests_refused_total", "History requests from peers refused, by status.", "status")
+
+	// famEvents takes every dotted name no rule maps, so none is hidden.
+	famEvents = counter("meshd_events_total", "Node counters with no dedicated family, by dotted name.", "name")
+)
+
+// Gauge families read from the node's state at scrape time.
+var (
+	famLinks         = gauge("meshd_links", "Admitted links, by network and direction.", "network", "direction")
+	famQueueLen      = gauge("meshd_queue_length", "Items waiting in an internal queue.", "queue")
+	famQueueCap      = gauge("meshd_queue_capacity", "Capacity of an internal queue.", "queue")
+	famHistoryBytes  = gauge("meshd_history_db_bytes", "Size of the history database file.")
+	famHistoryEnvs   = gauge("meshd_history_envelopes", "Envelopes in the history store.")
+	famHistoryQueued = gauge("meshd_history_queued_envelopes", "Envelopes kept for peers until they acknowledge them.")
+	famPresence      = gauge("meshd_presence_members", "Roster members, this node included, by presence state.", "state")
+	famRosterVersion = gauge("meshd_roster_version", "Version of the current roster.")
+	famRosterMembers = gauge("meshd_roster_members", "Members of the current roster.")
+	famUptime        = gauge("meshd_uptime_seconds", "Seconds since the node started.")
+)
+
+// rule maps one dotted counter name, or a family of them, to a family.
+// A name ending in "." is a prefix: the rest of the dotted name, which
+// must be non-empty and contain no dot, becomes the family's last label
+// value, and accept (if set) must allow it. values holds the label values
+// fixed by the rule (for a prefix, all but the last).
+type rule struct {
+	name   string
+	fam    *family
+	values []string
+	accept func(rest string) bool
+}
+
+// rules is the mapping table; doc.go renders it for readers. Keep both
+// in step.
+var rules = []rule{
+	{name: "rx.envelopes", fam: famReceived},
+	{name: "rx.delivered.", fam: famDelivered},
+	{name: "rx.presence", fam: famDelivered, values: []string{"presence"}},
+	{name: "rx.commits", fam: famCommits},
+	{name: "inbox.items", fam: famInboxItems},
+	{name: "drop.", fam: famDropped},
+	{name: "tx.", fam: famSent, accept: isKind},
+	{name: "tx.envelopes", fam: famCopies},
+	{name: "tx.forwarded", fam: famForwarded},
+	{name: "tx.queued", fam: famKept},
+	{name: "tx.acked", fam: famAcked},
+	{name: "tx.dropped.", fam: famSendDropped},
+	{name: "tx.refused.", fam: famSendRefused},
+	{name: "ack.malformed", fam: famAckMalformed},
+	{name: "send.dropped.", fam: famFrameDropped},
+	{name: "frame.", fam: famFrameInvalid},
+
+	{name: "link.up", fam: famLinkEvents, values: []string{"up"}},
+	{name: "link.down", fam: famLinkEvents, values: []string{"down"}},
+	{name: "link.duplicate", fam: famLinkEvents, values: []string{"duplicate"}},
+	{name: "link.removed_member", fam: famLinkEvents, values: []string{"removed_member"}},
+	{name: "link.rejected.", fam: famLinkRejected},
+	{name: "handshake.accepted", fam: famHandshakes, values: []string{"accepted"}},
+	{name: "handshake.failed", fam: famHandshakes, values: []string{"failed"}},
+	{name: "handshake.rejected.", fam: famHsRejected},
+	{name: "dial.attempt", fam: famDials},
+	{name: "dial.failed", fam: famDialFailures},
+	{name: "dial.seed_failed", fam: famSeedFailures},
+	{name: "mdns.seen", fam: famMDNSSeen},
+	{name: "mdns.ignored.", fam: famMDNSIgnored},
+	{name: "mdns.start_failed", fam: famMDNSFailed},
+	{name: "peers.ignored.", fam: famPeersIgnored},
+	{name: "peers.malformed", fam: famPeersIgnored, values: []string{"malformed"}},
+
+	{name: "roster.accepted", fam: famRosterAccepted},
+	{name: "roster.rejected.", fam: famRosterRejected},
+	{name: "roster.pushed", fam: famRosterPushed},
+	{name: "roster.persist_failed", fam: famPersistFailed, values: []string{"roster"}},
+	{name: "policy.accepted", fam: famPolicyAccepted},
+	{name: "policy.rejected.", fam: famPolicyRejected},
+	{name: "policy.digest_malformed", fam: famPolicyDigest},
+	{name: "policy.persist_failed", fam: famPersistFailed, values: []string{"policy"}},
+	{name: "policy.load_failed", fam: famPolicyLoad},
+	{name: "presence.expired", fam: famPresenceExp},
+
+	{name: "mirror.files", fam: famMirrorFiles},
+	{name: "mirror.batches", fam: famMirrorBatches},
+	{name: "mirror.failed", fam: famMirrorFailures, values: []string{"error"}},
+	{name: "mirror.disk_full", fam: famMirrorFailures, values: []string{"disk_full"}},
+	{name: "mirror.reconciled", fam: famMirrorRecon},
+	{name: "outbox.picked", fam: famOutboxPicked},
+	{name: "outbox.recovered", fam: famOutboxRecov},
+	{name: "outbox.files_sent", fam: famOutboxSent},
+	{name: "outbox.files_failed", fam: famOutboxFailed},
+	{name: "outbox.failed.", fam: famOutboxFailures},
+	{name: "outbox.malformed", fam: famOutboxBad},
+	{name: "outbox.sent", fam: famOutboxSends, values: []string{"sent"}},
+	{name: "outbox.refused", fam: famOutboxSends, values: []string{"refused"}},
+
+	{name: "retention.runs", fam: famRetentionRuns},
+	{name: "retention.failed", fam: famRetentionFail},
+	{name: "retention.pruned.", fam: famRetentionPrune},
+	{name: "retention.expired.queued", fam: famRetentionPrune, values: []string{"queued"}},
+	{name: "sync.rounds", fam: famSyncRounds},
+	{name: "sync.envelopes", fam: famSyncEnvelopes},
+	{name: "sync.pages", fam: famSyncPages},
+	{name: "sync.requests", fam: famSyncRequests},
+	{name: "sync.responses", fam: famSyncResponses},
+	{name: "sync.timeouts", fam: famSyncTimeouts},
+	{name: "sync.gaps_forgotten", fam: famSyncGaps},
+	{name: "sync.refused.", fam: famSyncRefused},
+	{name: "history.served", fam: famHistServed},
+	{name: "history.served.envelopes", fam: famHistServedEnv},
+	{name: "history.serve_failed", fam: famHistFailed},
+	{name: "history.serve_paced", fam: famHistPaced},
+	{name: "history.refused.", fam: famHistRefused},
+}
+
+// kindNames are the envelope kinds proto knows, for the "tx." rule, which
+// would otherwise swallow every future "tx.something" counter.
+var kindNames = func() map[string]bool {
+	m := map[string]bool{}
+	for k := proto.Kind(1); k != 0; k++ {
+		if s := k.String(); !strings.HasPrefix(s, "kind(") {
+			m[s] = true
+		}
+	}
+	return m
+}()
+
+func isKind(rest string) bool { return kindNames[rest] }
+
+// gaugeFamilies lists the gauge families, for Describe.
+var gaugeFamilies = []*family{
+	famLinks, famQueueLen, famQueueCap, famHistoryBytes, famHistoryEnvs, famHistoryQueued,
+	famPresence, famRosterVersion, famRosterMembers, famUptime,
+}
+
+// mapper resolves dotted names with the rules: an exact name first, else
+// the longest matching prefix, else [famEvents].
+type mapper struct {
+	exact    map[string]rule
+	prefixes []rule // longest first
+}
+
+func newMapper(rs []rule) *mapper {
+	m := &mapper{exact: map[string]rule{}}
+	for _, r := range rs {
+		if strings.HasSuffix(r.name, ".") {
+			m.prefixes = append(m.prefixes, r)
+		} else {
+			m.exact[r.name] = r
+		}
+	}
+	// Longest prefix first, so "tx.dropped." wins over "tx.".
+	slices.SortStableFunc(m.prefixes, func(a, b rule) int { return len(b.name) - len(a.name) })
+	return m
+}
+
+// resolve returns the family and label values for the dotted name.
+func (m *mapper) resolve(name string) (*family, []string) {
+	if r, ok := m.exact[name]; ok {
+		return r.fam, r.values
+	}
+	for _, r := range m.prefixes {
+		rest, ok := strings.CutPrefix(name, r.name)
+		if !ok || rest == "" || strings.Contains(rest, ".") || (r.accept != nil && !r.accept(rest)) {
+			continue
+		}
+		return r.fam, append(append([]string(nil), r.values...), rest)
+	}
+	return famEvents, []string{name}
+}
+
+// allFamilies returns every family the rules and gauges can produce, each once.
+func allFamilies() []*family {
+	seen := map[*family]bool{}
+	var out []*family
+	add := func(f *family) {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	for _, r := range rules {
+		add(r.fam)
+	}
+	add(famEvents)
+	for _, f := range gaugeFamilies {
+		add(f)
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package node
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+// Read-only accessors for the HTTP status page (package node/statuspage).
+// None of them changes the node; together with [Node.PeerList] and
+// [Node.PresenceTable] they are what the page shows.
+
+// StatusInfo returns this node's status: the same answer as GET /v1/status
+// on the control socket.
+func (n *Node) StatusInfo() api.Status {
+	n.mu.Lock()
+	r := n.roster
+	links := len(n.links)
+	adv := slices.Clone(n.advertised)
+	n.mu.Unlock()
+	role := "none"
+	if m, ok := r.Member(n.id.Pub); ok {
+		role = m.Role.String()
+	}
+	var seeds []string
+	for _, s := range n.cfg.Seeds {
+		seeds = append(seeds, s.String())
+	}
+	return api.Status{
+		Key:           n.id.Pub,
+		Fingerprint:   n.id.Pub.Fingerprint(),
+		NodeID:        n.id.Pub.NodeID().String(),
+		Name:          n.id.Name,
+		Role:          role,
+		Org:           r.Org,
+		RosterVersion: r.Version,
+		RosterMembers: len(r.Members),
+		Listen:        n.ListenAddrs(),
+		Advertised:    adv,
+		Home:          n.cfg.Home,
+		Started:       n.started.UTC(),
+		UptimeSeconds: time.Since(n.started).Seconds(),
+		Links:         links,
+		MDNS:          n.disc != nil,
+		Seeds:         seeds,
+		Counters:      n.Counters(),
+	}
+}
+
+// RosterInfo returns the current roster, summarised as GET /v1/roster
+// answers it.
+func (n *Node) RosterInfo() api.Roster { return RosterSummary(n.Roster()) }
+
+// ChannelList returns the channels this node holds, with this node's
+// subscription state and access, sorted by name (GET /v1/channels).
+func (n *Node) ChannelList() []api.Channel {
+	out := []api.Channel{}
+	for _, p := range n.channels.All() {
+		out = append(out, n.channelInfo(p))
+	}
+	return out
+}
+
+// RecentItems returns up to limit inbox items, read or not, oldest first.
+// It marks nothing read.
+func (n *Node) RecentItems(limit int) ([]api.Item, error) {
+	if limit <= 0 {
+		return []api.Item{}, nil
+	}
+	in, err := n.Inbox(context.Background(), true, limit, false, 0)
+	if err != nil {
+		return nil, err
+	}
+	items := in.Items
+	slices.Reverse(items) // the store answers newest first
+	return items, nil
+}
+
+// SubscribeItems registers a reader of inbox items as they are delivered,
+// the feed of GET /v1/events. Items arrive on items; when the reader falls
+// 256 items behind, newer ones are dropped for it and lagged reports true
+// once. cancel unregisters the reader; items is never closed.
+func (n *Node) SubscribeItems() (items <-chan api.Item, lagged func() bool, cancel func()) {
+	ch, lag := n.events.subscribe()
+	var once sync.Once
+	return ch, lag, func() { once.Do(func() { n.events.unsubscribe(ch) }) }
+}
+
+// maxLinkReport bounds the peers kept from one neighbour's peer list; a
+// roster is rarely larger, and a peer may not make us keep more.
+const maxLinkReport = 256
+
+// linkReport is the latest peer-exchange list of one neighbour: the
+// members it said it is linked to.
+type linkReport struct {
+	peers []proto.PubKey
+	at    time.Time
+}
+
+// linkReports holds a node's latest [linkReport] per neighbour.
+type linkReports struct {
+	mu sync.Mutex
+	by map[proto.PubKey]linkReport // guarded by mu
+}
+
+// linkReportsByNode maps a node (weakly, so a closed and dropped node is
+// forgotten) to its reports. It lives outside [Node] because nothing but
+// the status page reads it.
+var linkReportsByNode sync.Map // weak.Pointer[Node] → *linkReports
+
+func (n *Node) linkReports() *linkReports {
+	wp := weak.Make(n)
+	if v, ok := linkReportsByNode.Load(wp); ok {
+		return v.(*linkReports)
+	}
+	v, loaded := linkReportsByNode.LoadOrStore(wp, &linkReports{by: map[proto.PubKey]linkReport{}})
+	if !loaded {
+		runtime.AddCleanup(n, func(k weak.Pointer[Node]) { linkReportsByNode.Delete(k) }, wp)
+	}
+	return v.(*linkReports)
+}
+
+// recordLinkReport keeps the peers a neighbour says it is linked to (its
+// FramePeers list), for [Node.LinkReports].
+func (n *Node) recordLinkReport(from proto.PubKey, peers []proto.PeerInfo) {
+	keys := make([]proto.PubKey, 0, min(len(peers), maxLinkReport))
+	for _, p := range peers {
+		if len(keys) == maxLinkReport {
+			break
+		}
+		keys = append(keys, p.Key)
+	}
+	lr := n.linkReports()
+	lr.mu.Lock()
+	lr.by[from] = linkReport{peers: keys, at: time.Now()}
+	lr.mu.Unlock()
+}
+
+// LinkReports returns, for each currently linked peer that sent a peer
+// list lately, the roster members it said it is linked to. Lists come
+// with peer exchange (every PeerExchangeInterval and on link up), so this
+// lags the mesh by up to that interval, and a peer's links to members
+// without a listen address are never reported. Reports older than three
+// intervals are left out.
+func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
+	maxAge := 3 * n.cfg.PeerExchangeInterval
+	lr := n.linkReports()
+	now := time.Now()
+	out := map[proto.PubKey][]proto.PubKey{}
+	n.mu.Lock()
+	r := n.roster
+	lr.mu.Lock()
+	for k, rep := range lr.by {
+		if _, linked := n.links[k]; !linked || (maxAge > 0 && now.Sub(rep.at) > maxAge) {
+			delete(lr.by, k)
+			continue
+		}
+		var peers []proto.PubKey
+		for _, p := range rep.peers {
+			if _, ok := r.Member(p); ok {
+				peers = append(peers, p)
+			}
+		}
+		out[k] = peers
+	}
+	lr.mu.Unlock()
+	n.mu.Unlock()
+	return out
+}

@@ -1,0 +1,118 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// TestStatusPageAccessors runs a three-node mesh with fast peer exchange
+// and checks what the status page reads: the status equals the control
+// socket's, and each node learns its neighbours' links.
+func TestStatusPageAccessors(t *testing.T) {
+	m := newTestMesh(t, 3)
+	start := func(i int, seeds ...transport.Addr) *Node {
+		m.writeRoster(i, m.roster)
+		cfg := DefaultConfig()
+		cfg.Home = m.home(i)
+		cfg.MDNS = false
+		cfg.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
+		cfg.NoUnixListener = true
+		cfg.Seeds = seeds
+		cfg.DialBackoffMin = 50 * time.Millisecond
+		cfg.DialBackoffMax = 500 * time.Millisecond
+		cfg.PeerExchangeInterval = 100 * time.Millisecond
+		cfg.Logger = testLogger(t)
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	a := start(0)
+	b := start(1, tcpAddr(t, a))
+	c := start(2, tcpAddr(t, a))
+	waitFor(t, 10*time.Second, "full mesh", func() bool {
+		return len(a.PeerList()) == 2 && len(b.PeerList()) == 2 && len(c.PeerList()) == 2
+	})
+
+	// a hears from b that b is linked to c, and from c that c is linked to b.
+	waitFor(t, 5*time.Second, "link reports", func() bool {
+		r := a.LinkReports()
+		return slices.ContainsFunc(r[b.Identity()], c.Identity().Equal) &&
+			slices.ContainsFunc(r[c.Identity()], b.Identity().Equal)
+	})
+	// The reports name members only, never a itself (peers leave the
+	// receiver out of the list they send it).
+	for from, tos := range a.LinkReports() {
+		if slices.ContainsFunc(tos, a.Identity().Equal) {
+			t.Errorf("%s reported a link to the receiver", from.Fingerprint())
+		}
+	}
+
+	// The status is the control socket's.
+	cl := api.NewClient(a.ControlSocket())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	want, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := a.StatusInfo()
+	if !got.Key.Equal(want.Key) || got.Name != want.Name || got.Role != want.Role || got.Org != want.Org ||
+		got.RosterVersion != want.RosterVersion || got.Links != want.Links || got.Home != want.Home ||
+		!slices.Equal(got.Listen, want.Listen) || !got.Started.Equal(want.Started) {
+		t.Fatalf("StatusInfo %+v\nGET /v1/status %+v", got, *want)
+	}
+	if r := a.RosterInfo(); r.Version != m.roster.Version || len(r.Members) != 3 {
+		t.Fatalf("RosterInfo %+v", r)
+	}
+	if ch := a.ChannelList(); ch == nil || len(ch) != 0 {
+		t.Fatalf("ChannelList %v, want empty", ch)
+	}
+	if items, err := a.RecentItems(10); err != nil || items == nil {
+		t.Fatalf("RecentItems: %v, %v", items, err)
+	}
+
+	// A subscription is released once, however often it is cancelled.
+	_, _, stop := a.SubscribeItems()
+	if !a.events.active() {
+		t.Fatal("no subscriber after SubscribeItems")
+	}
+	stop()
+	stop()
+	if a.events.active() {
+		t.Fatal("subscriber left after cancel")
+	}
+
+	// A peer that goes away takes its report with it.
+	c.Close()
+	waitFor(t, 5*time.Second, "c's report dropped", func() bool {
+		_, ok := a.LinkReports()[c.Identity()]
+		return !ok
+	})
+}
+
+// TestLinkReportCapped: a peer list cannot make a node keep more than
+// maxLinkReport keys.
+func TestLinkReportCapped(t *testing.T) {
+	n := &Node{}
+	var peers []proto.PeerInfo
+	for i := range maxLinkReport + 10 {
+		peers = append(peers, proto.PeerInfo{Key: proto.PubKey{byte(i), byte(i >> 8), 1}})
+	}
+	from := proto.PubKey{9}
+	n.recordLinkReport(from, peers)
+	lr := n.linkReports()
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if got := len(lr.by[from].peers); got != maxLinkReport {
+		t.Fatalf("kept %d keys, want %d", got, maxLinkReport)
+	}
+}
