@@ -51,7 +51,8 @@ type Node struct {
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
 	events   *broadcaster
-	hsync    *syncState // history sync and serving
+	hsync    *syncState  // history sync and serving
+	reports  linkReports // neighbours' peer lists, for the status page's link graph
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
 	mirrorq  chan mailbox.Item

@@ -2,11 +2,9 @@ package node
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -109,22 +107,7 @@ type linkReports struct {
 	by map[proto.PubKey]linkReport // guarded by mu
 }
 
-// linkReportsByNode maps a node (weakly, so a closed and dropped node is
-// forgotten) to its reports. It lives outside [Node] because nothing but
-// the status page reads it.
-var linkReportsByNode sync.Map // weak.Pointer[Node] → *linkReports
-
-func (n *Node) linkReports() *linkReports {
-	wp := weak.Make(n)
-	if v, ok := linkReportsByNode.Load(wp); ok {
-		return v.(*linkReports)
-	}
-	v, loaded := linkReportsByNode.LoadOrStore(wp, &linkReports{by: map[proto.PubKey]linkReport{}})
-	if !loaded {
-		runtime.AddCleanup(n, func(k weak.Pointer[Node]) { linkReportsByNode.Delete(k) }, wp)
-	}
-	return v.(*linkReports)
-}
+func (n *Node) linkReports() *linkReports { return &n.reports }
 
 // recordLinkReport keeps the peers a neighbour says it is linked to (its
 // FramePeers list), for [Node.LinkReports].
@@ -138,6 +121,9 @@ func (n *Node) recordLinkReport(from proto.PubKey, peers []proto.PeerInfo) {
 	}
 	lr := n.linkReports()
 	lr.mu.Lock()
+	if lr.by == nil {
+		lr.by = map[proto.PubKey]linkReport{}
+	}
 	lr.by[from] = linkReport{peers: keys, at: time.Now()}
 	lr.mu.Unlock()
 }
