@@ -21,6 +21,10 @@ NAME is 1 to 64 characters of a-z, 0-9, '.', '_' and '-', starting with a
 letter or digit. A leading '#' is optional, and capitals are folded.
 
 commands:
+
+examples:
+  meshctl channel create deploys --writers role:operator
+  meshctl channel list
 `
 
 // access renders what this node may do on a channel.

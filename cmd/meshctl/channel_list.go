@@ -14,6 +14,10 @@ List the channels this node knows, with this node's subscription
 (subscribed, muted or unsubscribed), what it may do there (read/write,
 read, write or none), the policy version, and whether peers may fetch the
 channel's history.
+
+examples:
+  meshctl channel list
+  meshctl channel list --json
 `
 
 func runChannelList(a *app, args []string) error {

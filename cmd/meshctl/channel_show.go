@@ -5,6 +5,9 @@ const usageChannelShow = `usage: meshctl channel show NAME [--json]
 Show everything about channel NAME: its id and policy version, readers,
 writers and admins, whether peers may fetch its history and how long it is
 kept, this node's subscription, and whether this node may read and write.
+
+examples:
+  meshctl channel show '#deploys'
 `
 
 func runChannelShow(a *app, args []string) error {

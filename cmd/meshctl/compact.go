@@ -20,6 +20,9 @@ to it and renames it over the original.
 
 meshd must be stopped first: compact takes the home's lock, so it refuses
 while meshd runs, and meshd refuses to start while compact runs.
+
+examples:
+  systemctl stop meshd && meshctl compact && systemctl start meshd
 `
 
 // compactResult is what compact reports.

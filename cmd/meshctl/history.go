@@ -27,6 +27,10 @@ flags:
   --limit N   the newest N messages (default 100, at most 10000)
 
 Quote '#NAME': in a shell, an unquoted # starts a comment.
+
+examples:
+  meshctl history '#deploys' --since 24h
+  meshctl history '#deploys' --limit 500 --json
 `
 
 func runHistory(a *app, args []string) error {

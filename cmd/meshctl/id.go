@@ -11,6 +11,10 @@ const usageID = `usage: meshctl id [--json]
 Show this node's identity: its public key, fingerprint, node id (SHA-256 of
 the key), name and home directory. Give the key to a roster admin to be
 added to the org ('meshctl roster add KEY --role ROLE').
+
+examples:
+  meshctl id
+  meshctl id --json | jq -r .key
 `
 
 // identityJSON is the JSON form of an identity, for init and id.

@@ -42,6 +42,11 @@ flags:
 
 exit status: 0 when the list was made, 1 on error, 2 on a usage error, and
 3 when --wait timed out with nothing to list.
+
+examples:
+  meshctl inbox
+  meshctl inbox --all --limit 20
+  meshctl inbox --wait --timeout 5m --json
 `
 
 // defaultWait is how long inbox --wait waits without --timeout.

@@ -11,6 +11,10 @@ again is safe; with --name it sets or changes only the node's name.
 
 flags:
   --name NAME   the node's display name (at most 128 bytes)
+
+examples:
+  meshctl init --name build-agent
+  meshctl --home /srv/agent1 init --name agent1 --json
 `
 
 func runInit(a *app, args []string) error {

@@ -102,6 +102,10 @@ Run 'meshctl help COMMAND' or 'meshctl COMMAND -h' for a command's help.
 const usageHelp = `usage: meshctl help [COMMAND]
 
 Show the list of commands, or the help of one command.
+
+examples:
+  meshctl help
+  meshctl help roster add
 `
 
 func main() {

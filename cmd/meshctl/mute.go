@@ -5,6 +5,9 @@ const usageMute = `usage: meshctl mute NAME [--json]
 Mute channel NAME: its messages still go to this node's inbox, at low
 priority, but no longer wake 'meshctl inbox --wait'. 'meshctl unmute NAME'
 subscribes again. NAME may start with '#'.
+
+examples:
+  meshctl mute '#random'
 `
 
 func runMute(a *app, args []string) error { return a.setSubscription(args, "muted") }

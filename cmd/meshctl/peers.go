@@ -11,6 +11,10 @@ const usagePeers = `usage: meshctl peers [--json]
 
 List the peers this meshd holds links to: name, role, fingerprint, address,
 transport (tcp or unix), direction, link age and when it was last heard.
+
+examples:
+  meshctl peers
+  meshctl peers --json | jq -r '.peers[].name'
 `
 
 func runPeers(a *app, args []string) error {

@@ -16,6 +16,10 @@ for longer than the presence TTL counts as offline, whatever it last
 announced. "(self)" marks this node.
 
 commands:
+
+examples:
+  meshctl presence
+  meshctl presence --json
 `
 
 func runPresence(a *app, args []string) error {

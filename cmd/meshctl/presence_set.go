@@ -11,6 +11,9 @@ const usagePresenceSet = `usage: meshctl presence set online|away|offline [--jso
 Announce this node's presence to the org: online (working and answering),
 away (up, but slow to answer) or offline (about to stop). meshd repeats the
 announcement to keep it fresh.
+
+examples:
+  meshctl presence set away
 `
 
 func runPresenceSet(a *app, args []string) error {

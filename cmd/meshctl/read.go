@@ -5,6 +5,9 @@ const usageRead = `usage: meshctl read ID [--json]
 Mark inbox item ID read and show it in full: the header line that 'meshctl
 inbox' shows, then the whole body, params or result. ID is the id= of an
 item (not its request_id).
+
+examples:
+  meshctl read 01a1fe3d-fb49-7616-91dd-6ece3220b27e
 `
 
 func runRead(a *app, args []string) error {

@@ -30,6 +30,11 @@ MEMBER may be a full key (ed25519:...), a fingerprint or a prefix of at
 least 8 hex digits of the node id, or a member's name.
 
 commands:
+
+examples:
+  meshctl roster init --org acme
+  meshctl roster add ed25519:KEY --role member --name bob
+  meshctl roster publish
 `
 
 // errNotAdmin: this node may not sign the roster it was asked to edit.

@@ -17,7 +17,11 @@ flags:
   --role ROLE   observer, member, operator or admin (required)
   --name NAME   the member's display name, unique in the roster
   --archive     the node keeps long history for others to sync from
-` + usageEditFlags
+` + usageEditFlags + `
+examples:
+  meshctl roster add ed25519:KEY --role operator --name ci-runner
+  meshctl roster add ed25519:KEY --role member --archive --name archive1
+`
 
 func runRosterAdd(a *app, args []string) error {
 	fs := a.flagSet()

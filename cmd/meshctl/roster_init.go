@@ -18,6 +18,9 @@ flags:
   --org ORG     the org id (1..128 bytes); it also separates meshes on the wire
   --force       replace an existing roster
   --file FILE   write FILE instead of <home>/roster.cbor
+
+examples:
+  meshctl roster init --org acme
 `
 
 func runRosterInit(a *app, args []string) error {

@@ -15,6 +15,10 @@ applies the acceptance rules (same org, newer version, enough signatures by
 admins of the current roster), persists it, and pushes it to every linked
 peer at once; each peer that accepts it pushes it on, so one publish reaches
 the whole mesh. A refusal names its reason.
+
+examples:
+  meshctl roster publish
+  meshctl roster publish roster-v5.cbor
 `
 
 func runRosterPublish(a *app, args []string) error {

@@ -14,7 +14,10 @@ this one. N is 1 up to the number of admins. The change itself is signed
 under the current quorum.
 
 flags:
-` + usageEditFlags
+` + usageEditFlags + `
+examples:
+  meshctl roster quorum 2
+`
 
 func runRosterQuorum(a *app, args []string) error {
 	fs := a.flagSet()

@@ -13,7 +13,11 @@ version signed by this admin. The last admin, or an admin the quorum still
 needs, cannot be removed.
 
 flags:
-` + usageEditFlags
+` + usageEditFlags + `
+examples:
+  meshctl roster remove bob
+  meshctl roster remove 1a2b3c4d5e6f7a8b
+`
 
 func runRosterRemove(a *app, args []string) error {
 	fs := a.flagSet()

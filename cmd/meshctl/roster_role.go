@@ -12,7 +12,10 @@ Set the role of MEMBER (a key, fingerprint or name) to ROLE (observer,
 member, operator or admin), as the next version signed by this admin.
 
 flags:
-` + usageEditFlags
+` + usageEditFlags + `
+examples:
+  meshctl roster role bob operator
+`
 
 func runRosterRole(a *app, args []string) error {
 	fs := a.flagSet()

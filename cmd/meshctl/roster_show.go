@@ -16,6 +16,10 @@ Show a roster: org, version, time, quorum, members (name, role, fingerprint,
 key, archive flag) and who signed it. Without FILE, the home's roster.
 Showing a roster checks its signatures, not its authority: see
 'meshctl roster verify'.
+
+examples:
+  meshctl roster show
+  meshctl roster show /tmp/roster-v4.cbor --json
 `
 
 type memberJSON struct {

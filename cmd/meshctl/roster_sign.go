@@ -21,6 +21,9 @@ FILE itself (a new org's first roster). This node must be one of them.
 
 flags:
   --current FILE   the roster FILE is to replace
+
+examples:
+  meshctl roster sign roster-v5.cbor
 `
 
 type signResult struct {

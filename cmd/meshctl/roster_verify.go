@@ -19,6 +19,9 @@ rollback, unknown signer, too few signatures).
 
 flags:
   --current FILE   the roster FILE is to replace
+
+examples:
+  meshctl roster verify roster-v5.cbor --current ~/.meshd/roster.cbor
 `
 
 type verifyResult struct {

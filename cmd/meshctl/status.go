@@ -15,6 +15,10 @@ const usageStatus = `usage: meshctl status [--json]
 Show the running meshd: its identity, org and roster version, listen
 addresses, number of links, uptime and counters (drops by reason, link and
 roster events). Needs a running meshd on this home.
+
+examples:
+  meshctl status
+  meshctl status --json | jq .counters
 `
 
 func runStatus(a *app, args []string) error {

@@ -26,6 +26,9 @@ are notes of the receiving node, not covered by the signature.
 Prints "ok FILE: ..." for each file that verifies and "meshctl: FILE: ..."
 with the first difference for each that does not. Exits 0 if every file
 verifies, 1 otherwise.
+
+examples:
+  meshctl verify ~/.meshd/mailbox/2026-11-21/inbox/*.txt
 `
 
 // maxMailboxFile caps a mailbox file read by verify: a 256 KiB body,
