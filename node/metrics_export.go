@@ -15,11 +15,12 @@ import (
 const (
 	QueueRxCommit = "rx_commit" // admitted envelopes waiting for the commit stage
 	QueueMirror   = "mirror"    // inbox items waiting for the mailbox mirror writer
+	QueueLinkSend = "link_send" // frames waiting in every link's send queue, summed
 )
 
 // QueueDepth is the fill of one of the node's internal queues.
 type QueueDepth struct {
-	Name string // [QueueRxCommit] or [QueueMirror]
+	Name string // [QueueRxCommit], [QueueMirror] or [QueueLinkSend]
 	Len  int    // items waiting now
 	Cap  int    // items the queue holds before its producers wait
 }
@@ -28,9 +29,19 @@ type QueueDepth struct {
 // channels are created before the node runs and never replaced, so
 // reading their length needs no lock.
 func (n *Node) QueueDepths() []QueueDepth {
+	n.mu.Lock()
+	links := n.linkListLocked()
+	n.mu.Unlock()
+	send := QueueDepth{Name: QueueLinkSend}
+	for _, pl := range links {
+		l, c := pl.link.QueueLen()
+		send.Len += l
+		send.Cap += c
+	}
 	return []QueueDepth{
 		{Name: QueueRxCommit, Len: len(n.rxq), Cap: cap(n.rxq)},
 		{Name: QueueMirror, Len: len(n.mirrorq), Cap: cap(n.mirrorq)},
+		send,
 	}
 }
 

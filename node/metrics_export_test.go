@@ -24,7 +24,7 @@ func TestExportAccessors(t *testing.T) {
 	}
 
 	qs := a.QueueDepths()
-	if len(qs) != 2 || qs[0].Name != QueueRxCommit || qs[1].Name != QueueMirror {
+	if len(qs) != 3 || qs[0].Name != QueueRxCommit || qs[1].Name != QueueMirror || qs[2].Name != QueueLinkSend {
 		t.Fatalf("queues = %+v", qs)
 	}
 	for _, q := range qs {

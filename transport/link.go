@@ -174,6 +174,10 @@ func (l *Link) Stats() LinkStats {
 	}
 }
 
+// QueueLen returns the frames waiting in the link's send queue and the
+// queue's capacity.
+func (l *Link) QueueLen() (n, capacity int) { return len(l.sendq), cap(l.sendq) }
+
 // Send queues frame for the peer without blocking. It returns
 // [ErrQueueFull] if the queue is full (the frame is dropped and counted),
 // [ErrFrameTooLarge] if frame exceeds proto.MaxFrameSize, and [ErrClosed]
