@@ -104,7 +104,7 @@
 //
 //	family                            labels               source
 //	meshd_links                       network, direction   [node.Node.LinkCounts]; tcp and unix, inbound and outbound always present
-//	meshd_queue_length                queue                [node.Node.QueueDepths]: rx_commit, mirror
+//	meshd_queue_length                queue                [node.Node.QueueDepths]: rx_commit, mirror, link_send (all links summed)
 //	meshd_queue_capacity              queue                [node.Node.QueueDepths]
 //	meshd_history_db_bytes                                 [node.Node.HistoryStats] FileSize
 //	meshd_history_envelopes                                [node.Node.HistoryStats] Envelopes
@@ -113,7 +113,4 @@
 //	meshd_roster_version                                   [node.Node.Roster]
 //	meshd_roster_members                                   [node.Node.Roster]
 //	meshd_uptime_seconds                                   [node.Node.Started]
-//
-// The links' own send queues are not exported: the transport does not
-// expose their fill.
 package promexport
