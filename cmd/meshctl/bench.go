@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -49,7 +50,10 @@ per node, and the drop counters of each node that changed during the run
 
 Readers not subscribed to the channel are subscribed first (a muted
 subscription counts: muted items reach the inbox too). The channel must
-exist and the publisher must be one of its writers.
+exist and the publisher must be one of its writers. When a reader's event
+stream falls behind (meshd skips events for a slow reader), bench finds
+the skipped deliveries in the reader's store instead, marking those
+bench items read.
 
 flags:
   --publisher HOME      the home of the node that sends (default: --home)
@@ -106,6 +110,11 @@ type benchNodeResult struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"` // VmHWM: the process's peak, not only this run's
 	RSSMiB     float64 `json:"rss_mib"`      // VmRSS at the end
+	// AnonMiB and FileMiB split RSSMiB: the heap and stacks, and mapped
+	// files (the history store is one, mapped whole, so it grows with
+	// the store).
+	AnonMiB float64 `json:"rss_anon_mib"`
+	FileMiB float64 `json:"rss_file_mib"`
 	// Readers only.
 	Delivered   int `json:"delivered"`
 	FromHistory int `json:"confirmed_from_history,omitempty"` // not seen on the event stream (it lagged), found in the store
@@ -113,6 +122,9 @@ type benchNodeResult struct {
 	NotHanded   int `json:"not_handed,omitempty"` // sends whose sent_to lacked this reader (publisher queue full or no link)
 	Duplicates  int `json:"duplicates,omitempty"`
 	Lagged      int `json:"lagged_events,omitempty"`
+	// RxDelivered is how much the reader's rx.delivered.message counter
+	// grew: every channel message it stored, the run's and any other.
+	RxDelivered uint64 `json:"rx_delivered_message,omitempty"`
 	// Drops are the counters that changed during the run and name a drop
 	// or a failure, by name.
 	Drops map[string]uint64 `json:"drops,omitempty"`
@@ -147,22 +159,33 @@ type benchResult struct {
 	// when the file was first seen (polled every millisecond) minus the
 	// send time.
 	MailboxLatency latencyStats `json:"mailbox_latency"`
-	MailboxMissing int          `json:"mailbox_missing"`
+	// MailboxMissing counts sampled deliveries whose file did not show
+	// within 10 s.
+	MailboxMissing int `json:"mailbox_missing"`
 	// SendLatency is how long one control-API send took (sign, store,
 	// hand to the links).
 	SendLatency latencyStats `json:"send_latency"`
 	// CPUSeconds is the utime+stime of every meshd process during the
-	// run, each process counted once.
+	// run (the window of WallSeconds), each process counted once.
 	CPUSeconds       float64 `json:"cpu_seconds"`
+	CPUUserSeconds   float64 `json:"cpu_user_seconds"`
+	CPUSystemSeconds float64 `json:"cpu_system_seconds"`
 	CPUPerDeliveryUS float64 `json:"cpu_us_per_delivery"`
-	// Load1Before and Load1After are the host's 1-minute load average
-	// when the run started and ended, beside its CPU count: figures taken
-	// on a busy host say more about the host than about meshd.
-	Load1Before float64           `json:"load1_before"`
-	Load1After  float64           `json:"load1_after"`
-	CPUs        int               `json:"cpus"`
-	Nodes       []benchNodeResult `json:"nodes"`
-	Notes       []string          `json:"notes,omitempty"`
+	// The host during the run (from the first send to the end of the
+	// drain and of the mailbox checks, since the mirror's catch-up is
+	// delivery work too): its CPUs, the CPU time all of them spent busy
+	// split into meshd, this bench process and everything else, and the
+	// 1-minute load average before and after. Figures taken while other
+	// work runs say as much about the host as about meshd.
+	CPUs            int               `json:"cpus"`
+	WallSeconds     float64           `json:"wall_seconds"`
+	HostCPUSeconds  float64           `json:"host_cpu_seconds"`
+	BenchCPUSeconds float64           `json:"bench_cpu_seconds"`
+	OtherCPUSeconds float64           `json:"other_cpu_seconds"`
+	Load1Before     float64           `json:"load1_before"`
+	Load1After      float64           `json:"load1_after"`
+	Nodes           []benchNodeResult `json:"nodes"`
+	Notes           []string          `json:"notes,omitempty"`
 }
 
 // benchOptions are the parsed flags.
@@ -276,7 +299,7 @@ type benchNode struct {
 	name   string
 	fp     string // fingerprint, as in api.Sent.SentTo
 	pid    int
-	cpu0   float64
+	cpu0   cpuTime
 	before map[string]uint64
 
 	// Readers: the event stream and what it brought. Written by the
@@ -304,6 +327,7 @@ type benchRun struct {
 
 	mu       sync.Mutex
 	sent     int             // guarded by mu: sends meshd accepted
+	ids      []string        // guarded by mu: envelope id by seq, "" for a failed send
 	sendLat  []time.Duration // guarded by mu
 	sendErrs int             // guarded by mu
 	firstErr string          // guarded by mu
@@ -428,17 +452,16 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 		}
 		n.before = st.Counters
 		if n.pid != 0 {
-			n.cpu0, _ = procCPUSeconds(n.pid)
+			n.cpu0, _ = procCPU(n.pid)
 		}
 	}
-	// The event readers and mailbox pollers stop early when asked to.
-	pollCtx, pollCancel := context.WithCancel(ctx)
-	defer pollCancel()
+	host0, _ := hostBusySeconds()
+	self0, _ := procCPU(os.Getpid())
 	res.CPUs = runtime.NumCPU()
 	res.Load1Before, _ = loadAverage()
 	r.start = time.Now()
 	for _, n := range readers {
-		go r.readEvents(pollCtx, n)
+		go r.readEvents(ctx, n)
 	}
 
 	// Publish.
@@ -484,30 +507,27 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 		n.events.Close()
 		<-n.streamDone
 	}
-	// Mailbox pollers of late deliveries get a moment, then stop.
-	mbDone := make(chan struct{})
-	go func() { r.mbWG.Wait(); close(mbDone) }()
-	select {
-	case <-mbDone:
-	case <-time.After(2 * time.Second):
-		pollCancel()
-		<-mbDone
-	}
+	// The mailbox mirror may lag the inbox: its pollers each wait up to
+	// benchMailboxWait for their file.
+	r.mbWG.Wait()
 
 	// Readers whose stream lagged: confirm the rest from their stores.
 	for _, n := range readers {
 		if n.lagged.Load() == 0 || int(n.count.Load()) >= sent {
 			continue
 		}
-		if err := r.confirmFromHistory(ctx, n); err != nil {
+		if err := r.confirmSkipped(ctx, n); err != nil {
 			note("%s: could not check the store for deliveries the event stream skipped: %v", n.home.Dir, err)
 		}
 	}
 
 	// Counters, CPU and memory after the run.
+	wall := time.Since(r.start)
+	host1, herr := hostBusySeconds()
+	self1, serr := procCPU(os.Getpid())
 	var lat []time.Duration
 	var lastDelivery time.Time
-	uniqueCPU := map[int]float64{}
+	uniqueCPU := map[int]cpuTime{}
 	for _, n := range nodes {
 		nr := benchNodeResult{Home: n.home.Dir, Name: n.name, Role: n.role, PID: n.pid, SharedPID: pidCount[n.pid] > 1}
 		cctx, ccancel := context.WithTimeout(ctx, api.DefaultTimeout)
@@ -515,16 +535,20 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 		ccancel()
 		if err == nil {
 			nr.Drops = dropDiff(n.before, st.Counters)
+			if n.role == "reader" {
+				nr.RxDelivered = st.Counters["rx.delivered.message"] - min(n.before["rx.delivered.message"], st.Counters["rx.delivered.message"])
+			}
 		} else {
 			note("%s: status after the run: %v", n.home.Dir, err)
 		}
 		if n.pid != 0 {
-			if cpu, err := procCPUSeconds(n.pid); err == nil {
-				nr.CPUSeconds = cpu - n.cpu0
-				uniqueCPU[n.pid] = nr.CPUSeconds
+			if cpu, err := procCPU(n.pid); err == nil {
+				d := cpuTime{cpu.user - n.cpu0.user, cpu.sys - n.cpu0.sys}
+				nr.CPUSeconds = d.user + d.sys
+				uniqueCPU[n.pid] = d
 			}
-			if hwm, rss, err := procMemory(n.pid); err == nil {
-				nr.PeakRSSMiB, nr.RSSMiB = hwm, rss
+			if m, err := procMemory(n.pid); err == nil {
+				nr.PeakRSSMiB, nr.RSSMiB, nr.AnonMiB, nr.FileMiB = m["VmHWM"], m["VmRSS"], m["RssAnon"], m["RssFile"]
 			}
 		}
 		if n.role == "reader" {
@@ -545,11 +569,26 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 			if n.streamErr != nil {
 				note("%s: event stream: %v", n.home.Dir, n.streamErr)
 			}
+			if nr.Missing > 0 && nr.Lagged > 0 {
+				note("%s: its event stream skipped items (lagged %d×) and %d of them are not in its store any more, or never were; "+
+					"its rx.delivered.message counter grew by %d while %d were sent (retention keeps a channel's newest messages only)",
+					n.home.Dir, nr.Lagged, nr.Missing, nr.RxDelivered, sent)
+			}
 		}
 		res.Nodes = append(res.Nodes, nr)
 	}
 	for _, c := range uniqueCPU {
-		res.CPUSeconds += c
+		res.CPUUserSeconds += c.user
+		res.CPUSystemSeconds += c.sys
+	}
+	res.CPUSeconds = res.CPUUserSeconds + res.CPUSystemSeconds
+	res.WallSeconds = wall.Seconds()
+	if herr == nil && serr == nil {
+		res.HostCPUSeconds = host1 - host0
+		if pidCount[os.Getpid()] == 0 {
+			res.BenchCPUSeconds = self1.user + self1.sys - self0.user - self0.sys
+		}
+		res.OtherCPUSeconds = max(0, res.HostCPUSeconds-res.CPUSeconds-res.BenchCPUSeconds)
 	}
 	if res.Delivered > 0 {
 		res.CPUPerDeliveryUS = res.CPUSeconds / float64(res.Delivered) * 1e6
@@ -640,6 +679,10 @@ func (r *benchRun) sendOne(ctx context.Context, pub *benchNode, readers []*bench
 		return
 	}
 	r.sent++
+	for len(r.ids) <= seq {
+		r.ids = append(r.ids, "")
+	}
+	r.ids[seq] = s.ID
 	r.sendLat = append(r.sendLat, took)
 	if end := at.Add(took); end.After(r.lastSend) {
 		r.lastSend = end
@@ -765,10 +808,11 @@ func (r *benchRun) pollMailbox(ctx context.Context, mbox, id string, delivered, 
 	r.mbMu.Unlock()
 }
 
-// confirmFromHistory reads n's stored messages of the channel sent since
-// the run started, and records those its event stream skipped; their
-// latency is the store time minus the send time.
-func (r *benchRun) confirmFromHistory(ctx context.Context, n *benchNode) error {
+// confirmSkipped finds in n's store the deliveries its event stream
+// skipped, and records them with the store's delivery time. The newest
+// messages come from one history page; older ones are looked up one by
+// one as inbox items, which marks those bench items read.
+func (r *benchRun) confirmSkipped(ctx context.Context, n *benchNode) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	h, err := n.c.History(cctx, api.HistoryQuery{Channel: r.o.channel, Since: r.start.Add(-time.Second).UTC().Format(time.RFC3339Nano), Limit: benchHistoryCheck})
@@ -782,6 +826,26 @@ func (r *benchRun) confirmFromHistory(ctx context.Context, n *benchNode) error {
 		}
 		n.record(seq, m.Received.Sub(at), m.Received)
 		n.fromHist++
+	}
+	r.mu.Lock()
+	ids := slices.Clone(r.ids)
+	r.mu.Unlock()
+	for seq, id := range ids {
+		if id == "" || (seq < len(n.seen) && n.seen[seq]) {
+			continue
+		}
+		it, err := n.c.MarkRead(cctx, id)
+		var re *api.RemoteError
+		if errors.As(err, &re) && re.Status == http.StatusNotFound {
+			continue // not delivered
+		}
+		if err != nil {
+			return err
+		}
+		if s, at, ok := r.parseBody(it.Body); ok && s == seq {
+			n.record(seq, it.Delivered.Sub(at), it.Delivered)
+			n.fromHist++
+		}
 	}
 	return nil
 }
@@ -833,63 +897,85 @@ func lockPID(h home.Home) (int, error) {
 	return pid, nil
 }
 
-// procCPUSeconds returns the user and system CPU time of process pid.
-func procCPUSeconds(pid int) (float64, error) {
+// cpuTime is a process's user and system CPU time, in seconds.
+type cpuTime struct{ user, sys float64 }
+
+// procCPU returns the CPU time process pid has used, all its threads.
+func procCPU(pid int) (cpuTime, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return cpuTime{}, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces;
 	// fields are counted after its closing one: state is field 3, utime
 	// 14 and stime 15.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, errors.New("unexpected /proc/pid/stat")
+		return cpuTime{}, errors.New("unexpected /proc/pid/stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0, errors.New("unexpected /proc/pid/stat")
+		return cpuTime{}, errors.New("unexpected /proc/pid/stat")
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, errors.New("unexpected /proc/pid/stat")
+		return cpuTime{}, errors.New("unexpected /proc/pid/stat")
 	}
-	return float64(ut+st) / benchClockTicks, nil
+	return cpuTime{float64(ut) / benchClockTicks, float64(st) / benchClockTicks}, nil
 }
 
-// procMemory returns the peak (VmHWM) and current (VmRSS) resident set
-// of process pid, in MiB.
-func procMemory(pid int) (peak, rss float64, err error) {
+// hostBusySeconds returns the CPU time all CPUs of the host have spent
+// busy since boot: the first line of /proc/stat less idle and iowait.
+func hostBusySeconds() (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, errors.New("unexpected /proc/stat")
+	}
+	var busy uint64
+	for i, x := range f[1:9] {
+		v, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return 0, errors.New("unexpected /proc/stat")
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return float64(busy) / benchClockTicks, nil
+}
+
+// procMemory returns the memory figures of process pid in MiB, by their
+// /proc/<pid>/status names: VmHWM (the peak resident set), VmRSS, and its
+// parts RssAnon and RssFile.
+func procMemory(pid int) (map[string]float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	found := 0
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(b), "\n") {
 		name, val, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmHWM" && name != "VmRSS") {
+		if !ok || (name != "VmHWM" && name != "VmRSS" && name != "RssAnon" && name != "RssFile") {
 			continue
 		}
 		f := strings.Fields(val) // "12345 kB"
 		if len(f) != 2 || f[1] != "kB" {
 			continue
 		}
-		kb, perr := strconv.ParseUint(f[0], 10, 64)
-		if perr != nil {
-			continue
+		if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+			out[name] = float64(kb) / 1024
 		}
-		if name == "VmHWM" {
-			peak = float64(kb) / 1024
-		} else {
-			rss = float64(kb) / 1024
-		}
-		found++
 	}
-	if found != 2 {
-		return 0, 0, errors.New("no VmHWM and VmRSS in /proc/pid/status")
+	if _, ok := out["VmHWM"]; !ok {
+		return nil, errors.New("no VmHWM in /proc/pid/status")
 	}
-	return peak, rss, nil
+	return out, nil
 }
 
 // loadAverage returns the host's 1-minute load average.
@@ -941,18 +1027,21 @@ func writeBenchText(a *app, res *benchResult) error {
 	fmt.Fprintf(tw, "publish→inbox\t%s\n", latencyText(res.Latency))
 	mb := latencyText(res.MailboxLatency)
 	if res.MailboxMissing > 0 {
-		mb += fmt.Sprintf(", %d sampled files not seen", res.MailboxMissing)
+		mb += fmt.Sprintf(", %d sampled files not seen within %v", res.MailboxMissing, benchMailboxWait)
 	}
 	fmt.Fprintf(tw, "publish→mailbox file\t%s (sampled, 1 ms polling)\n", mb)
 	fmt.Fprintf(tw, "send call\t%s\n", latencyText(res.SendLatency))
-	fmt.Fprintf(tw, "cpu\t%.2f s of meshd, %.0f µs per delivery\n", res.CPUSeconds, res.CPUPerDeliveryUS)
-	fmt.Fprintf(tw, "host\t%d CPUs, 1-minute load average %.2f before, %.2f after\n", res.CPUs, res.Load1Before, res.Load1After)
+	fmt.Fprintf(tw, "cpu\t%.2f s of meshd (user %.2f, system %.2f), %.0f µs per delivery\n",
+		res.CPUSeconds, res.CPUUserSeconds, res.CPUSystemSeconds, res.CPUPerDeliveryUS)
+	fmt.Fprintf(tw, "host\t%d CPUs busy %.1f of %.1f CPU-seconds: meshd %.1f, bench %.1f, other processes %.1f; load %.2f → %.2f\n",
+		res.CPUs, res.HostCPUSeconds, float64(res.CPUs)*res.WallSeconds, res.CPUSeconds, res.BenchCPUSeconds, res.OtherCPUSeconds,
+		res.Load1Before, res.Load1After)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	tw = table(w)
-	fmt.Fprintln(tw, "NODE\tROLE\tPID\tCPU S\tPEAK RSS\tDELIVERED\tMISSING\tDROPS")
+	fmt.Fprintln(tw, "NODE\tROLE\tPID\tCPU S\tPEAK RSS\tNOW ANON+FILE\tDELIVERED\tMISSING\tDROPS")
 	for _, n := range res.Nodes {
 		name := n.Name
 		if name == "" {
@@ -976,7 +1065,8 @@ func writeBenchText(a *app, res *benchResult) error {
 		if n.Lagged > 0 {
 			drops += fmt.Sprintf(" (event stream lagged %d×)", n.Lagged)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.1f MiB\t%s\t%s\t%s\n", printable(name, false), n.Role, n.PID, n.CPUSeconds, n.PeakRSSMiB, deliv, miss, drops)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.1f MiB\t%.0f+%.0f MiB\t%s\t%s\t%s\n",
+			printable(name, false), n.Role, n.PID, n.CPUSeconds, n.PeakRSSMiB, n.AnonMiB, n.FileMiB, deliv, miss, drops)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

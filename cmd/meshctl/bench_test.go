@@ -114,8 +114,13 @@ func TestBenchJSON(t *testing.T) {
 	if res.SendLatency.Count != res.Sent || res.SendLatency.P50 <= 0 {
 		t.Errorf("send latency %+v", res.SendLatency)
 	}
-	if res.CPUSeconds <= 0 || res.CPUPerDeliveryUS <= 0 {
-		t.Errorf("cpu %.3f s, %.1f µs per delivery", res.CPUSeconds, res.CPUPerDeliveryUS)
+	if res.CPUSeconds <= 0 || res.CPUPerDeliveryUS <= 0 || res.CPUUserSeconds+res.CPUSystemSeconds != res.CPUSeconds {
+		t.Errorf("cpu %.3f s (user %.3f, system %.3f), %.1f µs per delivery", res.CPUSeconds, res.CPUUserSeconds, res.CPUSystemSeconds, res.CPUPerDeliveryUS)
+	}
+	// The host: the nodes share this process, so bench's own CPU is theirs.
+	if res.CPUs < 1 || res.WallSeconds < 1.9 || res.HostCPUSeconds <= 0 || res.BenchCPUSeconds != 0 || res.OtherCPUSeconds < 0 {
+		t.Errorf("host: %d CPUs, wall %.2f s, busy %.2f s, bench %.2f s, other %.2f s",
+			res.CPUs, res.WallSeconds, res.HostCPUSeconds, res.BenchCPUSeconds, res.OtherCPUSeconds)
 	}
 	if len(res.Nodes) != 3 {
 		t.Fatalf("%d nodes reported", len(res.Nodes))
@@ -126,7 +131,7 @@ func TestBenchJSON(t *testing.T) {
 			wantRole = "publisher"
 		}
 		// All three nodes run in this process, which the lock files name.
-		if n.Role != wantRole || n.PID != os.Getpid() || !n.SharedPID || n.PeakRSSMiB <= 0 || n.RSSMiB <= 0 {
+		if n.Role != wantRole || n.PID != os.Getpid() || !n.SharedPID || n.PeakRSSMiB <= 0 || n.RSSMiB <= 0 || n.AnonMiB <= 0 || n.AnonMiB+n.FileMiB > n.RSSMiB+1 {
 			t.Errorf("node %d: %+v", i, n)
 		}
 		if n.Role == "reader" && (n.Delivered != res.Sent || n.Missing != 0 || n.Lagged != 0) {
@@ -172,7 +177,7 @@ func TestBenchText(t *testing.T) {
 		"offered ", "delivered ", "(100.00%), 0 missing",
 		"publish→inbox ", "p99 ", "publish→mailbox file  no samples",
 		"cpu ", "µs per delivery",
-		"NODE", "alice", "publisher", "bob", "reader",
+		"NODE", "NOW ANON+FILE", "alice", "publisher", "bob", "reader",
 		"note: mailbox latency not measured (--mailbox-sample 0)",
 	} {
 		if !strings.Contains(out, want) {
