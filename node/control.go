@@ -88,39 +88,7 @@ func writeErr(w http.ResponseWriter, code int, err error, hint string) {
 }
 
 func (c *controlServer) status(w http.ResponseWriter, _ *http.Request) {
-	n := c.n
-	n.mu.Lock()
-	r := n.roster
-	links := len(n.links)
-	adv := slices.Clone(n.advertised)
-	n.mu.Unlock()
-	role := "none"
-	if m, ok := r.Member(n.id.Pub); ok {
-		role = m.Role.String()
-	}
-	var seeds []string
-	for _, s := range n.cfg.Seeds {
-		seeds = append(seeds, s.String())
-	}
-	writeJSON(w, http.StatusOK, api.Status{
-		Key:           n.id.Pub,
-		Fingerprint:   n.id.Pub.Fingerprint(),
-		NodeID:        n.id.Pub.NodeID().String(),
-		Name:          n.id.Name,
-		Role:          role,
-		Org:           r.Org,
-		RosterVersion: r.Version,
-		RosterMembers: len(r.Members),
-		Listen:        n.ListenAddrs(),
-		Advertised:    adv,
-		Home:          n.cfg.Home,
-		Started:       n.started.UTC(),
-		UptimeSeconds: time.Since(n.started).Seconds(),
-		Links:         links,
-		MDNS:          n.disc != nil,
-		Seeds:         seeds,
-		Counters:      n.Counters(),
-	})
+	writeJSON(w, http.StatusOK, c.n.StatusInfo())
 }
 
 // Counters returns the node's counters plus the listeners' handshake

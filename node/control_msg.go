@@ -70,11 +70,7 @@ func writeRefusal(w http.ResponseWriter, err error) {
 }
 
 func (c *controlServer) listChannels(w http.ResponseWriter, _ *http.Request) {
-	out := api.Channels{Channels: []api.Channel{}}
-	for _, p := range c.n.channels.All() {
-		out.Channels = append(out.Channels, c.n.channelInfo(p))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.Channels{Channels: c.n.ChannelList()})
 }
 
 func (c *controlServer) showChannel(w http.ResponseWriter, req *http.Request) {

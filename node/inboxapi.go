@@ -108,6 +108,7 @@ func (n *Node) destText(d proto.Destination) string {
 	return d.String()
 }
 
+// renderItem renders a stored inbox item, reading its envelope.
 func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 	st, err := n.store.Get(it.ID)
 	if err != nil {
@@ -117,6 +118,11 @@ func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 	if err != nil {
 		return api.Item{}, err
 	}
+	return n.renderEnvelope(se, it), nil
+}
+
+// renderEnvelope renders an inbox item whose envelope is at hand.
+func (n *Node) renderEnvelope(se *proto.SignedEnvelope, it history.InboxItem) api.Item {
 	x := api.Item{
 		ID:          se.ID.String(),
 		Kind:        se.Kind.String(),
@@ -155,7 +161,7 @@ func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 		x.Status = se.Response.Status.String()
 		x.Result = jsonOf(se.Response.Result)
 	}
-	return x, nil
+	return x
 }
 
 // PresenceTable renders the presence table, ourselves included.

@@ -26,6 +26,17 @@ type testMesh struct {
 
 func newTestMesh(t testing.TB, n int, roles ...roster.Role) *testMesh {
 	t.Helper()
+	return newTestMeshWith(t, n, func(i int, mem *roster.Member) {
+		if i > 0 && i-1 < len(roles) {
+			mem.Role = roles[i-1]
+		}
+	})
+}
+
+// newTestMeshWith builds the homes and a roster with node 0 as admin and
+// the rest members; member may adjust each entry (node i) before signing.
+func newTestMeshWith(t testing.TB, n int, member func(i int, mem *roster.Member)) *testMesh {
+	t.Helper()
 	m := &testMesh{t: t, dir: t.TempDir()}
 	for i := 0; i < n; i++ {
 		h := home.Home{Dir: filepath.Join(m.dir, string(rune('a'+i)))}
@@ -41,12 +52,15 @@ func newTestMesh(t testing.TB, n int, roles ...roster.Role) *testMesh {
 	}
 	next := r.Next()
 	for i := 1; i < n; i++ {
-		role := roster.RoleMember
-		if i-1 < len(roles) {
-			role = roles[i-1]
-		}
-		if err := next.Add(roster.Member{Key: m.ids[i].Pub, Role: role, Name: string(rune('a' + i))}); err != nil {
+		mem := roster.Member{Key: m.ids[i].Pub, Role: roster.RoleMember, Name: string(rune('a' + i))}
+		member(i, &mem)
+		if err := next.Add(mem); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for i := range next.Members {
+		if next.Members[i].Key.Equal(m.ids[0].Pub) {
+			member(0, &next.Members[i])
 		}
 	}
 	if err := next.Sign(m.ids[0].Key); err != nil {

@@ -305,10 +305,8 @@ func (n *Node) commit(batch []rxItem) {
 		}
 		n.onInbox(se, d.Priority, d.Wakes, it.src)
 		if n.events.active() {
-			if x, err := n.renderItem(history.InboxItem{Meta: history.Meta{ID: se.ID, FromHistory: it.src.history},
-				Priority: d.Priority, Wakes: d.Wakes, Delivered: now}); err == nil {
-				n.events.publish(x)
-			}
+			n.events.publish(n.renderEnvelope(se, history.InboxItem{Meta: history.Meta{ID: se.ID, FromHistory: it.src.history},
+				Priority: d.Priority, Wakes: d.Wakes, Delivered: now}))
 		}
 	}
 	n.inbox.notify(wake)

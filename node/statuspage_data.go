@@ -75,9 +75,7 @@ func (n *Node) RecentItems(limit int) ([]api.Item, error) {
 	if err != nil {
 		return nil, err
 	}
-	items := in.Items
-	slices.Reverse(items) // the store answers newest first
-	return items, nil
+	return in.Items, nil // the store answers oldest first
 }
 
 // SubscribeItems registers a reader of inbox items as they are delivered,

@@ -79,6 +79,16 @@ func TestStatusPageAccessors(t *testing.T) {
 	if items, err := a.RecentItems(10); err != nil || items == nil {
 		t.Fatalf("RecentItems: %v, %v", items, err)
 	}
+	// Oldest first, as the page's backlog expects.
+	for _, body := range []string{"first", "second"} {
+		if _, err := b.Send(api.Send{To: "a", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "two items", func() bool { items, _ := a.RecentItems(10); return len(items) == 2 })
+	if items, _ := a.RecentItems(10); items[0].Body != "first" || items[1].Body != "second" {
+		t.Fatalf("RecentItems order: %q, %q; want oldest first", items[0].Body, items[1].Body)
+	}
 
 	// A subscription is released once, however often it is cancelled.
 	_, _, stop := a.SubscribeItems()

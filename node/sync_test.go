@@ -16,7 +16,6 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -26,37 +25,9 @@ import (
 // nodes listed in archive marked as archive nodes in the roster.
 func newSyncMesh(t testing.TB, n int, archive ...int) *testMesh {
 	t.Helper()
-	m := &testMesh{t: t, dir: t.TempDir()}
+	m := newTestMeshWith(t, n, func(i int, mem *roster.Member) { mem.Archive = slices.Contains(archive, i) })
 	for i := 0; i < n; i++ {
-		h := home.Home{Dir: filepath.Join(m.dir, string(rune('a'+i)))}
-		id, _, err := h.Init(string(rune('a' + i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.ids = append(m.ids, id)
-	}
-	r, err := roster.New("acme", m.ids[0].Key, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := r.Next()
-	for i := 1; i < n; i++ {
-		mem := roster.Member{Key: m.ids[i].Pub, Role: roster.RoleMember, Name: string(rune('a' + i)), Archive: slices.Contains(archive, i)}
-		if err := next.Add(mem); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range next.Members {
-		if next.Members[i].Key.Equal(m.ids[0].Pub) {
-			next.Members[i].Archive = slices.Contains(archive, 0)
-		}
-	}
-	if err := next.Sign(m.ids[0].Key); err != nil {
-		t.Fatal(err)
-	}
-	m.roster = next
-	for i := 0; i < n; i++ {
-		m.writeRoster(i, next)
+		m.writeRoster(i, m.roster)
 	}
 	return m
 }

@@ -101,18 +101,7 @@ func TestMultiHostSeedsOnly(t *testing.T) {
 	const n = 3
 	nw := netnstest.NewBridge(t, n)
 	homes, keys, pinned := multiHostOrg(t, meshctl, n)
-	seed := "tcp://" + nw.Host(0).IP.String() + ":7437"
-	var ds []*daemon
-	for i := 0; i < n; i++ {
-		args := []string{"--home", homes[i], "--roster", pinned, "--listen", "tcp://0.0.0.0:7437", "--no-unix", "--no-mdns"}
-		if i > 0 {
-			args = append(args, "--seed", seed)
-		}
-		ds = append(ds, startDaemonCmd(t, nw.Host(i).Command(context.Background(), meshd, args...), homes[i]))
-	}
-	for i := range ds {
-		waitStatus(t, meshctl, homes[i], ds[i])
-	}
+	ds := startSeededHosts(t, nw, meshd, meshctl, homes, pinned)
 	for i := 0; i < n; i++ {
 		got := waitPeers(t, meshctl, homes[i], n-1, 10*time.Second)
 		for j := 0; j < n; j++ {
@@ -169,18 +158,7 @@ func TestMultiHostRevocation(t *testing.T) {
 	const n = 5
 	nw := netnstest.NewBridge(t, n)
 	homes, keys, pinned := multiHostOrg(t, meshctl, n)
-	seed := "tcp://" + nw.Host(0).IP.String() + ":7437"
-	var ds []*daemon
-	for i := 0; i < n; i++ {
-		args := []string{"--home", homes[i], "--roster", pinned, "--listen", "tcp://0.0.0.0:7437", "--no-unix", "--no-mdns"}
-		if i > 0 {
-			args = append(args, "--seed", seed)
-		}
-		ds = append(ds, startDaemonCmd(t, nw.Host(i).Command(context.Background(), meshd, args...), homes[i]))
-	}
-	for i := range ds {
-		waitStatus(t, meshctl, homes[i], ds[i])
-	}
+	startSeededHosts(t, nw, meshd, meshctl, homes, pinned)
 	for i := 0; i < n; i++ {
 		waitPeers(t, meshctl, homes[i], n-1, 10*time.Second)
 	}
@@ -220,4 +198,23 @@ func TestMultiHostRevocation(t *testing.T) {
 	if s.Counters["link.removed_member"] == 0 {
 		t.Fatalf("host 0 did not count the disconnect: %v", s.Counters)
 	}
+}
+
+// startSeededHosts runs meshd on every host with --no-mdns, hosts 1..n-1
+// seeded with host 0, and waits until each answers status.
+func startSeededHosts(t *testing.T, nw *netnstest.Net, meshd, meshctl string, homes []string, pinned string) []*daemon {
+	t.Helper()
+	seed := "tcp://" + nw.Host(0).IP.String() + ":7437"
+	var ds []*daemon
+	for i := range homes {
+		args := []string{"--home", homes[i], "--roster", pinned, "--listen", "tcp://0.0.0.0:7437", "--no-unix", "--no-mdns"}
+		if i > 0 {
+			args = append(args, "--seed", seed)
+		}
+		ds = append(ds, startDaemonCmd(t, nw.Host(i).Command(context.Background(), meshd, args...), homes[i]))
+	}
+	for i := range ds {
+		waitStatus(t, meshctl, homes[i], ds[i])
+	}
+	return ds
 }
