@@ -125,11 +125,22 @@ func (n *Node) addLink(l *transport.Link) {
 	n.onLinkUp(pl)
 }
 
-// preferLink decides which of two links to the same peer survives. Both
-// ends decide alike: the link dialled by the lower NodeID wins. Two links
-// in the same direction (a race of our own dialler) keep the one with the
-// lower Noise session id (the handshake hash), which both ends share.
-func (n *Node) preferLink(a, b *transport.Link) *transport.Link {
+// preferLink decides which of two links to the same peer survives, old
+// being the registered one. A peer process keeps one Noise static key for
+// its lifetime, so links that show different static keys come from
+// different processes: the peer restarted, old is a leftover its previous
+// process could not close, and the new link wins. Otherwise both ends
+// decide alike: the link dialled by the lower NodeID wins, and two links in
+// the same direction (a race of one dialler) keep the one with the lower
+// Noise session id (the handshake hash), which both ends share.
+func (n *Node) preferLink(old, l *transport.Link) *transport.Link {
+	if !bytes.Equal(old.PeerStatic(), l.PeerStatic()) {
+		return l
+	}
+	return n.tieBreak(old, l)
+}
+
+func (n *Node) tieBreak(a, b *transport.Link) *transport.Link {
 	if a.Outbound() != b.Outbound() {
 		selfLower := n.id.Pub.NodeID().Less(a.PeerKey().NodeID())
 		if a.Outbound() == selfLower {

@@ -62,11 +62,12 @@ func TestOutboxToMirrorAcrossNodes(t *testing.T) {
 	if !v.Signer.Equal(m.ids[0].Pub) || v.Name != "a" {
 		t.Fatalf("verified signer %s name %q", v.Signer.Fingerprint(), v.Name)
 	}
-	// The day's index lists it.
-	idx, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(got)), "index.txt"))
-	if err != nil || !strings.Contains(string(idx), filepath.Base(got)) {
-		t.Fatalf("index.txt lacks %s: %v\n%s", filepath.Base(got), err, idx)
-	}
+	// The day's index lists it. The file is written first and the index
+	// line after it, so a reader of the index never meets a missing file.
+	waitFor(t, 5*time.Second, "index line for "+filepath.Base(got), func() bool {
+		idx, _ := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(got)), "index.txt"))
+		return strings.Contains(string(idx), filepath.Base(got))
+	})
 
 	// A refusal goes to failed/ with its reason.
 	os.WriteFile(draft, []byte("To: #nope\n---\nlost?\n"), 0o644)

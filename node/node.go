@@ -146,6 +146,13 @@ func (n *Node) setup() error {
 
 	n.tcfg = n.cfg.Transport
 	n.tcfg.Identity = n.id.Key
+	if n.tcfg.NoiseKey == nil {
+		// One static key for the life of the process, on every link: peers
+		// tell a restart (a new key) from a second link of the same process.
+		if n.tcfg.NoiseKey, err = transport.NewStaticKey(); err != nil {
+			return err
+		}
+	}
 	n.tcfg.Org = n.roster.Org
 	n.tcfg.Admit = n.admit
 	n.tcfg.Payload = n.payload

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,11 +81,62 @@ func (m *testMesh) writeRoster(i int, r *roster.Roster) {
 	}
 }
 
+// testLogger returns the logger for a node in test t. With MESHD_TEST_LOG
+// set it writes debug logs to stderr; otherwise it keeps the tail of the
+// test's logs (all its nodes share one buffer) and prints it if the test
+// fails, so a failure on a loaded CI machine can be read after the fact.
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("MESHD_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return nil
+	testLogsMu.Lock()
+	defer testLogsMu.Unlock()
+	tl := testLogs[t]
+	if tl == nil {
+		tl = &tailBuffer{max: 256 << 10}
+		testLogs[t] = tl
+		t.Cleanup(func() {
+			testLogsMu.Lock()
+			delete(testLogs, t)
+			testLogsMu.Unlock()
+			if t.Failed() {
+				t.Logf("node logs (tail):\n%s", tl.String())
+			}
+		})
+	}
+	return slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+var (
+	testLogsMu sync.Mutex
+	testLogs   = map[testing.TB]*tailBuffer{}
+)
+
+// tailBuffer keeps about the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (tb *tailBuffer) Write(p []byte) (int, error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.b = append(tb.b, p...)
+	if len(tb.b) > 2*tb.max {
+		tb.b = append(tb.b[:0], tb.b[len(tb.b)-tb.max:]...)
+	}
+	return len(p), nil
+}
+
+func (tb *tailBuffer) String() string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	b := tb.b
+	if len(b) > tb.max {
+		b = b[len(b)-tb.max:]
+	}
+	return string(b)
 }
 
 func (m *testMesh) start(i int, seeds ...transport.Addr) *Node {

@@ -169,6 +169,7 @@ type hsResult struct {
 	peer       *proto.HandshakePayload
 	send, recv *noise.CipherState
 	hash       []byte // the final handshake hash, equal on both sides
+	static     []byte // the peer's Noise static public key
 }
 
 // handshake runs Noise XX on conn. The returned error wraps ErrHandshake.
@@ -250,7 +251,7 @@ func (e *endpoint) initiate(h *hsConn, hs *noise.HandshakeState, expect *proto.P
 	if err := h.write(msg); err != nil {
 		return res, fmt.Errorf("message 3: %w", err)
 	}
-	return hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding()}, nil
+	return hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding(), static: hs.PeerStatic()}, nil
 }
 
 func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error) {
@@ -293,5 +294,5 @@ func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error
 	if err := e.admit(peer); err != nil {
 		return res, err
 	}
-	return hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding()}, nil
+	return hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding(), static: hs.PeerStatic()}, nil
 }

@@ -41,6 +41,7 @@ type Link struct {
 	local       string
 	remote      string
 	session     [32]byte
+	peerStatic  []byte
 	established time.Time
 	keepalive   time.Duration
 	idle        time.Duration
@@ -111,6 +112,7 @@ func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg C
 		done:        make(chan struct{}),
 	}
 	copy(l.session[:], res.hash)
+	l.peerStatic = append([]byte(nil), res.static...)
 	l.lastRecv.Store(now.UnixNano())
 	return l
 }
@@ -146,6 +148,11 @@ func (l *Link) LocalAddr() string { return l.local }
 // ends of the link and differs for every link, so both ends can use it to
 // agree on which of two links to keep. It is not secret.
 func (l *Link) SessionID() [32]byte { return l.session }
+
+// PeerStatic returns the peer's Noise static public key. A node that
+// keeps one static key per process (see [Config.NoiseKey]) presents the
+// same key on all its links, so a different key means a different process.
+func (l *Link) PeerStatic() []byte { return l.peerStatic }
 
 // Network returns "tcp" or "unix" ("pipe" for a [Client] or [Server] link
 // over net.Pipe).
