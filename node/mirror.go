@@ -3,7 +3,9 @@ package node
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +29,11 @@ const mirrorReconcileWindow = 48 * time.Hour
 // openMailbox opens the mirror and the outbox under <home>/mailbox.
 func (n *Node) openMailbox() error {
 	mc := mailbox.DefaultConfig()
+	// The history store holds every mirrored envelope durably before the
+	// file is written, so the files need no fsync of their own: the mirror
+	// loop checkpoints them with one syncfs, and a start after a power loss
+	// rewrites what the last checkpoint did not cover (reconcileMirror).
+	mc.SyncFiles = false
 	mc.Logger = n.log.With("component", "mailbox")
 	m, err := mailbox.Open(n.home.MailboxDir(), mc)
 	if err != nil {
@@ -74,19 +81,46 @@ func (n *Node) mirrorItem(se *proto.SignedEnvelope, prio history.Priority, fromH
 	return it
 }
 
-// mirrorLoop writes queued items, as many as are waiting per batch, so
-// the directory fsync is paid once per batch.
+// mirrorSyncInterval is how often the mirror loop makes the files written
+// since its last checkpoint durable, when there are any.
+const mirrorSyncInterval = time.Second
+
+// mirrorCheckpointFile, in the mailbox root, holds the delivery time (Unix
+// milliseconds) of the newest item whose file the last checkpoint made
+// durable. Readers of the mailbox skip names that start with ".".
+const mirrorCheckpointFile = ".synced"
+
+// mirrorCheckMargin widens the window of files a start checks in full, for
+// delivery times that are not strictly in queue order.
+const mirrorCheckMargin = 5 * time.Second
+
+// mirrorLoop writes queued items, as many as are waiting per batch, and
+// checkpoints the files with one syncfs per mirrorSyncInterval.
 func (n *Node) mirrorLoop() {
 	defer n.wg.Done()
 	n.reconcileMirror()
 	batch := make([]mailbox.Item, 0, 256)
+	tick := time.NewTicker(mirrorSyncInterval)
+	defer tick.Stop()
+	var newest time.Time // delivery time of the newest file written, not yet checkpointed
 	for {
 		batch = batch[:0]
 		select {
 		case it := <-n.mirrorq:
 			batch = append(batch, it)
+		case <-tick.C:
+			if !newest.IsZero() {
+				n.checkpointMirror(newest)
+				newest = time.Time{}
+			}
+			continue
 		case <-n.ctx.Done():
-			n.drainMirror(batch)
+			if last := n.drainMirror(batch); last.After(newest) {
+				newest = last
+			}
+			if !newest.IsZero() {
+				n.checkpointMirror(newest)
+			}
 			return
 		}
 	more:
@@ -99,11 +133,17 @@ func (n *Node) mirrorLoop() {
 			}
 		}
 		n.writeMirror(batch)
+		for _, it := range batch {
+			if it.Delivered.After(newest) {
+				newest = it.Delivered
+			}
+		}
 	}
 }
 
-// drainMirror writes what is queued at shutdown.
-func (n *Node) drainMirror(batch []mailbox.Item) {
+// drainMirror writes what is queued at shutdown and returns the newest
+// delivery time it wrote.
+func (n *Node) drainMirror(batch []mailbox.Item) time.Time {
 	for {
 		select {
 		case it := <-n.mirrorq:
@@ -113,9 +153,54 @@ func (n *Node) drainMirror(batch []mailbox.Item) {
 		}
 		break
 	}
+	var newest time.Time
 	if len(batch) > 0 {
 		n.writeMirror(batch)
+		for _, it := range batch {
+			if it.Delivered.After(newest) {
+				newest = it.Delivered
+			}
+		}
 	}
+	return newest
+}
+
+// checkpointMirror makes the files written so far durable and records
+// that every item delivered up to newest has its file on disk. The record
+// itself is written without fsync: the next checkpoint (or the file
+// system's own writeback) persists it, and an older record only makes the
+// next start check more files.
+func (n *Node) checkpointMirror(newest time.Time) {
+	if err := n.mirror.Sync(); err != nil {
+		n.metrics.Inc("mirror.sync_failed")
+		n.log.Error("mailbox mirror: checkpoint", "err", err)
+		return
+	}
+	n.metrics.Inc("mirror.checkpoints")
+	path := filepath.Join(n.home.MailboxDir(), mirrorCheckpointFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(newest.UnixMilli(), 10)+"\n"), 0o644); err == nil {
+		err = os.Rename(tmp, path)
+		if err != nil {
+			n.log.Warn("mailbox mirror: record checkpoint", "err", err)
+		}
+	} else {
+		n.log.Warn("mailbox mirror: record checkpoint", "err", err)
+	}
+}
+
+// mirrorCheckpoint reads the last checkpoint; zero when there is none or
+// it cannot be read.
+func (n *Node) mirrorCheckpoint() time.Time {
+	b, err := os.ReadFile(filepath.Join(n.home.MailboxDir(), mirrorCheckpointFile))
+	if err != nil {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 func (n *Node) writeMirror(batch []mailbox.Item) {
@@ -138,16 +223,33 @@ func (n *Node) writeMirror(batch []mailbox.Item) {
 
 // reconcileMirror writes the mailbox files of recent inbox items that
 // have none: a crash between the store commit and the mirror write, or a
-// full disk, loses no file.
+// full disk, loses no file. Files of items delivered after the last
+// checkpoint were written without fsync, so a power loss may have left
+// them empty or cut short under their final names: those are read, and
+// rewritten unless whole.
 func (n *Node) reconcileMirror() {
 	items, err := n.store.Inbox(history.InboxFilter{Since: time.Now().Add(-mirrorReconcileWindow)})
 	if err != nil {
 		n.log.Error("mailbox reconcile", "err", err)
 		return
 	}
+	checkFrom := n.mirrorCheckpoint().Add(-mirrorCheckMargin)
 	var missing []mailbox.Item
+	torn := 0
 	for _, it := range items {
-		if n.mirrorExists(it.ID, it.Delivered) {
+		path := n.mirrorPath(it.ID, it.Delivered)
+		if path != "" && it.Delivered.After(checkFrom) {
+			if ok, err := mailbox.Complete(path); err == nil && !ok {
+				n.log.Warn("mailbox: rewriting a file cut short by a crash", "path", path)
+				if err := os.Remove(path); err != nil {
+					n.log.Error("mailbox reconcile: remove torn file", "path", path, "err", err)
+					continue
+				}
+				torn++
+				path = ""
+			}
+		}
+		if path != "" {
 			continue
 		}
 		st, err := n.store.Get(it.ID)
@@ -160,29 +262,42 @@ func (n *Node) reconcileMirror() {
 		}
 		missing = append(missing, n.mirrorItem(se, it.Priority, it.FromHistory, it.Delivered))
 	}
+	var newest time.Time
+	for _, it := range items {
+		if it.Delivered.After(newest) {
+			newest = it.Delivered
+		}
+	}
 	if len(missing) == 0 {
+		if !newest.IsZero() {
+			// Every file checked is whole: record it, so the next start
+			// reads only what comes after.
+			n.checkpointMirror(newest)
+		}
 		return
 	}
-	n.log.Info("mailbox: writing files missing since the last run", "count", len(missing))
+	n.log.Info("mailbox: writing files missing since the last run", "count", len(missing), "cut_short", torn)
 	n.metrics.Add("mirror.reconciled", uint64(len(missing)))
+	n.metrics.Add("mirror.torn_rewritten", uint64(torn))
 	for i := 0; i < len(missing); i += 256 {
 		n.writeMirror(missing[i:min(i+256, len(missing))])
 	}
+	n.checkpointMirror(newest)
 }
 
-// mirrorExists looks for id's file in the inbox folders of the days
-// around its delivery.
-func (n *Node) mirrorExists(id uuid.UUID, at time.Time) bool {
+// mirrorPath finds id's file in the inbox folders of the days around its
+// delivery; "" when there is none.
+func (n *Node) mirrorPath(id uuid.UUID, at time.Time) string {
 	hex := strings.ReplaceAll(id.String(), "-", "")
 	suffix := hex[len(hex)-12:]
 	for _, d := range []time.Time{at.Add(-24 * time.Hour), at, at.Add(24 * time.Hour)} {
 		dir := filepath.Join(n.home.MailboxDir(), d.UTC().Format("2006-01-02"), "inbox")
 		matches, _ := filepath.Glob(filepath.Join(dir, "*-"+suffix+"*.txt"))
 		if len(matches) > 0 {
-			return true
+			return matches[0]
 		}
 	}
-	return false
+	return ""
 }
 
 // sendFromOutbox signs and sends a file an agent dropped in the outbox,

@@ -136,6 +136,16 @@
 // final name, and readers skip names that start with ".". [Open] removes
 // temporary files left by a crash.
 //
+// meshd turns the fsyncs off (Config.SyncFiles false): every envelope is
+// durable in its history store before it is mirrored, so the files are a
+// projection it can write again. It calls [Mirror.Sync] (one syncfs) at
+// most once a second while files are being written, records the newest
+// delivery time that sync covered, and at start reads the files delivered
+// after it with [Complete], rewriting any that a power loss left empty or
+// cut short. A process crash (SIGKILL) loses nothing either way: what was
+// written is in the page cache. This makes a file cost a create, a write
+// and a rename instead of three fsyncs.
+//
 // Every envelope is in the history store before it is mirrored, so a
 // failed write loses nothing: the caller logs it and counts it (a full
 // disk wraps [ErrDiskFull]), and the history still has the message.

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrDiskFull is wrapped by write errors caused by a full disk or an
@@ -29,7 +31,9 @@ var ErrDiskFull = errors.New("disk full")
 type Config struct {
 	// SyncFiles fsyncs each file before it is renamed into place, and the
 	// directories after: a file under its final name then survives a power
-	// loss. Default true; false is for tests.
+	// loss. Default true. A writer whose items are durable elsewhere (meshd:
+	// the history store) may turn it off, call [Mirror.Sync] now and then,
+	// and after a power loss rewrite the files [Complete] rejects.
 	SyncFiles bool
 	// BatchDirSync fsyncs each directory once per [Mirror.Write], after all
 	// its renames, instead of after each rename. Default true: a directory
@@ -206,6 +210,46 @@ func (m *Mirror) Write(items ...Item) ([]string, error) {
 		}
 	}
 	return paths, errors.Join(errs...)
+}
+
+// Sync makes every file and index line written so far durable, with one
+// syncfs(2) of the file system that holds the mailbox: one journal commit
+// however many files were written since the last call.
+func (m *Mirror) Sync() error {
+	d, err := os.Open(m.dir)
+	if err != nil {
+		return wrapFS("sync", err)
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return wrapFS("syncfs "+m.dir, err)
+	}
+	return nil
+}
+
+// Complete reports whether the mirror file at path is whole: not empty
+// and ending with the armored envelope's last line. A file written
+// without fsync and cut by a power loss fails this check (ext4 can keep
+// the rename and lose the data); a file that passes holds its envelope.
+func Complete(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	tail := int64(len(ArmorEnd) + 2)
+	if fi.Size() < tail {
+		return false, nil
+	}
+	buf := make([]byte, tail)
+	if _, err := f.ReadAt(buf, fi.Size()-tail); err != nil {
+		return false, err
+	}
+	return bytes.HasSuffix(bytes.TrimRight(buf, "\r\n"), []byte(ArmorEnd)), nil
 }
 
 // chunkSize bounds the temporary files a batch holds open at once.

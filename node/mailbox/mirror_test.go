@@ -383,3 +383,29 @@ func BenchmarkMirror(b *testing.B) {
 		})
 	}
 }
+
+func TestMirrorSyncAndComplete(t *testing.T) {
+	m, _ := openMirror(t, testConfig())
+	it := Item{Env: sign(t, alice, 7, proto.ToChannel(chanGeneral), msg("checkpoint me", nil)),
+		Priority: "normal", FromName: "alice", ToText: "#general", Delivered: time.Now()}
+	paths, err := m.Write(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if ok, err := Complete(paths[0]); err != nil || !ok {
+		t.Fatalf("Complete(whole file) = %v, %v", ok, err)
+	}
+	data, _ := os.ReadFile(paths[0])
+	for _, cut := range []int{0, 1, len(data) / 2, len(data) - 5} {
+		os.WriteFile(paths[0], data[:cut], 0o644)
+		if ok, err := Complete(paths[0]); err != nil || ok {
+			t.Fatalf("Complete(file cut at %d of %d) = %v, %v; want false", cut, len(data), ok, err)
+		}
+	}
+	if _, err := Complete(paths[0] + ".gone"); err == nil {
+		t.Fatal("Complete of a missing file gave no error")
+	}
+}

@@ -68,6 +68,9 @@
 //	mirror.failed             meshd_mirror_failures_total              reason="error"
 //	mirror.disk_full          meshd_mirror_failures_total              reason="disk_full"
 //	mirror.reconciled         meshd_mirror_reconciled_files_total
+//	mirror.torn_rewritten     meshd_mirror_torn_files_rewritten_total
+//	mirror.checkpoints        meshd_mirror_checkpoints_total
+//	mirror.sync_failed        meshd_mirror_failures_total              reason="sync"
 //	outbox.picked             meshd_outbox_files_picked_total
 //	outbox.recovered          meshd_outbox_files_recovered_total
 //	outbox.files_sent         meshd_outbox_files_sent_total
