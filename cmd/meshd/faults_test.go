@@ -37,6 +37,26 @@ type faultMesh struct {
 	ds      []*daemon
 }
 
+// meshTempDir returns a directory for the homes of a mesh: t.TempDir, or
+// a fresh directory under MESHD_BENCH_DIR when that is set. The figures in
+// docs/BENCHMARKS.md depend on the file system: every mailbox file is a new
+// inode, and on an ext4 whose block groups were just churned by thousands
+// of deletions (a test suite's temporary directories) allocating one costs
+// ten times what it costs in a quiet directory.
+func meshTempDir(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("MESHD_BENCH_DIR")
+	if base == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "mesh-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // newLoopbackFaultMesh creates homes and a roster (names[0] the admin,
 // the others members) and starts one meshd per name on 127.0.0.1. Every
 // node seeds the admin's link socket, whose path survives restarts.
@@ -44,7 +64,7 @@ func newLoopbackFaultMesh(t *testing.T, names []string, extra ...string) *faultM
 	t.Helper()
 	meshd, meshctl := buildBinaries(t)
 	m := &faultMesh{t: t, meshctl: meshctl, names: names}
-	tmp := t.TempDir()
+	tmp := meshTempDir(t)
 	for _, n := range names {
 		h := filepath.Join(tmp, n)
 		var id struct {
