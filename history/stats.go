@@ -108,6 +108,59 @@ func (s *Store) Stats() (Stats, error) {
 	return st, nil
 }
 
+// Reclaimable returns the bytes of free pages inside the store's file and
+// the file's size: what [CompactFile] would give back, roughly.
+func (s *Store) Reclaimable() (free, size int64, err error) {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat history store: %w", err)
+	}
+	st := s.db.Stats()
+	return int64(st.FreePageN+st.PendingPageN) * int64(s.db.Info().PageSize), fi.Size(), nil
+}
+
+// CompactFile compacts the store at path in place: a compacted copy is
+// written beside it (path + ".compact", synced) and renamed over it, and
+// the directory is synced. The caller must hold the home's lock, so no
+// store is open on path; a copy left by an interrupted compaction is
+// removed first. It returns the file's size before and after.
+func CompactFile(path string, cfg Config) (before, after int64, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("history store: %w", err)
+	}
+	before = fi.Size()
+	tmp := path + ".compact"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return before, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
+	}
+	st, err := Open(path, cfg)
+	if err != nil {
+		return before, 0, err
+	}
+	if err := st.Compact(tmp); err != nil {
+		st.Close()
+		return before, 0, err
+	}
+	if err := st.Close(); err != nil {
+		os.Remove(tmp)
+		return before, 0, err
+	}
+	// The copy is complete and synced; the rename swaps it in atomically
+	// and the directory sync makes the swap durable.
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return before, 0, fmt.Errorf("replace %s: %w", path, err)
+	}
+	if err := syncDirOf(path); err != nil {
+		return before, 0, err
+	}
+	if fi, err = os.Stat(path); err != nil {
+		return before, 0, fmt.Errorf("history store: %w", err)
+	}
+	return before, fi.Size(), nil
+}
+
 // Compact writes a compacted copy of the store to dst, which must not
 // exist. It reads the store in one long read transaction, during which
 // the writer cannot reuse freed pages: run it when the node is quiet (at

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -342,6 +343,10 @@ func TestCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep = keep[270:]
+	free, size, err := s.Reclaimable()
+	if err != nil || size == 0 || free*2 < size {
+		t.Fatalf("after pruning 90%%: Reclaimable = %d free of %d (%v), want at least half free", free, size, err)
+	}
 	dst := filepath.Join(filepath.Dir(path), "compact.db")
 	if err := s.Compact(dst); err != nil {
 		t.Fatalf("compact: %v", err)
@@ -366,6 +371,57 @@ func TestCompact(t *testing.T) {
 		}
 	}
 	checkDB(t, c)
+	if free, size, err := c.Reclaimable(); err != nil || free*4 > size {
+		t.Errorf("compacted copy: %d free of %d (%v)", free, size, err)
+	}
+}
+
+func TestCompactFile(t *testing.T) {
+	s, path := openTest(t, Config{})
+	alice := newSender(t, "alice")
+	ch := uuid.New()
+	var all []*proto.SignedEnvelope
+	for i := range 300 {
+		all = append(all, alice.msg(t, ch, t0.UnixMilli()+int64(i), body(2000)))
+	}
+	for i := 0; i < len(all); i += 50 {
+		mustPut(t, s, all[i:i+50]...)
+	}
+	if _, err := s.Prune(ch, 0, 30, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A copy left by an interrupted compaction is no obstacle.
+	if err := os.WriteFile(path+".compact", []byte("half a file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, after, err := CompactFile(path, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after >= before || after <= 0 {
+		t.Fatalf("CompactFile: %d -> %d bytes", before, after)
+	}
+	if _, err := os.Stat(path + ".compact"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("temporary copy left behind: %v", err)
+	}
+	c := openAt(t, path, Config{})
+	for _, se := range all[270:] {
+		if got, err := c.Get(se.ID); err != nil || !bytes.Equal(got.Raw, se.Raw) {
+			t.Fatalf("compacted store lost %s: %v", se.ID, err)
+		}
+	}
+	// The dedupe set outlives pruned envelopes: a replay is still refused.
+	if added, err := c.Put(all[0], false); err != nil || added {
+		t.Fatalf("replay of a pruned envelope after compaction: added %v, %v", added, err)
+	}
+	checkDB(t, c)
+	// A locked store is not compacted.
+	if _, _, err := CompactFile(path, Config{LockTimeout: 100 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("CompactFile of an open store: %v, want ErrLocked", err)
+	}
 }
 
 func TestOpenCorrupt(t *testing.T) {

@@ -54,6 +54,10 @@ type Config struct {
 	// PresenceTTL is the silence after which a peer is shown offline
 	// (seed 004: 300 s). Our own presence is refreshed every third of it.
 	PresenceTTL time.Duration
+	// CompactAtStart: a history store file of at least this many bytes
+	// that is at least half free pages is compacted when the node starts.
+	// Zero or less never compacts.
+	CompactAtStart int64
 
 	// SyncPeers is how many linked readers of a channel one catch-up round
 	// asks for history (seed 004: 2–3). Further readers are asked only
@@ -125,6 +129,9 @@ func DefaultConfig() Config {
 		// 24 h: an agent's host that is down for a night still gets its DMs.
 		OfflineWindow: 24 * time.Hour,
 		PresenceTTL:   presence.DefaultTTL,
+		// 64 MiB: below it a compaction saves little; above it, a file
+		// that is half free pages wastes disk and maps dead pages.
+		CompactAtStart: 64 << 20,
 		// 3: the upper end of seed 004's 2–3; a message is missed only
 		// when three peers were all away when it was sent.
 		SyncPeers: 3,

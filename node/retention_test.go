@@ -3,12 +3,16 @@ package node
 import (
 	"crypto/ed25519"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
@@ -158,5 +162,66 @@ func TestRetentionRunsInBackground(t *testing.T) {
 	}
 	if got := channelCount(a, aged.ID); got != 1 {
 		t.Fatalf("%d messages after a send", got)
+	}
+}
+
+// A store that retention has mostly emptied is compacted when the node
+// starts, and keeps what it held.
+func TestCompactAtStart(t *testing.T) {
+	m := newSyncMesh(t, 1)
+	path := filepath.Join(m.home(0), "history.db")
+	a := m.startWith(0, nil)
+	a.Close()
+	st, err := history.Open(path, history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, epoch := uuid.New(), proto.NewEpoch()
+	var batch []*proto.SignedEnvelope
+	for i := 0; i < 3000; i++ {
+		se, err := proto.SignEnvelope(m.ids[0].Key, &proto.Envelope{
+			ID: proto.NewID(), From: m.ids[0].Pub, To: proto.ToChannel(ch), Kind: proto.KindMessage,
+			TS: time.Now().UnixMilli(), TTL: 300, Seq: uint64(i + 1), Epoch: epoch,
+			Message: &proto.Message{Body: strings.Repeat("x", 1024)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batch = append(batch, se); len(batch) == 500 {
+			if _, err := st.PutBatch(batch, false); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if _, err := st.Prune(ch, 0, 10, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	free, before, err := st.Reclaimable()
+	if err != nil || free*2 < before {
+		t.Fatalf("setup: %d free of %d (%v)", free, before, err)
+	}
+	st.Close()
+
+	// Above the threshold: left alone.
+	a = m.startWith(0, func(c *Config) { c.CompactAtStart = before + 1 })
+	if a.Counters()["store.compacted"] != 0 {
+		t.Fatal("compacted a store below the size threshold")
+	}
+	a.Close()
+	if fi, _ := os.Stat(path); fi.Size() != before {
+		t.Fatalf("file changed from %d to %d bytes without compaction", before, fi.Size())
+	}
+
+	a = m.startWith(0, func(c *Config) { c.CompactAtStart = 1 << 20 })
+	if a.Counters()["store.compacted"] != 1 {
+		t.Fatalf("counters: %v", a.Counters())
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size()*2 > before {
+		t.Fatalf("after compaction the file is %d bytes, was %d (%v)", fi.Size(), before, err)
+	}
+	if got := channelCount(a, ch); got != 10 {
+		t.Fatalf("%d messages after compaction, want the 10 retention kept", got)
 	}
 }

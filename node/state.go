@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
@@ -20,6 +21,9 @@ func (n *Node) openState() error {
 	st, err := history.Open(n.home.DBPath(), hc)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)
+	}
+	if st, err = n.compactAtStart(st, hc); err != nil {
+		return err
 	}
 	n.store = st
 	if n.counter, err = history.OpenSendCounter(st); err != nil {
@@ -51,6 +55,39 @@ func (n *Node) openState() error {
 	n.hsync = newSyncState()
 	n.requests = newRequestBook()
 	return n.openMailbox()
+}
+
+// compactAtStart compacts the history store when at least half of a file
+// of Config.CompactAtStart bytes or more is free pages (retention frees
+// pages, but bbolt never shrinks the file, and the whole file is mapped).
+// The home lock is held and nothing else uses the store yet. A failed
+// compaction is logged and the store used as it is.
+func (n *Node) compactAtStart(st *history.Store, hc history.Config) (*history.Store, error) {
+	if n.cfg.CompactAtStart <= 0 {
+		return st, nil
+	}
+	free, size, err := st.Reclaimable()
+	if err != nil || size < n.cfg.CompactAtStart || free*2 < size {
+		return st, nil
+	}
+	path := n.home.DBPath()
+	n.log.Info("compacting the history store: half of it is free pages", "path", path, "size", size, "free", free)
+	if err := st.Close(); err != nil {
+		return nil, fmt.Errorf("close history before compacting: %w", err)
+	}
+	start := time.Now()
+	before, after, cerr := history.CompactFile(path, hc)
+	if cerr != nil {
+		n.metrics.Inc("store.compact_failed")
+		n.log.Error("compacting the history store failed; using it as it is", "err", cerr)
+	} else {
+		n.metrics.Inc("store.compacted")
+		n.log.Info("compacted the history store", "before", before, "after", after, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if st, err = history.Open(path, hc); err != nil {
+		return nil, fmt.Errorf("open history: %w", err)
+	}
+	return st, nil
 }
 
 func (n *Node) channelsDir() string { return filepath.Join(n.cfg.Home, "channels") }

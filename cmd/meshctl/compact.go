@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/home"
@@ -19,7 +18,9 @@ but the file keeps its largest size. compact writes a compact copy next
 to it and renames it over the original.
 
 meshd must be stopped first: compact takes the home's lock, so it refuses
-while meshd runs, and meshd refuses to start while compact runs.
+while meshd runs, and meshd refuses to start while compact runs. meshd
+also compacts by itself at start when the file is at least 64 MiB and at
+least half of it is free pages (meshd --compact-at-start-mib).
 
 examples:
   systemctl stop meshd && meshctl compact && systemctl start meshd
@@ -55,18 +56,16 @@ func runCompact(a *app, args []string) error {
 }
 
 // compactStore compacts h's history store in place while holding h's
-// lock: into a temporary file beside it, then renamed over it.
+// lock.
 func compactStore(h home.Home) (res compactResult, err error) {
 	path := h.DBPath()
 	res.Path = path
-	fi, err := os.Stat(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return res, fmt.Errorf("no history store at %s", path)
 		}
 		return res, fmt.Errorf("history store: %w", err)
 	}
-	res.Before = fi.Size()
 	release, err := h.Lock()
 	if err != nil {
 		return res, err
@@ -76,49 +75,8 @@ func compactStore(h home.Home) (res compactResult, err error) {
 			err = fmt.Errorf("release home lock: %w", rerr)
 		}
 	}()
-	tmp := path + ".compact"
-	// The lock is ours, so a file left here is from a compact that died.
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return res, fmt.Errorf("remove stale %s: %w", tmp, err)
-	}
-	st, err := history.Open(path, history.Config{})
-	if err != nil {
-		return res, err
-	}
-	if err := st.Compact(tmp); err != nil {
-		st.Close()
-		return res, err
-	}
-	if err := st.Close(); err != nil {
-		os.Remove(tmp)
-		return res, err
-	}
-	// The compact copy is complete and synced; the rename swaps it in
-	// atomically, and the directory sync makes the swap durable.
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return res, fmt.Errorf("replace %s: %w", path, err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return res, err
-	}
-	if fi, err = os.Stat(path); err != nil {
-		return res, fmt.Errorf("history store: %w", err)
-	}
-	res.After = fi.Size()
-	return res, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	res.Before, res.After, err = history.CompactFile(path, history.Config{})
+	return res, err
 }
 
 // sizeText renders a byte count for humans: "812 B", "3.1 MiB".

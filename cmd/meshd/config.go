@@ -25,11 +25,18 @@ type fileConfig struct {
 	NoMDNS        bool     `toml:"no_mdns" json:"no_mdns"`
 	MDNSInterface string   `toml:"mdns_interface" json:"mdns_interface"`
 	PresenceTTL   string   `toml:"presence_ttl" json:"presence_ttl"`
+	// Link timers: a link idle for Keepalive sends a ping; one that hears
+	// nothing for IdleTimeout is closed and redialled.
+	Keepalive   string `toml:"keepalive" json:"keepalive"`
+	IdleTimeout string `toml:"idle_timeout" json:"idle_timeout"`
 	// History: how long an archive node keeps channel history at least,
 	// how often retention runs, how many peers a catch-up round asks.
 	ArchiveRetention  string `toml:"archive_retention" json:"archive_retention"`
 	RetentionInterval string `toml:"retention_interval" json:"retention_interval"`
 	SyncPeers         int    `toml:"sync_peers" json:"sync_peers"`
+	// CompactAtStartMiB: a history store of at least this many MiB that is
+	// at least half free pages is compacted at start; 0 never.
+	CompactAtStartMiB int    `toml:"compact_at_start_mib" json:"compact_at_start_mib"`
 	LogLevel          string `toml:"log_level" json:"log_level"`
 	LogFormat         string `toml:"log_format" json:"log_format"`
 	// HTTP is the address of the read-only status page (HOST:PORT, empty:
@@ -46,8 +53,8 @@ type fileConfig struct {
 const DefaultListen = "tcp://0.0.0.0:7437"
 
 func defaultFileConfig() fileConfig {
-	return fileConfig{Listen: []string{DefaultListen}, PresenceTTL: "5m", LogLevel: "info", LogFormat: "text",
-		ArchiveRetention: "720h", RetentionInterval: "1m", SyncPeers: 3}
+	return fileConfig{Listen: []string{DefaultListen}, PresenceTTL: "5m", Keepalive: "5s", IdleTimeout: "15s", LogLevel: "info", LogFormat: "text",
+		ArchiveRetention: "720h", RetentionInterval: "1m", SyncPeers: 3, CompactAtStartMiB: 64}
 }
 
 // loadFile reads a TOML config; unknown keys are an error naming the key and line.
@@ -108,6 +115,8 @@ func applyEnv(c *fileConfig, getenv func(string) string) error {
 	list("MESH_SEEDS", &c.Seeds)
 	str("MESH_MDNS_INTERFACE", &c.MDNSInterface)
 	str("MESH_PRESENCE_TTL", &c.PresenceTTL)
+	str("MESH_KEEPALIVE", &c.Keepalive)
+	str("MESH_IDLE_TIMEOUT", &c.IdleTimeout)
 	str("MESH_ARCHIVE_RETENTION", &c.ArchiveRetention)
 	str("MESH_RETENTION_INTERVAL", &c.RetentionInterval)
 	if v := getenv("MESH_SYNC_PEERS"); v != "" {
@@ -116,6 +125,13 @@ func applyEnv(c *fileConfig, getenv func(string) string) error {
 			return fmt.Errorf("MESH_SYNC_PEERS=%q: want a number", v)
 		}
 		c.SyncPeers = n
+	}
+	if v := getenv("MESH_COMPACT_AT_START_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("MESH_COMPACT_AT_START_MIB=%q: want a number", v)
+		}
+		c.CompactAtStartMiB = n
 	}
 	str("MESH_LOG_LEVEL", &c.LogLevel)
 	str("MESH_LOG_FORMAT", &c.LogFormat)
@@ -173,9 +189,12 @@ func newFlags() *flagValues {
 	fs.BoolVar(&f.cfg.NoMDNS, "no-mdns", false, "disable mDNS discovery")
 	fs.StringVar(&f.cfg.MDNSInterface, "mdns-interface", "", "network interface for mDNS (default: first multicast interface)")
 	fs.StringVar(&f.cfg.PresenceTTL, "presence-ttl", "", "silence after which a peer is shown offline (default 5m)")
+	fs.StringVar(&f.cfg.Keepalive, "keepalive", "", "ping a link after this long without sending on it (default 5s)")
+	fs.StringVar(&f.cfg.IdleTimeout, "idle-timeout", "", "close a link that has heard nothing for this long, at least twice --keepalive (default 15s)")
 	fs.StringVar(&f.cfg.ArchiveRetention, "archive-retention", "", "how long an archive node (roster archive flag) keeps channel history at least (default 720h)")
 	fs.StringVar(&f.cfg.RetentionInterval, "retention-interval", "", "how often history retention runs (default 1m)")
 	fs.IntVar(&f.cfg.SyncPeers, "sync-peers", 0, "how many linked readers a history catch-up asks per channel (default 3)")
+	fs.IntVar(&f.cfg.CompactAtStartMiB, "compact-at-start-mib", 0, "compact a history store of at least this many MiB that is half free pages at start; 0 never (default 64)")
 	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.cfg.LogFormat, "log-format", "", "text or json (default text)")
 	fs.StringVar(&f.cfg.HTTP, "http", "", "serve the read-only status page on HOST:PORT, loopback only (env MESH_HTTP)")
@@ -212,12 +231,18 @@ func (f *flagValues) applyFlags(c *fileConfig) {
 			c.MDNSInterface = f.cfg.MDNSInterface
 		case "presence-ttl":
 			c.PresenceTTL = f.cfg.PresenceTTL
+		case "keepalive":
+			c.Keepalive = f.cfg.Keepalive
+		case "idle-timeout":
+			c.IdleTimeout = f.cfg.IdleTimeout
 		case "archive-retention":
 			c.ArchiveRetention = f.cfg.ArchiveRetention
 		case "retention-interval":
 			c.RetentionInterval = f.cfg.RetentionInterval
 		case "sync-peers":
 			c.SyncPeers = f.cfg.SyncPeers
+		case "compact-at-start-mib":
+			c.CompactAtStartMiB = f.cfg.CompactAtStartMiB
 		case "log-level":
 			c.LogLevel = f.cfg.LogLevel
 		case "log-format":

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -95,5 +97,46 @@ func TestConfigUnknownKeyNamesKeyAndLine(t *testing.T) {
 	}
 	if _, err := resolve(t, nil, map[string]string{"MESH_NO_MDNS": "maybe"}); err == nil {
 		t.Fatal("bad boolean env accepted")
+	}
+}
+
+func TestConfigLinkTimers(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "h")
+	c, err := resolve(t, []string{"--home", home}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _, err := nodeConfig(c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc.Transport.KeepaliveInterval != 5*time.Second || nc.Transport.IdleTimeout != 15*time.Second {
+		t.Fatalf("default timers: keepalive %v idle %v", nc.Transport.KeepaliveInterval, nc.Transport.IdleTimeout)
+	}
+	c, err = resolve(t, []string{"--home", home, "--keepalive", "20s"}, map[string]string{"MESH_IDLE_TIMEOUT": "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, _, err = nodeConfig(c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if nc.Transport.KeepaliveInterval != 20*time.Second || nc.Transport.IdleTimeout != time.Minute {
+		t.Fatalf("set timers: keepalive %v idle %v", nc.Transport.KeepaliveInterval, nc.Transport.IdleTimeout)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keepalive", "10ms"}, "keepalive"},
+		{[]string{"--keepalive", "soon"}, "keepalive"},
+		{[]string{"--idle-timeout", "8s"}, "at least twice the keepalive"},
+	} {
+		c, err := resolve(t, append([]string{"--home", home}, bad.args...), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := nodeConfig(c, io.Discard); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: err %v, want one that says %q", bad.args, err, bad.want)
+		}
 	}
 }

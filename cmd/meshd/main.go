@@ -245,6 +245,16 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 		return nc, nil, fmt.Errorf("presence ttl %q: want a duration of at least 1s, like 5m", c.PresenceTTL)
 	}
 	nc.PresenceTTL = ttl
+	ka, err := time.ParseDuration(c.Keepalive)
+	if err != nil || ka < 100*time.Millisecond {
+		return nc, nil, fmt.Errorf("keepalive %q: want a duration of at least 100ms, like 5s", c.Keepalive)
+	}
+	idle, err := time.ParseDuration(c.IdleTimeout)
+	if err != nil || idle < 2*ka {
+		return nc, nil, fmt.Errorf("idle timeout %q: want a duration of at least twice the keepalive (%v), like 15s", c.IdleTimeout, ka)
+	}
+	nc.Transport.KeepaliveInterval = ka
+	nc.Transport.IdleTimeout = idle
 	if nc.ArchiveRetention, err = time.ParseDuration(c.ArchiveRetention); err != nil || nc.ArchiveRetention < time.Hour {
 		return nc, nil, fmt.Errorf("archive retention %q: want a duration of at least 1h, like 720h", c.ArchiveRetention)
 	}
@@ -255,6 +265,10 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 		return nc, nil, fmt.Errorf("sync peers %d: want 1 to 16", c.SyncPeers)
 	}
 	nc.SyncPeers = c.SyncPeers
+	if c.CompactAtStartMiB < 0 {
+		return nc, nil, fmt.Errorf("compact at start %d MiB: want 0 (never) or more", c.CompactAtStartMiB)
+	}
+	nc.CompactAtStart = int64(c.CompactAtStartMiB) << 20
 	for _, s := range c.Listen {
 		a, err := transport.ParseAddr(s)
 		if err != nil {

@@ -71,6 +71,7 @@ var (
 	famMirrorBatches  = counter("meshd_mirror_batches_total", "Mailbox mirror batches written without error.")
 	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
+	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
 	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
 	famMirrorCkpt     = counter("meshd_mirror_checkpoints_total", "Mailbox checkpoints: one syncfs making the files written since the last one durable.")
 	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
@@ -181,6 +182,8 @@ var rules = []rule{
 	{name: "mirror.disk_full", fam: famMirrorFailures, values: []string{"disk_full"}},
 	{name: "mirror.reconciled", fam: famMirrorRecon},
 	{name: "mirror.torn_rewritten", fam: famMirrorTorn},
+	{name: "store.compacted", fam: famStoreCompacted, values: []string{"ok"}},
+	{name: "store.compact_failed", fam: famStoreCompacted, values: []string{"failed"}},
 	{name: "mirror.checkpoints", fam: famMirrorCkpt},
 	{name: "mirror.sync_failed", fam: famMirrorFailures, values: []string{"sync"}},
 	{name: "outbox.picked", fam: famOutboxPicked},
