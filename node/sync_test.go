@@ -786,3 +786,34 @@ func TestNewEpochAfterLostState(t *testing.T) {
 	checkStreams(c, "c")
 	checkStreams(b, "b")
 }
+
+// Catch-up pages that repeat what a node holds (a join round asks without
+// marks) are counted as sync.already_held, not as dropped duplicates.
+func TestCatchUpOverlapIsNotADrop(t *testing.T) {
+	m := newSyncMesh(t, 2)
+	a := m.startWith(0, nil)
+	b := m.startWith(1, nil, tcpAddr(t, a))
+	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, b, "ch")
+	waitFor(t, 10*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })
+	for i := 0; i < 5; i++ {
+		if _, err := a.Send(api.Send{To: "#ch", Body: fmt.Sprintf("held %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "b holds 5", func() bool { return channelCount(b, p.ID) == 5 })
+	// Let the rounds the policy and the link started finish.
+	time.Sleep(300 * time.Millisecond)
+	dups, held := b.Metrics().Get("drop.duplicate"), b.Metrics().Get("sync.already_held")
+	b.hsync.markDue(p.ID, true) // as after a join: asked without marks
+	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.Metrics().Get("sync.already_held") >= held+5 })
+	if d := b.Metrics().Get("drop.duplicate"); d != dups {
+		t.Fatalf("drop.duplicate went from %d to %d on a catch-up overlap", dups, d)
+	}
+	if got := channelCount(b, p.ID); got != 5 {
+		t.Fatalf("b holds %d, want 5", got)
+	}
+}

@@ -88,6 +88,7 @@
 //	sync.rounds               meshd_sync_rounds_total
 //	sync.envelopes            meshd_sync_envelopes_received_total
 //	sync.pages                meshd_sync_pages_total
+//	sync.already_held         meshd_sync_envelopes_already_held_total
 //	sync.requests             meshd_sync_requests_total
 //	sync.responses            meshd_sync_responses_total
 //	sync.timeouts             meshd_sync_timeouts_total

@@ -72,6 +72,7 @@ var (
 	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
+	famSyncHeld       = counter("meshd_sync_envelopes_already_held_total", "Envelopes in catch-up pages that this node already held (not counted as drops).")
 	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
 	famMirrorCkpt     = counter("meshd_mirror_checkpoints_total", "Mailbox checkpoints: one syncfs making the files written since the last one durable.")
 	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
@@ -202,6 +203,7 @@ var rules = []rule{
 	{name: "sync.rounds", fam: famSyncRounds},
 	{name: "sync.envelopes", fam: famSyncEnvelopes},
 	{name: "sync.pages", fam: famSyncPages},
+	{name: "sync.already_held", fam: famSyncHeld},
 	{name: "sync.requests", fam: famSyncRequests},
 	{name: "sync.responses", fam: famSyncResponses},
 	{name: "sync.timeouts", fam: famSyncTimeouts},
