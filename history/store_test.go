@@ -328,21 +328,28 @@ func TestChannelMessages(t *testing.T) {
 	}
 }
 
-func TestCompact(t *testing.T) {
-	s, path := openTest(t, Config{})
+// prunedStore opens a store that held 300 envelopes of 2 KB in channel ch
+// of which retention kept the last 30, and returns all 300.
+func prunedStore(t *testing.T) (s *Store, path string, ch uuid.UUID, all []*proto.SignedEnvelope) {
+	t.Helper()
+	s, path = openTest(t, Config{})
 	alice := newSender(t, "alice")
-	ch := uuid.New()
-	var keep []*proto.SignedEnvelope
+	ch = uuid.New()
 	for i := range 300 {
-		keep = append(keep, alice.msg(t, ch, t0.UnixMilli()+int64(i), body(2000)))
+		all = append(all, alice.msg(t, ch, t0.UnixMilli()+int64(i), body(2000)))
 	}
-	for i := 0; i < len(keep); i += 50 {
-		mustPut(t, s, keep[i:i+50]...)
+	for i := 0; i < len(all); i += 50 {
+		mustPut(t, s, all[i:i+50]...)
 	}
 	if _, err := s.Prune(ch, 0, 30, t0); err != nil {
 		t.Fatal(err)
 	}
-	keep = keep[270:]
+	return s, path, ch, all
+}
+
+func TestCompact(t *testing.T) {
+	s, path, ch, all := prunedStore(t)
+	keep := all[270:]
 	free, size, err := s.Reclaimable()
 	if err != nil || size == 0 || free*2 < size {
 		t.Fatalf("after pruning 90%%: Reclaimable = %d free of %d (%v), want at least half free", free, size, err)
@@ -377,19 +384,7 @@ func TestCompact(t *testing.T) {
 }
 
 func TestCompactFile(t *testing.T) {
-	s, path := openTest(t, Config{})
-	alice := newSender(t, "alice")
-	ch := uuid.New()
-	var all []*proto.SignedEnvelope
-	for i := range 300 {
-		all = append(all, alice.msg(t, ch, t0.UnixMilli()+int64(i), body(2000)))
-	}
-	for i := 0; i < len(all); i += 50 {
-		mustPut(t, s, all[i:i+50]...)
-	}
-	if _, err := s.Prune(ch, 0, 30, t0); err != nil {
-		t.Fatal(err)
-	}
+	s, path, _, all := prunedStore(t)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,7 @@ import (
 )
 
 func TestEventStreamCarriesNewItems(t *testing.T) {
-	m := newTestMesh(t, 2)
-	m.writeRoster(0, m.roster)
-	m.writeRoster(1, m.roster)
-	a := m.start(0)
-	b := m.start(1, tcpAddr(t, a))
-	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	_, a, b := linkedPair(t)
 
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", a.ControlSocket())

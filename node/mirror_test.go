@@ -22,12 +22,7 @@ func mailboxFiles(t testing.TB, homeDir string) []string {
 }
 
 func TestOutboxToMirrorAcrossNodes(t *testing.T) {
-	m := newTestMesh(t, 2)
-	m.writeRoster(0, m.roster)
-	m.writeRoster(1, m.roster)
-	a := m.start(0)
-	b := m.start(1, tcpAddr(t, a))
-	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	m, a, b := linkedPair(t)
 
 	// An agent on a drops a file into the outbox, rename-into-place.
 	outbox := filepath.Join(m.home(0), "mailbox", "outbox")
@@ -84,12 +79,7 @@ func TestOutboxToMirrorAcrossNodes(t *testing.T) {
 }
 
 func TestMirrorReconcilesMissingFiles(t *testing.T) {
-	m := newTestMesh(t, 2)
-	m.writeRoster(0, m.roster)
-	m.writeRoster(1, m.roster)
-	a := m.start(0)
-	b := m.start(1, tcpAddr(t, a))
-	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	m, a, b := linkedPair(t)
 	if _, err := a.Send(api.Send{To: "b", Body: "keep me"}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +101,7 @@ func TestMirrorReconcilesMissingFiles(t *testing.T) {
 // power loss can leave files after the last checkpoint empty or cut short
 // under their final names. A start finds them and writes them again.
 func TestMirrorRewritesFilesCutShort(t *testing.T) {
-	m := newTestMesh(t, 2)
-	m.writeRoster(0, m.roster)
-	m.writeRoster(1, m.roster)
-	a := m.start(0)
-	b := m.start(1, tcpAddr(t, a))
-	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	m, a, b := linkedPair(t)
 	for _, body := range []string{"first", "second", "third"} {
 		if _, err := a.Send(api.Send{To: "b", Body: body}); err != nil {
 			t.Fatal(err)

@@ -181,6 +181,19 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Fatalf("timed out after %v waiting for %s", d, what)
 }
 
+// linkedPair starts two nodes of one roster, b seeded with a, and waits
+// until they are linked.
+func linkedPair(t testing.TB) (m *testMesh, a, b *Node) {
+	t.Helper()
+	m = newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	a = m.start(0)
+	b = m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	return m, a, b
+}
+
 func linked(n *Node, k proto.PubKey) bool {
 	for _, p := range n.PeerList() {
 		if p.Key.Equal(k) {
