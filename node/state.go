@@ -97,6 +97,9 @@ func (n *Node) closeState() error {
 	if n.outbox != nil {
 		errs = append(errs, n.outbox.Close())
 	}
+	if n.mirror != nil {
+		errs = append(errs, n.mirror.Close())
+	}
 	if n.counter != nil {
 		errs = append(errs, n.counter.Close())
 	}

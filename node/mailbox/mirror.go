@@ -68,8 +68,13 @@ type Mirror struct {
 	log *slog.Logger
 
 	// mu serializes Write: the choice of free names, the renames and the
-	// index appends.
+	// index appends. It guards the fields below.
 	mu sync.Mutex
+	// inboxDirs are the inbox directories known to exist, so that a file
+	// costs no stat of its directory.
+	inboxDirs map[string]bool
+	// index is the day index last appended to, kept open between batches.
+	index *openIndex
 
 	// write writes to a file; tests replace it to inject failures.
 	write func(f *os.File, b []byte) (int, error)
@@ -88,7 +93,7 @@ func Open(dir string, cfg Config) (*Mirror, error) {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("mailbox: %w", err)
 	}
-	m := &Mirror{dir: dir, cfg: cfg, log: log,
+	m := &Mirror{dir: dir, cfg: cfg, log: log, inboxDirs: map[string]bool{},
 		write: func(f *os.File, b []byte) (int, error) { return f.Write(b) },
 		now:   time.Now}
 	n, err := removeTemps(dir)
@@ -103,6 +108,14 @@ func Open(dir string, cfg Config) (*Mirror, error) {
 
 // Dir returns the mailbox root.
 func (m *Mirror) Dir() string { return m.dir }
+
+// Close closes the index file the mirror keeps open. It is idempotent;
+// a later Write opens what it needs again.
+func (m *Mirror) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dropIndexLocked()
+}
 
 // removeTemps removes ".tmp-*" files in dir's day and inbox directories.
 func removeTemps(dir string) (int, error) {
@@ -301,15 +314,21 @@ func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 	data := assemble(p.hs, p.body, it.Env.Raw)
 	dayDir := filepath.Join(m.dir, p.when.Format(time.DateOnly))
 	p.dir = filepath.Join(dayDir, "inbox")
-	if _, err := os.Stat(p.dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(p.dir, dirMode); err != nil {
-			return nil, wrapFS("create "+p.dir, err)
+	known := m.inboxDirs[p.dir]
+	if !known {
+		if err := m.ensureDirLocked(dayDir, p.dir, dirs); err != nil {
+			return nil, err
 		}
-		// The new directories' entries must reach the disk too.
-		dirs.add(m.dir)
-		dirs.add(dayDir)
 	}
 	f, err := os.CreateTemp(p.dir, tempPrefix+"*")
+	if err != nil && known && errors.Is(err, fs.ErrNotExist) {
+		// Someone removed the directory since: make it again.
+		delete(m.inboxDirs, p.dir)
+		if err := m.ensureDirLocked(dayDir, p.dir, dirs); err != nil {
+			return nil, err
+		}
+		f, err = os.CreateTemp(p.dir, tempPrefix+"*")
+	}
 	if err != nil {
 		return nil, wrapFS("write "+p.dir, err)
 	}
@@ -328,6 +347,24 @@ func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 	}
 	p.f = f
 	return p, nil
+}
+
+// ensureDirLocked creates the inbox directory dir (in the day directory
+// dayDir) if it is missing and remembers that it exists.
+func (m *Mirror) ensureDirLocked(dayDir, dir string, dirs *dirSet) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, dirMode); err != nil {
+			return wrapFS("create "+dir, err)
+		}
+		// The new directories' entries must reach the disk too.
+		dirs.add(m.dir)
+		dirs.add(dayDir)
+	}
+	if len(m.inboxDirs) >= 8 {
+		clear(m.inboxDirs) // one entry a day; keep it small
+	}
+	m.inboxDirs[dir] = true
+	return nil
 }
 
 // syncAll fsyncs the temporary files concurrently: the file system
@@ -368,10 +405,7 @@ func (m *Mirror) publishLocked(p *pending, dirs *dirSet) (string, error) {
 	var path string
 	if err == nil {
 		id := p.it.Env.ID.String()
-		path, err = freeName(p.dir, p.when.Format("150405")+"-"+id[len(id)-12:], ".txt", "")
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+		path, err = renameFree(tmp, p.dir, p.when.Format("150405")+"-"+id[len(id)-12:], ".txt")
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -385,6 +419,35 @@ func (m *Mirror) publishLocked(p *pending, dirs *dirSet) (string, error) {
 		}
 	}
 	return path, nil
+}
+
+// renameFree renames tmp to dir/base+ext, or with "-2", "-3", ... after
+// base if that is taken, and returns the new path. It never replaces a
+// file: renameat2 with RENAME_NOREPLACE checks and renames in one call.
+// Where that is not supported it falls back to a free name and rename.
+func renameFree(tmp, dir, base, ext string) (string, error) {
+	for n := 1; ; n++ {
+		name := base + ext
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d%s", base, n, ext)
+		}
+		p := filepath.Join(dir, name)
+		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
+		switch {
+		case err == nil:
+			return p, nil
+		case errors.Is(err, unix.EEXIST):
+			continue
+		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+			p, err := freeName(dir, base, ext, "")
+			if err != nil {
+				return "", err
+			}
+			return p, os.Rename(tmp, p)
+		default:
+			return "", &os.LinkError{Op: "rename", Old: tmp, New: p, Err: err}
+		}
+	}
 }
 
 // freeName returns dir/base+ext, or with "-2", "-3", ... after base if
@@ -478,9 +541,37 @@ func summary(body string) string {
 	return b.String()
 }
 
-// appendIndexLocked appends lines to the day's index and fsyncs it.
+// openIndex is a day's index file kept open for appending.
+type openIndex struct {
+	path string
+	f    *os.File
+	fi   os.FileInfo // f's identity, to notice an index removed or replaced
+}
+
+// dropIndexLocked closes the index kept open, if any.
+func (m *Mirror) dropIndexLocked() error {
+	if m.index == nil {
+		return nil
+	}
+	err := m.index.f.Close()
+	m.index = nil
+	return err
+}
+
+// appendIndexLocked appends lines to the day's index (and fsyncs it when
+// the configuration says so). The index last appended to stays open: a
+// batch then costs a stat, to notice the file removed or replaced by
+// hand, and a write.
 func (m *Mirror) appendIndexLocked(day string, lines []byte) error {
 	path := filepath.Join(m.dir, day, "index.txt")
+	if ix := m.index; ix != nil && ix.path == path {
+		if fi, err := os.Stat(path); err == nil && os.SameFile(fi, ix.fi) {
+			return m.appendOpenIndexLocked(lines, false)
+		}
+	}
+	if err := m.dropIndexLocked(); err != nil {
+		m.log.Warn("mailbox: close index", "err", err)
+	}
 	created, err := notExist(path)
 	if err != nil {
 		return wrapFS("index", err)
@@ -489,31 +580,48 @@ func (m *Mirror) appendIndexLocked(day string, lines []byte) error {
 	if err != nil {
 		return wrapFS("index", err)
 	}
-	defer f.Close()
 	if created {
 		if err := f.Chmod(fileMode); err != nil {
+			f.Close()
 			return wrapFS("index", err)
 		}
 	} else if torn, err := endsTorn(f); err != nil {
+		f.Close()
 		return wrapFS("index", err)
 	} else if torn {
 		// A crash cut the last line short: end it, so lines stay lines.
 		lines = append([]byte("\n"), lines...)
 	}
-	if _, err := m.write(f, lines); err != nil {
-		return wrapFS("index "+path, err)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return wrapFS("index", err)
+	}
+	m.index = &openIndex{path: path, f: f, fi: fi}
+	return m.appendOpenIndexLocked(lines, created)
+}
+
+// appendOpenIndexLocked writes lines to the open index. After a failed
+// write the file is closed, so the next batch reopens it and ends a line
+// the failure cut short.
+func (m *Mirror) appendOpenIndexLocked(lines []byte, created bool) error {
+	ix := m.index
+	if _, err := m.write(ix.f, lines); err != nil {
+		m.dropIndexLocked()
+		return wrapFS("index "+ix.path, err)
 	}
 	if m.cfg.SyncFiles {
-		if err := f.Sync(); err != nil {
-			return wrapFS("index "+path+": fsync", err)
+		if err := ix.f.Sync(); err != nil {
+			m.dropIndexLocked()
+			return wrapFS("index "+ix.path+": fsync", err)
 		}
 		if created {
-			if err := syncDir(filepath.Dir(path)); err != nil {
+			if err := syncDir(filepath.Dir(ix.path)); err != nil {
 				return wrapFS("fsync directory", err)
 			}
 		}
 	}
-	return f.Close()
+	return nil
 }
 
 // endsTorn reports whether f is not empty and does not end in "\n".

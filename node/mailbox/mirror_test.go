@@ -211,6 +211,7 @@ func TestMirrorDiskFullTmpfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() }) // before the unmount: the index is open
 	body := strings.Repeat("x", 6000)
 	var written []string
 	for i := 1; i <= 40; i++ {
@@ -421,5 +422,58 @@ func TestMirrorSyncAndComplete(t *testing.T) {
 	}
 	if _, err := Complete(paths[0] + ".gone"); err == nil {
 		t.Fatal("Complete of a missing file gave no error")
+	}
+}
+
+// The mirror keeps the day's index open and remembers inbox directories;
+// a person or a script removing either between batches loses nothing.
+func TestMirrorSurvivesRemovedIndexAndDirectory(t *testing.T) {
+	m, dir := openMirror(t, testConfig())
+	defer m.Close()
+	day := filepath.Join(dir, "2026-11-21")
+	item := func(i int) Item {
+		return Item{Env: sign(t, alice, i, proto.ToChannel(chanGeneral), msg("item "+strconv.Itoa(i), nil)),
+			Priority: "normal", FromName: "alice", ToText: "#general", Delivered: t0.Add(time.Duration(i) * time.Second)}
+	}
+	if _, err := m.Write(item(1)); err != nil {
+		t.Fatal(err)
+	}
+	// The index is removed: the next batch starts a new one.
+	if err := os.Remove(filepath.Join(day, "index.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Write(item(2)); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := os.ReadFile(filepath.Join(day, "index.txt"))
+	if err != nil || !strings.Contains(string(idx), "item 2") || strings.Contains(string(idx), "item 1") {
+		t.Fatalf("index after removal: %v\n%s", err, idx)
+	}
+	// The whole day is removed: the next batch makes it again.
+	if err := os.RemoveAll(day); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := m.Write(item(3))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("write after the day was removed: %v, %v", paths, err)
+	}
+	idx, err = os.ReadFile(filepath.Join(day, "index.txt"))
+	if err != nil || !strings.Contains(string(idx), "item 3") {
+		t.Fatalf("index after the day was removed: %v\n%s", err, idx)
+	}
+	// Appends to a kept index land in the file on disk.
+	if _, err := m.Write(item(4), item(5)); err != nil {
+		t.Fatal(err)
+	}
+	idx, _ = os.ReadFile(filepath.Join(day, "index.txt"))
+	if n := strings.Count(string(idx), "\n"); n != 3 {
+		t.Fatalf("index has %d lines, want 3:\n%s", n, idx)
+	}
+	verifyTree(t, dir, 3)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 }
