@@ -209,8 +209,8 @@ func TestCompactAtStart(t *testing.T) {
 		t.Fatal("compacted a store below the size threshold")
 	}
 	a.Close()
-	if fi, _ := os.Stat(path); fi.Size() != before {
-		t.Fatalf("file changed from %d to %d bytes without compaction", before, fi.Size())
+	if fi, _ := os.Stat(path); fi.Size() < before {
+		t.Fatalf("file shrank from %d to %d bytes without compaction", before, fi.Size())
 	}
 
 	a = m.startWith(0, func(c *Config) { c.CompactAtStart = 1 << 20 })
