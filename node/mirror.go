@@ -171,21 +171,30 @@ func (n *Node) drainMirror(batch []mailbox.Item) time.Time {
 // system's own writeback) persists it, and an older record only makes the
 // next start check more files.
 func (n *Node) checkpointMirror(newest time.Time) {
-	if err := n.mirror.Sync(); err != nil {
-		n.metrics.Inc("mirror.sync_failed")
-		n.log.Error("mailbox mirror: checkpoint", "err", err)
-		return
-	}
-	n.metrics.Inc("mirror.checkpoints")
-	path := filepath.Join(n.home.MailboxDir(), mirrorCheckpointFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(newest.UnixMilli(), 10)+"\n"), 0o644); err == nil {
-		err = os.Rename(tmp, path)
-		if err != nil {
-			n.log.Warn("mailbox mirror: record checkpoint", "err", err)
+	err := n.mirror.Sync()
+	if err == nil {
+		n.metrics.Inc("mirror.checkpoints")
+		path := filepath.Join(n.home.MailboxDir(), mirrorCheckpointFile)
+		tmp := path + ".tmp"
+		if err = os.WriteFile(tmp, []byte(strconv.FormatInt(newest.UnixMilli(), 10)+"\n"), 0o644); err == nil {
+			err = os.Rename(tmp, path)
 		}
-	} else {
-		n.log.Warn("mailbox mirror: record checkpoint", "err", err)
+		if err != nil {
+			os.Remove(tmp)
+			err = fmt.Errorf("record checkpoint: %w", err)
+		}
+	}
+	switch {
+	case err != nil:
+		// The next start checks more files; nothing is lost.
+		n.metrics.Inc("mirror.sync_failed")
+		if !n.mirrorCkptFailing {
+			n.log.Error("mailbox mirror: checkpoint failed; a start after a power loss will check the files since the last one", "err", err)
+		}
+		n.mirrorCkptFailing = true
+	case n.mirrorCkptFailing:
+		n.log.Info("mailbox mirror: checkpoints work again")
+		n.mirrorCkptFailing = false
 	}
 }
 

@@ -161,3 +161,35 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 	}
 	waitFor(t, 3*time.Second, "checkpoint recorded again", func() bool { _, err := os.Stat(ckpt); return err == nil })
 }
+
+// A checkpoint that cannot be recorded is counted and logged once, and
+// checkpoints resume when the cause goes away.
+func TestMirrorCheckpointFailureCounted(t *testing.T) {
+	m, a, b := linkedPair(t)
+	ckpt := filepath.Join(m.home(1), "mailbox", mirrorCheckpointFile)
+	os.Remove(ckpt)
+	// A directory in the way makes the rename onto it fail.
+	if err := os.MkdirAll(filepath.Join(ckpt, "blocker"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	send := func(body string) {
+		t.Helper()
+		if _, err := a.Send(api.Send{To: "b", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("one")
+	waitFor(t, 5*time.Second, "failed checkpoint counted", func() bool { return b.Counters()["mirror.sync_failed"] >= 1 })
+	ok := b.Counters()["mirror.checkpoints"]
+	if err := os.RemoveAll(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	send("two")
+	waitFor(t, 5*time.Second, "checkpoint recorded", func() bool {
+		_, err := os.Stat(ckpt)
+		return err == nil && b.Counters()["mirror.checkpoints"] > ok
+	})
+	if got := b.mirrorCheckpoint(); got.IsZero() {
+		t.Fatal("checkpoint file unreadable after recovery")
+	}
+}

@@ -56,7 +56,10 @@ type Node struct {
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
 	mirrorq  chan mailbox.Item
-	requests *requestBook
+	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
+	// a full disk is logged once, not every second. Mirror loop only.
+	mirrorCkptFailing bool
+	requests          *requestBook
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
