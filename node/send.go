@@ -149,10 +149,16 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Our own history holds what we said, so we can serve it in sync.
-	if _, err := n.store.Put(se, false); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
+	// Our own history holds what we said, so we can serve it in sync. The
+	// commit runs while the envelope goes out: readers need not wait for
+	// our fsync, and the call returns once both are done. If we crash in
+	// between, our next catch-up fetches the envelope back from a reader
+	// (its number is a gap in our own stream).
+	stored := make(chan error, 1)
+	go func() {
+		_, err := n.store.Put(se, false)
+		stored <- err
+	}()
 	var readers []proto.PubKey
 	for _, k := range p.Readers(r) {
 		if !k.Equal(n.id.Pub) {
@@ -160,6 +166,11 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 		}
 	}
 	sent := n.fanOut(se, readers)
+	if err := <-stored; err != nil {
+		n.metrics.Inc("tx.store_failed")
+		n.log.Error("sent a channel message this node could not keep", "id", se.ID, "channel", p.Name, "peers", len(sent), "err", err)
+		return nil, fmt.Errorf("store: %w (the message %s went to %d peers, but this node did not keep it)", err, se.ID, len(sent))
+	}
 	n.metrics.Inc("tx.message")
 	return &api.Sent{ID: se.ID.String(), Kind: se.Kind.String(), To: "#" + p.Name, Seq: se.Seq, SentTo: sent}, nil
 }

@@ -817,3 +817,31 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 		t.Fatalf("b holds %d, want 5", got)
 	}
 }
+
+// A channel message goes out while the sender commits it; when the commit
+// fails, the call fails and says the message went out anyway.
+func TestSendCommitFailureSaysItWentOut(t *testing.T) {
+	m := newSyncMesh(t, 2)
+	a := m.startWith(0, nil)
+	b := m.startWith(1, nil, tcpAddr(t, a))
+	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, b, "ch")
+	waitFor(t, 10*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	// The first send reserves a block of sequence numbers, so the next
+	// needs no store write before its commit.
+	if _, err := a.Send(api.Send{To: "#ch", Body: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	a.store.Close() // as a store that can no longer write
+	_, err = a.Send(api.Send{To: "#ch", Body: "out, not kept"})
+	if err == nil || !strings.Contains(err.Error(), "went to 1 peers") {
+		t.Fatalf("send with a failing store: %v", err)
+	}
+	if a.Counters()["tx.store_failed"] != 1 {
+		t.Fatalf("tx.store_failed = %d", a.Counters()["tx.store_failed"])
+	}
+	waitFor(t, 5*time.Second, "b has both", func() bool { return channelCount(b, p.ID) == 2 })
+}

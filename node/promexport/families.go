@@ -43,6 +43,7 @@ var (
 	famKept           = counter("meshd_envelopes_kept_total", "Direct envelopes kept for a peer that was not linked.")
 	famAcked          = counter("meshd_envelopes_acked_total", "Kept envelopes a peer acknowledged as stored.")
 	famSendDropped    = counter("meshd_envelopes_send_dropped_total", "Envelope copies a link refused, by reason.", "reason")
+	famStoreFailed    = counter("meshd_sends_not_kept_total", "Channel messages sent to peers that this node failed to store in its own history.")
 	famSendRefused    = counter("meshd_sends_refused_total", "Local sends refused before signing, by reason.", "reason")
 	famAckMalformed   = counter("meshd_acks_malformed_total", "Ack frames that did not parse.")
 	famFrameDropped   = counter("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
@@ -145,6 +146,7 @@ var rules = []rule{
 	{name: "tx.acked", fam: famAcked},
 	{name: "tx.dropped.", fam: famSendDropped},
 	{name: "tx.refused.", fam: famSendRefused},
+	{name: "tx.store_failed", fam: famStoreFailed},
 	{name: "ack.malformed", fam: famAckMalformed},
 	{name: "send.dropped.", fam: famFrameDropped},
 	{name: "frame.", fam: famFrameInvalid},
