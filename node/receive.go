@@ -323,6 +323,11 @@ func (n *Node) commit(batch []rxItem) {
 // classify returns the inbox priority and wake rule of an envelope (seed
 // 004, Wake Rules), and whether it goes to the inbox at all.
 func (n *Node) classify(se *proto.SignedEnvelope) (history.Priority, bool, bool) {
+	if se.From.Equal(n.id.Pub) {
+		// Our own words, fetched back by catch-up (after a crash or a lost
+		// store): history, not mail.
+		return 0, false, false
+	}
 	switch se.Kind {
 	case proto.KindRequest:
 		return history.PriorityHigh, true, true

@@ -845,3 +845,39 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "b has both", func() bool { return channelCount(b, p.ID) == 2 })
 }
+
+// A node that fetches its own channel messages back through catch-up
+// (after losing its store) keeps them as history, not as mail.
+func TestOwnMessagesFromCatchUpAreNotMail(t *testing.T) {
+	m := newSyncMesh(t, 2)
+	a := m.startWith(0, nil)
+	b := m.startWith(1, nil, tcpAddr(t, a))
+	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, b, "ch")
+	if _, err := b.SetSubscription("ch", "subscribed"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })
+	for i := 0; i < 3; i++ {
+		if _, err := b.Send(api.Send{To: "#ch", Body: fmt.Sprintf("mine %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "a has 3", func() bool { return channelCount(a, p.ID) == 3 })
+	b.Close()
+	if err := os.Remove(filepath.Join(m.home(1), "history.db")); err != nil {
+		t.Fatal(err)
+	}
+	b = m.startWith(1, nil, tcpAddr(t, a))
+	waitFor(t, 10*time.Second, "b has its 3 back", func() bool { return channelCount(b, p.ID) == 3 })
+	in, err := b.Inbox(context.Background(), true, 0, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Items) != 0 {
+		t.Fatalf("b's inbox holds %d of its own messages: %+v", len(in.Items), in.Items[0])
+	}
+}
