@@ -144,7 +144,11 @@
 // after it with [Complete], rewriting any that a power loss left empty or
 // cut short. A process crash (SIGKILL) loses nothing either way: what was
 // written is in the page cache. This makes a file cost a create, a write
-// and a rename instead of three fsyncs.
+// and a rename instead of three fsyncs. syncfs writes back every dirty
+// file of the file system, not only the mailbox's: on a host where other
+// programs write much to the same file system, that writeback joins the
+// checkpoint (it runs on the mirror's goroutine and delays files, never
+// deliveries).
 //
 // Every envelope is in the history store before it is mirrored, so a
 // failed write loses nothing: the caller logs it and counts it (a full
