@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,52 +25,40 @@ func (s *Store) Prune(channel uuid.UUID, maxAge time.Duration, maxCount int, now
 	if maxAge > 0 {
 		cutoff = now.Add(-maxAge).UnixMilli()
 	}
-	for {
-		n, done := 0, false
-		err := s.write(func(w *wtx) (error, error) {
-			n, done = 0, false
-			count := int(getU64(w.counts.Get(channel[:])))
-			var victims []Stored
-			c := w.chanIdx.Cursor()
-			for k, _ := c.Seek(channel[:]); ; k, _ = c.Next() {
-				if len(victims) == w.s.cfg.PruneChunk {
-					break
-				}
-				if k == nil || !bytes.HasPrefix(k, channel[:]) || len(k) != chanKeyLen {
-					done = true
-					break
-				}
-				e := parseChanKey(k)
-				if e.ts >= cutoff && (maxCount <= 0 || count-len(victims) <= maxCount) {
-					done = true
-					break
-				}
-				var m Stored
-				m.ID, m.TS, m.Seq, m.To = e.id, e.ts, e.seq, proto.ToChannel(channel)
-				copy(m.From[:], e.stream)
-				copy(m.Epoch[:], e.stream[keyLen:])
-				victims = append(victims, m)
+	return s.pruneInChunks(&s.st.pruned, func(w *wtx) (n int, done bool, err error) {
+		count := int(getU64(w.counts.Get(channel[:])))
+		var victims []Stored
+		c := w.chanIdx.Cursor()
+		for k, _ := c.Seek(channel[:]); ; k, _ = c.Next() {
+			if len(victims) == w.s.cfg.PruneChunk {
+				break
 			}
-			for i := range victims {
-				if err := w.deleteEnv(&victims[i]); err != nil {
-					return nil, err
-				}
+			if k == nil || !bytes.HasPrefix(k, channel[:]) || len(k) != chanKeyLen {
+				done = true
+				break
 			}
-			n = len(victims)
-			if done && maxAge > 0 {
-				return nil, w.pruneStreams(destKey(proto.ToChannel(channel)), cutoff)
+			e := parseChanKey(k)
+			if e.ts >= cutoff && (maxCount <= 0 || count-len(victims) <= maxCount) {
+				done = true
+				break
 			}
-			return nil, nil
-		}, nil)
-		if err != nil {
-			return removed, err
+			var m Stored
+			m.ID, m.TS, m.Seq, m.To = e.id, e.ts, e.seq, proto.ToChannel(channel)
+			copy(m.From[:], e.stream)
+			copy(m.Epoch[:], e.stream[keyLen:])
+			victims = append(victims, m)
 		}
-		removed += n
-		s.st.pruned.Add(uint64(n))
-		if done {
-			return removed, nil
+		for i := range victims {
+			if err := w.deleteEnv(&victims[i]); err != nil {
+				return 0, false, err
+			}
 		}
-	}
+		n = len(victims)
+		if done && maxAge > 0 {
+			return n, done, w.pruneStreams(destKey(proto.ToChannel(channel)), cutoff)
+		}
+		return n, done, nil
+	})
 }
 
 // PruneDirect removes envelopes not addressed to a channel (DMs, Requests,
@@ -80,49 +69,37 @@ func (s *Store) PruneDirect(maxAge time.Duration, now time.Time) (removed int, e
 		return 0, nil
 	}
 	cutoff := now.Add(-maxAge).UnixMilli()
-	for {
-		n, done := 0, false
-		err := s.write(func(w *wtx) (error, error) {
-			n, done = 0, false
-			var victims []Stored
-			c := w.dirIdx.Cursor()
-			for k, _ := c.First(); ; k, _ = c.Next() {
-				if len(victims) == w.s.cfg.PruneChunk {
-					break
-				}
-				if k == nil || len(k) != tsLen+idLen || getTS(k) >= cutoff {
-					done = true
-					break
-				}
-				var m Stored
-				m.TS, m.ID = getTS(k), uuid.UUID(k[tsLen:])
-				m.To.Kind = proto.DestPeer // any kind but channel: the direct index
-				victims = append(victims, m)
+	return s.pruneInChunks(&s.st.pruned, func(w *wtx) (n int, done bool, err error) {
+		var victims []Stored
+		c := w.dirIdx.Cursor()
+		for k, _ := c.First(); ; k, _ = c.Next() {
+			if len(victims) == w.s.cfg.PruneChunk {
+				break
 			}
-			for i := range victims {
-				if err := w.deleteEnv(&victims[i]); err != nil {
-					return nil, err
-				}
+			if k == nil || len(k) != tsLen+idLen || getTS(k) >= cutoff {
+				done = true
+				break
 			}
-			n = len(victims)
-			if done {
-				for _, kind := range []proto.DestKind{proto.DestPeer, proto.DestOrg} {
-					if err := w.pruneStreams([]byte{byte(kind)}, cutoff); err != nil {
-						return nil, err
-					}
-				}
-			}
-			return nil, nil
-		}, nil)
-		if err != nil {
-			return removed, err
+			var m Stored
+			m.TS, m.ID = getTS(k), uuid.UUID(k[tsLen:])
+			m.To.Kind = proto.DestPeer // any kind but channel: the direct index
+			victims = append(victims, m)
 		}
-		removed += n
-		s.st.pruned.Add(uint64(n))
+		for i := range victims {
+			if err := w.deleteEnv(&victims[i]); err != nil {
+				return 0, false, err
+			}
+		}
+		n = len(victims)
 		if done {
-			return removed, nil
+			for _, kind := range []proto.DestKind{proto.DestPeer, proto.DestOrg} {
+				if err := w.pruneStreams([]byte{byte(kind)}, cutoff); err != nil {
+					return 0, false, err
+				}
+			}
 		}
-	}
+		return n, done, nil
+	})
 }
 
 // PruneSeen forgets dedupe entries of envelopes with ts older than
@@ -131,38 +108,50 @@ func (s *Store) PruneDirect(maxAge time.Duration, now time.Time) (removed int, e
 // in-memory set keeps what it holds; it is bounded by size.
 func (s *Store) PruneSeen(now time.Time) (removed int, err error) {
 	cutoff := now.Add(-s.cfg.SeenMaxAge).UnixMilli()
+	return s.pruneInChunks(&s.st.seenPruned, func(w *wtx) (n int, done bool, err error) {
+		var keys [][]byte
+		c := w.seenAge.Cursor()
+		for k, _ := c.First(); ; k, _ = c.Next() {
+			if len(keys) == w.s.cfg.PruneChunk {
+				break
+			}
+			if k == nil || len(k) != tsLen+seenKLen || getTS(k) >= cutoff {
+				done = true
+				break
+			}
+			keys = append(keys, bytes.Clone(k))
+		}
+		for _, k := range keys {
+			if err := w.seenAge.Delete(k); err != nil {
+				return 0, false, err
+			}
+			if err := w.seen.Delete(k[tsLen:]); err != nil {
+				return 0, false, err
+			}
+		}
+		n = len(keys)
+		return n, done, nil
+	})
+}
+
+// pruneInChunks runs step in write transactions until it reports done and
+// returns how many entries the steps removed, also added to counter. Each
+// step removes at most Config.PruneChunk entries and rides in a writer
+// batch, so deliveries are never held up for long.
+func (s *Store) pruneInChunks(counter *atomic.Uint64, step func(w *wtx) (n int, done bool, err error)) (removed int, err error) {
 	for {
-		n, done := 0, false
+		var n int
+		var done bool
 		err := s.write(func(w *wtx) (error, error) {
-			n, done = 0, false
-			var keys [][]byte
-			c := w.seenAge.Cursor()
-			for k, _ := c.First(); ; k, _ = c.Next() {
-				if len(keys) == w.s.cfg.PruneChunk {
-					break
-				}
-				if k == nil || len(k) != tsLen+seenKLen || getTS(k) >= cutoff {
-					done = true
-					break
-				}
-				keys = append(keys, bytes.Clone(k))
-			}
-			for _, k := range keys {
-				if err := w.seenAge.Delete(k); err != nil {
-					return nil, err
-				}
-				if err := w.seen.Delete(k[tsLen:]); err != nil {
-					return nil, err
-				}
-			}
-			n = len(keys)
-			return nil, nil
+			var serr error
+			n, done, serr = step(w)
+			return nil, serr
 		}, nil)
 		if err != nil {
 			return removed, err
 		}
 		removed += n
-		s.st.seenPruned.Add(uint64(n))
+		counter.Add(uint64(n))
 		if done {
 			return removed, nil
 		}

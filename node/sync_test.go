@@ -787,18 +787,26 @@ func TestNewEpochAfterLostState(t *testing.T) {
 	checkStreams(b, "b")
 }
 
-// Catch-up pages that repeat what a node holds (a join round asks without
-// marks) are counted as sync.already_held, not as dropped duplicates.
-func TestCatchUpOverlapIsNotADrop(t *testing.T) {
-	m := newSyncMesh(t, 2)
-	a := m.startWith(0, nil)
-	b := m.startWith(1, nil, tcpAddr(t, a))
+// channelPair starts a and b (seeded with a), creates #ch on a, and waits
+// until b holds its policy and the two are linked.
+func channelPair(t *testing.T) (m *testMesh, a, b *Node, p *channel.Policy) {
+	t.Helper()
+	m = newSyncMesh(t, 2)
+	a = m.startWith(0, nil)
+	b = m.startWith(1, nil, tcpAddr(t, a))
 	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitPolicy(t, b, "ch")
-	waitFor(t, 10*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })
+	waitFor(t, 10*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
+	return m, a, b, p
+}
+
+// Catch-up pages that repeat what a node holds (a join round asks without
+// marks) are counted as sync.already_held, not as dropped duplicates.
+func TestCatchUpOverlapIsNotADrop(t *testing.T) {
+	_, a, b, p := channelPair(t)
 	for i := 0; i < 5; i++ {
 		if _, err := a.Send(api.Send{To: "#ch", Body: fmt.Sprintf("held %d", i)}); err != nil {
 			t.Fatal(err)
@@ -821,22 +829,14 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 // A channel message goes out while the sender commits it; when the commit
 // fails, the call fails and says the message went out anyway.
 func TestSendCommitFailureSaysItWentOut(t *testing.T) {
-	m := newSyncMesh(t, 2)
-	a := m.startWith(0, nil)
-	b := m.startWith(1, nil, tcpAddr(t, a))
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitPolicy(t, b, "ch")
-	waitFor(t, 10*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	_, a, b, p := channelPair(t)
 	// The first send reserves a block of sequence numbers, so the next
 	// needs no store write before its commit.
 	if _, err := a.Send(api.Send{To: "#ch", Body: "kept"}); err != nil {
 		t.Fatal(err)
 	}
 	a.store.Close() // as a store that can no longer write
-	_, err = a.Send(api.Send{To: "#ch", Body: "out, not kept"})
+	_, err := a.Send(api.Send{To: "#ch", Body: "out, not kept"})
 	if err == nil || !strings.Contains(err.Error(), "went to 1 peers") {
 		t.Fatalf("send with a failing store: %v", err)
 	}
@@ -849,18 +849,10 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 // A node that fetches its own channel messages back through catch-up
 // (after losing its store) keeps them as history, not as mail.
 func TestOwnMessagesFromCatchUpAreNotMail(t *testing.T) {
-	m := newSyncMesh(t, 2)
-	a := m.startWith(0, nil)
-	b := m.startWith(1, nil, tcpAddr(t, a))
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitPolicy(t, b, "ch")
+	m, a, b, p := channelPair(t)
 	if _, err := b.SetSubscription("ch", "subscribed"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })
 	for i := 0; i < 3; i++ {
 		if _, err := b.Send(api.Send{To: "#ch", Body: fmt.Sprintf("mine %d", i)}); err != nil {
 			t.Fatal(err)
