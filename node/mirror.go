@@ -132,11 +132,8 @@ func (n *Node) mirrorLoop() {
 				break more
 			}
 		}
-		n.writeMirror(batch)
-		for _, it := range batch {
-			if it.Delivered.After(newest) {
-				newest = it.Delivered
-			}
+		if last := n.writeMirror(batch); last.After(newest) {
+			newest = last
 		}
 	}
 }
@@ -153,16 +150,10 @@ func (n *Node) drainMirror(batch []mailbox.Item) time.Time {
 		}
 		break
 	}
-	var newest time.Time
-	if len(batch) > 0 {
-		n.writeMirror(batch)
-		for _, it := range batch {
-			if it.Delivered.After(newest) {
-				newest = it.Delivered
-			}
-		}
+	if len(batch) == 0 {
+		return time.Time{}
 	}
-	return newest
+	return n.writeMirror(batch)
 }
 
 // checkpointMirror makes the files written so far durable and records
@@ -212,7 +203,14 @@ func (n *Node) mirrorCheckpoint() time.Time {
 	return time.UnixMilli(ms)
 }
 
-func (n *Node) writeMirror(batch []mailbox.Item) {
+// writeMirror writes a batch of mailbox files and returns the newest
+// delivery time in it, for the next checkpoint.
+func (n *Node) writeMirror(batch []mailbox.Item) (newest time.Time) {
+	for _, it := range batch {
+		if it.Delivered.After(newest) {
+			newest = it.Delivered
+		}
+	}
 	paths, err := n.mirror.Write(batch...)
 	n.metrics.Add("mirror.files", uint64(len(paths)))
 	if err != nil {
@@ -225,9 +223,10 @@ func (n *Node) writeMirror(batch []mailbox.Item) {
 			n.metrics.Inc("mirror.failed")
 			n.log.Error("mailbox mirror", "missing", len(batch)-len(paths), "err", err)
 		}
-		return
+		return newest
 	}
 	n.metrics.Inc("mirror.batches")
+	return newest
 }
 
 // reconcileMirror writes the mailbox files of recent inbox items that
