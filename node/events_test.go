@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -49,4 +50,51 @@ func TestEventStreamCarriesNewItems(t *testing.T) {
 		}
 	}
 	t.Fatalf("stream ended: %v", sc.Err())
+}
+
+// TestEventStreamBurstInOrder sends a burst that queues several items per
+// flush of the stream: each must arrive once, in order.
+func TestEventStreamBurstInOrder(t *testing.T) {
+	_, a, b := linkedPair(t)
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", a.ControlSocket())
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://meshd/v1/events", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	waitFor(t, 5*time.Second, "subscriber", a.events.active)
+	const n = 60
+	go func() {
+		for i := range n {
+			if _, err := b.Send(api.Send{To: "a", Body: fmt.Sprintf("burst %d", i)}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	next := 0
+	for next < n && sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "{}" {
+			continue
+		}
+		var it api.Item
+		if err := json.Unmarshal([]byte(data), &it); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("burst %d", next); it.Body != want {
+			t.Fatalf("item %d: body %q, want %q", next, it.Body, want)
+		}
+		next++
+	}
+	if next < n {
+		t.Fatalf("stream ended after %d of %d items: %v", next, n, sc.Err())
+	}
 }

@@ -125,6 +125,10 @@ type benchNodeResult struct {
 	// RxDelivered is how much the reader's rx.delivered.message counter
 	// grew: every channel message it stored, the run's and any other.
 	RxDelivered uint64 `json:"rx_delivered_message,omitempty"`
+	// RxCommits is how much the reader's rx.commits counter grew: the
+	// batches its receive stage committed. RxDelivered/RxCommits is the
+	// average batch, which sets how many fsyncs a delivery costs.
+	RxCommits uint64 `json:"rx_commits,omitempty"`
 	// Drops are the counters that changed during the run and name a drop
 	// or a failure, by name.
 	Drops map[string]uint64 `json:"drops,omitempty"`
@@ -537,6 +541,7 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 			nr.Drops = dropDiff(n.before, st.Counters)
 			if n.role == "reader" {
 				nr.RxDelivered = st.Counters["rx.delivered.message"] - min(n.before["rx.delivered.message"], st.Counters["rx.delivered.message"])
+				nr.RxCommits = st.Counters["rx.commits"] - min(n.before["rx.commits"], st.Counters["rx.commits"])
 			}
 		} else {
 			note("%s: status after the run: %v", n.home.Dir, err)
