@@ -127,14 +127,25 @@
 //
 // # Writing
 //
-// [Mirror.Write] writes a batch of files: each to a temporary file named
-// ".tmp-*" in its final directory, fsynced, then renamed into place; each
-// directory touched is fsynced once, after all the renames of the batch;
-// then the index lines are appended and each index fsynced once. The
-// temporary files of a batch are fsynced concurrently, which lets the file
-// system commit them together. A crash never leaves a partial file under a
-// final name, and readers skip names that start with ".". [Open] removes
-// temporary files left by a crash.
+// [Mirror.Write] writes a batch of files: each to an anonymous file made
+// in its final directory (open with O_TMPFILE), fsynced, then given its
+// name with linkat(2), which fails rather than replace a file; each
+// directory touched is fsynced once, after all the links of the batch;
+// then the index lines are appended and each index fsynced once. The files
+// of a batch are fsynced concurrently, which lets the file system commit
+// them together. A file appears only complete, under its final name, and a
+// crash before the link leaves nothing behind: an anonymous file that is
+// never linked is freed when it is closed.
+//
+// Where the file system makes no anonymous files, or neither way of
+// linking one works (linkat with AT_EMPTY_PATH, which many kernels allow
+// only with CAP_DAC_READ_SEARCH, and linkat of /proc/self/fd/N), each file
+// is written instead to a temporary file named ".tmp-*" in its final
+// directory, fsynced, and renamed into place (renameat2 with
+// RENAME_NOREPLACE); the first Write finds out which applies. Then too a
+// crash never leaves a partial file under a final name, and readers skip
+// names that start with ".". [Open] removes temporary files left by a
+// crash.
 //
 // meshd turns the fsyncs off (Config.SyncFiles false): every envelope is
 // durable in its history store before it is mirrored, so the files are a
@@ -144,7 +155,7 @@
 // after it with [Complete], rewriting any that a power loss left empty or
 // cut short. A process crash (SIGKILL) loses nothing either way: what was
 // written is in the page cache. This makes a file cost a create, a write
-// and a rename instead of three fsyncs. syncfs writes back every dirty
+// and a link instead of three fsyncs. syncfs writes back every dirty
 // file of the file system, not only the mailbox's: on a host where other
 // programs write much to the same file system, that writeback joins the
 // checkpoint (it runs on the mirror's goroutine and delays files, never
