@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -309,7 +310,8 @@ type benchNode struct {
 	// Readers: the event stream and what it brought. Written by the
 	// reader's goroutine until it ends, read by runBenchLoad after.
 	events     *api.EventStream
-	seen       []bool // by seq: delivered
+	mw         *mailboxWatch // nil: the sampled files are polled for
+	seen       []bool        // by seq: delivered
 	lat        []time.Duration
 	lastAt     time.Time
 	count      atomic.Int64 // distinct deliveries so far
@@ -437,8 +439,18 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 		}
 	}
 
-	// Open every reader's event stream before the first send.
+	// Open every reader's event stream before the first send, and watch
+	// its mailbox for the sampled files (polling for them where inotify
+	// cannot watch).
 	for _, n := range readers {
+		if o.mailboxSample > 0 {
+			if mw, err := watchMailbox(n.home.MailboxDir()); err == nil {
+				n.mw = mw
+				defer mw.close()
+			} else {
+				note("%s: cannot watch the mailbox (%v); polling for the sampled files", n.home.Dir, err)
+			}
+		}
 		s, err := n.c.OpenEvents(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%s: events: %w", n.home.Dir, err)
@@ -512,8 +524,23 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 		<-n.streamDone
 	}
 	// The mailbox mirror may lag the inbox: its pollers each wait up to
-	// benchMailboxWait for their file.
+	// benchMailboxWait for their file, and so do the watches.
 	r.mbWG.Wait()
+	mbDeadline := time.Now().Add(benchMailboxWait)
+	for _, n := range readers {
+		for n.mw != nil && n.mw.pending() > 0 && time.Now().Before(mbDeadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, n := range readers {
+		if n.mw != nil {
+			lat, missing := n.mw.finish()
+			r.mbMu.Lock()
+			r.mbLat = append(r.mbLat, lat...)
+			r.mbMissing += missing
+			r.mbMu.Unlock()
+		}
+	}
 
 	// Readers whose stream lagged: confirm the rest from their stores.
 	for _, n := range readers {
@@ -743,19 +770,33 @@ func (n *benchNode) record(seq int, lat time.Duration, at time.Time) bool {
 func (r *benchRun) readEvents(ctx context.Context, n *benchNode) {
 	defer close(n.streamDone)
 	mbox := n.home.MailboxDir()
+	// Only these fields of an item are read: decoding the whole of each
+	// was most of the load generator's CPU at saturation.
+	var it struct {
+		ID        string    `json:"id"`
+		Channel   string    `json:"channel"`
+		Body      string    `json:"body"`
+		Delivered time.Time `json:"delivered"`
+	}
 	for {
-		ev, err := n.events.Next()
+		data, lagged, err := n.events.NextRaw()
 		if err != nil {
 			if !r.closing.Load() && ctx.Err() == nil {
 				n.streamErr = err
 			}
 			return
 		}
-		if ev.Lagged {
+		if lagged {
 			n.lagged.Add(1)
 			continue
 		}
-		it := &ev.Item
+		it.ID, it.Channel, it.Body, it.Delivered = "", "", "", time.Time{}
+		if err := json.Unmarshal(data, &it); err != nil {
+			if !r.closing.Load() {
+				n.streamErr = fmt.Errorf("event stream: decode item: %w", err)
+			}
+			return
+		}
 		if it.Channel != r.o.channel {
 			continue
 		}
@@ -765,8 +806,12 @@ func (r *benchRun) readEvents(ctx context.Context, n *benchNode) {
 		}
 		if n.record(seq, it.Delivered.Sub(at), it.Delivered) && r.o.mailboxSample > 0 &&
 			seq%r.step == 0 && seq/r.step < r.o.mailboxSample {
-			r.mbWG.Add(1)
-			go r.pollMailbox(ctx, mbox, it.ID, it.Delivered, at)
+			if n.mw != nil {
+				n.mw.want(it.ID, at)
+			} else {
+				r.mbWG.Add(1)
+				go r.pollMailbox(ctx, mbox, it.ID, it.Delivered, at)
+			}
 		}
 	}
 }

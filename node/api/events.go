@@ -84,6 +84,22 @@ func newEventStream(ctx context.Context, body io.ReadCloser) *EventStream {
 // Events of types other than "item" and "lagged" are skipped, so meshd
 // may add some.
 func (s *EventStream) Next() (Event, error) {
+	data, lagged, err := s.NextRaw()
+	if err != nil || lagged {
+		return Event{Lagged: lagged}, err
+	}
+	var ev Event
+	if err := json.Unmarshal(data, &ev.Item); err != nil {
+		return Event{}, fmt.Errorf("event stream: decode item: %w", err)
+	}
+	return ev, nil
+}
+
+// NextRaw is [EventStream.Next] without decoding: it returns an item's
+// JSON (an [Item], valid until the next call), or lagged set for a lagged
+// event. A reader that needs a few fields of many items (meshctl bench)
+// decodes only those.
+func (s *EventStream) NextRaw() (item []byte, lagged bool, err error) {
 	var typ string
 	s.data.Reset()
 	for s.sc.Scan() {
@@ -102,7 +118,7 @@ func (s *EventStream) Next() (Event, error) {
 					s.data.WriteByte('\n')
 				}
 				if s.data.Len()+len(value) > MaxEventSize {
-					return Event{}, fmt.Errorf("event stream: event larger than %d bytes", MaxEventSize)
+					return nil, false, fmt.Errorf("event stream: event larger than %d bytes", MaxEventSize)
 				}
 				s.data.Write(value)
 			}
@@ -111,28 +127,24 @@ func (s *EventStream) Next() (Event, error) {
 		// A blank line ends the event.
 		switch {
 		case typ == "lagged":
-			return Event{Lagged: true}, nil
+			return nil, true, nil
 		case (typ == "item" || typ == "") && s.data.Len() > 0:
-			var ev Event
-			if err := json.Unmarshal(s.data.Bytes(), &ev.Item); err != nil {
-				return Event{}, fmt.Errorf("event stream: decode item: %w", err)
-			}
-			return ev, nil
+			return s.data.Bytes(), false, nil
 		}
 		typ = ""
 		s.data.Reset()
 	}
-	err := s.sc.Err()
+	err = s.sc.Err()
 	switch {
 	case s.ctx.Err() != nil:
-		return Event{}, s.ctx.Err()
+		return nil, false, s.ctx.Err()
 	case err == nil, errors.Is(err, io.ErrUnexpectedEOF):
 		// Ended cleanly, or cut by a meshd closing its connections.
-		return Event{}, ErrEventsEnded
+		return nil, false, ErrEventsEnded
 	case errors.Is(err, bufio.ErrTooLong):
-		return Event{}, fmt.Errorf("event stream: line longer than %d bytes", MaxEventSize)
+		return nil, false, fmt.Errorf("event stream: line longer than %d bytes", MaxEventSize)
 	}
-	return Event{}, fmt.Errorf("event stream: %w", err)
+	return nil, false, fmt.Errorf("event stream: %w", err)
 }
 
 // Close ends the stream; a Next blocked in another goroutine returns.
