@@ -252,38 +252,52 @@ func bodyRegion(body string) string {
 }
 
 // armor returns the armor block of raw, its last line included.
-func armor(raw []byte) string {
-	enc := base64.StdEncoding.EncodeToString(raw)
-	var b strings.Builder
-	b.Grow(len(ArmorBegin) + len(ArmorEnd) + len(enc) + len(enc)/armorWidth + 3)
-	b.WriteString(ArmorBegin)
-	b.WriteByte('\n')
-	for len(enc) > armorWidth {
-		b.WriteString(enc[:armorWidth])
-		b.WriteByte('\n')
-		enc = enc[armorWidth:]
+func armor(raw []byte) string { return string(appendArmor(nil, raw)) }
+
+// armorLineBytes is how many envelope bytes one full armor line encodes.
+const armorLineBytes = armorWidth / 4 * 3
+
+// appendArmor appends the armor block of raw to dst: the base64 of raw in
+// lines of armorWidth characters, between the begin and end lines. Each
+// full line encodes armorLineBytes bytes, so encoding line by line gives
+// the same text as encoding the whole and cutting it.
+func appendArmor(dst, raw []byte) []byte {
+	dst = append(dst, ArmorBegin...)
+	dst = append(dst, '\n')
+	for len(raw) > 0 {
+		n := min(len(raw), armorLineBytes)
+		dst = base64.StdEncoding.AppendEncode(dst, raw[:n])
+		dst = append(dst, '\n')
+		raw = raw[n:]
 	}
-	if enc != "" {
-		b.WriteString(enc)
-		b.WriteByte('\n')
-	}
-	b.WriteString(ArmorEnd)
-	b.WriteByte('\n')
-	return b.String()
+	dst = append(dst, ArmorEnd...)
+	return append(dst, '\n')
+}
+
+// armorSize bounds the length of raw's armor block.
+func armorSize(raw []byte) int {
+	enc := base64.StdEncoding.EncodedLen(len(raw))
+	return len(ArmorBegin) + len(ArmorEnd) + enc + enc/armorWidth + 3
 }
 
 // assemble joins the parts of a mirror file.
 func assemble(hs []header, body string, raw []byte) []byte {
-	var b bytes.Buffer
+	n := len(headerSep) + 2 + len(body) + armorSize(raw)
 	for _, h := range hs {
-		b.WriteString(h.name)
-		b.WriteString(": ")
-		b.WriteString(h.value)
-		b.WriteByte('\n')
+		n += len(h.name) + len(h.value) + 3
 	}
-	b.WriteString(headerSep)
-	b.WriteByte('\n')
-	b.WriteString(bodyRegion(body))
-	b.WriteString(armor(raw))
-	return b.Bytes()
+	b := make([]byte, 0, n)
+	for _, h := range hs {
+		b = append(b, h.name...)
+		b = append(b, ": "...)
+		b = append(b, h.value...)
+		b = append(b, '\n')
+	}
+	b = append(b, headerSep...)
+	b = append(b, '\n')
+	b = append(b, body...)
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		b = append(b, '\n')
+	}
+	return appendArmor(b, raw)
 }

@@ -525,3 +525,31 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestArmorLineByLine checks the armor encoder, which encodes line by
+// line, against the whole encoding cut into lines, at every length up to
+// a few lines and around each line boundary.
+func TestArmorLineByLine(t *testing.T) {
+	for n := 0; n <= 5*armorLineBytes+2; n++ {
+		raw := make([]byte, n)
+		for i := range raw {
+			raw[i] = byte(i*7 + n)
+		}
+		enc := base64.StdEncoding.EncodeToString(raw)
+		want := ArmorBegin + "\n"
+		for len(enc) > armorWidth {
+			want += enc[:armorWidth] + "\n"
+			enc = enc[armorWidth:]
+		}
+		if enc != "" {
+			want += enc + "\n"
+		}
+		want += ArmorEnd + "\n"
+		if got := armor(raw); got != want {
+			t.Fatalf("%d bytes:\n%s\nwant\n%s", n, got, want)
+		}
+		if len(want) > armorSize(raw) {
+			t.Fatalf("%d bytes: armorSize %d < %d", n, armorSize(raw), len(want))
+		}
+	}
+}
