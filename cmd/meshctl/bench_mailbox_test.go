@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/node/api"
 )
 
 func TestMailboxNameID(t *testing.T) {
@@ -82,5 +86,48 @@ func TestMailboxWatchTimesFiles(t *testing.T) {
 		if l <= 0 || l > 10*time.Second {
 			t.Errorf("latency %v", l)
 		}
+	}
+}
+
+// TestDecodeBenchItem decodes items as meshd encodes them, through the
+// fast path and the full decode, and gets the same fields either way.
+func TestDecodeBenchItem(t *testing.T) {
+	delivered := time.Date(2026, 11, 21, 10, 15, 30, 123456789, time.UTC)
+	for _, body := range []string{
+		"bench 0a1b2c3d 42 1763720130123456789 " + strings.Repeat("x", 1000),
+		"bench 0a1b2c3d 7 1763720130123456789 with \"quotes\" and \\ later",
+		"short",
+		"",
+		strings.Repeat("é", 100),
+	} {
+		item := api.Item{ID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Kind: "message", To: "#bench", Channel: "bench",
+			From: api.Party{Name: `a ,"body":" trick`}, Delivered: delivered, Body: body, Params: json.RawMessage(`{"body":"x"}`)}
+		data, err := json.Marshal(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var it benchItem
+		if err := decodeBenchItem(data, &it); err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		if it.ID != item.ID || it.Channel != "bench" || !it.Delivered.Equal(delivered) {
+			t.Errorf("%q: decoded %+v", body, it)
+		}
+		// The head of the body, as far as it goes without quote or escape.
+		want := body
+		if i := strings.IndexAny(want, `"\`); i >= 0 {
+			want = want[:i]
+		}
+		if len(it.Body) < min(len(want), benchBodyHead-4) || !strings.HasPrefix(body, it.Body) {
+			t.Errorf("%q: body %q", body, it.Body)
+		}
+	}
+	// Not meshd's field order: decoded in full.
+	var it benchItem
+	if err := decodeBenchItem([]byte(`{"body":"bench x 1 2 y","id":"i","channel":"c"}`), &it); err != nil || it.Body != "bench x 1 2 y" || it.ID != "i" {
+		t.Errorf("full decode: %+v %v", it, err)
+	}
+	if err := decodeBenchItem([]byte(`{"id":`), &it); err == nil {
+		t.Error("a broken item decoded")
 	}
 }
