@@ -14,24 +14,31 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-func TestEventStreamCarriesNewItems(t *testing.T) {
-	_, a, b := linkedPair(t)
-
+// openEvents opens n's event stream over its control socket, for at most
+// limit, and waits until n has the subscriber.
+func openEvents(t *testing.T, n *Node, limit time.Duration) *http.Response {
+	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", a.ControlSocket())
+		return (&net.Dialer{}).DialContext(ctx, "unix", n.ControlSocket())
 	}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://meshd/v1/events", nil)
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
+	waitFor(t, 5*time.Second, "subscriber", n.events.active)
+	return resp
+}
+
+func TestEventStreamCarriesNewItems(t *testing.T) {
+	_, a, b := linkedPair(t)
+	resp := openEvents(t, a, 10*time.Second)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	waitFor(t, 5*time.Second, "subscriber", a.events.active)
 	if _, err := b.Send(api.Send{To: "a", Body: "ping over sse"}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,26 +63,17 @@ func TestEventStreamCarriesNewItems(t *testing.T) {
 // flush of the stream: each must arrive once, in order.
 func TestEventStreamBurstInOrder(t *testing.T) {
 	_, a, b := linkedPair(t)
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", a.ControlSocket())
-	}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://meshd/v1/events", nil)
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	waitFor(t, 5*time.Second, "subscriber", a.events.active)
+	resp := openEvents(t, a, 20*time.Second)
 	const n = 60
+	sendErr := make(chan error, 1)
 	go func() {
 		for i := range n {
 			if _, err := b.Send(api.Send{To: "a", Body: fmt.Sprintf("burst %d", i)}); err != nil {
-				t.Error(err)
+				sendErr <- err
 				return
 			}
 		}
+		sendErr <- nil
 	}()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -95,6 +93,9 @@ func TestEventStreamBurstInOrder(t *testing.T) {
 		next++
 	}
 	if next < n {
-		t.Fatalf("stream ended after %d of %d items: %v", next, n, sc.Err())
+		t.Fatalf("stream ended after %d of %d items: %v (send: %v)", next, n, sc.Err(), <-sendErr)
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -44,7 +44,9 @@ func TestMailboxWatchTimesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	id := func(i int) string { return "00000000-0000-0000-0000-0000000000" + string(rune('a'+i/10)) + string(rune('0'+i%10)) }
+	id := func(i int) string {
+		return "00000000-0000-0000-0000-0000000000" + string(rune('a'+i/10)) + string(rune('0'+i%10))
+	}
 	write := func(i int) {
 		name := filepath.Join(inbox, "101530-"+id(i)[len(id(i))-12:]+".txt")
 		if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
