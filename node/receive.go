@@ -224,7 +224,6 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 func (n *Node) commitLoop() {
 	defer n.wg.Done()
 	batch := make([]rxItem, 0, maxCommitBatch)
-	last := 0 // the previous batch's size
 	for {
 		batch = batch[:0]
 		select {
@@ -259,47 +258,8 @@ func (n *Node) commitLoop() {
 				break fill
 			}
 		}
-		if last >= commitCollectAfter && len(batch) < maxCommitBatch {
-			batch = n.collectMore(batch)
-		}
 		n.commit(batch)
-		last = len(batch)
 	}
-}
-
-// Under load the commit stage gathers larger batches: once a batch held
-// commitCollectAfter envelopes or more, the next waits up to commitWindow
-// for more, and stops early when none arrives for commitIdle. A commit's
-// two fdatasyncs and its shared B-tree pages (every time-ordered index
-// appends to its rightmost leaf) are then paid once for more envelopes.
-// A lone envelope (light load) is committed at once, so this adds no
-// latency there.
-const (
-	commitCollectAfter = 8
-	commitWindow       = 3 * time.Millisecond
-	commitIdle         = time.Millisecond
-)
-
-// collectMore appends envelopes arriving within commitWindow to batch.
-func (n *Node) collectMore(batch []rxItem) []rxItem {
-	deadline := time.NewTimer(commitWindow)
-	defer deadline.Stop()
-	idle := time.NewTimer(commitIdle)
-	defer idle.Stop()
-	for len(batch) < maxCommitBatch {
-		select {
-		case it := <-n.rxq:
-			batch = append(batch, it)
-			idle.Reset(commitIdle)
-		case <-idle.C:
-			return batch
-		case <-deadline.C:
-			return batch
-		case <-n.ctx.Done():
-			return batch
-		}
-	}
-	return batch
 }
 
 func (n *Node) commit(batch []rxItem) {
