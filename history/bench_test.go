@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/meshd/meshd/proto"
 )
@@ -76,6 +77,12 @@ func reportBatch(b *testing.B, s *Store) {
 	b.StopTimer()
 	st := mustStats(b, s)
 	b.ReportMetric(st.EnvelopesPerCommit, "envelopes/commit")
+	// The pages in use (bbolt's high-water mark), per envelope.
+	var size int64
+	if err := s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil }); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(size)/float64(b.N), "db-bytes/envelope")
 }
 
 // BenchmarkSeen measures the dedupe check for a recent duplicate (served

@@ -382,7 +382,7 @@ type wtx struct {
 }
 
 func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
-	return &wtx{
+	w := &wtx{
 		s: s, tx: tx, now: now,
 		meta:    tx.Bucket(bucketMeta),
 		env:     tx.Bucket(bucketEnv),
@@ -399,7 +399,22 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 		inbox:   tx.Bucket(bucketInbox),
 		inboxT:  tx.Bucket(bucketInboxT),
 	}
+	// Keys in these buckets grow with time (UUIDv7 ids, timestamps first,
+	// or per-sender and per-peer sequences), so inserts land at or near the
+	// right edge. bbolt splits a full page at FillPercent, 0.5 by default:
+	// pages left behind an append stay half empty for good. Filling them
+	// to appendFill halves the pages of the index buckets, and so the
+	// file, the mapped memory and the pages a commit rewrites.
+	for _, b := range []*bolt.Bucket{w.env, w.chanIdx, w.dirIdx, w.seen, w.seenAge, w.queue, w.queueID, w.inbox, w.inboxT} {
+		if b != nil {
+			b.FillPercent = appendFill
+		}
+	}
+	return w
 }
+
+// appendFill is the FillPercent of the append-mostly buckets.
+const appendFill = 0.9
 
 // addCount adds delta to the counter under key in b, deleting it at zero.
 func addCount(b *bolt.Bucket, key []byte, delta int64) error {
