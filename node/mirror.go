@@ -244,8 +244,9 @@ func (n *Node) reconcileMirror() {
 	checkFrom := n.mirrorCheckpoint().Add(-mirrorCheckMargin)
 	var missing []mailbox.Item
 	torn := 0
+	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string]string{}}
 	for _, it := range items {
-		path := n.mirrorPath(it.ID, it.Delivered)
+		path := files.path(it.ID, it.Delivered)
 		if path != "" && it.Delivered.After(checkFrom) {
 			if ok, err := mailbox.Complete(path); err == nil && !ok {
 				n.log.Warn("mailbox: rewriting a file cut short by a crash", "path", path)
@@ -293,16 +294,35 @@ func (n *Node) reconcileMirror() {
 	n.checkpointMirror(newest)
 }
 
-// mirrorPath finds id's file in the inbox folders of the days around its
-// delivery; "" when there is none.
-func (n *Node) mirrorPath(id uuid.UUID, at time.Time) string {
-	hex := strings.ReplaceAll(id.String(), "-", "")
-	suffix := hex[len(hex)-12:]
+// mirrorFiles finds the mailbox files of envelopes. It reads each inbox
+// folder once and remembers its files by envelope tag, so a start that
+// checks thousands of items reads each day's folder once, not once per
+// item.
+type mirrorFiles struct {
+	root    string
+	folders map[string]map[string]string // inbox folder → tag → path
+}
+
+// path returns id's file in the inbox folders of the days around its
+// delivery; "" when there is none. Of several (a tag shared within a
+// second), the first by name.
+func (f *mirrorFiles) path(id uuid.UUID, at time.Time) string {
+	tag := mailbox.Tag(id.String())
 	for _, d := range []time.Time{at.Add(-24 * time.Hour), at, at.Add(24 * time.Hour)} {
-		dir := filepath.Join(n.home.MailboxDir(), d.UTC().Format("2006-01-02"), "inbox")
-		matches, _ := filepath.Glob(filepath.Join(dir, "*-"+suffix+"*.txt"))
-		if len(matches) > 0 {
-			return matches[0]
+		dir := mailbox.InboxDir(f.root, d)
+		files, ok := f.folders[dir]
+		if !ok {
+			files = map[string]string{}
+			ents, _ := os.ReadDir(dir) // sorted by name; a missing folder holds nothing
+			for _, e := range ents {
+				if t, ok := mailbox.TagOf(e.Name()); ok && files[t] == "" {
+					files[t] = filepath.Join(dir, e.Name())
+				}
+			}
+			f.folders[dir] = files
+		}
+		if p := files[tag]; p != "" {
+			return p
 		}
 	}
 	return ""

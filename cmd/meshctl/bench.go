@@ -24,6 +24,7 @@ import (
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -856,13 +857,10 @@ func decodeBenchItem(data []byte, it *benchItem) error {
 // seconds from delivered on are tried.
 func (r *benchRun) pollMailbox(ctx context.Context, mbox, id string, delivered, sent time.Time) {
 	defer r.mbWG.Done()
-	if len(id) < 12 {
-		return
-	}
 	var paths []string
 	for d := range 3 {
-		t := delivered.Add(time.Duration(d) * time.Second).UTC()
-		paths = append(paths, filepath.Join(mbox, t.Format(time.DateOnly), "inbox", t.Format("150405")+"-"+id[len(id)-12:]+".txt"))
+		t := delivered.Add(time.Duration(d) * time.Second)
+		paths = append(paths, filepath.Join(mailbox.InboxDir(mbox, t), mailbox.Name(t, id)))
 	}
 	paths = slices.Compact(paths)
 	deadline := time.Now().Add(benchMailboxWait)

@@ -3,11 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/meshd/meshd/node/mailbox"
 )
 
 // mailboxWatch times the mailbox files of one reader with inotify: it
@@ -22,9 +23,8 @@ type mailboxWatch struct {
 	close func() // stops the watch; idempotent
 
 	mu sync.Mutex
-	// appeared: when the file of an envelope appeared, by the envelope
-	// id's last 12 characters (the name's tail), for files no sample
-	// asked for yet.
+	// appeared: when the file of an envelope appeared, by its tag
+	// (mailbox.Tag), for files no sample asked for yet.
 	appeared map[string]time.Time
 	// wanted: the samples whose file has not appeared, with the send time.
 	wanted map[string]time.Time
@@ -53,9 +53,9 @@ func watchMailbox(root string) (*mailboxWatch, error) {
 		w.Close()
 		return nil, err
 	}
-	now := time.Now().UTC()
+	now := time.Now()
 	for _, day := range []time.Time{now, now.Add(24 * time.Hour)} {
-		m.addDay(filepath.Join(root, day.Format(time.DateOnly)))
+		m.addDay(filepath.Dir(mailbox.InboxDir(root, day)))
 	}
 	go m.loop()
 	return m, nil
@@ -97,7 +97,7 @@ func (m *mailboxWatch) loop() {
 			dir = filepath.Clean(dir)
 			switch {
 			case dir == m.root:
-				if isDayName(name) {
+				if mailbox.IsDay(name) {
 					m.addDay(ev.Name)
 				}
 			case name == "inbox" && filepath.Dir(dir) == m.root:
@@ -115,7 +115,7 @@ func (m *mailboxWatch) loop() {
 
 // seen notes that the mirror file name appeared at t.
 func (m *mailboxWatch) seen(name string, t time.Time) {
-	id, ok := mailboxNameID(name)
+	id, ok := mailbox.TagOf(name)
 	if !ok {
 		return
 	}
@@ -131,10 +131,7 @@ func (m *mailboxWatch) seen(name string, t time.Time) {
 
 // want asks for the time of the file of envelope id, sent at sent.
 func (m *mailboxWatch) want(id string, sent time.Time) {
-	if len(id) < 12 {
-		return
-	}
-	id = id[len(id)-12:]
+	id = mailbox.Tag(id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if t, ok := m.appeared[id]; ok {
@@ -159,20 +156,4 @@ func (m *mailboxWatch) finish() ([]time.Duration, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.lat, len(m.wanted)
-}
-
-// mailboxNameID returns the envelope id tail of a mirror file name:
-// HHMMSS-<12 characters>.txt, or with -N before .txt.
-func mailboxNameID(name string) (string, bool) {
-	base, ok := strings.CutSuffix(name, ".txt")
-	if !ok || len(base) < 6+1+12 || base[6] != '-' {
-		return "", false
-	}
-	return base[7 : 7+12], true
-}
-
-// isDayName reports whether name is a mailbox day directory's name.
-func isDayName(name string) bool {
-	_, err := time.Parse(time.DateOnly, name)
-	return err == nil
 }

@@ -11,21 +11,6 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-func TestMailboxNameID(t *testing.T) {
-	for name, want := range map[string]string{
-		"101530-0123456789ab.txt":   "0123456789ab",
-		"101530-0123456789ab-2.txt": "0123456789ab",
-		"index.txt":                 "",
-		"101530-0123.txt":           "",
-		".tmp-123":                  "",
-		"101530_0123456789ab.txt":   "",
-	} {
-		got, ok := mailboxNameID(name)
-		if got != want || ok != (want != "") {
-			t.Errorf("mailboxNameID(%q) = %q, %v; want %q", name, got, ok, want)
-		}
-	}
-}
 
 // TestMailboxWatchTimesFiles makes mirror-like files in a mailbox whose day
 // and inbox directories appear after the watch starts, and in one that

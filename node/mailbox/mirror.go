@@ -206,7 +206,7 @@ func removeTemps(dir string) (int, error) {
 	n := 0
 	var errs []error
 	for _, d := range days {
-		if !d.IsDir() || !isDay(d.Name()) {
+		if !d.IsDir() || !IsDay(d.Name()) {
 			continue
 		}
 		for _, sub := range []string{filepath.Join(dir, d.Name()), filepath.Join(dir, d.Name(), "inbox")} {
@@ -237,11 +237,6 @@ func removeTempsIn(dir string) (int, error) {
 	return n, nil
 }
 
-// isDay reports whether name looks like a day directory, YYYY-MM-DD.
-func isDay(name string) bool {
-	_, err := time.Parse(time.DateOnly, name)
-	return err == nil
-}
 
 // Write writes one mirror file per item, as one batch (see the package
 // documentation), and returns the paths written. An item that fails does
@@ -750,10 +745,7 @@ func (m *Mirror) publishLocked(p *pending, dirs *dirSet) (string, error) {
 }
 
 // baseName returns the name of p's file less any "-2" and the ".txt".
-func (p *pending) baseName() string {
-	id := p.it.Env.ID.String()
-	return p.when.Format("150405") + "-" + id[len(id)-12:]
-}
+func (p *pending) baseName() string { return nameBase(p.when, p.it.Env.ID.String()) }
 
 // linkStagedLocked links p's anonymous file under a free name and closes
 // it. A file that fails is closed unlinked, which frees it.
