@@ -245,7 +245,11 @@ func (n *Node) reconcileMirror() {
 	var missing []mailbox.Item
 	torn := 0
 	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string]string{}}
+	var newest time.Time
 	for _, it := range items {
+		if it.Delivered.After(newest) {
+			newest = it.Delivered
+		}
 		path := files.path(it.ID, it.Delivered)
 		if path != "" && it.Delivered.After(checkFrom) {
 			if ok, err := mailbox.Complete(path); err == nil && !ok {
@@ -270,12 +274,6 @@ func (n *Node) reconcileMirror() {
 			continue
 		}
 		missing = append(missing, n.mirrorItem(se, it.Priority, it.FromHistory, it.Delivered))
-	}
-	var newest time.Time
-	for _, it := range items {
-		if it.Delivered.After(newest) {
-			newest = it.Delivered
-		}
 	}
 	if len(missing) == 0 {
 		if !newest.IsZero() {
