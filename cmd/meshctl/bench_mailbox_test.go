@@ -11,7 +11,6 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-
 // TestMailboxWatchTimesFiles makes mirror-like files in a mailbox whose day
 // and inbox directories appear after the watch starts, and in one that
 // exists before: each wanted file is timed once, whether it appears

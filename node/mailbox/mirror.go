@@ -237,7 +237,6 @@ func removeTempsIn(dir string) (int, error) {
 	return n, nil
 }
 
-
 // Write writes one mirror file per item, as one batch (see the package
 // documentation), and returns the paths written. An item that fails does
 // not stop the others: the error joins every failure, and the paths are
