@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,44 +17,40 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
-	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/proto"
 )
 
 const usageBench = `usage: meshctl bench --readers HOME[,HOME...] --channel NAME [--publisher HOME]
                     [--rate N] [--duration D] [--size BYTES] [--drain D]
-                    [--concurrency N] [--mailbox-sample N] [--json]
+                    [--concurrency N] [--json]
 
 Drive a running mesh through the control sockets of its nodes and measure
 it. The publisher (default: --home) sends messages to channel NAME for
-duration D, at N messages per second (0: as fast as it takes them). Each
-reader's event stream (GET /v1/events) is opened before the first message,
-so every delivery is seen as it reaches the reader's inbox.
+duration D, at N messages per second (0: as fast as it takes them).
 
-Each body is BYTES long and starts with "bench RUN SEQ SENT_UNIX_NANO", so
-a delivery's latency is the reader's delivery time (the store commit that
-made it durable) minus the time the publisher was asked to send. Every
-reader is on this host, so all share one clock.
+A delivery is the message's file in the reader's mailbox: each reader's
+inbox directories are watched with inotify from before the first send, and
+a delivery's latency is the time its file appeared there minus the time
+the publisher was asked to send it. Every reader must be on this host, so
+all share one clock; bench asks the readers nothing while it sends. Each
+body is BYTES long and starts with "bench RUN SEQ SENT_UNIX_NANO".
 
 Reports: messages offered (sent) and the rate, deliveries (expected: every
 message at every reader) and those missing after the drain period,
-publish→inbox latency (p50, p90, p99, max), publish→mailbox-file latency
-for a sample of messages (the file is stat'ed every millisecond, so add up
-to about 1 ms), CPU seconds of every meshd (utime+stime from /proc, found
-through the pid in each home's meshd.lock) per delivery, peak RSS (VmHWM)
-per node, and the drop counters of each node that changed during the run
-(status counters whose name says drop, fail or refused, and link.down).
+publish→mailbox file latency (p50, p90, p99, max), CPU seconds of every
+meshd (utime+stime from /proc, found through the pid in each home's
+meshd.lock) per delivery, peak RSS (VmHWM) per node, and the drop counters
+of each node that changed during the run (status counters whose name says
+drop, fail or refused, and link.down). Should the kernel drop file events
+(an inotify queue overflow), the inbox directories are read after the
+drain: the files found then count as delivered, but not in the latency.
 
 Readers not subscribed to the channel are subscribed first (a muted
 subscription counts: muted items reach the inbox too). The channel must
-exist and the publisher must be one of its writers. When a reader's event
-stream falls behind (meshd skips events for a slow reader), bench finds
-the skipped deliveries in the reader's store instead, marking those
-bench items read.
+exist and the publisher must be one of its writers.
 
 flags:
   --publisher HOME      the home of the node that sends (default: --home)
@@ -68,7 +61,6 @@ flags:
   --size BYTES          message body size (default 1024)
   --drain D             how long to wait for deliveries after the last send (default 5s)
   --concurrency N       sends in flight at most (default rate/20, from 8 to 64; 64 with --rate 0)
-  --mailbox-sample N    messages whose mailbox files are timed at each reader (default 100; 0: none)
 
 examples:
   meshctl bench --publisher /srv/a --readers /srv/b,/srv/c --channel bench --rate 100 --duration 10s
@@ -80,13 +72,9 @@ const (
 	benchMinSize        = 64 // room for the header "bench RUN SEQ NANOS "
 	benchMaxDuration    = time.Hour
 	benchMaxConcurrency = 256
-	// benchMailboxPoll is how often a sampled message's mailbox file is
-	// looked for, and benchMailboxWait how long.
-	benchMailboxPoll = time.Millisecond
-	benchMailboxWait = 10 * time.Second
-	// benchHistoryCheck is how many of a reader's newest stored messages
-	// are read to confirm deliveries its event stream skipped (lagged).
-	benchHistoryCheck = api.MaxHistoryLimit
+	// benchDrainPoll is how often the drain looks for the files still
+	// missing.
+	benchDrainPoll = 20 * time.Millisecond
 	// benchClockTicks is USER_HZ, the unit of utime and stime in
 	// /proc/<pid>/stat: 100 on every Linux architecture Go supports.
 	benchClockTicks = 100
@@ -119,13 +107,15 @@ type benchNodeResult struct {
 	// the store).
 	AnonMiB float64 `json:"rss_anon_mib"`
 	FileMiB float64 `json:"rss_file_mib"`
-	// Readers only.
-	Delivered   int `json:"delivered"`
-	FromHistory int `json:"confirmed_from_history,omitempty"` // not seen on the event stream (it lagged), found in the store
-	Missing     int `json:"missing"`
-	NotHanded   int `json:"not_handed,omitempty"` // sends whose sent_to lacked this reader (publisher queue full or no link)
-	Duplicates  int `json:"duplicates,omitempty"`
-	Lagged      int `json:"lagged_events,omitempty"`
+	// Readers only: mailbox files of the run's messages, those not
+	// there after the drain, those found only by reading the inbox after
+	// an overflow of file events (not timed), and more than one file for
+	// a message.
+	Delivered  int `json:"delivered"`
+	Missing    int `json:"missing"`
+	Untimed    int `json:"untimed,omitempty"`
+	NotHanded  int `json:"not_handed,omitempty"` // sends whose sent_to lacked this reader (publisher queue full or no link)
+	Duplicates int `json:"duplicates,omitempty"`
 	// RxDelivered is how much the reader's rx.delivered.message counter
 	// grew: every channel message it stored, the run's and any other.
 	RxDelivered uint64 `json:"rx_delivered_message,omitempty"`
@@ -160,16 +150,11 @@ type benchResult struct {
 	DeliveriesPerSecond float64 `json:"deliveries_per_second"`
 	// DrainSeconds is the time from the last send to the last delivery.
 	DrainSeconds float64 `json:"drain_seconds"`
-	// Latency is publish→inbox: the reader's delivery time (its durable
-	// commit) minus the send time carried in the body.
+	// Latency is publish→mailbox file: when the file appeared in the
+	// reader's inbox directory (inotify) minus when the publisher was
+	// asked to send. Untimed deliveries are not in it.
 	Latency latencyStats `json:"latency"`
-	// MailboxLatency is publish→mailbox file, for the sampled messages:
-	// when the file was first seen (polled every millisecond) minus the
-	// send time.
-	MailboxLatency latencyStats `json:"mailbox_latency"`
-	// MailboxMissing counts sampled deliveries whose file did not show
-	// within 10 s.
-	MailboxMissing int `json:"mailbox_missing"`
+	Untimed int          `json:"untimed"`
 	// SendLatency is how long one control-API send took (sign, store,
 	// hand to the links).
 	SendLatency latencyStats `json:"send_latency"`
@@ -198,15 +183,14 @@ type benchResult struct {
 
 // benchOptions are the parsed flags.
 type benchOptions struct {
-	publisher     string
-	readers       []string
-	channel       string
-	rate          int
-	duration      time.Duration
-	size          int
-	drain         time.Duration
-	concurrency   int
-	mailboxSample int
+	publisher   string
+	readers     []string
+	channel     string
+	rate        int
+	duration    time.Duration
+	size        int
+	drain       time.Duration
+	concurrency int
 }
 
 func runBench(a *app, args []string) error {
@@ -219,7 +203,6 @@ func runBench(a *app, args []string) error {
 	size := fs.Int("size", 1024, "")
 	drain := fs.Duration("drain", 5*time.Second, "")
 	concurrency := fs.Int("concurrency", 0, "")
-	sample := fs.Int("mailbox-sample", 100, "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -227,7 +210,7 @@ func runBench(a *app, args []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	o := benchOptions{rate: *rate, duration: *duration, size: *size, drain: *drain, concurrency: *concurrency, mailboxSample: *sample}
+	o := benchOptions{rate: *rate, duration: *duration, size: *size, drain: *drain, concurrency: *concurrency}
 	if *publisher != "" {
 		o.publisher = home.Open(*publisher).Dir
 	} else {
@@ -251,8 +234,6 @@ func runBench(a *app, args []string) error {
 		return a.usageErrorf("--drain must be from 0 to %v", benchMaxDuration)
 	case o.concurrency < 0 || o.concurrency > benchMaxConcurrency:
 		return a.usageErrorf("--concurrency must be from 1 to %d", benchMaxConcurrency)
-	case o.mailboxSample < 0:
-		return a.usageErrorf("--mailbox-sample must not be negative")
 	}
 	if slices.Contains(o.readers, o.publisher) {
 		return a.usageErrorf("the publisher %s is also a reader: a node does not deliver its own messages to its inbox", o.publisher)
@@ -310,20 +291,14 @@ type benchNode struct {
 	cpu0   cpuTime
 	before map[string]uint64
 
-	// Readers: the event stream and what it brought. Written by the
-	// reader's goroutine until it ends, read by runBenchLoad after.
-	events     *api.EventStream
-	mw         *mailboxWatch // nil: the sampled files are polled for
-	seen       []bool        // by seq: delivered
-	lat        []time.Duration
-	lastAt     time.Time
-	count      atomic.Int64 // distinct deliveries so far
-	dups       int
-	lagged     atomic.Int64
-	fromHist   int
-	notHanded  atomic.Int64
-	streamErr  error
-	streamDone chan struct{}
+	// Readers: the mailbox watch and what runBenchLoad found in it.
+	mw        *mailboxWatch
+	pending   []int // seqs whose file has not appeared
+	delivered int
+	untimed   int
+	lat       []time.Duration
+	lastAt    time.Time
+	notHanded atomic.Int64
 }
 
 // benchRun is the state shared by a run's goroutines.
@@ -332,24 +307,15 @@ type benchRun struct {
 	runID  string
 	prefix string // "bench RUN "
 	start  time.Time
-	step   int // every step-th seq is sampled for the mailbox
 
 	mu       sync.Mutex
 	sent     int             // guarded by mu: sends meshd accepted
 	ids      []string        // guarded by mu: envelope id by seq, "" for a failed send
+	sentAt   []time.Time     // guarded by mu: when each seq's send began
 	sendLat  []time.Duration // guarded by mu
 	sendErrs int             // guarded by mu
 	firstErr string          // guarded by mu
 	lastSend time.Time       // guarded by mu: when the last accepted send returned
-
-	mbMu      sync.Mutex
-	mbLat     []time.Duration // guarded by mbMu
-	mbMissing int             // guarded by mbMu
-	mbWG      sync.WaitGroup
-
-	// closing is set before bench closes the event streams, so that the
-	// errors their readers see then are not reported.
-	closing atomic.Bool
 }
 
 // runBenchLoad runs one bench against the nodes at o's homes.
@@ -431,36 +397,14 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 		}
 	}
 
-	// The mailbox sample is spread over a paced run: every step-th
-	// message. Sending as fast as possible, the count is not known ahead.
-	r.step = 1
-	if o.mailboxSample > 0 {
-		if o.rate > 0 {
-			r.step = max(1, int(float64(o.rate)*o.duration.Seconds())/o.mailboxSample)
-		} else {
-			r.step = 50
-		}
-	}
-
-	// Open every reader's event stream before the first send, and watch
-	// its mailbox for the sampled files (polling for them where inotify
-	// cannot watch).
+	// Watch every reader's mailbox before the first send.
 	for _, n := range readers {
-		if o.mailboxSample > 0 {
-			if mw, err := watchMailbox(n.home.MailboxDir()); err == nil {
-				n.mw = mw
-				defer mw.close()
-			} else {
-				note("%s: cannot watch the mailbox (%v); polling for the sampled files", n.home.Dir, err)
-			}
-		}
-		s, err := n.c.OpenEvents(ctx)
+		mw, err := watchMailbox(n.home.MailboxDir())
 		if err != nil {
-			return nil, fmt.Errorf("%s: events: %w", n.home.Dir, err)
+			return nil, fmt.Errorf("%s: %w", n.home.Dir, err)
 		}
-		n.events = s
-		n.streamDone = make(chan struct{})
-		defer s.Close()
+		n.mw = mw
+		defer mw.close()
 	}
 	for _, n := range nodes {
 		cctx, ccancel := context.WithTimeout(ctx, api.DefaultTimeout)
@@ -479,9 +423,6 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 	res.CPUs = runtime.NumCPU()
 	res.Load1Before, _ = loadAverage()
 	r.start = time.Now()
-	for _, n := range readers {
-		go r.readEvents(ctx, n)
-	}
 
 	// Publish.
 	r.publish(ctx, pub, readers)
@@ -499,59 +440,58 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 	}
 	res.OfferedPerSecond = float64(sent) / max(sendWindow, o.duration).Seconds()
 
-	// Drain: wait until every reader has every message, or the drain
-	// period ends; a reader whose stream lagged is checked in its store.
-	deadline := time.Now().Add(o.drain)
-	var lastTotal int64 = -1
-	lastProgress := time.Now()
-	for time.Now().Before(deadline) {
-		var total int64
-		lagged := false
-		for _, n := range readers {
-			total += n.count.Load()
-			lagged = lagged || n.lagged.Load() > 0
+	// Drain: wait until every reader's mailbox holds every message, or
+	// the drain period ends.
+	r.mu.Lock()
+	ids, sentAt := r.ids, r.sentAt
+	r.mu.Unlock()
+	var accepted []int
+	for seq, id := range ids {
+		if id != "" {
+			accepted = append(accepted, seq)
 		}
-		if total >= int64(res.Expected) {
+	}
+	for _, n := range readers {
+		n.pending = slices.Clone(accepted)
+	}
+	deadline := time.Now().Add(o.drain)
+	for {
+		left := 0
+		for _, n := range readers {
+			n.pending = n.mw.match(n.pending, ids, func(seq int, at time.Time) { n.found(at, sentAt[seq]) })
+			left += len(n.pending)
+		}
+		if left == 0 || !time.Now().Before(deadline) {
 			break
 		}
-		if total != lastTotal {
-			lastTotal, lastProgress = total, time.Now()
-		} else if lagged && time.Since(lastProgress) > time.Second {
-			break // the stream skipped items: the store decides below
-		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(benchDrainPoll)
 	}
-	r.closing.Store(true)
+	// Files the events missed (the kernel's queue overflowed) or that the
+	// watch did not see: read the inbox directories once.
 	for _, n := range readers {
-		n.events.Close()
-		<-n.streamDone
-	}
-	// The mailbox mirror may lag the inbox: its pollers each wait up to
-	// benchMailboxWait for their file, and so do the watches.
-	r.mbWG.Wait()
-	mbDeadline := time.Now().Add(benchMailboxWait)
-	for _, n := range readers {
-		for n.mw != nil && n.mw.pending() > 0 && time.Now().Before(mbDeadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	for _, n := range readers {
-		if n.mw != nil {
-			lat, missing := n.mw.finish()
-			r.mbMu.Lock()
-			r.mbLat = append(r.mbLat, lat...)
-			r.mbMissing += missing
-			r.mbMu.Unlock()
-		}
-	}
-
-	// Readers whose stream lagged: confirm the rest from their stores.
-	for _, n := range readers {
-		if n.lagged.Load() == 0 || int(n.count.Load()) >= sent {
+		_, _, overflow, _ := n.mw.status()
+		if len(n.pending) == 0 && !overflow {
 			continue
 		}
-		if err := r.confirmSkipped(ctx, n); err != nil {
-			note("%s: could not check the store for deliveries the event stream skipped: %v", n.home.Dir, err)
+		n.mw.rescan()
+		scanned := time.Now()
+		n.pending = n.mw.match(n.pending, ids, func(seq int, at time.Time) { n.found(at, sentAt[seq]) })
+		if n.untimed > 0 && scanned.After(n.lastAt) {
+			n.lastAt = scanned // an upper bound for the untimed ones
+		}
+	}
+	for _, n := range readers {
+		n.mw.close()
+		_, full, overflow, err := n.mw.status()
+		if overflow {
+			note("%s: the kernel dropped file events (inotify queue overflow): %d deliveries found by reading the inbox after the drain are counted but not timed",
+				n.home.Dir, n.untimed)
+		}
+		if full > 0 {
+			note("%s: %d mailbox files not noted: the watch remembers %d at most", n.home.Dir, full, maxAppeared)
+		}
+		if err != nil {
+			note("%s: mailbox watch: %v", n.home.Dir, err)
 		}
 	}
 
@@ -587,27 +527,18 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 			}
 		}
 		if n.role == "reader" {
-			got := int(n.count.Load())
-			nr.Delivered = got
-			nr.FromHistory = n.fromHist
-			nr.Missing = max(0, sent-got)
+			nr.Delivered = n.delivered
+			nr.Missing = len(n.pending)
+			nr.Untimed = n.untimed
 			nr.NotHanded = int(n.notHanded.Load())
-			nr.Duplicates = n.dups
-			nr.Lagged = int(n.lagged.Load())
-			res.Delivered += got
+			nr.Duplicates, _, _, _ = n.mw.status()
+			res.Delivered += n.delivered
+			res.Duplicates += nr.Duplicates
 			res.Missing += nr.Missing
-			res.Duplicates += n.dups
+			res.Untimed += n.untimed
 			lat = append(lat, n.lat...)
 			if n.lastAt.After(lastDelivery) {
 				lastDelivery = n.lastAt
-			}
-			if n.streamErr != nil {
-				note("%s: event stream: %v", n.home.Dir, n.streamErr)
-			}
-			if nr.Missing > 0 && nr.Lagged > 0 {
-				note("%s: its event stream skipped items (lagged %d×) and %d of them are not in its store any more, or never were; "+
-					"its rx.delivered.message counter grew by %d while %d were sent (retention keeps a channel's newest messages only)",
-					n.home.Dir, nr.Lagged, nr.Missing, nr.RxDelivered, sent)
 			}
 		}
 		res.Nodes = append(res.Nodes, nr)
@@ -639,16 +570,9 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 	r.mu.Lock()
 	res.SendLatency = summarize(r.sendLat)
 	r.mu.Unlock()
-	r.mbMu.Lock()
-	res.MailboxLatency = summarize(r.mbLat)
-	res.MailboxMissing = r.mbMissing
-	r.mbMu.Unlock()
 	if o.rate > 0 && res.OfferedPerSecond < 0.95*float64(o.rate) {
 		note("the publisher took %.1f of the %d messages/s asked, with %d sends in flight (send call p50 %.2f ms): it is the limit, or raise --concurrency",
 			res.OfferedPerSecond, o.rate, o.concurrency, res.SendLatency.P50)
-	}
-	if o.mailboxSample == 0 {
-		note("mailbox latency not measured (--mailbox-sample 0)")
 	}
 	return res, nil
 }
@@ -716,8 +640,9 @@ func (r *benchRun) sendOne(ctx context.Context, pub *benchNode, readers []*bench
 	r.sent++
 	for len(r.ids) <= seq {
 		r.ids = append(r.ids, "")
+		r.sentAt = append(r.sentAt, time.Time{})
 	}
-	r.ids[seq] = s.ID
+	r.ids[seq], r.sentAt[seq] = s.ID, at
 	r.sendLat = append(r.sendLat, took)
 	if end := at.Add(took); end.After(r.lastSend) {
 		r.lastSend = end
@@ -729,207 +654,18 @@ func (r *benchRun) sendOne(ctx context.Context, pub *benchNode, readers []*bench
 	}
 }
 
-// parseBody reads seq and the send time from a bench body of this run.
-func (r *benchRun) parseBody(body string) (seq int, at time.Time, ok bool) {
-	rest, ok := strings.CutPrefix(body, r.prefix)
-	if !ok {
-		return 0, time.Time{}, false
+// found records the delivery of a message sent at sent whose file
+// appeared at at (zero: found by a rescan, not timed).
+func (n *benchNode) found(at, sent time.Time) {
+	n.delivered++
+	if at.IsZero() {
+		n.untimed++
+		return
 	}
-	f := strings.SplitN(rest, " ", 3)
-	if len(f) < 3 {
-		return 0, time.Time{}, false
-	}
-	seq, err := strconv.Atoi(f[0])
-	if err != nil || seq < 0 || seq > 1<<30 {
-		return 0, time.Time{}, false
-	}
-	ns, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return 0, time.Time{}, false
-	}
-	return seq, time.Unix(0, ns), true
-}
-
-// record notes a delivery of seq at n; it reports whether it was new.
-// Only n's reader goroutine (or, after it ended, runBenchLoad) calls it.
-func (n *benchNode) record(seq int, lat time.Duration, at time.Time) bool {
-	for len(n.seen) <= seq {
-		n.seen = append(n.seen, false)
-	}
-	if n.seen[seq] {
-		n.dups++
-		return false
-	}
-	n.seen[seq] = true
-	n.lat = append(n.lat, lat)
+	n.lat = append(n.lat, at.Sub(sent))
 	if at.After(n.lastAt) {
 		n.lastAt = at
 	}
-	n.count.Add(1)
-	return true
-}
-
-// readEvents reads n's event stream until it ends.
-func (r *benchRun) readEvents(ctx context.Context, n *benchNode) {
-	defer close(n.streamDone)
-	mbox := n.home.MailboxDir()
-	var it benchItem
-	for {
-		data, lagged, err := n.events.NextRaw()
-		if err != nil {
-			if !r.closing.Load() && ctx.Err() == nil {
-				n.streamErr = err
-			}
-			return
-		}
-		if lagged {
-			n.lagged.Add(1)
-			continue
-		}
-		if err := decodeBenchItem(data, &it); err != nil {
-			if !r.closing.Load() {
-				n.streamErr = fmt.Errorf("event stream: decode item: %w", err)
-			}
-			return
-		}
-		if it.Channel != r.o.channel {
-			continue
-		}
-		seq, at, ok := r.parseBody(it.Body)
-		if !ok {
-			continue
-		}
-		if n.record(seq, it.Delivered.Sub(at), it.Delivered) && r.o.mailboxSample > 0 &&
-			seq%r.step == 0 && seq/r.step < r.o.mailboxSample {
-			if n.mw != nil {
-				n.mw.want(it.ID, at)
-			} else {
-				r.mbWG.Add(1)
-				go r.pollMailbox(ctx, mbox, it.ID, it.Delivered, at)
-			}
-		}
-	}
-}
-
-// benchItem is what bench reads of an inbox item.
-type benchItem struct {
-	ID        string    `json:"id"`
-	Channel   string    `json:"channel"`
-	Delivered time.Time `json:"delivered"`
-	Body      string    `json:"body"` // with decodeBenchItem's fast path, only its head
-}
-
-// benchBodyHead is how much of a body decodeBenchItem keeps: more than
-// the "bench RUN SEQ NANOS " a bench body starts with.
-const benchBodyHead = 96
-
-// bodyKey is how an item's body field starts in meshd's JSON.
-var bodyKey = []byte(`,"body":"`)
-
-// decodeBenchItem decodes the fields of an item's JSON that bench reads.
-// Decoding every item in full (its 1 KiB body most of all) was most of the
-// load generator's CPU at saturation, on the cores the nodes share. meshd
-// encodes an Item's fields in order, body after id, channel and delivered:
-// the fast path decodes what comes before the body and takes the body's
-// head as it is, up to its first quote or escape. Anything else (a body
-// without the key, a head that is not plain text) is decoded in full.
-func decodeBenchItem(data []byte, it *benchItem) error {
-	*it = benchItem{}
-	if i := bytes.Index(data, bodyKey); i > 0 {
-		head := data[i+len(bodyKey):]
-		head = head[:min(len(head), benchBodyHead)]
-		if j := bytes.IndexAny(head, `"\`); j >= 0 {
-			head = head[:j]
-		}
-		pre := append(data[:i:i], '}')
-		if json.Unmarshal(pre, it) == nil && utf8.Valid(head) {
-			it.Body = string(head)
-			return nil
-		}
-		*it = benchItem{}
-	}
-	return json.Unmarshal(data, it)
-}
-
-// pollMailbox waits for the mailbox file of envelope id, delivered at
-// delivered, and records its latency from sent. The mirror names the file
-// after its own delivery time, taken just after the commit's, so the
-// seconds from delivered on are tried.
-func (r *benchRun) pollMailbox(ctx context.Context, mbox, id string, delivered, sent time.Time) {
-	defer r.mbWG.Done()
-	var paths []string
-	for d := range 3 {
-		t := delivered.Add(time.Duration(d) * time.Second)
-		paths = append(paths, filepath.Join(mailbox.InboxDir(mbox, t), mailbox.Name(t, id)))
-	}
-	paths = slices.Compact(paths)
-	deadline := time.Now().Add(benchMailboxWait)
-	tick := time.NewTicker(benchMailboxPoll)
-	defer tick.Stop()
-	for {
-		for _, p := range paths {
-			if _, err := os.Stat(p); err == nil {
-				lat := time.Since(sent)
-				r.mbMu.Lock()
-				r.mbLat = append(r.mbLat, lat)
-				r.mbMu.Unlock()
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			deadline = time.Time{}
-		case <-tick.C:
-		}
-	}
-	r.mbMu.Lock()
-	r.mbMissing++
-	r.mbMu.Unlock()
-}
-
-// confirmSkipped finds in n's store the deliveries its event stream
-// skipped, and records them with the store's delivery time. The newest
-// messages come from one history page; older ones are looked up one by
-// one as inbox items, which marks those bench items read.
-func (r *benchRun) confirmSkipped(ctx context.Context, n *benchNode) error {
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	h, err := n.c.History(cctx, api.HistoryQuery{Channel: r.o.channel, Since: r.start.Add(-time.Second).UTC().Format(time.RFC3339Nano), Limit: benchHistoryCheck})
-	if err != nil {
-		return err
-	}
-	for _, m := range h.Messages {
-		seq, at, ok := r.parseBody(m.Body)
-		if !ok || (seq < len(n.seen) && n.seen[seq]) {
-			continue
-		}
-		n.record(seq, m.Received.Sub(at), m.Received)
-		n.fromHist++
-	}
-	r.mu.Lock()
-	ids := slices.Clone(r.ids)
-	r.mu.Unlock()
-	for seq, id := range ids {
-		if id == "" || (seq < len(n.seen) && n.seen[seq]) {
-			continue
-		}
-		it, err := n.c.MarkRead(cctx, id)
-		var re *api.RemoteError
-		if errors.As(err, &re) && re.Status == http.StatusNotFound {
-			continue // not delivered
-		}
-		if err != nil {
-			return err
-		}
-		if s, at, ok := r.parseBody(it.Body); ok && s == seq {
-			n.record(seq, it.Delivered.Sub(at), it.Delivered)
-			n.fromHist++
-		}
-	}
-	return nil
 }
 
 // peersOf returns the fingerprints of c's linked peers.
@@ -1106,12 +842,11 @@ func writeBenchText(a *app, res *benchResult) error {
 	}
 	fmt.Fprintf(tw, "delivered\t%d of %d (%.2f%%), %d missing, %d duplicates; %.0f deliveries/s, last %.2fs after the last send\n",
 		res.Delivered, res.Expected, 100*res.DeliveredRatio, res.Missing, res.Duplicates, res.DeliveriesPerSecond, res.DrainSeconds)
-	fmt.Fprintf(tw, "publish→inbox\t%s\n", latencyText(res.Latency))
-	mb := latencyText(res.MailboxLatency)
-	if res.MailboxMissing > 0 {
-		mb += fmt.Sprintf(", %d sampled files not seen within %v", res.MailboxMissing, benchMailboxWait)
+	mb := latencyText(res.Latency)
+	if res.Untimed > 0 {
+		mb += fmt.Sprintf("; %d not timed (found after the drain)", res.Untimed)
 	}
-	fmt.Fprintf(tw, "publish→mailbox file\t%s (sampled, 1 ms polling)\n", mb)
+	fmt.Fprintf(tw, "publish→mailbox file\t%s\n", mb)
 	fmt.Fprintf(tw, "send call\t%s\n", latencyText(res.SendLatency))
 	fmt.Fprintf(tw, "cpu\t%.2f s of meshd (user %.2f, system %.2f), %.0f µs per delivery\n",
 		res.CPUSeconds, res.CPUUserSeconds, res.CPUSystemSeconds, res.CPUPerDeliveryUS)
@@ -1132,8 +867,8 @@ func writeBenchText(a *app, res *benchResult) error {
 		deliv, miss := "-", "-"
 		if n.Role == "reader" {
 			deliv, miss = strconv.Itoa(n.Delivered), strconv.Itoa(n.Missing)
-			if n.FromHistory > 0 {
-				deliv += fmt.Sprintf(" (%d from store)", n.FromHistory)
+			if n.Untimed > 0 {
+				deliv += fmt.Sprintf(" (%d not timed)", n.Untimed)
 			}
 		}
 		drops := "-"
@@ -1143,9 +878,6 @@ func writeBenchText(a *app, res *benchResult) error {
 				parts = append(parts, fmt.Sprintf("%s=%d", k, n.Drops[k]))
 			}
 			drops = strings.Join(parts, " ")
-		}
-		if n.Lagged > 0 {
-			drops += fmt.Sprintf(" (event stream lagged %d×)", n.Lagged)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.1f MiB\t%.0f+%.0f MiB\t%s\t%s\t%s\n",
 			printable(name, false), n.Role, n.PID, n.CPUSeconds, n.PeakRSSMiB, n.AnonMiB, n.FileMiB, deliv, miss, drops)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,10 +14,9 @@ import (
 )
 
 // mailboxWatch times the mailbox files of one reader with inotify: it
-// notes when each file appears in the reader's inbox directories, so that
-// bench can time a sampled message's file without polling for it. Polling
-// every millisecond cost the load generator about a quarter of its CPU at
-// saturation, on a machine the nodes share.
+// notes when each file appears in the reader's inbox directories. bench
+// counts and times every delivery this way, at the file a reader of the
+// mailbox would open, without asking meshd for anything while it runs.
 type mailboxWatch struct {
 	root  string
 	w     *fsnotify.Watcher
@@ -24,60 +25,103 @@ type mailboxWatch struct {
 
 	mu sync.Mutex
 	// appeared: when the file of an envelope appeared, by its tag
-	// (mailbox.Tag), for files no sample asked for yet.
-	appeared map[string]time.Time
-	// wanted: the samples whose file has not appeared, with the send time.
-	wanted map[string]time.Time
-	lat    []time.Duration
+	// (mailbox.Tag). A zero time: found by a rescan, not timed.
+	appeared map[string]appearance
+	inboxes  []string        // the inbox directories watched
+	extra    map[string]bool // names of further files of a tag noted: duplicates
+	full     int             // files not noted: appeared was full
+	overflow bool            // the kernel dropped events; rescan before trusting appeared
+	err      error           // the first error the watch reported
 }
 
-// maxAppeared bounds the appearances a watch remembers without a sample
-// asking for them.
-const maxAppeared = 1 << 20
+// appearance is one mirror file that appeared.
+type appearance struct {
+	at   time.Time
+	name string
+}
+
+// maxAppeared bounds the files a watch remembers.
+const maxAppeared = 1 << 22
+
+// errWatch reports that inotify cannot watch a mailbox.
+var errWatch = errors.New("cannot watch the mailbox with inotify")
 
 // watchMailbox starts watching the mailbox at root: its day directories of
 // today and tomorrow (UTC) and their inbox directories, and the root for
 // day directories made during the run.
 func watchMailbox(root string) (*mailboxWatch, error) {
-	w, err := fsnotify.NewWatcher()
+	// A burst of files at full speed must not overflow the channel
+	// between fsnotify's reader and the loop below while it holds mu.
+	w, err := fsnotify.NewBufferedWatcher(4096)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w %s: %w", errWatch, root, err)
 	}
-	m := &mailboxWatch{root: root, w: w, done: make(chan struct{}),
-		appeared: map[string]time.Time{}, wanted: map[string]time.Time{}}
+	m := &mailboxWatch{root: root, w: w, done: make(chan struct{}), appeared: map[string]appearance{}, extra: map[string]bool{}}
 	m.close = sync.OnceFunc(func() {
 		w.Close()
 		<-m.done
 	})
 	if err := w.Add(root); err != nil {
 		w.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w %s: %w", errWatch, root, err)
 	}
 	now := time.Now()
 	for _, day := range []time.Time{now, now.Add(24 * time.Hour)} {
-		m.addDay(filepath.Dir(mailbox.InboxDir(root, day)))
+		// Files there now are older than anything bench will send.
+		m.addDay(filepath.Dir(mailbox.InboxDir(root, day)), false)
 	}
 	go m.loop()
 	return m, nil
 }
 
 // addDay watches a day directory and its inbox, if they exist.
-func (m *mailboxWatch) addDay(dir string) {
+func (m *mailboxWatch) addDay(dir string, fresh bool) {
 	if m.w.Add(dir) == nil {
-		m.addInbox(filepath.Join(dir, "inbox"))
+		m.addInbox(filepath.Join(dir, "inbox"), fresh)
 	}
 }
 
-// addInbox watches an inbox directory, and notes the files already in it:
-// those made between its creation and the watch.
-func (m *mailboxWatch) addInbox(dir string) {
+// addInbox watches an inbox directory. A fresh one, made while the watch
+// runs, may hold files made before its watch: it notes them.
+func (m *mailboxWatch) addInbox(dir string, fresh bool) {
 	if m.w.Add(dir) != nil {
 		return
 	}
-	ents, _ := os.ReadDir(dir)
-	now := time.Now()
+	m.mu.Lock()
+	m.inboxes = append(m.inboxes, dir)
+	m.mu.Unlock()
+	if fresh {
+		m.scan(dir, time.Now())
+	}
+}
+
+// scan notes the files in dir not noted yet, as appeared at t.
+func (m *mailboxWatch) scan(dir string, t time.Time) {
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		m.fail(err)
+	}
 	for _, e := range ents {
-		m.seen(e.Name(), now)
+		m.seen(e.Name(), t)
+	}
+}
+
+// rescan reads every inbox directory watched and notes, untimed, the files
+// the events missed (after an overflow).
+func (m *mailboxWatch) rescan() {
+	m.mu.Lock()
+	dirs := append([]string(nil), m.inboxes...)
+	m.mu.Unlock()
+	for _, d := range dirs {
+		m.scan(d, time.Time{})
+	}
+}
+
+func (m *mailboxWatch) fail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err == nil {
+		m.err = err
 	}
 }
 
@@ -98,62 +142,71 @@ func (m *mailboxWatch) loop() {
 			switch {
 			case dir == m.root:
 				if mailbox.IsDay(name) {
-					m.addDay(ev.Name)
+					m.addDay(ev.Name, true)
 				}
 			case name == "inbox" && filepath.Dir(dir) == m.root:
-				m.addInbox(ev.Name)
+				m.addInbox(ev.Name, true)
 			default:
 				m.seen(name, now)
 			}
-		case _, ok := <-m.w.Errors:
+		case err, ok := <-m.w.Errors:
 			if !ok {
 				return
 			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				m.mu.Lock()
+				m.overflow = true
+				m.mu.Unlock()
+				continue
+			}
+			m.fail(err)
 		}
 	}
 }
 
-// seen notes that the mirror file name appeared at t.
+// seen notes that the mirror file name appeared at t (zero: untimed).
 func (m *mailboxWatch) seen(name string, t time.Time) {
-	id, ok := mailbox.TagOf(name)
+	tag, ok := mailbox.TagOf(name)
 	if !ok {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if sent, ok := m.wanted[id]; ok {
-		delete(m.wanted, id)
-		m.lat = append(m.lat, t.Sub(sent))
-	} else if _, dup := m.appeared[id]; !dup && len(m.appeared) < maxAppeared {
-		m.appeared[id] = t
-	}
-}
-
-// want asks for the time of the file of envelope id, sent at sent.
-func (m *mailboxWatch) want(id string, sent time.Time) {
-	id = mailbox.Tag(id)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if t, ok := m.appeared[id]; ok {
-		delete(m.appeared, id)
-		m.lat = append(m.lat, t.Sub(sent))
+	if a, ok := m.appeared[tag]; ok {
+		if a.name != name {
+			m.extra[name] = true
+		}
 		return
 	}
-	m.wanted[id] = sent
+	if len(m.appeared) >= maxAppeared {
+		m.full++
+		return
+	}
+	m.appeared[tag] = appearance{at: t, name: name}
 }
 
-// pending is how many wanted files have not appeared.
-func (m *mailboxWatch) pending() int {
+// match looks up the files of the envelopes of pending (seqs, indexes
+// into ids) among those that appeared. For each found it calls found with
+// the seq and the time the file appeared (zero: untimed), and it returns
+// the seqs still not found, in pending's array.
+func (m *mailboxWatch) match(pending []int, ids []string, found func(seq int, at time.Time)) []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.wanted)
+	left := pending[:0]
+	for _, seq := range pending {
+		a, ok := m.appeared[mailbox.Tag(ids[seq])]
+		if !ok {
+			left = append(left, seq)
+			continue
+		}
+		found(seq, a.at)
+	}
+	return left
 }
 
-// finish stops the watch and returns the latencies timed and how many
-// wanted files never appeared.
-func (m *mailboxWatch) finish() ([]time.Duration, int) {
-	m.close()
+// status returns what the watch noted besides appearances.
+func (m *mailboxWatch) status() (dups, full int, overflow bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.lat, len(m.wanted)
+	return len(m.extra), m.full, m.overflow, m.err
 }

@@ -1,20 +1,18 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
-
-	"github.com/meshd/meshd/node/api"
 )
 
 // TestMailboxWatchTimesFiles makes mirror-like files in a mailbox whose day
-// and inbox directories appear after the watch starts, and in one that
-// exists before: each wanted file is timed once, whether it appears
-// before or after it is asked for, and one that never appears is counted.
+// and inbox directories appear after the watch starts: each file is timed
+// once, a second file of one envelope counts as a duplicate, one never
+// written stays pending, and a file the events missed is found by a rescan,
+// untimed.
 func TestMailboxWatchTimesFiles(t *testing.T) {
 	root := t.TempDir()
 	mw, err := watchMailbox(root)
@@ -27,93 +25,88 @@ func TestMailboxWatchTimesFiles(t *testing.T) {
 	if err := os.MkdirAll(inbox, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sent := time.Now()
-	id := func(i int) string {
-		return "00000000-0000-0000-0000-0000000000" + string(rune('a'+i/10)) + string(rune('0'+i%10))
+	ids := []string{
+		"0190a1b2-c3d4-7e5f-8a9b-000000000000",
+		"0190a1b2-c3d4-7e5f-8a9b-000000000001",
+		"0190a1b2-c3d4-7e5f-8a9b-000000000002",
+		"0190a1b2-c3d4-7e5f-8a9b-000000000003", // never written
+		"0190a1b2-c3d4-7e5f-8a9b-000000000004", // written while nothing watches
 	}
-	write := func(i int) {
-		name := filepath.Join(inbox, "101530-"+id(i)[len(id(i))-12:]+".txt")
-		if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+	write := func(seq int, name string) {
+		if err := os.WriteFile(filepath.Join(inbox, name), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Asked for before the file appears.
-	mw.want(id(1), sent)
-	// The directories were made after the watch: give it time to add the
-	// inbox before the next file, which is asked for after it appears.
+	sent := time.Now()
+	at := map[int]time.Time{}
+	found := func(seq int, t time.Time) { at[seq] = t }
+	// The directories were made after the watch started: write until the
+	// watch has added the inbox and sees the file.
+	pending := []int{0, 1, 2, 3}
 	deadline := time.Now().Add(5 * time.Second)
-	for mw.pending() > 0 {
-		write(1)
+	for len(at) == 0 {
+		write(0, "101530-000000000000.txt")
+		pending = mw.match(pending, ids, found)
 		if time.Now().After(deadline) {
-			t.Fatal("the file asked for before it appeared was never seen")
+			t.Fatal("the first file was never seen")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	write(2)
-	for {
-		mw.mu.Lock()
-		_, ok := mw.appeared[id(2)[len(id(2))-12:]]
-		mw.mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a file that appeared before it was asked for was not noted")
-		}
+	write(1, "101531-000000000001.txt")
+	write(2, "101531-000000000002.txt")
+	write(2, "101532-000000000002.txt")  // a second file of one envelope
+	write(2, ".tmp-101532-000000000002") // not a mirror file name
+	for len(pending) > 1 && time.Now().Before(deadline) {
+		pending = mw.match(pending, ids, found)
 		time.Sleep(5 * time.Millisecond)
 	}
-	mw.want(id(2), sent)
-	mw.want(id(3), sent) // never written
-	lat, missing := mw.finish()
-	if len(lat) != 2 || missing != 1 {
-		t.Fatalf("timed %d files, %d missing; want 2 and 1", len(lat), missing)
+	if !slices.Equal(pending, []int{3}) {
+		t.Fatalf("pending %v, want [3]", pending)
 	}
-	for _, l := range lat {
-		if l <= 0 || l > 10*time.Second {
-			t.Errorf("latency %v", l)
+	for seq := range 3 {
+		if l := at[seq].Sub(sent); l <= 0 || l > 10*time.Second {
+			t.Errorf("seq %d: appeared %v after the send", seq, l)
 		}
+	}
+	mw.close()
+	mw.close() // idempotent
+	write(4, "101533-000000000004.txt")
+	mw.rescan()
+	if left := mw.match([]int{3, 4}, ids, found); !slices.Equal(left, []int{3}) {
+		t.Fatalf("after the rescan, pending %v, want [3]", left)
+	}
+	if t4, ok := at[4]; !ok || !t4.IsZero() {
+		t.Errorf("the rescanned file: %v, %v; want found, untimed", t4, ok)
+	}
+	dups, full, overflow, err := mw.status()
+	if dups != 1 || full != 0 || overflow || err != nil {
+		t.Errorf("status: %d duplicates, %d not noted, overflow %v, %v; want 1 duplicate", dups, full, overflow, err)
 	}
 }
 
-// TestDecodeBenchItem decodes items as meshd encodes them, through the
-// fast path and the full decode, and gets the same fields either way.
-func TestDecodeBenchItem(t *testing.T) {
-	delivered := time.Date(2026, 11, 21, 10, 15, 30, 123456789, time.UTC)
-	for _, body := range []string{
-		"bench 0a1b2c3d 42 1763720130123456789 " + strings.Repeat("x", 1000),
-		"bench 0a1b2c3d 7 1763720130123456789 with \"quotes\" and \\ later",
-		"short",
-		"",
-		strings.Repeat("é", 100),
-	} {
-		item := api.Item{ID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Kind: "message", To: "#bench", Channel: "bench",
-			From: api.Party{Name: `a ,"body":" trick`}, Delivered: delivered, Body: body, Params: json.RawMessage(`{"body":"x"}`)}
-		data, err := json.Marshal(item)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var it benchItem
-		if err := decodeBenchItem(data, &it); err != nil {
-			t.Fatalf("%q: %v", body, err)
-		}
-		if it.ID != item.ID || it.Channel != "bench" || !it.Delivered.Equal(delivered) {
-			t.Errorf("%q: decoded %+v", body, it)
-		}
-		// The head of the body, as far as it goes without quote or escape.
-		want := body
-		if i := strings.IndexAny(want, `"\`); i >= 0 {
-			want = want[:i]
-		}
-		if len(it.Body) < min(len(want), benchBodyHead-4) || !strings.HasPrefix(body, it.Body) {
-			t.Errorf("%q: body %q", body, it.Body)
-		}
+// TestMailboxWatchSkipsOlderFiles: files in an inbox before the watch
+// starts are from earlier runs and are not noted, unless a rescan (after
+// lost events) reads them.
+func TestMailboxWatchSkipsOlderFiles(t *testing.T) {
+	root := t.TempDir()
+	inbox := filepath.Join(root, time.Now().UTC().Format(time.DateOnly), "inbox")
+	if err := os.MkdirAll(inbox, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	// Not meshd's field order: decoded in full.
-	var it benchItem
-	if err := decodeBenchItem([]byte(`{"body":"bench x 1 2 y","id":"i","channel":"c"}`), &it); err != nil || it.Body != "bench x 1 2 y" || it.ID != "i" {
-		t.Errorf("full decode: %+v %v", it, err)
+	if err := os.WriteFile(filepath.Join(inbox, "090000-000000000009.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if err := decodeBenchItem([]byte(`{"id":`), &it); err == nil {
-		t.Error("a broken item decoded")
+	mw, err := watchMailbox(root)
+	if err != nil {
+		t.Skipf("no inotify here: %v", err)
+	}
+	defer mw.close()
+	ids := []string{"0190a1b2-c3d4-7e5f-8a9b-000000000009"}
+	none := func(int, time.Time) { t.Error("an older file was noted") }
+	if left := mw.match([]int{0}, ids, none); len(left) != 1 {
+		t.Fatal("an older file matched")
+	}
+	if _, err := watchMailbox(filepath.Join(root, "nope")); err == nil {
+		t.Error("watching a mailbox that does not exist did not fail")
 	}
 }
