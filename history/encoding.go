@@ -64,6 +64,11 @@ const (
 // negative values included.
 func putTS(b []byte, ts int64) { binary.BigEndian.PutUint64(b, uint64(ts)^(1<<63)) }
 
+// appendTS appends ts encoded as putTS encodes it.
+func appendTS(dst []byte, ts int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(ts)^(1<<63))
+}
+
 func getTS(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
 
 func u64(v uint64) []byte {
@@ -89,14 +94,20 @@ func timeOf(ms int64) time.Time {
 // destKey is a fixed-length, prefix-free key for a destination: the kind
 // byte, then the channel id, the peer key, or SHA-256 of the org id.
 func destKey(d proto.Destination) []byte {
+	return appendDestKey(make([]byte, 0, 1+keyLen), d)
+}
+
+// appendDestKey appends destKey(d) to dst.
+func appendDestKey(dst []byte, d proto.Destination) []byte {
+	dst = append(dst, byte(d.Kind))
 	switch d.Kind {
 	case proto.DestChannel:
-		return append([]byte{byte(d.Kind)}, d.Channel[:]...)
+		return append(dst, d.Channel[:]...)
 	case proto.DestPeer:
-		return append([]byte{byte(d.Kind)}, d.Peer[:]...)
+		return append(dst, d.Peer[:]...)
 	default:
 		h := sha256.Sum256([]byte(d.Org))
-		return append([]byte{byte(d.Kind)}, h[:]...)
+		return append(dst, h[:]...)
 	}
 }
 
@@ -205,14 +216,17 @@ func decodeEnv(id uuid.UUID, b []byte) (Stored, error) {
 
 // chanKey builds the per-channel time index key.
 func chanKey(channel uuid.UUID, ts int64, from proto.PubKey, epoch uuid.UUID, seq uint64, id uuid.UUID) []byte {
-	k := make([]byte, chanKeyLen)
-	copy(k, channel[:])
-	putTS(k[idLen:], ts)
-	copy(k[idLen+tsLen:], from[:])
-	copy(k[idLen+tsLen+keyLen:], epoch[:])
-	binary.BigEndian.PutUint64(k[idLen+tsLen+keyLen+idLen:], seq)
-	copy(k[idLen+tsLen+keyLen+idLen+8:], id[:])
-	return k
+	return appendChanKey(make([]byte, 0, chanKeyLen), channel, ts, from, epoch, seq, id)
+}
+
+// appendChanKey appends chanKey(channel, ts, from, epoch, seq, id) to dst.
+func appendChanKey(dst []byte, channel uuid.UUID, ts int64, from proto.PubKey, epoch uuid.UUID, seq uint64, id uuid.UUID) []byte {
+	dst = append(dst, channel[:]...)
+	dst = appendTS(dst, ts)
+	dst = append(dst, from[:]...)
+	dst = append(dst, epoch[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, seq)
+	return append(dst, id[:]...)
 }
 
 // chanEntry is a decoded channel index key.
@@ -233,10 +247,12 @@ func parseChanKey(k []byte) chanEntry {
 }
 
 func directKey(ts int64, id uuid.UUID) []byte {
-	k := make([]byte, tsLen+idLen)
-	putTS(k, ts)
-	copy(k[tsLen:], id[:])
-	return k
+	return appendDirectKey(make([]byte, 0, tsLen+idLen), ts, id)
+}
+
+// appendDirectKey appends directKey(ts, id) to dst.
+func appendDirectKey(dst []byte, ts int64, id uuid.UUID) []byte {
+	return append(appendTS(dst, ts), id[:]...)
 }
 
 func seenKey(from proto.PubKey, id uuid.UUID) [seenKLen]byte {
@@ -247,13 +263,15 @@ func seenKey(from proto.PubKey, id uuid.UUID) [seenKLen]byte {
 }
 
 func seenAgeKey(ts int64, sk [seenKLen]byte) []byte {
-	k := make([]byte, tsLen+seenKLen)
-	putTS(k, ts)
-	copy(k[tsLen:], sk[:])
-	return k
+	return appendSeenAgeKey(make([]byte, 0, tsLen+seenKLen), ts, sk)
 }
 
-func countKey(d proto.Destination) []byte {
+// appendSeenAgeKey appends seenAgeKey(ts, sk) to dst.
+func appendSeenAgeKey(dst []byte, ts int64, sk [seenKLen]byte) []byte {
+	return append(appendTS(dst, ts), sk[:]...)
+}
+
+func countKey(d *proto.Destination) []byte {
 	if d.Kind == proto.DestChannel {
 		return d.Channel[:]
 	}

@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -147,31 +148,39 @@ func (w *wtx) putEnv(se *proto.SignedEnvelope, fromHistory bool) (added bool, re
 	}
 	var err error
 	if se.To.Kind == proto.DestChannel {
-		l := u64(uint64(len(se.Raw)))[4:]
-		err = w.chanIdx.Put(chanKey(se.To.Channel, se.TS, se.From, se.Epoch, se.Seq, se.ID), l)
+		l := w.value(4)
+		binary.BigEndian.PutUint32(l, uint32(len(se.Raw)))
+		w.key = appendChanKey(w.key[:0], se.To.Channel, se.TS, se.From, se.Epoch, se.Seq, se.ID)
+		err = w.chanIdx.Put(w.key, l)
 	} else {
-		err = w.dirIdx.Put(directKey(se.TS, se.ID), present)
+		w.key = appendDirectKey(w.key[:0], se.TS, se.ID)
+		err = w.dirIdx.Put(w.key, present)
 	}
 	if err != nil {
 		return false, nil, err
 	}
-	if err := addCount(w.counts, countKey(se.To), 1); err != nil {
+	if err := w.addCount(w.counts, countKey(&se.To), 1); err != nil {
 		return false, nil, err
 	}
 	if err := w.putSeen(sk, se.TS); err != nil {
 		return false, nil, err
 	}
-	if err := w.observeSeq(destKey(se.To), se.From, se.Epoch, se.Seq); err != nil {
+	if err := w.observeSeq(se.To, se.From, se.Epoch, se.Seq); err != nil {
 		return false, nil, err
 	}
 	return true, nil, nil
 }
 
 func (w *wtx) putSeen(sk [seenKLen]byte, ts int64) error {
-	if err := w.seen.Put(sk[:], u64(uint64(ts))); err != nil {
+	v := w.value(8)
+	binary.BigEndian.PutUint64(v, uint64(ts))
+	// Through w.key: sk[:] would move sk to the heap.
+	w.key = append(w.key[:0], sk[:]...)
+	if err := w.seen.Put(w.key, v); err != nil {
 		return err
 	}
-	return w.seenAge.Put(seenAgeKey(ts, sk), present)
+	w.key = appendSeenAgeKey(w.key[:0], ts, sk)
+	return w.seenAge.Put(w.key, present)
 }
 
 // deleteEnv removes an envelope, its index entry and its inbox state. Its
@@ -189,7 +198,7 @@ func (w *wtx) deleteEnv(m *Stored) error {
 	if err := w.env.Delete(m.ID[:]); err != nil {
 		return err
 	}
-	if err := addCount(w.counts, countKey(m.To), -1); err != nil {
+	if err := w.addCount(w.counts, countKey(&m.To), -1); err != nil {
 		return err
 	}
 	return w.deleteInbox(m.ID)

@@ -52,7 +52,11 @@ type inboxRec struct {
 	readAt    int64
 }
 
-func (r *inboxRec) encode() []byte {
+func (r *inboxRec) encode() []byte { return r.put(make([]byte, inboxRecLen)) }
+
+// put writes the record into b, which must be inboxRecLen bytes, and
+// returns b.
+func (r *inboxRec) put(b []byte) []byte {
 	var flags byte
 	if r.read {
 		flags |= 1
@@ -60,9 +64,10 @@ func (r *inboxRec) encode() []byte {
 	if r.wakes {
 		flags |= 2
 	}
-	b := []byte{byte(r.priority), flags}
-	b = binary.BigEndian.AppendUint64(b, uint64(r.delivered))
-	return binary.BigEndian.AppendUint64(b, uint64(r.readAt))
+	b[0], b[1] = byte(r.priority), flags
+	binary.BigEndian.PutUint64(b[2:], uint64(r.delivered))
+	binary.BigEndian.PutUint64(b[10:], uint64(r.readAt))
+	return b
 }
 
 func decodeInbox(b []byte) (inboxRec, error) {
@@ -79,10 +84,12 @@ func decodeInbox(b []byte) (inboxRec, error) {
 }
 
 func inboxTimeKey(ms int64, id uuid.UUID) []byte {
-	k := make([]byte, tsLen+idLen)
-	putTS(k, ms)
-	copy(k[tsLen:], id[:])
-	return k
+	return appendInboxTimeKey(make([]byte, 0, tsLen+idLen), ms, id)
+}
+
+// appendInboxTimeKey appends inboxTimeKey(ms, id) to dst.
+func appendInboxTimeKey(dst []byte, ms int64, id uuid.UUID) []byte {
+	return append(appendTS(dst, ms), id[:]...)
 }
 
 // InboxItem is a delivered envelope's inbox state with its metadata.
@@ -129,11 +136,16 @@ func (w *wtx) setInbox(id uuid.UUID, p Priority, wakes bool) error {
 			return err
 		}
 		r = old
-	} else if err := w.inboxT.Put(inboxTimeKey(r.delivered, id), present); err != nil {
-		return err
+	} else {
+		w.key = appendInboxTimeKey(w.key[:0], r.delivered, id)
+		if err := w.inboxT.Put(w.key, present); err != nil {
+			return err
+		}
 	}
 	r.priority, r.wakes = p, wakes
-	return w.inbox.Put(id[:], r.encode())
+	// Through w.key: id[:] would move id to the heap.
+	w.key = append(w.key[:0], id[:]...)
+	return w.inbox.Put(w.key, r.put(w.value(inboxRecLen)))
 }
 
 // Delivery is one envelope for [Store.Deliver]: stored, and put in the

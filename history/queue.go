@@ -56,7 +56,7 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 		if err := w.queueID.Put(ik, u64(qseq)); err != nil {
 			return nil, err
 		}
-		return nil, addCount(w.qcount, peer[:], 1)
+		return nil, w.addCount(w.qcount, peer[:], 1)
 	}, nil)
 }
 
@@ -120,7 +120,7 @@ func (s *Store) Ack(peer proto.PubKey, ids ...uuid.UUID) error {
 			if err := w.queueID.Delete(ik); err != nil {
 				return nil, err
 			}
-			if err := addCount(w.qcount, peer[:], -1); err != nil {
+			if err := w.addCount(w.qcount, peer[:], -1); err != nil {
 				return nil, err
 			}
 		}

@@ -184,7 +184,7 @@ func (s *Store) ExpireQueues(now time.Time) (removed int, err error) {
 			if err := w.queueID.Delete(vi.idKey); err != nil {
 				return nil, err
 			}
-			if err := addCount(w.qcount, vi.peer, -1); err != nil {
+			if err := w.addCount(w.qcount, vi.peer, -1); err != nil {
 				return nil, err
 			}
 		}

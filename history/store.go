@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -379,6 +380,36 @@ type wtx struct {
 
 	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, seqs,
 	queue, queueID, qcount, inbox, inboxT *bolt.Bucket
+
+	// key is scratch space for one key at a time: bbolt copies the key of
+	// a Put and keeps no reference to the key of a Get, Seek or Delete.
+	key []byte
+	// vals is the unused tail of the chunk that value carves from, and
+	// chunk that chunk's size.
+	vals  []byte
+	chunk int
+}
+
+// Chunks that back small values start at minValueChunk bytes (a commit
+// of one envelope needs about 100) and double up to maxValueChunk.
+const (
+	minValueChunk = 256
+	maxValueChunk = 4096
+)
+
+// value returns n zero bytes (n at most minValueChunk: a counter, a mark
+// or an inbox record) for a value to Put in this transaction. bbolt keeps
+// a reference to a value until the transaction ends, so a value is never
+// reused; they share chunks, so a batch of envelopes does not cost an
+// allocation per value.
+func (w *wtx) value(n int) []byte {
+	if len(w.vals) < n {
+		w.chunk = min(max(2*w.chunk, minValueChunk), maxValueChunk)
+		w.vals = make([]byte, w.chunk)
+	}
+	v := w.vals[:n:n]
+	w.vals = w.vals[n:]
+	return v
 }
 
 func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
@@ -417,12 +448,14 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 const appendFill = 0.9
 
 // addCount adds delta to the counter under key in b, deleting it at zero.
-func addCount(b *bolt.Bucket, key []byte, delta int64) error {
+func (w *wtx) addCount(b *bolt.Bucket, key []byte, delta int64) error {
 	n := int64(getU64(b.Get(key))) + delta
 	if n <= 0 {
 		return b.Delete(key)
 	}
-	return b.Put(key, u64(uint64(n)))
+	v := w.value(8)
+	binary.BigEndian.PutUint64(v, uint64(n))
+	return b.Put(key, v)
 }
 
 func syncDirOf(path string) error { return syncDir(filepath.Dir(path)) }

@@ -28,10 +28,13 @@ type markRec struct {
 
 const markRecLen = 7 * 8
 
-func (m *markRec) encode() []byte {
-	b := make([]byte, 0, markRecLen)
-	for _, v := range []uint64{m.lo, m.hi, m.min, m.max, m.pending, m.lost, uint64(m.updated)} {
-		b = binary.BigEndian.AppendUint64(b, v)
+func (m *markRec) encode() []byte { return m.put(make([]byte, markRecLen)) }
+
+// put writes the record into b, which must be markRecLen bytes, and
+// returns b.
+func (m *markRec) put(b []byte) []byte {
+	for i, v := range [...]uint64{m.lo, m.hi, m.min, m.max, m.pending, m.lost, uint64(m.updated)} {
+		binary.BigEndian.PutUint64(b[i*8:], v)
 	}
 	return b
 }
@@ -57,14 +60,18 @@ func seqKey(sk []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(bytes.Clone(sk), seq)
 }
 
-// observeSeq records the arrival of seq in a stream and keeps the run
-// [lo, hi] as long as the arrivals allow.
-func (w *wtx) observeSeq(dk []byte, from proto.PubKey, epoch uuid.UUID, seq uint64) error {
-	sk := streamKey(dk, from, epoch)
+// observeSeq records the arrival of seq in the stream (from, d, epoch)
+// and keeps the run [lo, hi] as long as the arrivals allow.
+func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID, seq uint64) error {
+	// The stream key, streamKey(destKey(d), from, epoch), lives in w.key
+	// until the end: the keys made below are their own (seqKey copies sk).
+	w.key = appendDestKey(w.key[:0], d)
+	w.key = append(append(w.key, from[:]...), epoch[:]...)
+	sk := w.key
 	v := w.marks.Get(sk)
 	if v == nil {
 		m := markRec{lo: seq, hi: seq, min: seq, max: seq, updated: w.now.UnixMilli()}
-		return w.marks.Put(sk, m.encode())
+		return w.marks.Put(sk, m.put(w.value(markRecLen)))
 	}
 	m, err := decodeMark(v)
 	if err != nil {
@@ -99,7 +106,7 @@ func (w *wtx) observeSeq(dk []byte, from proto.PubKey, epoch uuid.UUID, seq uint
 			}
 		}
 	}
-	return w.marks.Put(sk, m.encode())
+	return w.marks.Put(sk, m.put(w.value(markRecLen)))
 }
 
 // absorbUp extends the run over pending numbers directly above it.

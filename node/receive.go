@@ -298,7 +298,7 @@ func (n *Node) commit(batch []rxItem) {
 			n.drop(dropDuplicate, se, it.src, nil)
 			continue
 		}
-		n.metrics.Inc("rx.delivered." + se.Kind.String())
+		n.metrics.Inc(deliveredMetric(se.Kind))
 		if se.Kind == proto.KindRequest {
 			n.requests.received(se)
 		}
@@ -318,6 +318,23 @@ func (n *Node) commit(batch []rxItem) {
 	}
 	n.inbox.notify(wake)
 	n.sendAcks(acks)
+}
+
+// deliveredMetrics holds the counter names "rx.delivered.<kind>" of the
+// known kinds, so the commit stage does not build one per envelope.
+var deliveredMetrics = func() (m [proto.KindHistoryResponse + 1]string) {
+	for k := proto.KindMessage; k <= proto.KindHistoryResponse; k++ {
+		m[k] = "rx.delivered." + k.String()
+	}
+	return m
+}()
+
+// deliveredMetric returns the counter name "rx.delivered.<kind>".
+func deliveredMetric(k proto.Kind) string {
+	if int(k) < len(deliveredMetrics) && deliveredMetrics[k] != "" {
+		return deliveredMetrics[k]
+	}
+	return "rx.delivered." + k.String()
 }
 
 // classify returns the inbox priority and wake rule of an envelope (seed

@@ -124,6 +124,8 @@ type Mirror struct {
 	umask int
 	// index is the day index last appended to, kept open between batches.
 	index *openIndex
+	// day holds the paths of the day last written to (see dayLocked).
+	day dayPaths
 
 	// write writes to a file; tests replace it to inject failures.
 	write func(f *os.File, b []byte) (int, error)
@@ -276,14 +278,13 @@ func (m *Mirror) Write(items ...Item) ([]string, error) {
 				continue
 			}
 			paths = append(paths, path)
-			day := p.when.Format(time.DateOnly)
-			b, ok := idx[day]
+			b, ok := idx[p.day]
 			if !ok {
 				b = new(bytes.Buffer)
-				idx[day] = b
-				days = append(days, day)
+				idx[p.day] = b
+				days = append(days, p.day)
 			}
-			b.WriteString(indexLine(p.when, p.it.Priority, p.hs, filepath.Join("inbox", filepath.Base(path)), p.body))
+			b.Write(appendIndexLine(b.AvailableBuffer(), p.when, p.it.Priority, p.hs, filepath.Base(path), p.body))
 		}
 	}
 	if m.cfg.SyncFiles {
@@ -353,6 +354,7 @@ const maxSyncers = 16
 type pending struct {
 	it   Item
 	when time.Time // delivery time, UTC
+	day  string    // its day, YYYY-MM-DD
 	hs   []header
 	body string
 	dir  string    // its inbox directory
@@ -395,8 +397,9 @@ func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 		return nil, err
 	}
 	data := assemble(p.hs, p.body, it.Env.Raw)
-	dayDir := filepath.Join(m.dir, p.when.Format(time.DateOnly))
-	p.dir = filepath.Join(dayDir, "inbox")
+	dp := m.dayLocked(p.when)
+	dayDir := dp.dayDir
+	p.day, p.dir = dp.day, dp.inbox
 	d, fresh, err := m.inboxDirLocked(dayDir, p.dir, dirs)
 	if err != nil {
 		return nil, err
@@ -414,6 +417,29 @@ func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// dayPaths are the names of one UTC day's directories.
+type dayPaths struct {
+	y      int
+	m      time.Month
+	d      int
+	day    string // YYYY-MM-DD
+	dayDir string // <root>/<day>
+	inbox  string // <root>/<day>/inbox
+}
+
+// dayLocked returns the paths of t's day (t in UTC). They are kept for the
+// next file, which almost always falls on the same day, so they are built
+// once a day rather than once a file. m.mu must be held.
+func (m *Mirror) dayLocked(t time.Time) dayPaths {
+	y, mo, d := t.Date()
+	if m.day.day == "" || m.day.y != y || m.day.m != mo || m.day.d != d {
+		day := t.Format(time.DateOnly)
+		dayDir := filepath.Join(m.dir, day)
+		m.day = dayPaths{y: y, m: mo, d: d, day: day, dayDir: dayDir, inbox: filepath.Join(dayDir, "inbox")}
+	}
+	return m.day
 }
 
 // stageAnonLocked writes data to a new anonymous file in d, or in d made
@@ -892,8 +918,9 @@ func notExist(p string) (bool, error) {
 	return false, err
 }
 
-// indexLine returns the index line of one file.
-func indexLine(when time.Time, prio string, hs []header, rel, body string) string {
+// appendIndexLine appends the index line of the file name in the day's
+// inbox directory to b.
+func appendIndexLine(b []byte, when time.Time, prio string, hs []header, name, body string) []byte {
 	var from, to, kind string
 	for _, h := range hs {
 		switch h.name {
@@ -908,7 +935,16 @@ func indexLine(when time.Time, prio string, hs []header, rel, body string) strin
 	if prio == "" {
 		prio = "-"
 	}
-	return strings.Join([]string{when.Format(time.TimeOnly), prio, kind, from, to, rel, summary(body)}, "\t") + "\n"
+	b = when.AppendFormat(b, time.TimeOnly)
+	for _, f := range [...]string{prio, kind, from, to} {
+		b = append(b, '\t')
+		b = append(b, f...)
+	}
+	b = append(b, "\tinbox/"...)
+	b = append(b, name...)
+	b = append(b, '\t')
+	b = appendSummary(b, body)
+	return append(b, '\n')
 }
 
 // summaryLen is how many characters of the body the index shows.
@@ -918,8 +954,11 @@ const summaryLen = 80
 // control characters becomes one space, then the first [summaryLen]
 // characters, without a trailing space. Bytes that are not UTF-8 become
 // "?".
-func summary(body string) string {
-	var b strings.Builder
+func summary(body string) string { return string(appendSummary(nil, body)) }
+
+// appendSummary appends the index summary of body to b.
+func appendSummary(b []byte, body string) []byte {
+	start := len(b)
 	n := 0
 	space := false
 	for i, r := range body {
@@ -927,11 +966,11 @@ func summary(body string) string {
 			break
 		}
 		if r == ' ' || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			space = b.Len() > 0
+			space = len(b) > start
 			continue
 		}
 		if space {
-			b.WriteByte(' ')
+			b = append(b, ' ')
 			n++
 			space = false
 			if n == summaryLen {
@@ -941,10 +980,10 @@ func summary(body string) string {
 		if r == utf8.RuneError && isInvalidAt(body, i) {
 			r = '?'
 		}
-		b.WriteRune(r)
+		b = utf8.AppendRune(b, r)
 		n++
 	}
-	return b.String()
+	return b
 }
 
 // openIndex is a day's index file kept open for appending.

@@ -26,7 +26,10 @@ func Tag(id string) string {
 func Name(t time.Time, id string) string { return nameBase(t, id) + ".txt" }
 
 func nameBase(t time.Time, id string) string {
-	return t.UTC().Format("150405") + "-" + Tag(id)
+	b := make([]byte, 0, 6+1+tagLen)
+	b = t.UTC().AppendFormat(b, "150405")
+	b = append(b, '-')
+	return string(append(b, Tag(id)...))
 }
 
 // TagOf returns the envelope tag of a mirror file name, and false for

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+// BenchmarkReceive feeds pre-signed 1 KiB envelope frames from node a
+// straight into node b's frame handler (as its link reader would) and
+// waits until b has stored each one, put it in its inbox and written its
+// mailbox file. It isolates the receive side of one reader: parse, dedupe,
+// verify, checks, commit, mirror. allocs/op is per delivered envelope
+// (process-wide, so it includes bbolt and, for DMs, a's handling of b's
+// acks). cpu-µs/op is the process's CPU per envelope; ns/op is mostly
+// waiting for fsync.
+//
+//	go test -run='^$' -bench=Receive -benchmem -benchtime=2000x ./node
+func BenchmarkReceive(b *testing.B) {
+	m, a, rd := linkedPair(b)
+	p, err := a.CreateChannel(api.CreateChannel{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, 10*time.Second, "policy", func() bool { _, ok := rd.channels.ByName("bench"); return ok })
+	if _, err := rd.SetSubscription("bench", "subscribed"); err != nil {
+		b.Fatal(err)
+	}
+	// Let the join's catch-up round finish first.
+	waitFor(b, 10*time.Second, "join round", func() bool { return rd.metrics.Get("sync.responses") > 0 })
+	var delivered atomic.Int64
+	rd.deliverHook = func(*proto.SignedEnvelope, time.Time) { delivered.Add(1) }
+	rd.mu.Lock()
+	pl := rd.links[m.ids[0].Pub]
+	rd.mu.Unlock()
+	if pl == nil {
+		b.Fatal("no link")
+	}
+	body := strings.Repeat("x", 1024)
+	epoch := proto.NewID()
+	var seq uint64
+	for _, bc := range []struct {
+		name string
+		to   proto.Destination
+	}{
+		{"channel", proto.ToChannel(p.ID)},
+		{"dm", proto.ToPeer(m.ids[1].Pub)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			frames := make([][]byte, b.N)
+			for i := range frames {
+				seq++
+				se, err := proto.SignEnvelope(m.ids[0].Key, &proto.Envelope{
+					ID: proto.NewID(), From: m.ids[0].Pub, To: bc.to, Kind: proto.KindMessage,
+					TS: time.Now().UnixMilli(), TTL: 600, Seq: seq, Epoch: epoch,
+					Message: &proto.Message{Body: body},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				frames[i] = append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)
+			}
+			d0 := delivered.Load()
+			f0 := rd.metrics.Get("mirror.files")
+			runtime.GC()
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			for _, f := range frames {
+				rd.handleFrame(pl, f)
+			}
+			want := d0 + int64(b.N)
+			deadline := time.Now().Add(time.Minute)
+			for delivered.Load() < want || rd.metrics.Get("mirror.files") < f0+uint64(b.N) {
+				if time.Now().After(deadline) {
+					b.Fatalf("%d of %d delivered", delivered.Load()-d0, b.N)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
