@@ -2,6 +2,8 @@ package proto
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
@@ -229,5 +231,40 @@ func TestParseSignedDocRejects(t *testing.T) {
 				t.Fatalf("error %v lacks the expected cause", err)
 			}
 		})
+	}
+}
+
+// TestVerifyExpandedKeyCache checks signatures by more keys than the cache
+// of expanded keys holds: each verifies, a wrong key or message does not,
+// and the cache stays within its bound.
+func TestVerifyExpandedKeyCache(t *testing.T) {
+	msg := []byte("cache")
+	var prev PubKey
+	for i := range maxExpanded + 50 {
+		seed := make([]byte, ed25519.SeedSize)
+		binary.BigEndian.PutUint32(seed, uint32(i))
+		key := ed25519.NewKeyFromSeed(seed)
+		pub := PubKeyOf(key)
+		sig := Sign(key, DomainEnvelope, msg)
+		if err := Verify(pub, DomainEnvelope, msg, sig); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+		// Twice: the second check uses the cached key.
+		if err := Verify(pub, DomainEnvelope, msg, sig); err != nil {
+			t.Fatalf("key %d, cached: %v", i, err)
+		}
+		if i > 0 && Verify(prev, DomainEnvelope, msg, sig) == nil {
+			t.Fatalf("key %d's signature verified for key %d", i, i-1)
+		}
+		if Verify(pub, DomainEnvelope, []byte("cachf"), sig) == nil {
+			t.Fatalf("key %d: a signature verified for another message", i)
+		}
+		prev = pub
+	}
+	expanded.RLock()
+	n := len(expanded.m)
+	expanded.RUnlock()
+	if n > maxExpanded {
+		t.Errorf("%d expanded keys cached, bound %d", n, maxExpanded)
 	}
 }
