@@ -170,7 +170,7 @@ func TestBenchText(t *testing.T) {
 	}
 	t.Logf("\n%s", out)
 	for _, want := range []string{
-		"bench #bench: 1 publisher, 1 reader, as fast as possible for 500ms, 256-byte bodies, 64 in flight\n",
+		"bench #bench: 1 publisher, 1 reader, as fast as possible for 500ms, 256-byte bodies, 128 in flight\n",
 		"offered ", "delivered ", "(100.00%), 0 missing",
 		"publish→mailbox file  p50 ", "p99 ",
 		"cpu ", "µs per delivery",
