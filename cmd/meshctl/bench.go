@@ -60,7 +60,7 @@ flags:
   --duration D          how long to send (default 10s)
   --size BYTES          message body size (default 1024)
   --drain D             how long to wait for deliveries after the last send (default 5s)
-  --concurrency N       sends in flight at most (default rate/20, from 8 to 64; 128 with --rate 0)
+  --concurrency N       sends in flight at most (default rate/10, from 8 to 128; 128 with --rate 0)
 
 examples:
   meshctl bench --publisher /srv/a --readers /srv/b,/srv/c --channel bench --rate 100 --duration 10s
@@ -257,20 +257,20 @@ func runBench(a *app, args []string) error {
 	return writeBenchText(a, res)
 }
 
-// defaultBenchConcurrency is the number of sends in flight for a rate: a
+// defaultBenchConcurrency is the number of sends in flight for a rate. A
 // paced run needs about rate × send latency, and a send waits for the
-// publisher's store commit (milliseconds, tens under load), so 50 ms' worth
-// of messages, at least 8 and at most 64. Sending as fast as possible, it
-// is 128: with 64, a send took about 60 ms at 1,000 sends/s, so the
-// publisher waited for the next send as often as for the CPU (the host was
-// 81-98% busy), and the run measured the generator. 128 keeps the host busy
-// and the readers' commits larger; more raises each node's memory for
-// little.
+// publisher's store commit: milliseconds, but 50-60 ms once the host is
+// busy at 1,000 sends/s. So it is 100 ms' worth of messages, at least 8
+// and at most 128; with 50 ms' worth, a run at 1,000/s offered only
+// 900-925/s, the generator's window and not the publisher being the
+// limit. Sending as fast as possible, it is 128: with 64 the host was only
+// 81-98% busy, and 128 keeps it busy and the readers' commits larger; more
+// raises each node's memory for little.
 func defaultBenchConcurrency(rate int) int {
 	if rate == 0 {
 		return 128
 	}
-	return min(max(rate/20, 8), 64)
+	return min(max(rate/10, 8), 128)
 }
 
 // splitList splits a comma-separated list, dropping empty items.
