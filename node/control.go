@@ -41,7 +41,9 @@ func startControl(n *Node) (*controlServer, error) {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	c := &controlServer{n: n, ln: ln, mux: http.NewServeMux(), done: make(chan struct{})}
-	c.srv = &http.Server{Handler: c.mux, ReadHeaderTimeout: 10 * time.Second}
+	// Clients keep connections between requests (api.Client); one left
+	// idle is closed after IdleTimeout.
+	c.srv = &http.Server{Handler: c.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	c.mux.HandleFunc("GET /v1/status", c.status)
 	c.mux.HandleFunc("GET /v1/peers", c.peers)
 	c.mux.HandleFunc("GET /v1/roster", c.getRoster)
