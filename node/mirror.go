@@ -234,7 +234,8 @@ func (n *Node) writeMirror(batch []mailbox.Item) (newest time.Time) {
 // full disk, loses no file. Files of items delivered after the last
 // checkpoint were written without fsync, so a power loss may have left
 // them empty or cut short under their final names: those are read, and
-// rewritten unless whole.
+// rewritten unless whole; and the index lines a crash kept from their
+// day's index are appended.
 func (n *Node) reconcileMirror() {
 	items, err := n.store.Inbox(history.InboxFilter{Since: time.Now().Add(-mirrorReconcileWindow)})
 	if err != nil {
@@ -242,7 +243,8 @@ func (n *Node) reconcileMirror() {
 		return
 	}
 	checkFrom := n.mirrorCheckpoint().Add(-mirrorCheckMargin)
-	var missing []mailbox.Item
+	var missing, recent []mailbox.Item
+	var recentPaths []string
 	torn := 0
 	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string]string{}}
 	var newest time.Time
@@ -262,7 +264,8 @@ func (n *Node) reconcileMirror() {
 				path = ""
 			}
 		}
-		if path != "" {
+		recheck := path != "" && it.Delivered.After(checkFrom)
+		if path != "" && !recheck {
 			continue
 		}
 		st, err := n.store.Get(it.ID)
@@ -273,7 +276,22 @@ func (n *Node) reconcileMirror() {
 		if err != nil {
 			continue
 		}
-		missing = append(missing, n.mirrorItem(se, it.Priority, it.FromHistory, it.Delivered))
+		mi := n.mirrorItem(se, it.Priority, it.FromHistory, it.Delivered)
+		if recheck {
+			recent, recentPaths = append(recent, mi), append(recentPaths, path)
+		} else {
+			missing = append(missing, mi)
+		}
+	}
+	if len(recent) > 0 {
+		added, err := n.mirror.Reindex(recent, recentPaths)
+		if err != nil {
+			n.log.Error("mailbox reconcile: index lines", "err", err)
+		}
+		if added > 0 {
+			n.log.Info("mailbox: index lines missing since the last run appended", "count", added)
+			n.metrics.Add("mirror.reindexed", uint64(added))
+		}
 	}
 	if len(missing) == 0 {
 		if !newest.IsZero() {

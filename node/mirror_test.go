@@ -162,6 +162,51 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 	waitFor(t, 3*time.Second, "checkpoint recorded again", func() bool { _, err := os.Stat(ckpt); return err == nil })
 }
 
+// A crash between a batch's mailbox files and their index lines (or a
+// power loss before the checkpoint) leaves files their day's index does
+// not list. A start appends the missing lines.
+func TestMirrorRestoresIndexLines(t *testing.T) {
+	m, a, b := linkedPair(t)
+	for _, body := range []string{"first", "second", "third"} {
+		if _, err := a.Send(api.Send{To: "b", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "mirror files", func() bool { return len(mailboxFiles(t, m.home(1))) == 3 })
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := mailboxFiles(t, m.home(1))
+	idx := filepath.Join(filepath.Dir(filepath.Dir(files[0])), "index.txt")
+	whole, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(whole), "\n")
+	if len(lines) != 4 { // three lines and what follows the last newline
+		t.Fatalf("index before the crash:\n%s", whole)
+	}
+	// What the crash leaves: one line of three, and no checkpoint.
+	if err := os.WriteFile(idx, []byte(lines[0]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(m.home(1), "mailbox", mirrorCheckpointFile))
+	b2 := m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "index lines restored", func() bool { return b2.Counters()["mirror.reindexed"] == 2 })
+	got, _ := os.ReadFile(idx)
+	for _, f := range files {
+		if !strings.Contains(string(got), "\tinbox/"+filepath.Base(f)+"\t") {
+			t.Errorf("index lacks %s:\n%s", filepath.Base(f), got)
+		}
+	}
+	if n := strings.Count(string(got), "\n"); n != 3 {
+		t.Errorf("index has %d lines, want 3:\n%s", n, got)
+	}
+	if c := b2.Counters(); c["mirror.reconciled"] != 0 || c["mirror.torn_rewritten"] != 0 {
+		t.Errorf("files rewritten: %v", c)
+	}
+}
+
 // A checkpoint that cannot be recorded is counted and logged once, and
 // checkpoints resume when the cause goes away.
 func TestMirrorCheckpointFailureCounted(t *testing.T) {

@@ -121,9 +121,11 @@
 // summary the first 80 characters of the body once every run of spaces and
 // control characters (newlines, tabs) is turned into one space, with no
 // space at either end; bytes that are not UTF-8 become "?". The index is a
-// convenience digest: the files are the record. After a crash it may lack
-// the lines of the last batch (a line cut short is ended before the next
-// one is appended).
+// convenience digest: the files are the record. A crash can keep the lines
+// of the last batch out of it (a line cut short is ended before the next
+// one is appended); [Mirror.Reindex] appends the lines of files an index
+// lacks, and meshd calls it at start for the files written since its last
+// checkpoint, so those lines then follow later ones.
 //
 // # Writing
 //

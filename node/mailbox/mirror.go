@@ -1,6 +1,7 @@
 package mailbox
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -300,6 +301,96 @@ func (m *Mirror) Write(items ...Item) ([]string, error) {
 		}
 	}
 	return paths, errors.Join(errs...)
+}
+
+// Reindex appends the index lines of files the day indexes do not list.
+// Write links a batch's files before it appends their lines, so a crash in
+// between, or a power loss before the next [Mirror.Sync], can leave files
+// that their day's index lacks. paths[i] is the file of items[i], in its
+// day's inbox directory; the lines go to that day's index, after the lines
+// already there. It returns how many lines it appended.
+func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
+	if len(items) != len(paths) {
+		return 0, fmt.Errorf("mailbox: reindex %d items with %d paths", len(items), len(paths))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var (
+		listed = map[string]map[string]bool{} // day → file names its index lists
+		idx    = map[string]*bytes.Buffer{}
+		days   []string // the keys of idx, in order
+		errs   []error
+		added  int
+	)
+	for i, it := range items {
+		name := filepath.Base(paths[i])
+		day := filepath.Base(filepath.Dir(filepath.Dir(paths[i])))
+		names, ok := listed[day]
+		if !ok {
+			var err error
+			if names, err = m.indexed(day); err != nil {
+				errs = append(errs, err)
+			}
+			listed[day] = names
+		}
+		if names == nil || names[name] {
+			continue // the day's index unreadable, or the line there
+		}
+		hs, body, err := render(it)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		when := it.Delivered
+		if when.IsZero() {
+			when = m.now()
+		}
+		b, ok := idx[day]
+		if !ok {
+			b = new(bytes.Buffer)
+			idx[day] = b
+			days = append(days, day)
+		}
+		b.Write(appendIndexLine(b.AvailableBuffer(), when.UTC(), it.Priority, hs, name, body))
+		names[name] = true
+		added++
+	}
+	for _, day := range days {
+		if err := m.appendIndexLocked(day, idx[day].Bytes()); err != nil {
+			errs = append(errs, err)
+			added -= bytes.Count(idx[day].Bytes(), []byte("\n"))
+		}
+	}
+	return added, errors.Join(errs...)
+}
+
+// indexed returns the file names that day's index lists: the field of
+// each line that starts with "inbox/", less that prefix. A missing index
+// lists none.
+func (m *Mirror) indexed(day string) (map[string]bool, error) {
+	names := map[string]bool{}
+	f, err := os.Open(filepath.Join(m.dir, day, "index.txt"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return names, nil
+	}
+	if err != nil {
+		return nil, wrapFS("index", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		for field := range strings.SplitSeq(sc.Text(), "\t") {
+			if name, ok := strings.CutPrefix(field, "inbox/"); ok {
+				names[name] = true
+				break
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, wrapFS("index", err)
+	}
+	return names, nil
 }
 
 // Sync makes every file and index line written so far durable, with one

@@ -173,6 +173,55 @@ func TestMirrorTornIndex(t *testing.T) {
 	}
 }
 
+// TestMirrorReindex: a crash between a batch's links and its index append
+// leaves files the index lacks, the last line maybe cut short. Reindex
+// appends exactly the missing lines, once, as Write would have written
+// them.
+func TestMirrorReindex(t *testing.T) {
+	m, dir := openMirror(t, testConfig())
+	var items []Item
+	for i := range 3 {
+		items = append(items, Item{Env: sign(t, alice, i+1, proto.ToChannel(chanGeneral), msg(fmt.Sprintf("item %d", i), nil)),
+			Priority: "normal", FromName: "alice", ToText: "#general", Delivered: t0.Add(time.Duration(i) * time.Second)})
+	}
+	paths, err := m.Write(items...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(dir, "2026-11-21", "index.txt")
+	whole, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(whole), "\n")
+	// The crash: the first line kept, the second cut within its file
+	// name, the third lost.
+	cut := lines[0] + lines[1][:strings.Index(lines[1], "inbox/")+10]
+	if err := os.WriteFile(idx, []byte(cut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m, err = Open(dir, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	added, err := m.Reindex(items, paths)
+	if err != nil || added != 2 {
+		t.Fatalf("Reindex: %d lines, %v; want 2", added, err)
+	}
+	got, _ := os.ReadFile(idx)
+	if want := cut + "\n" + lines[1] + lines[2]; string(got) != want {
+		t.Errorf("index after Reindex:\n%q\nwant\n%q", got, want)
+	}
+	if added, err := m.Reindex(items, paths); err != nil || added != 0 {
+		t.Errorf("Reindex again: %d lines, %v; want none", added, err)
+	}
+	if _, err := m.Reindex(items, paths[:2]); err == nil {
+		t.Error("Reindex with fewer paths than items did not fail")
+	}
+}
+
 func TestMirrorDiskFullInjected(t *testing.T) {
 	m, dir := openMirror(t, DefaultConfig())
 	m.write = func(f *os.File, b []byte) (int, error) {

@@ -70,6 +70,7 @@
 //	mirror.disk_full          meshd_mirror_failures_total              reason="disk_full"
 //	mirror.reconciled         meshd_mirror_reconciled_files_total
 //	mirror.torn_rewritten     meshd_mirror_torn_files_rewritten_total
+//	mirror.reindexed          meshd_mirror_index_lines_restored_total
 //	store.compacted           meshd_store_compactions_total            result="ok"
 //	store.compact_failed      meshd_store_compactions_total            result="failed"
 //	mirror.checkpoints        meshd_mirror_checkpoints_total

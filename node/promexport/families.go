@@ -75,6 +75,7 @@ var (
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
 	famSyncHeld       = counter("meshd_sync_envelopes_already_held_total", "Envelopes in catch-up pages that this node already held (not counted as drops).")
 	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
+	famMirrorReindex  = counter("meshd_mirror_index_lines_restored_total", "Mailbox index lines found missing at start (a crash between a file and its line) and appended.")
 	famMirrorCkpt     = counter("meshd_mirror_checkpoints_total", "Mailbox checkpoints: one syncfs making the files written since the last one durable.")
 	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
 	famOutboxRecov    = counter("meshd_outbox_files_recovered_total", "Outbox files found half-processed at start.")
@@ -185,6 +186,7 @@ var rules = []rule{
 	{name: "mirror.disk_full", fam: famMirrorFailures, values: []string{"disk_full"}},
 	{name: "mirror.reconciled", fam: famMirrorRecon},
 	{name: "mirror.torn_rewritten", fam: famMirrorTorn},
+	{name: "mirror.reindexed", fam: famMirrorReindex},
 	{name: "store.compacted", fam: famStoreCompacted, values: []string{"ok"}},
 	{name: "store.compact_failed", fam: famStoreCompacted, values: []string{"failed"}},
 	{name: "mirror.checkpoints", fam: famMirrorCkpt},
