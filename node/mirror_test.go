@@ -97,10 +97,10 @@ func TestMirrorReconcilesMissingFiles(t *testing.T) {
 	}
 }
 
-// Mirror files are written without fsync and checkpointed with syncfs; a
-// power loss can leave files after the last checkpoint empty or cut short
-// under their final names. A start finds them and writes them again.
-func TestMirrorRewritesFilesCutShort(t *testing.T) {
+// threeFilesThenStop links a and b, has a send b three DMs, waits for
+// their mailbox files and stops b.
+func threeFilesThenStop(t *testing.T) (*testMesh, *Node) {
+	t.Helper()
 	m, a, b := linkedPair(t)
 	for _, body := range []string{"first", "second", "third"} {
 		if _, err := a.Send(api.Send{To: "b", Body: body}); err != nil {
@@ -111,6 +111,14 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return m, a
+}
+
+// Mirror files are written without fsync and checkpointed with syncfs; a
+// power loss can leave files after the last checkpoint empty or cut short
+// under their final names. A start finds them and writes them again.
+func TestMirrorRewritesFilesCutShort(t *testing.T) {
+	m, a := threeFilesThenStop(t)
 	// A clean stop checkpoints everything it wrote.
 	ckpt := filepath.Join(m.home(1), "mailbox", mirrorCheckpointFile)
 	if _, err := os.Stat(ckpt); err != nil {
@@ -166,16 +174,7 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 // power loss before the checkpoint) leaves files their day's index does
 // not list. A start appends the missing lines.
 func TestMirrorRestoresIndexLines(t *testing.T) {
-	m, a, b := linkedPair(t)
-	for _, body := range []string{"first", "second", "third"} {
-		if _, err := a.Send(api.Send{To: "b", Body: body}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, 5*time.Second, "mirror files", func() bool { return len(mailboxFiles(t, m.home(1))) == 3 })
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	m, a := threeFilesThenStop(t)
 	files := mailboxFiles(t, m.home(1))
 	idx := filepath.Join(filepath.Dir(filepath.Dir(files[0])), "index.txt")
 	whole, err := os.ReadFile(idx)
