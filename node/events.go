@@ -97,14 +97,14 @@ func (c *controlServer) events(w http.ResponseWriter, req *http.Request) {
 			writeItemEvent(w, it)
 			// Under load, send what else is queued with the same flush:
 			// one write for many events instead of one each.
+		queued:
 			for range eventSubBuffer {
 				select {
 				case it := <-ch:
 					writeItemEvent(w, it)
-					continue
 				default:
+					break queued
 				}
-				break
 			}
 		}
 		fl.Flush()

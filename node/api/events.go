@@ -84,7 +84,7 @@ func newEventStream(ctx context.Context, body io.ReadCloser) *EventStream {
 // Events of types other than "item" and "lagged" are skipped, so meshd
 // may add some.
 func (s *EventStream) Next() (Event, error) {
-	data, lagged, err := s.NextRaw()
+	data, lagged, err := s.nextRaw()
 	if err != nil || lagged {
 		return Event{Lagged: lagged}, err
 	}
@@ -95,11 +95,9 @@ func (s *EventStream) Next() (Event, error) {
 	return ev, nil
 }
 
-// NextRaw is [EventStream.Next] without decoding: it returns an item's
-// JSON (an [Item], valid until the next call), or lagged set for a lagged
-// event. A reader that needs a few fields of many items (meshctl bench)
-// decodes only those.
-func (s *EventStream) NextRaw() (item []byte, lagged bool, err error) {
+// nextRaw reads the next event: an item's JSON (an [Item], valid until the
+// next call), or lagged set for a lagged event.
+func (s *EventStream) nextRaw() (item []byte, lagged bool, err error) {
 	var typ string
 	s.data.Reset()
 	for s.sc.Scan() {

@@ -254,8 +254,7 @@ func (m *Mirror) Write(items ...Item) ([]string, error) {
 		paths []string
 		errs  []error
 		dirs  dirSet // to fsync at the end of the batch
-		idx   = map[string]*bytes.Buffer{}
-		days  []string // the keys of idx, in order
+		lines indexLines
 	)
 	for len(items) > 0 {
 		chunk := items[:min(len(items), chunkSize)]
@@ -279,12 +278,7 @@ func (m *Mirror) Write(items ...Item) ([]string, error) {
 				continue
 			}
 			paths = append(paths, path)
-			b, ok := idx[p.day]
-			if !ok {
-				b = new(bytes.Buffer)
-				idx[p.day] = b
-				days = append(days, p.day)
-			}
+			b := lines.of(p.day)
 			b.Write(appendIndexLine(b.AvailableBuffer(), p.when, p.it.Priority, p.hs, filepath.Base(path), p.body))
 		}
 	}
@@ -295,12 +289,44 @@ func (m *Mirror) Write(items ...Item) ([]string, error) {
 			}
 		}
 	}
-	for _, day := range days {
-		if err := m.appendIndexLocked(day, idx[day].Bytes()); err != nil {
-			errs = append(errs, err)
+	_, err := m.appendLinesLocked(&lines)
+	return paths, errors.Join(append(errs, err)...)
+}
+
+// indexLines are the index lines of a batch, by day.
+type indexLines struct {
+	byDay map[string]*bytes.Buffer
+	days  []string // the keys of byDay, in order
+}
+
+// of returns the buffer of day's lines.
+func (l *indexLines) of(day string) *bytes.Buffer {
+	b, ok := l.byDay[day]
+	if !ok {
+		if l.byDay == nil {
+			l.byDay = map[string]*bytes.Buffer{}
 		}
+		b = new(bytes.Buffer)
+		l.byDay[day] = b
+		l.days = append(l.days, day)
 	}
-	return paths, errors.Join(errs...)
+	return b
+}
+
+// appendLinesLocked appends each day's lines to its index and returns
+// how many lines it appended.
+func (m *Mirror) appendLinesLocked(l *indexLines) (int, error) {
+	var errs []error
+	n := 0
+	for _, day := range l.days {
+		b := l.byDay[day].Bytes()
+		if err := m.appendIndexLocked(day, b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n += bytes.Count(b, []byte("\n"))
+	}
+	return n, errors.Join(errs...)
 }
 
 // Reindex appends the index lines of files the day indexes do not list.
@@ -317,10 +343,8 @@ func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
 	defer m.mu.Unlock()
 	var (
 		listed = map[string]map[string]bool{} // day → file names its index lists
-		idx    = map[string]*bytes.Buffer{}
-		days   []string // the keys of idx, in order
+		lines  indexLines
 		errs   []error
-		added  int
 	)
 	for i, it := range items {
 		name := filepath.Base(paths[i])
@@ -345,23 +369,12 @@ func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
 		if when.IsZero() {
 			when = m.now()
 		}
-		b, ok := idx[day]
-		if !ok {
-			b = new(bytes.Buffer)
-			idx[day] = b
-			days = append(days, day)
-		}
+		b := lines.of(day)
 		b.Write(appendIndexLine(b.AvailableBuffer(), when.UTC(), it.Priority, hs, name, body))
 		names[name] = true
-		added++
 	}
-	for _, day := range days {
-		if err := m.appendIndexLocked(day, idx[day].Bytes()); err != nil {
-			errs = append(errs, err)
-			added -= bytes.Count(idx[day].Bytes(), []byte("\n"))
-		}
-	}
-	return added, errors.Join(errs...)
+	added, err := m.appendLinesLocked(&lines)
+	return added, errors.Join(append(errs, err)...)
 }
 
 // indexed returns the file names that day's index lists: the field of
