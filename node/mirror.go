@@ -132,7 +132,7 @@ func (n *Node) mirrorLoop() {
 				break more
 			}
 		}
-		if last := n.writeMirror(batch); last.After(newest) {
+		if last := n.writeMirror(batch, false); last.After(newest) {
 			newest = last
 		}
 	}
@@ -153,7 +153,7 @@ func (n *Node) drainMirror(batch []mailbox.Item) time.Time {
 	if len(batch) == 0 {
 		return time.Time{}
 	}
-	return n.writeMirror(batch)
+	return n.writeMirror(batch, false)
 }
 
 // checkpointMirror makes the files written so far durable and records
@@ -204,14 +204,19 @@ func (n *Node) mirrorCheckpoint() time.Time {
 }
 
 // writeMirror writes a batch of mailbox files and returns the newest
-// delivery time in it, for the next checkpoint.
-func (n *Node) writeMirror(batch []mailbox.Item) (newest time.Time) {
+// delivery time in it, for the next checkpoint. rewrite writes files a
+// power loss cut short (see [mailbox.Mirror.Rewrite]).
+func (n *Node) writeMirror(batch []mailbox.Item, rewrite bool) (newest time.Time) {
 	for _, it := range batch {
 		if it.Delivered.After(newest) {
 			newest = it.Delivered
 		}
 	}
-	paths, err := n.mirror.Write(batch...)
+	write := n.mirror.Write
+	if rewrite {
+		write = n.mirror.Rewrite
+	}
+	paths, err := write(batch...)
 	n.metrics.Add("mirror.files", uint64(len(paths)))
 	if err != nil {
 		// The envelopes are in the history store; the next start writes
@@ -243,9 +248,8 @@ func (n *Node) reconcileMirror() {
 		return
 	}
 	checkFrom := n.mirrorCheckpoint().Add(-mirrorCheckMargin)
-	var missing, recent []mailbox.Item
+	var missing, torn, recent []mailbox.Item
 	var recentPaths []string
-	torn := 0
 	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string]string{}}
 	var newest time.Time
 	for _, it := range items {
@@ -253,6 +257,7 @@ func (n *Node) reconcileMirror() {
 			newest = it.Delivered
 		}
 		path := files.path(it.ID, it.Delivered)
+		cut := false
 		if path != "" && it.Delivered.After(checkFrom) {
 			if ok, err := mailbox.Complete(path); err == nil && !ok {
 				n.log.Warn("mailbox: rewriting a file cut short by a crash", "path", path)
@@ -260,8 +265,7 @@ func (n *Node) reconcileMirror() {
 					n.log.Error("mailbox reconcile: remove torn file", "path", path, "err", err)
 					continue
 				}
-				torn++
-				path = ""
+				path, cut = "", true
 			}
 		}
 		recheck := path != "" && it.Delivered.After(checkFrom)
@@ -277,9 +281,12 @@ func (n *Node) reconcileMirror() {
 			continue
 		}
 		mi := n.mirrorItem(se, it.Priority, it.FromHistory, it.Delivered)
-		if recheck {
+		switch {
+		case recheck:
 			recent, recentPaths = append(recent, mi), append(recentPaths, path)
-		} else {
+		case cut:
+			torn = append(torn, mi)
+		default:
 			missing = append(missing, mi)
 		}
 	}
@@ -293,7 +300,7 @@ func (n *Node) reconcileMirror() {
 			n.metrics.Add("mirror.reindexed", uint64(added))
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing)+len(torn) == 0 {
 		if !newest.IsZero() {
 			// Every file checked is whole: record it, so the next start
 			// reads only what comes after.
@@ -301,11 +308,15 @@ func (n *Node) reconcileMirror() {
 		}
 		return
 	}
-	n.log.Info("mailbox: writing files missing since the last run", "count", len(missing), "cut_short", torn)
-	n.metrics.Add("mirror.reconciled", uint64(len(missing)))
-	n.metrics.Add("mirror.torn_rewritten", uint64(torn))
+	n.log.Info("mailbox: writing files missing since the last run", "count", len(missing)+len(torn), "cut_short", len(torn))
+	n.metrics.Add("mirror.reconciled", uint64(len(missing)+len(torn)))
+	n.metrics.Add("mirror.torn_rewritten", uint64(len(torn)))
 	for i := 0; i < len(missing); i += 256 {
-		n.writeMirror(missing[i:min(i+256, len(missing))])
+		n.writeMirror(missing[i:min(i+256, len(missing))], false)
+	}
+	// A file cut short may be in its day's index already.
+	for i := 0; i < len(torn); i += 256 {
+		n.writeMirror(torn[i:min(i+256, len(torn))], true)
 	}
 	n.checkpointMirror(newest)
 }

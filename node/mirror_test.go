@@ -136,6 +136,21 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Remove(ckpt)
+	// The index lists the empty file, and lost the line of the cut one.
+	idx := filepath.Join(filepath.Dir(filepath.Dir(files[0])), "index.txt")
+	before, _ := os.ReadFile(idx)
+	var kept []string
+	for _, l := range strings.SplitAfter(string(before), "\n") {
+		if !strings.Contains(l, "\tinbox/"+filepath.Base(files[1])+"\t") {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) != 3 { // two lines and what follows the last newline
+		t.Fatalf("index before the crash:\n%s", before)
+	}
+	if err := os.WriteFile(idx, []byte(strings.Join(kept, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for i, f := range files {
 		ok, err := mailbox.Complete(f)
 		if err != nil || ok != (i == 2) {
@@ -166,6 +181,17 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(mailboxFiles(t, m.home(1))[0]); len(again) == 0 || len(whole) == 0 {
 		t.Fatal("empty file after the repair")
+	}
+	// Each file is listed once: the rewrite keeps the line already there
+	// and adds the one the crash lost.
+	got, _ := os.ReadFile(idx)
+	for _, f := range mailboxFiles(t, m.home(1)) {
+		if c := strings.Count(string(got), "\tinbox/"+filepath.Base(f)+"\t"); c != 1 {
+			t.Errorf("index lists %s %d times:\n%s", filepath.Base(f), c, got)
+		}
+	}
+	if n := strings.Count(string(got), "\n"); n != 3 {
+		t.Errorf("index has %d lines, want 3:\n%s", n, got)
 	}
 	waitFor(t, 3*time.Second, "checkpoint recorded again", func() bool { _, err := os.Stat(ckpt); return err == nil })
 }

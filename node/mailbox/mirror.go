@@ -245,17 +245,29 @@ func removeTempsIn(dir string) (int, error) {
 // not stop the others: the error joins every failure, and the paths are
 // those of the files written. Failures caused by a full disk wrap
 // [ErrDiskFull].
-func (m *Mirror) Write(items ...Item) ([]string, error) {
+func (m *Mirror) Write(items ...Item) ([]string, error) { return m.writeItems(items, false) }
+
+// Rewrite writes the files of items again, as [Mirror.Write] does, where a
+// power loss left them cut short and the caller removed them. Their day's
+// index may list them already, under the names they get again, so it
+// appends only the index lines the index lacks: no file is listed twice.
+func (m *Mirror) Rewrite(items ...Item) ([]string, error) { return m.writeItems(items, true) }
+
+func (m *Mirror) writeItems(items []Item, rewrite bool) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.batch++
 	defer m.closeRetiredLocked()
 	var (
-		paths []string
-		errs  []error
-		dirs  dirSet // to fsync at the end of the batch
-		lines indexLines
+		paths  []string
+		errs   []error
+		dirs   dirSet // to fsync at the end of the batch
+		lines  indexLines
+		listed map[string]map[string]bool // on a rewrite, the names each day's index lists
 	)
+	if rewrite {
+		listed = map[string]map[string]bool{}
+	}
 	for len(items) > 0 {
 		chunk := items[:min(len(items), chunkSize)]
 		items = items[len(chunk):]
@@ -278,8 +290,19 @@ func (m *Mirror) Write(items ...Item) ([]string, error) {
 				continue
 			}
 			paths = append(paths, path)
+			name := filepath.Base(path)
+			if rewrite {
+				names, err := m.listedLocked(listed, p.day)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if names == nil || names[name] {
+					continue // the day's index unreadable, or the line there
+				}
+				names[name] = true
+			}
 			b := lines.of(p.day)
-			b.Write(appendIndexLine(b.AvailableBuffer(), p.when, p.it.Priority, p.hs, filepath.Base(path), p.body))
+			b.Write(appendIndexLine(b.AvailableBuffer(), p.when, p.it.Priority, p.hs, name, p.body))
 		}
 	}
 	if m.cfg.SyncFiles {
@@ -349,13 +372,9 @@ func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
 	for i, it := range items {
 		name := filepath.Base(paths[i])
 		day := filepath.Base(filepath.Dir(filepath.Dir(paths[i])))
-		names, ok := listed[day]
-		if !ok {
-			var err error
-			if names, err = m.indexed(day); err != nil {
-				errs = append(errs, err)
-			}
-			listed[day] = names
+		names, err := m.listedLocked(listed, day)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		if names == nil || names[name] {
 			continue // the day's index unreadable, or the line there
@@ -375,6 +394,18 @@ func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
 	}
 	added, err := m.appendLinesLocked(&lines)
 	return added, errors.Join(append(errs, err)...)
+}
+
+// listedLocked returns the names day's index lists, read once per call
+// of Write or Reindex and kept in listed; nil (once, with the error) when
+// the index cannot be read. m.mu must be held.
+func (m *Mirror) listedLocked(listed map[string]map[string]bool, day string) (map[string]bool, error) {
+	if names, ok := listed[day]; ok {
+		return names, nil
+	}
+	names, err := m.indexed(day)
+	listed[day] = names
+	return names, err
 }
 
 // indexed returns the file names that day's index lists: the field of
