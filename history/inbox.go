@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -322,4 +323,53 @@ func (s *Store) InboxEntry(id uuid.UUID) (InboxItem, error) {
 		return nil
 	})
 	return out, err
+}
+
+// FindRequest returns the Request in the inbox whose request id (not its
+// envelope id) is requestID, the newest if several; an error wrapping
+// [ErrNotFound] if none. It reads the inbox newest first and parses only
+// the envelopes of kind Request, so it is for the rare lookup that a
+// cache missed (a request received before a restart), not a hot path.
+func (s *Store) FindRequest(requestID uuid.UUID) (*proto.SignedEnvelope, error) {
+	var found *proto.SignedEnvelope
+	err := s.view(func(tx *bolt.Tx) error {
+		env := tx.Bucket(bucketEnv)
+		c := tx.Bucket(bucketInboxT).Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			if len(k) != tsLen+idLen {
+				return fmt.Errorf("%w: inbox index key of %d bytes", ErrCorrupt, len(k))
+			}
+			id := uuid.UUID(k[tsLen:])
+			v := env.Get(id[:])
+			if v == nil {
+				return fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
+			}
+			st, err := decodeEnv(id, v)
+			if err != nil {
+				return err
+			}
+			if st.Kind != proto.KindRequest {
+				continue
+			}
+			// Raw points into the mapped store, valid only in this
+			// transaction: parse a copy.
+			st.Raw = bytes.Clone(st.Raw)
+			se, err := st.Envelope()
+			if err != nil {
+				return err
+			}
+			if se.Request != nil && se.Request.RequestID == requestID {
+				found = se
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return nil, fmt.Errorf("request %s: %w", requestID, ErrNotFound)
+	}
+	return found, nil
 }

@@ -270,3 +270,48 @@ func TestInbox(t *testing.T) {
 		t.Error("unknown priority accepted")
 	}
 }
+
+// FindRequest finds a Request in the inbox by its request id, skipping
+// other kinds and requests stored but not in the inbox.
+func TestFindRequest(t *testing.T) {
+	s, _ := openTest(t, Config{})
+	alice, us := newSender(t, "alice"), newSender(t, "us")
+	request := func(reqID uuid.UUID, ts int64) *proto.SignedEnvelope {
+		d := proto.ToPeer(us.pub)
+		alice.seq[d]++
+		e := &proto.Envelope{ID: proto.NewID(), From: alice.pub, To: d, Kind: proto.KindRequest, TS: ts,
+			TTL: proto.DefaultTTL, Seq: alice.seq[d], Epoch: alice.epoch,
+			Request: &proto.Request{RequestID: reqID, Intent: "build"}}
+		se, err := proto.SignEnvelope(alice.key, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return se
+	}
+	wanted, other, notInInbox := proto.NewID(), proto.NewID(), proto.NewID()
+	ts := time.Now().UnixMilli()
+	ds := []Delivery{
+		{Env: request(wanted, ts), Inbox: true, Priority: PriorityHigh, Wakes: true},
+		{Env: alice.env(t, proto.ToPeer(us.pub), ts+1, "a DM"), Inbox: true, Priority: PriorityHigh},
+		{Env: request(other, ts+2), Inbox: true, Priority: PriorityHigh},
+		{Env: request(notInInbox, ts+3)},
+	}
+	if _, err := s.Deliver(ds); err != nil {
+		t.Fatal(err)
+	}
+	se, err := s.FindRequest(wanted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se.ID != ds[0].Env.ID || se.Request.RequestID != wanted || !se.From.Equal(alice.pub) {
+		t.Fatalf("found %s (request %s), want %s", se.ID, se.Request.RequestID, ds[0].Env.ID)
+	}
+	if err := se.Verify(); err != nil {
+		t.Fatalf("the envelope found does not verify: %v", err)
+	}
+	for _, id := range []uuid.UUID{notInInbox, ds[1].Env.ID, proto.NewID()} {
+		if _, err := s.FindRequest(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("FindRequest(%s) = %v, want ErrNotFound", id, err)
+		}
+	}
+}

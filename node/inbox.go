@@ -1,10 +1,12 @@
 package node
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -40,7 +42,7 @@ type requestInfo struct {
 }
 
 // maxRequests bounds the request book; the oldest are forgotten first and
-// found again in the store when needed.
+// found again in the store when needed (Node.receivedRequest).
 const maxRequests = 10000
 
 // requestBook remembers received Requests by request id, so a Response
@@ -75,4 +77,23 @@ func (b *requestBook) get(id uuid.UUID) (requestInfo, bool) {
 	defer b.mu.Unlock()
 	info, ok := b.m[id]
 	return info, ok
+}
+
+// receivedRequest returns who sent the received Request id and its hop:
+// from the book, or from the inbox in the store for a request the book
+// does not hold (received before a restart, forgotten to bound the book,
+// or asked for between its commit and its entry in the book).
+func (n *Node) receivedRequest(id uuid.UUID) (requestInfo, bool, error) {
+	if info, ok := n.requests.get(id); ok {
+		return info, true, nil
+	}
+	se, err := n.store.FindRequest(id)
+	if errors.Is(err, history.ErrNotFound) {
+		return requestInfo{}, false, nil
+	}
+	if err != nil {
+		return requestInfo{}, false, err
+	}
+	n.requests.received(se)
+	return requestInfo{from: se.From, hop: se.Request.Hop}, true, nil
 }

@@ -254,7 +254,10 @@ func (n *Node) Request(req api.Request) (*api.Sent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: reply_to: %v", ErrBadRequest, err)
 		}
-		info, ok := n.requests.get(parent)
+		info, ok, err := n.receivedRequest(parent)
+		if err != nil {
+			return nil, fmt.Errorf("reply_to: find request %s: %w", parent, err)
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: reply_to: no request %s is known here", ErrNotFound, parent)
 		}
@@ -287,7 +290,10 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	if n.myRole() == roster.RoleObserver {
 		return nil, fmt.Errorf("%w: role too low: observers may read but not send", ErrForbidden)
 	}
-	info, ok := n.requests.get(id)
+	info, ok, err := n.receivedRequest(id)
+	if err != nil {
+		return nil, fmt.Errorf("find request %s: %w", id, err)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: no received request has id %s", ErrNotFound, id)
 	}
