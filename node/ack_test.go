@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -138,4 +140,47 @@ func TestDuplicateDMIsAckedAgain(t *testing.T) {
 	waitFor(t, 5*time.Second, "first ack", func() bool { return count() == 1 })
 	rig.inject(raw)
 	waitFor(t, 5*time.Second, "second ack for the duplicate", func() bool { return count() == 2 })
+}
+
+// A DM sent while the link to its peer comes up is sent on that link,
+// not left in the queue until the next periodic flush (30 s): the link's
+// first flush can run between the sender's check for a link and the store
+// of the DM in the queue.
+func TestDMSentWhileLinkComesUp(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	// a's address, not yet listening: b dials it in vain until a starts.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := transport.Addr{Network: "tcp", Address: l.Addr().String()}
+	l.Close()
+	b := m.start(1, addr)
+	var a *Node
+	b.queueHook = func(up bool) {
+		if up {
+			t.Error("linked before a started")
+			return
+		}
+		// The link comes up, and its first flush finds the queue empty.
+		a = m.startWith(0, func(c *Config) { c.Listen = []transport.Addr{addr} })
+		waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) && linked(a, m.ids[1].Pub) })
+		time.Sleep(100 * time.Millisecond)
+	}
+	sent, err := b.Send(api.Send{To: "a", Body: "while the link comes up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == nil {
+		t.Fatal("the queue hook did not run")
+	}
+	if sent.Queued || len(sent.SentTo) != 1 {
+		t.Errorf("sent %+v: want it sent on the new link", sent)
+	}
+	waitFor(t, 5*time.Second, "DM at a", func() bool {
+		items, err := a.store.Inbox(history.InboxFilter{})
+		return err == nil && len(items) == 1
+	})
 }

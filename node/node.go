@@ -68,6 +68,9 @@ type Node struct {
 	// deliverHook, if set before the node runs (tests and benchmarks
 	// only), is called for every envelope that reaches the inbox.
 	deliverHook func(se *proto.SignedEnvelope, at time.Time)
+	// queueHook, if set (tests only), runs in sendDirect between the
+	// check for a link and the store of the envelope in the peer's queue.
+	queueHook func(linked bool)
 
 	rxq    chan rxItem   // admitted envelopes for the commit stage
 	kick   chan struct{} // wakes the dialer

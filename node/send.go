@@ -207,7 +207,9 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 	if err != nil {
 		return nil, err
 	}
-	out := &api.Sent{ID: se.ID.String(), Kind: kind.String(), To: "@" + label(m), Seq: se.Seq, SentTo: []string{}}
+	if n.queueHook != nil {
+		n.queueHook(linked)
+	}
 	// Keep it durably until the peer acknowledges it (FrameAck), linked
 	// or not: a link can die with the envelope still in its send queue.
 	if err := n.store.Enqueue(m.Key, se); err != nil {
@@ -216,9 +218,11 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		}
 		return nil, fmt.Errorf("queue for peer: %w", err)
 	}
-	if linked {
-		out.SentTo = n.fanOut(se, []proto.PubKey{m.Key})
-	}
+	// Send it on a link to the peer, looking again: a link that came up
+	// since the check above may have sent the queue before the envelope
+	// was in it, and would not send it until its next periodic flush.
+	out := &api.Sent{ID: se.ID.String(), Kind: kind.String(), To: "@" + label(m), Seq: se.Seq}
+	out.SentTo = n.fanOut(se, []proto.PubKey{m.Key})
 	if len(out.SentTo) == 0 {
 		n.metrics.Inc("tx.queued")
 		out.Queued = true
