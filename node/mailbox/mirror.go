@@ -397,7 +397,7 @@ func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
 }
 
 // listedLocked returns the names day's index lists, read once per call
-// of Write or Reindex and kept in listed; nil (once, with the error) when
+// of Rewrite or Reindex and kept in listed; nil (once, with the error) when
 // the index cannot be read. m.mu must be held.
 func (m *Mirror) listedLocked(listed map[string]map[string]bool, day string) (map[string]bool, error) {
 	if names, ok := listed[day]; ok {

@@ -109,6 +109,10 @@ type Outbox struct {
 	now                               func() time.Time
 	out, proc, sent, failed, readmeAt string
 
+	// caller is the context the running Run was given; see stopping.
+	// Used by Run's goroutine only.
+	caller context.Context
+
 	mu      sync.Mutex  // guards the fields below
 	stats   OutboxStats // FailedByReason is copied out by Stats
 	running bool
@@ -189,6 +193,7 @@ func (o *Outbox) Run(ctx context.Context, send func(*OutgoingMessage) (Result, e
 		o.mu.Unlock()
 		return errors.New("mailbox: outbox is already running")
 	}
+	o.caller = ctx
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	o.running, o.cancel, o.done = true, cancel, done
@@ -264,6 +269,16 @@ func (o *Outbox) Close() error {
 	return nil
 }
 
+// stopping reports whether Run is to stop: ctx, the context Run works
+// under, is cancelled (by Close, or by the caller's), or the caller's
+// context is. The second test is needed: a cancellation reaches a derived
+// context just after the parent's Done is closed, so a send that watched
+// the caller's context can fail, and the next file be claimed, while ctx
+// still looks live.
+func (o *Outbox) stopping(ctx context.Context) bool {
+	return ctx.Err() != nil || o.caller.Err() != nil
+}
+
 // eligible reports whether an outbox entry is a file to send: a ".txt"
 // name that does not start with "." and is not the README.
 func eligible(name string) bool {
@@ -278,7 +293,7 @@ func (o *Outbox) recover(ctx context.Context, send func(*OutgoingMessage) (Resul
 		return
 	}
 	for _, e := range es {
-		if ctx.Err() != nil {
+		if o.stopping(ctx) {
 			return
 		}
 		name := e.Name()
@@ -300,7 +315,7 @@ func (o *Outbox) scan(ctx context.Context, send func(*OutgoingMessage) (Result, 
 		return
 	}
 	for _, e := range es { // ReadDir sorts by name
-		if ctx.Err() != nil {
+		if o.stopping(ctx) {
 			return
 		}
 		name := e.Name()
@@ -339,7 +354,7 @@ func (o *Outbox) process(ctx context.Context, name, path string, send func(*Outg
 	msg.File = name
 	res, err := send(msg)
 	if err != nil {
-		if ctx.Err() != nil {
+		if o.stopping(ctx) {
 			// Interrupted by shutdown, not refused: try again next time.
 			if back, ferr := freeName(o.out, strings.TrimSuffix(name, ".txt"), ".txt", ""); ferr == nil && os.Rename(path, back) == nil {
 				o.log.Info("mailbox: outbox: send interrupted, file put back", "file", name, "err", err)
