@@ -257,11 +257,7 @@ func (s *Store) Inbox(f InboxFilter) ([]InboxItem, error) {
 			if f.UnreadOnly && r.read {
 				continue
 			}
-			v := env.Get(id[:])
-			if v == nil {
-				return fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
-			}
-			m, err := decodeEnv(id, v)
+			m, err := inboxEnv(env, id)
 			if err != nil {
 				return err
 			}
@@ -280,6 +276,16 @@ func (s *Store) Inbox(f InboxFilter) ([]InboxItem, error) {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out, nil
+}
+
+// inboxEnv returns the stored envelope of the inbox item id from the
+// envelope bucket env; its Raw is valid only in the transaction.
+func inboxEnv(env *bolt.Bucket, id uuid.UUID) (Stored, error) {
+	v := env.Get(id[:])
+	if v == nil {
+		return Stored{}, fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
+	}
+	return decodeEnv(id, v)
 }
 
 // deleteInbox removes id's inbox state, if any.
@@ -310,11 +316,7 @@ func (s *Store) InboxEntry(id uuid.UUID) (InboxItem, error) {
 		if err != nil {
 			return err
 		}
-		ev := tx.Bucket(bucketEnv).Get(id[:])
-		if ev == nil {
-			return fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
-		}
-		m, err := decodeEnv(id, ev)
+		m, err := inboxEnv(tx.Bucket(bucketEnv), id)
 		if err != nil {
 			return err
 		}
@@ -339,12 +341,7 @@ func (s *Store) FindRequest(requestID uuid.UUID) (*proto.SignedEnvelope, error) 
 			if len(k) != tsLen+idLen {
 				return fmt.Errorf("%w: inbox index key of %d bytes", ErrCorrupt, len(k))
 			}
-			id := uuid.UUID(k[tsLen:])
-			v := env.Get(id[:])
-			if v == nil {
-				return fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
-			}
-			st, err := decodeEnv(id, v)
+			st, err := inboxEnv(env, uuid.UUID(k[tsLen:]))
 			if err != nil {
 				return err
 			}
