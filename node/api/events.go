@@ -84,20 +84,6 @@ func newEventStream(ctx context.Context, body io.ReadCloser) *EventStream {
 // Events of types other than "item" and "lagged" are skipped, so meshd
 // may add some.
 func (s *EventStream) Next() (Event, error) {
-	data, lagged, err := s.nextRaw()
-	if err != nil || lagged {
-		return Event{Lagged: lagged}, err
-	}
-	var ev Event
-	if err := json.Unmarshal(data, &ev.Item); err != nil {
-		return Event{}, fmt.Errorf("event stream: decode item: %w", err)
-	}
-	return ev, nil
-}
-
-// nextRaw reads the next event: an item's JSON (an [Item], valid until the
-// next call), or lagged set for a lagged event.
-func (s *EventStream) nextRaw() (item []byte, lagged bool, err error) {
 	var typ string
 	s.data.Reset()
 	for s.sc.Scan() {
@@ -116,7 +102,7 @@ func (s *EventStream) nextRaw() (item []byte, lagged bool, err error) {
 					s.data.WriteByte('\n')
 				}
 				if s.data.Len()+len(value) > MaxEventSize {
-					return nil, false, fmt.Errorf("event stream: event larger than %d bytes", MaxEventSize)
+					return Event{}, fmt.Errorf("event stream: event larger than %d bytes", MaxEventSize)
 				}
 				s.data.Write(value)
 			}
@@ -125,24 +111,28 @@ func (s *EventStream) nextRaw() (item []byte, lagged bool, err error) {
 		// A blank line ends the event.
 		switch {
 		case typ == "lagged":
-			return nil, true, nil
+			return Event{Lagged: true}, nil
 		case (typ == "item" || typ == "") && s.data.Len() > 0:
-			return s.data.Bytes(), false, nil
+			var ev Event
+			if err := json.Unmarshal(s.data.Bytes(), &ev.Item); err != nil {
+				return Event{}, fmt.Errorf("event stream: decode item: %w", err)
+			}
+			return ev, nil
 		}
 		typ = ""
 		s.data.Reset()
 	}
-	err = s.sc.Err()
+	err := s.sc.Err()
 	switch {
 	case s.ctx.Err() != nil:
-		return nil, false, s.ctx.Err()
+		return Event{}, s.ctx.Err()
 	case err == nil, errors.Is(err, io.ErrUnexpectedEOF):
 		// Ended cleanly, or cut by a meshd closing its connections.
-		return nil, false, ErrEventsEnded
+		return Event{}, ErrEventsEnded
 	case errors.Is(err, bufio.ErrTooLong):
-		return nil, false, fmt.Errorf("event stream: line longer than %d bytes", MaxEventSize)
+		return Event{}, fmt.Errorf("event stream: line longer than %d bytes", MaxEventSize)
 	}
-	return nil, false, fmt.Errorf("event stream: %w", err)
+	return Event{}, fmt.Errorf("event stream: %w", err)
 }
 
 // Close ends the stream; a Next blocked in another goroutine returns.

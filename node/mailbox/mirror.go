@@ -950,10 +950,7 @@ func (m *Mirror) linkStagedLocked(p *pending, dirs *dirSet) (path string, err er
 func (m *Mirror) linkFreeLocked(p *pending, base, ext string) (string, error) {
 	fd := int(p.f.Fd())
 	for n := 1; ; n++ {
-		name := base + ext
-		if n > 1 {
-			name = fmt.Sprintf("%s-%d%s", base, n, ext)
-		}
+		name := numberedName(base, ext, n)
 		err := m.linkLocked(fd, p.d.fd, name)
 		switch {
 		case err == nil:
@@ -994,10 +991,7 @@ func (m *Mirror) renameStagedLocked(p *pending) (string, error) {
 // Where that is not supported it falls back to a free name and rename.
 func renameFree(tmp, dir, base, ext string) (string, error) {
 	for n := 1; ; n++ {
-		name := base + ext
-		if n > 1 {
-			name = fmt.Sprintf("%s-%d%s", base, n, ext)
-		}
+		name := numberedName(base, ext, n)
 		p := filepath.Join(dir, name)
 		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
 		switch {
@@ -1022,10 +1016,7 @@ func renameFree(tmp, dir, base, ext string) (string, error) {
 // free too.
 func freeName(dir, base, ext, sidecar string) (string, error) {
 	for n := 1; ; n++ {
-		name := base + ext
-		if n > 1 {
-			name = fmt.Sprintf("%s-%d%s", base, n, ext)
-		}
+		name := numberedName(base, ext, n)
 		p := filepath.Join(dir, name)
 		free, err := notExist(p)
 		if err != nil {

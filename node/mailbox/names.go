@@ -2,6 +2,7 @@ package mailbox
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,6 +31,15 @@ func nameBase(t time.Time, id string) string {
 	b = t.UTC().AppendFormat(b, "150405")
 	b = append(b, '-')
 	return string(append(b, Tag(id)...))
+}
+
+// numberedName returns the n-th name tried for a file: base+ext, then,
+// from n = 2 on, base-n+ext.
+func numberedName(base, ext string, n int) string {
+	if n <= 1 {
+		return base + ext
+	}
+	return base + "-" + strconv.Itoa(n) + ext
 }
 
 // TagOf returns the envelope tag of a mirror file name, and false for

@@ -244,11 +244,15 @@ func jsonBody(id, what string, raw []byte) (string, error) {
 
 // bodyRegion is what the file holds between the "---" line and the armor
 // block: the body, plus "\n" unless it is empty or ends in one.
-func bodyRegion(body string) string {
-	if body == "" || strings.HasSuffix(body, "\n") {
-		return body
+func bodyRegion(body string) string { return string(appendBodyRegion(nil, body)) }
+
+// appendBodyRegion appends bodyRegion(body) to dst.
+func appendBodyRegion(dst []byte, body string) []byte {
+	dst = append(dst, body...)
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		dst = append(dst, '\n')
 	}
-	return body + "\n"
+	return dst
 }
 
 // armor returns the armor block of raw, its last line included.
@@ -295,9 +299,6 @@ func assemble(hs []header, body string, raw []byte) []byte {
 	}
 	b = append(b, headerSep...)
 	b = append(b, '\n')
-	b = append(b, body...)
-	if body != "" && !strings.HasSuffix(body, "\n") {
-		b = append(b, '\n')
-	}
+	b = appendBodyRegion(b, body)
 	return appendArmor(b, raw)
 }
