@@ -22,10 +22,8 @@ func Tag(id string) string {
 	return id[max(0, len(id)-tagLen):]
 }
 
-// Name returns the name of the mirror file of envelope id delivered at t,
-// without a collision suffix.
-func Name(t time.Time, id string) string { return nameBase(t, id) + ".txt" }
-
+// nameBase returns the name of the mirror file of envelope id delivered
+// at t, less any collision suffix and the ".txt".
 func nameBase(t time.Time, id string) string {
 	b := make([]byte, 0, 6+1+tagLen)
 	b = t.UTC().AppendFormat(b, "150405")

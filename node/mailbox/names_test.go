@@ -22,7 +22,7 @@ func TestTagOf(t *testing.T) {
 }
 
 // TestNamesRoundTrip: the name and folder the mirror writes a file under
-// are what Name and InboxDir give, and TagOf reads the tag back.
+// are what nameBase and InboxDir give, and TagOf reads the tag back.
 func TestNamesRoundTrip(t *testing.T) {
 	root := t.TempDir()
 	m, err := Open(root, DefaultConfig())
@@ -36,7 +36,7 @@ func TestNamesRoundTrip(t *testing.T) {
 		t.Fatalf("write: %v %v", paths, err)
 	}
 	id := it.Env.ID.String()
-	if want := filepath.Join(InboxDir(root, it.Delivered), Name(it.Delivered, id)); paths[0] != want {
+	if want := filepath.Join(InboxDir(root, it.Delivered), nameBase(it.Delivered, id)+".txt"); paths[0] != want {
 		t.Fatalf("written as %s, want %s", paths[0], want)
 	}
 	if tag, ok := TagOf(filepath.Base(paths[0])); !ok || tag != Tag(id) || tag != id[len(id)-12:] {
