@@ -124,7 +124,7 @@ func (n *Node) Counters() map[string]uint64 {
 // PeerList returns the linked peers, sorted by name then key.
 func (n *Node) PeerList() []api.Peer {
 	n.mu.Lock()
-	r := n.roster
+	r := n.Roster()
 	links := n.linkListLocked()
 	n.mu.Unlock()
 	out := make([]api.Peer, 0, len(links))

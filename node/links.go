@@ -68,7 +68,7 @@ func (n *Node) addLink(l *transport.Link) {
 		_ = l.Close()
 		return
 	}
-	if _, ok := n.roster.Member(key); !ok {
+	if _, ok := n.Roster().Member(key); !ok {
 		// The roster changed between the handshake and now.
 		n.mu.Unlock()
 		n.metrics.Inc("link.rejected.not_member")
@@ -219,7 +219,7 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string) {
 	if key.Equal(n.id.Pub) {
 		return
 	}
-	if _, ok := n.roster.Member(key); !ok {
+	if _, ok := n.Roster().Member(key); !ok {
 		return
 	}
 	c := n.cands[key]
@@ -490,7 +490,7 @@ func (n *Node) discoveryLoop() {
 				continue
 			}
 			n.mu.Lock()
-			_, member := n.roster.Member(p.Key)
+			_, member := n.Roster().Member(p.Key)
 			if member {
 				n.mergeAddrsLocked(p.Key, p.Addrs)
 			}
@@ -561,9 +561,7 @@ func (n *Node) sendFrame(pl *peerLink, t proto.FrameType, payload []byte) {
 // onLinkUp runs once per new link: push our roster if it is newer, and
 // share the peers we know.
 func (n *Node) onLinkUp(pl *peerLink) {
-	n.mu.Lock()
-	r := n.roster
-	n.mu.Unlock()
+	r := n.Roster()
 	if r.Version > pl.payload.RosterVersion {
 		n.pushRoster(pl, r)
 	}
@@ -626,7 +624,7 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 	n.mu.Lock()
 	for _, p := range list.Peers {
 		// Only roster members' addresses are taken (receive step 4).
-		if _, ok := n.roster.Member(p.Key); !ok {
+		if _, ok := n.Roster().Member(p.Key); !ok {
 			n.metrics.Inc("peers.ignored.not_member")
 			continue
 		}

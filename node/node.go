@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshd/meshd/channel"
@@ -35,8 +36,15 @@ type Node struct {
 
 	unlock func() error // releases the home lock
 
+	// roster is the current roster. It is replaced only by applyRoster,
+	// with rosterMu and mu held; readers load it without a lock.
+	roster atomic.Pointer[roster.Roster]
+	// rosterMu serialises roster updates: the check against the current
+	// version, the swap and the write of the roster file happen as one
+	// step, so the file always holds the newest version applied.
+	rosterMu sync.Mutex
+
 	mu         sync.Mutex
-	roster     *roster.Roster              // guarded by mu: the current roster
 	links      map[proto.PubKey]*peerLink  // guarded by mu: one admitted link per peer
 	cands      map[proto.PubKey]*candidate // guarded by mu: peers we know how to reach
 	seeds      []*seed                     // guarded by mu: static seed peers
@@ -138,13 +146,15 @@ func (n *Node) setup() error {
 	if created {
 		n.log.Info("created identity", "key", id.Pub.String(), "fingerprint", id.Pub.Fingerprint())
 	}
-	if n.roster, err = n.loadRoster(); err != nil {
+	r, err := n.loadRoster()
+	if err != nil {
 		return err
 	}
-	if _, ok := n.roster.Member(n.id.Pub); !ok {
+	if _, ok := r.Member(n.id.Pub); !ok {
 		return fmt.Errorf("this node (%s) is not a member of roster %q v%d: ask an admin to add it (meshctl roster add %s --role member)",
-			n.id.Pub.Fingerprint(), n.roster.Org, n.roster.Version, n.id.Pub)
+			n.id.Pub.Fingerprint(), r.Org, r.Version, n.id.Pub)
 	}
+	n.roster.Store(r)
 
 	if err := n.openState(); err != nil {
 		return err
@@ -159,7 +169,7 @@ func (n *Node) setup() error {
 			return err
 		}
 	}
-	n.tcfg.Org = n.roster.Org
+	n.tcfg.Org = r.Org
 	n.tcfg.Admit = n.admit
 	n.tcfg.Payload = n.payload
 	n.tcfg.Logger = n.log.With("component", "transport")
@@ -215,8 +225,8 @@ func (n *Node) setup() error {
 		} else {
 			mc := mdns.DefaultConfig()
 			mc.Key = n.id.Pub
-			mc.Org = n.roster.Org
-			mc.RosterVersion = n.roster.Version
+			mc.Org = r.Org
+			mc.RosterVersion = r.Version
 			mc.Port = port
 			mc.IPs = ips
 			mc.Logger = n.log.With("component", "mdns")
@@ -401,11 +411,7 @@ func (n *Node) PrivateKey() ed25519.PrivateKey { return n.id.Key }
 func (n *Node) Metrics() *Metrics { return n.metrics }
 
 // Roster returns the current roster.
-func (n *Node) Roster() *roster.Roster {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.roster
-}
+func (n *Node) Roster() *roster.Roster { return n.roster.Load() }
 
 // ControlSocket returns the path of the control socket.
 func (n *Node) ControlSocket() string { return n.home.ControlSocket() }
@@ -422,9 +428,7 @@ func (n *Node) ListenAddrs() []string {
 // admit is the transport's admission hook: only current roster members
 // may hold a link.
 func (n *Node) admit(p *proto.HandshakePayload) error {
-	n.mu.Lock()
-	r := n.roster
-	n.mu.Unlock()
+	r := n.Roster()
 	if p.Identity.Equal(n.id.Pub) {
 		n.metrics.Inc("handshake.rejected.self")
 		return errors.New("peer is this node itself")
@@ -441,7 +445,7 @@ func (n *Node) payload() proto.HandshakePayload {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return proto.HandshakePayload{
-		RosterVersion: n.roster.Version,
+		RosterVersion: n.Roster().Version,
 		Listen:        append([]string(nil), n.advertised...),
 		Name:          n.id.Name,
 	}

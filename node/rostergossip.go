@@ -60,12 +60,14 @@ func (n *Node) PublishRoster(b []byte) (*roster.Roster, error) {
 
 // applyRoster checks r against the current roster under the acceptance
 // rules, then persists it, pushes it to every link but from, and
-// disconnects members it removed.
+// disconnects members it removed. Updates are applied one at a time
+// (rosterMu), so two links delivering v3 and v4 at once cannot leave v3
+// in the roster file after v4 was applied.
 func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, error) {
-	n.mu.Lock()
-	cur := n.roster
+	n.rosterMu.Lock()
+	defer n.rosterMu.Unlock()
+	cur := n.Roster()
 	if err := roster.CheckUpdate(cur, r); err != nil {
-		n.mu.Unlock()
 		n.metrics.Inc("roster.rejected." + rosterReason(err))
 		return nil, fmt.Errorf("%w: %w", ErrRosterRefused, err)
 	}
@@ -74,7 +76,11 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 		// learns it from the log and the status.
 		n.log.Warn("this node was removed from the roster", "org", r.Org, "version", r.Version)
 	}
-	n.roster = r
+	// The swap and the link list are taken under mu, so that addLink
+	// (which checks membership under mu) either sees r or has its link
+	// in the list dropped below.
+	n.mu.Lock()
+	n.roster.Store(r)
 	var push, drop []*peerLink
 	for k, pl := range n.links {
 		if _, ok := r.Member(k); !ok {

@@ -42,7 +42,7 @@ func (n *Node) openState() error {
 		n.log.Warn("some channel policies did not load", "err", err)
 		n.metrics.Inc("policy.load_failed")
 	}
-	if dropped, stale := n.channels.Revalidate(n.roster); len(dropped)+len(stale) > 0 {
+	if dropped, stale := n.channels.Revalidate(n.Roster()); len(dropped)+len(stale) > 0 {
 		n.log.Warn("channel policies no longer valid under the roster", "dropped", len(dropped), "stale", len(stale))
 	}
 	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {

@@ -18,7 +18,7 @@ import (
 // on the control socket.
 func (n *Node) StatusInfo() api.Status {
 	n.mu.Lock()
-	r := n.roster
+	r := n.Roster()
 	links := len(n.links)
 	adv := slices.Clone(n.advertised)
 	n.mu.Unlock()
@@ -138,7 +138,7 @@ func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
 	now := time.Now()
 	out := map[proto.PubKey][]proto.PubKey{}
 	n.mu.Lock()
-	r := n.roster
+	r := n.Roster()
 	lr.mu.Lock()
 	for k, rep := range lr.by {
 		if _, linked := n.links[k]; !linked || (maxAge > 0 && now.Sub(rep.at) > maxAge) {
