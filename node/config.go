@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -171,4 +172,64 @@ func DefaultConfig() Config {
 		DirectRetention: 72 * time.Hour,
 		Transport:       transport.DefaultConfig(),
 	}
+}
+
+// withDefaults returns c with each zero (or out of range) field of history
+// sync, serving, retention and the envelope TTL replaced by its default,
+// so that a Config built by hand works too. [New] applies it once; the
+// rest of the node reads the result.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.EnvelopeTTL <= 0 {
+		c.EnvelopeTTL = d.EnvelopeTTL
+	}
+	if c.SyncPeers <= 0 {
+		c.SyncPeers = d.SyncPeers
+	}
+	if c.SyncTimeout <= 0 {
+		c.SyncTimeout = d.SyncTimeout
+	}
+	if c.SyncDelay <= 0 {
+		c.SyncDelay = d.SyncDelay
+	}
+	if c.SyncPageMessages <= 0 || c.SyncPageMessages > proto.MaxHistoryMessages {
+		c.SyncPageMessages = d.SyncPageMessages
+	}
+	if c.SyncPageBytes <= 0 || c.SyncPageBytes > proto.MaxHistoryBytes {
+		c.SyncPageBytes = d.SyncPageBytes
+	}
+	if c.HistoryServeConcurrency <= 0 {
+		c.HistoryServeConcurrency = d.HistoryServeConcurrency
+	}
+	if c.HistoryServeRate <= 0 {
+		c.HistoryServeRate = d.HistoryServeRate
+	}
+	if c.HistoryServeBurst <= 0 {
+		c.HistoryServeBurst = d.HistoryServeBurst
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = d.RetentionInterval
+	}
+	if c.ArchiveRetention <= 0 {
+		c.ArchiveRetention = d.ArchiveRetention
+	}
+	if c.ArchiveRetentionMessages <= 0 {
+		c.ArchiveRetentionMessages = d.ArchiveRetentionMessages
+	}
+	if c.DirectRetention <= 0 {
+		c.DirectRetention = d.DirectRetention
+	}
+	return c
+}
+
+// retention returns how long and how many messages of a channel a node
+// keeps: the policy's retention, raised to ArchiveRetention and
+// ArchiveRetentionMessages on an archive node.
+func (c *Config) retention(p *channel.Policy, archive bool) (time.Duration, int) {
+	age, count := p.EffectiveRetention()
+	if archive {
+		age = max(age, c.ArchiveRetention)
+		count = max(count, c.ArchiveRetentionMessages)
+	}
+	return age, count
 }

@@ -48,12 +48,13 @@ const maxRequests = 10000
 // requestBook remembers received Requests by request id, so a Response
 // goes back to the requester and a follow-up carries hop + 1.
 type requestBook struct {
-	mu    sync.Mutex
-	m     map[uuid.UUID]requestInfo // guarded by mu
-	order []uuid.UUID               // guarded by mu: insertion order, for eviction
+	mu sync.Mutex
+	m  *fifoMap[uuid.UUID, requestInfo] // guarded by mu
 }
 
-func newRequestBook() *requestBook { return &requestBook{m: map[uuid.UUID]requestInfo{}} }
+func newRequestBook() *requestBook {
+	return &requestBook{m: newFIFOMap[uuid.UUID, requestInfo](maxRequests)}
+}
 
 func (b *requestBook) received(se *proto.SignedEnvelope) {
 	b.add(se.Request.RequestID, requestInfo{from: se.From, hop: se.Request.Hop})
@@ -62,21 +63,13 @@ func (b *requestBook) received(se *proto.SignedEnvelope) {
 func (b *requestBook) add(id uuid.UUID, info requestInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.m[id]; !ok {
-		b.order = append(b.order, id)
-	}
-	b.m[id] = info
-	if len(b.order) > maxRequests {
-		delete(b.m, b.order[0])
-		b.order = b.order[1:]
-	}
+	b.m.put(id, info)
 }
 
 func (b *requestBook) get(id uuid.UUID) (requestInfo, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	info, ok := b.m[id]
-	return info, ok
+	return b.m.get(id)
 }
 
 // receivedRequest returns who sent the received Request id and its hop:

@@ -569,7 +569,7 @@ func (n *Node) onLinkUp(pl *peerLink) {
 	n.sendPolicyDigest(pl)
 	n.sendPresenceTo(pl)
 	n.flushQueue(pl)
-	n.syncOnLinkUp(pl)
+	n.syncer.onLinkUp(pl)
 }
 
 func (n *Node) handleFrame(pl *peerLink, frame []byte) {

@@ -59,7 +59,7 @@ type Node struct {
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
 	events   *broadcaster
-	hsync    *syncState  // history sync and serving
+	syncer   *syncer     // history sync and serving
 	reports  linkReports // neighbours' peer lists, for the status page's link graph
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
@@ -80,11 +80,14 @@ type Node struct {
 	// check for a link and the store of the envelope in the peer's queue.
 	queueHook func(linked bool)
 
-	rxq    chan rxItem   // admitted envelopes for the commit stage
-	kick   chan struct{} // wakes the dialer
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine the node starts
+	rxq chan rxItem // admitted envelopes for the commit stage
+	// committed, when set, is closed by the commit stage after its next
+	// store transaction: awaitStored waits on it instead of polling.
+	committed atomic.Pointer[chan struct{}]
+	kick      chan struct{} // wakes the dialer
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // every goroutine the node starts
 
 	closeOnce sync.Once
 	closeErr  error
@@ -106,7 +109,7 @@ func New(cfg Config) (*Node, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	n := &Node{
-		cfg:     cfg,
+		cfg:     cfg.withDefaults(),
 		log:     log,
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
@@ -120,6 +123,9 @@ func New(cfg Config) (*Node, error) {
 	if err := n.setup(); err != nil {
 		n.cancel()
 		n.teardown()
+		if n.syncer != nil {
+			n.syncer.close()
+		}
 		n.closeState()
 		if n.unlock != nil {
 			n.unlock()
@@ -340,7 +346,9 @@ func (n *Node) run() {
 	n.wg.Add(1)
 	go n.commitLoop()
 	n.startMailbox()
-	n.startSync()
+	n.wg.Add(1)
+	go n.retentionLoop()
+	n.syncer.start()
 	n.control.start()
 }
 
@@ -359,6 +367,9 @@ func (n *Node) Close() error {
 		}
 		n.cancel()
 		n.closeErr = n.teardown()
+		if n.syncer != nil {
+			n.syncer.close()
+		}
 		n.wg.Wait()
 		if err := n.closeState(); err != nil && n.closeErr == nil {
 			n.closeErr = err
@@ -391,6 +402,20 @@ func (n *Node) teardown() error {
 		_ = pl.link.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// linkTo returns the link to k, or nil.
+func (n *Node) linkTo(k proto.PubKey) *peerLink {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.links[k]
+}
+
+// linkList returns every link.
+func (n *Node) linkList() []*peerLink {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.linkListLocked()
 }
 
 func (n *Node) linkListLocked() []*peerLink {

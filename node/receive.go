@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -174,7 +175,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 			return dropHopLimit
 		}
 	case proto.KindHistoryRequest, proto.KindHistoryResponse:
-		return n.authorizeHistory(r, role, se)
+		return n.syncer.authorize(se)
 	default:
 		return dropUnsupported
 	}
@@ -199,7 +200,7 @@ const maxCommitBatch = 512
 // updates the table.
 func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
 	if se.Kind == proto.KindHistoryRequest || se.Kind == proto.KindHistoryResponse {
-		return n.handleHistory(se, src, now)
+		return n.syncer.handle(se, src, now)
 	}
 	if se.Kind == proto.KindPresence {
 		if n.presence.Observe(se.From, *se.Presence, now) {
@@ -273,6 +274,9 @@ func (n *Node) commit(batch []rxItem) {
 		ds[i] = history.Delivery{Env: it.se, FromHistory: it.src.history, Inbox: inbox, Priority: prio, Wakes: wakes}
 	}
 	added, err := n.store.Deliver(ds)
+	if c := n.committed.Swap(nil); c != nil {
+		close(*c) // wake awaitStored
+	}
 	if err != nil && added == nil {
 		for _, it := range batch {
 			n.drop(dropStore, it.se, it.src, err)
@@ -362,4 +366,34 @@ func (n *Node) classify(se *proto.SignedEnvelope) (history.Priority, bool, bool)
 		}
 	}
 	return 0, false, false
+}
+
+// awaitStored waits until the commit stage has stored se, or ctx is done.
+// It checks the store after each commit instead of polling it.
+func (n *Node) awaitStored(ctx context.Context, se *proto.SignedEnvelope) {
+	for {
+		wake := n.commitWait()
+		if seen, err := n.store.Seen(se.From, se.ID); err != nil || seen {
+			return
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// commitWait returns a channel the commit stage closes after its next
+// store transaction.
+func (n *Node) commitWait() <-chan struct{} {
+	for {
+		if c := n.committed.Load(); c != nil {
+			return *c
+		}
+		c := make(chan struct{})
+		if n.committed.CompareAndSwap(nil, &c) {
+			return c
+		}
+	}
 }

@@ -18,13 +18,7 @@ import (
 
 // retention returns how long and how many messages of a channel we keep.
 func (n *Node) retention(p *channel.Policy, archive bool) (time.Duration, int) {
-	age, count := p.EffectiveRetention()
-	if archive {
-		cfg := n.syncConfig()
-		age = max(age, cfg.ArchiveRetention)
-		count = max(count, cfg.ArchiveRetentionMessages)
-	}
-	return age, count
+	return n.cfg.retention(p, archive)
 }
 
 // defaultPolicy stands for a channel whose policy we no longer hold: the
@@ -35,7 +29,7 @@ var defaultPolicy = &channel.Policy{}
 // since a node that was down for days has the most to prune.
 func (n *Node) retentionLoop() {
 	defer n.wg.Done()
-	iv := n.syncConfig().RetentionInterval
+	iv := n.cfg.RetentionInterval
 	first := time.NewTimer(min(iv, 5*time.Second))
 	defer first.Stop()
 	t := time.NewTicker(iv)
@@ -64,8 +58,7 @@ type pruneReport struct {
 // pruneOnce applies retention once, as of now.
 func (n *Node) pruneOnce(now time.Time) pruneReport {
 	var rep pruneReport
-	cfg := n.syncConfig()
-	archive := n.amArchive(n.Roster())
+	archive := isArchive(n.Roster(), n.id.Pub)
 	fail := func(what string, err error) {
 		rep.Failed++
 		n.metrics.Inc("retention.failed")
@@ -100,7 +93,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 		return rep
 	}
 	var err error
-	if rep.Direct, err = n.store.PruneDirect(cfg.DirectRetention, now); err != nil {
+	if rep.Direct, err = n.store.PruneDirect(n.cfg.DirectRetention, now); err != nil {
 		fail("prune direct messages", err)
 	}
 	if rep.Seen, err = n.store.PruneSeen(now); err != nil {

@@ -52,9 +52,12 @@ func (n *Node) openState() error {
 	n.pub = presence.NewPublisher(0)
 	n.inbox = newInboxNotifier()
 	n.events = newBroadcaster()
-	n.hsync = newSyncState()
 	n.requests = newRequestBook()
-	return n.openMailbox()
+	if err := n.openMailbox(); err != nil {
+		return err
+	}
+	n.syncer = newSyncer(n.ctx, n)
+	return nil
 }
 
 // compactAtStart compacts the history store when at least half of a file

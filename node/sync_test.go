@@ -148,8 +148,8 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 	if !sameSet(channelIDs(t, c, p.ID), channelIDs(t, a, p.ID)) {
 		t.Fatal("c's ids differ from a's")
 	}
-	waitFor(t, 10*time.Second, "the round recorded", func() bool { return len(c.syncRounds(p.ID)) > 0 })
-	rounds := c.syncRounds(p.ID)
+	waitFor(t, 10*time.Second, "the round recorded", func() bool { return len(c.syncer.roundsOf(p.ID)) > 0 })
+	rounds := c.syncer.roundsOf(p.ID)
 	if pr := rounds[0].Peers[0]; pr.Pages != 3 || pr.Delivered != 250 {
 		t.Fatalf("backfill from the first peer: %+v, want 250 envelopes in 3 pages of 100", pr)
 	}
@@ -170,8 +170,8 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 		t.Fatal("c's ids differ from b's")
 	}
 	// Catching up again with marks asks only for what is missing.
-	waitFor(t, 5*time.Second, "a round", func() bool { return len(c.syncRounds(p.ID)) > 0 })
-	r := c.syncRounds(p.ID)[0]
+	waitFor(t, 5*time.Second, "a round", func() bool { return len(c.syncer.roundsOf(p.ID)) > 0 })
+	r := c.syncer.roundsOf(p.ID)[0]
 	if r.Join {
 		t.Fatal("reconnect round without marks")
 	}
@@ -211,7 +211,7 @@ func BenchmarkCatchUp5000(b *testing.B) {
 	deadline := time.Now().Add(30 * time.Second)
 	for channelCount(r, p.ID) != total {
 		if time.Now().After(deadline) {
-			b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, r.syncRounds(p.ID), r.Metrics().Snapshot())
+			b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, r.syncer.roundsOf(p.ID), r.Metrics().Snapshot())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -485,7 +485,7 @@ func TestServeHistoryRefusals(t *testing.T) {
 	if n := a.Metrics().Get("history.refused.disabled"); n != 1 {
 		t.Fatalf("a refused %d requests for #quiet, want only the raw one", n)
 	}
-	if len(c.syncRounds(quiet.ID)) != 0 {
+	if len(c.syncer.roundsOf(quiet.ID)) != 0 {
 		t.Fatal("c ran a round for #quiet")
 	}
 }
@@ -559,7 +559,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 	waitFor(t, 5*time.Second, "replayed answer dropped", func() bool { return a.Metrics().Get("drop.history_unsolicited") == 3 })
 
 	// An answer over the limits asked for is dropped whole.
-	a.hs().markDue(p.ID, false)
+	a.syncer.markDue(p.ID, false)
 	var five []*proto.SignedEnvelope
 	for range 5 {
 		five = append(five, msg(proto.ToChannel(p.ID), time.Now()))
@@ -610,7 +610,7 @@ func TestServeHistoryLimitsPerPeer(t *testing.T) {
 	req := proto.HistoryRequest{ChannelID: p.ID, SinceTS: time.Now().Add(-time.Hour).UnixMilli(), MaxMessages: 100, MaxBytes: proto.MaxHistoryBytes}
 	// One answered: it takes the only token.
 	rp.ask(req)
-	s := a.hs()
+	s := a.syncer
 	waitFor(t, 5*time.Second, "the slot released", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -672,10 +672,10 @@ func TestSyncAsksArchiveFirst(t *testing.T) {
 		return len(d.PeerList()) == 3 && channelCount(d, p.ID) == 20
 	})
 	marked := time.Now()
-	d.hs().markDue(p.ID, false)
+	d.syncer.markDue(p.ID, false)
 	var r syncRound
 	waitFor(t, 10*time.Second, "a round with all three linked", func() bool {
-		for _, x := range d.syncRounds(p.ID) {
+		for _, x := range d.syncer.roundsOf(p.ID) {
 			if x.Started.After(marked) {
 				r = x
 				return true
@@ -683,7 +683,7 @@ func TestSyncAsksArchiveFirst(t *testing.T) {
 		}
 		return false
 	})
-	rounds := d.syncRounds(p.ID)
+	rounds := d.syncer.roundsOf(p.ID)
 	var order []proto.PubKey
 	for _, pr := range r.Peers {
 		order = append(order, pr.Peer)
@@ -816,7 +816,7 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 	// Let the rounds the policy and the link started finish.
 	time.Sleep(300 * time.Millisecond)
 	dups, held := b.Metrics().Get("drop.duplicate"), b.Metrics().Get("sync.already_held")
-	b.hsync.markDue(p.ID, true) // as after a join: asked without marks
+	b.syncer.markDue(p.ID, true) // as after a join: asked without marks
 	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.Metrics().Get("sync.already_held") >= held+5 })
 	if d := b.Metrics().Get("drop.duplicate"); d != dups {
 		t.Fatalf("drop.duplicate went from %d to %d on a catch-up overlap", dups, d)

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -209,6 +210,29 @@ func (l *Link) Send(frame []byte) error {
 	default:
 		l.stats.queueFull.Add(1)
 		return ErrQueueFull
+	}
+}
+
+// SendWait is [Link.Send] for frames worth a wait: when the queue is full
+// it waits for room until ctx is done (returning ctx's error) or the link
+// closes ([ErrClosed]), instead of dropping the frame.
+func (l *Link) SendWait(ctx context.Context, frame []byte) error {
+	if len(frame) > proto.MaxFrameSize {
+		l.stats.tooLarge.Add(1)
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, len(frame), proto.MaxFrameSize)
+	}
+	select {
+	case <-l.closing:
+		return ErrClosed
+	default:
+	}
+	select {
+	case l.sendq <- frame:
+		return nil
+	case <-l.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -436,6 +436,49 @@ func TestSendQueueFull(t *testing.T) {
 	}
 }
 
+func TestSendWaitWaitsForRoom(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	a.SendQueue = 1
+	out, in := pair(t, listen(t, "tcp", b), a, nil)
+	if err := out.Send([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	// The queue is full and nothing drains it: the wait ends with ctx.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := out.SendWait(ctx, []byte("x")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SendWait on a full queue = %v, want the ctx deadline", err)
+	}
+	// Once the writer drains the queue, the frame goes out.
+	got := make(chan string, 2)
+	in.Start(func(f []byte) { got <- string(f) })
+	errc := make(chan error, 1)
+	go func() { errc <- out.SendWait(context.Background(), []byte("second")) }()
+	out.Start(nil)
+	if err := <-errc; err != nil {
+		t.Fatalf("SendWait = %v", err)
+	}
+	for _, want := range []string{"first", "second"} {
+		select {
+		case f := <-got:
+			if f != want {
+				t.Fatalf("got %q, want %q", f, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q not received", want)
+		}
+	}
+	if st := out.Stats(); st.QueueFull != 0 {
+		t.Errorf("a frame that waited counted as refused: %+v", st)
+	}
+	// A closing link ends the wait.
+	_ = out.Close()
+	if err := out.SendWait(context.Background(), []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("SendWait on a closed link = %v, want ErrClosed", err)
+	}
+}
+
 func TestMaxNonceTearsDown(t *testing.T) {
 	checkLeaks(t)
 	t.Run("send", func(t *testing.T) {

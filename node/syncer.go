@@ -1,0 +1,754 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/time/rate"
+
+	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+)
+
+// History sync ("History Sync" of the protocol), serving HistoryRequests.
+// The [syncer] owns both; retention lives in retention.go.
+//
+// # Catch-up
+//
+// A round is due for a channel when a link to one of its readers comes
+// up, when we start reading it (a policy we can read is learnt, or we
+// subscribe or mute after being unsubscribed), and every SyncInterval.
+// Triggers are collected for SyncDelay, then one goroutine runs the due
+// channels one after the other. For each channel we may read whose
+// policy allows history fetch:
+//
+//  1. The candidates are the linked readers of the channel: archive
+//     peers first, then the peers that wrote to the channel most
+//     recently, then the longest-linked.
+//  2. The first candidate is asked with our marks (history.SeqMarks) and
+//     since_ts = now - our retention for the channel, with max_messages
+//     and max_bytes of one page. After a join (a channel we could not
+//     read before) the first successful peer is asked without marks, so
+//     that the older part of streams we first saw in the middle is filled
+//     too. Each answer with `more` is followed by the request
+//     history.NextHistoryRequest builds, sent before the page is checked,
+//     so that the peer reads the next page while we verify this one,
+//     until a page comes without `more`.
+//  3. Every envelope of a page goes through the receive pipeline with
+//     rxSource{history: true}: every check but the TTL, dedupe by id and
+//     per-sender seq tracking happen there, and the commit stage stores
+//     it in batches. Anything but a channel Message of the channel asked
+//     for is dropped (drop.history_foreign).
+//  4. Once the page's envelopes are committed, the next candidate is
+//     asked with the updated marks, until SyncPeers candidates have
+//     answered; further candidates are asked only while history.Gaps
+//     reports holes. When every candidate answered and holes remain, no
+//     peer can fill them: history.ForgetGaps gives up on them, so later
+//     rounds stop asking for the envelopes above them again.
+//
+// A sender that lost its state numbers from 1 in a new epoch; tracking is
+// per (sender, epoch), so the restart is a new stream, never a replay.
+//
+// Every wait is on an event: an answer arriving, the commit stage
+// storing a batch, room in a link's send queue, bounded by a deadline and
+// by the syncer's context. Nothing polls.
+//
+// # Serving
+//
+// A HistoryRequest from any roster member, addressed to us, is answered
+// on the link to its sender: history disabled by the policy, the
+// requester not a reader, or an unknown channel get the matching status
+// and no messages; otherwise history.Store.History answers within the
+// request's limits. Per peer at most HistoryServeConcurrency requests are
+// served at once (more are dropped) and pages are paced by a token
+// bucket, so no peer can make us read the store in a loop. A request id
+// seen before is dropped as a replay.
+//
+// A HistoryResponse is taken only from the peer we sent the request it
+// answers to (InReplyTo), for the channel we asked about; anything else is
+// dropped (drop.history_unsolicited). Neither kind reaches the store or
+// the inbox.
+
+// Drop reasons of history sync; see the drop constants in receive.go.
+const (
+	dropHistoryUnsolicited = "history_unsolicited" // a response to no request of ours (or from another peer, or too late)
+	dropHistoryForeign     = "history_foreign"     // a nested envelope that is not a channel Message of the channel asked for
+	dropHistoryOverLimit   = "history_over_limit"  // a response with more messages or bytes than asked for
+	dropHistoryBusy        = "history_busy"        // the requester has HistoryServeConcurrency requests served already
+	dropHistoryNoLink      = "history_no_link"     // a request from a peer we hold no link to answer on
+	dropShutdown           = "shutdown"
+)
+
+const (
+	// joinCheckInterval is how often the sync loop looks for channels we
+	// started reading (policies learnt, subscriptions changed).
+	joinCheckInterval = 250 * time.Millisecond
+	// storedWait bounds the wait for the commit stage before marks are
+	// read for the next peer.
+	storedWait = 5 * time.Second
+	// maxIdlePages ends paging with a peer after this many pages in a row
+	// that brought nothing new: a peer repeating itself cannot keep us
+	// busy forever.
+	maxIdlePages = 8
+	// servedMemory is how many served request ids are remembered to drop
+	// replays (an envelope is live for its ttl, 300 s by default).
+	servedMemory = 4096
+	// maxRoundLog is how many finished rounds are kept for inspection.
+	maxRoundLog = 64
+	// sendWait bounds how long a history envelope waits for room in a
+	// full link send queue.
+	sendWait = time.Second
+)
+
+// syncHost is what the [syncer] sees of the node: the roster, the links,
+// signing, and the receive pipeline. The store, the channel policies and
+// the subscriptions it reads directly.
+type syncHost interface {
+	// Roster returns the current roster.
+	Roster() *roster.Roster
+	// linkTo returns the link to k, or nil.
+	linkTo(k proto.PubKey) *peerLink
+	// linkList returns every link.
+	linkList() []*peerLink
+	// sign builds, numbers and signs an envelope of ours.
+	sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error)
+	// receive runs a wire envelope through the receive pipeline and
+	// reports whether it was handed to the commit stage.
+	receive(raw []byte, src rxSource) bool
+	// awaitStored waits until the commit stage stored se, or ctx is done.
+	awaitStored(ctx context.Context, se *proto.SignedEnvelope)
+	// drop counts and logs a dropped envelope.
+	drop(reason string, se *proto.SignedEnvelope, src rxSource, err error)
+}
+
+// syncer runs history sync and serves peers' HistoryRequests. It owns its
+// goroutines: [syncer.start] starts them and [syncer.close] stops them
+// and waits.
+type syncer struct {
+	host     syncHost
+	cfg      *Config // the node's, defaults applied; read-only
+	self     proto.PubKey
+	store    *history.Store
+	channels *channel.Set
+	subs     *channel.Subscriptions
+	metrics  *Metrics
+	log      *slog.Logger
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the sync loop and every serving goroutine
+	closeOnce sync.Once
+
+	kick chan struct{} // wakes the sync loop when a channel became due
+
+	// known is what the sync loop last saw of each channel, to tell a
+	// join. Owned by newSyncer, then by the sync loop.
+	known map[uuid.UUID]channelReadState
+
+	// mu guards what requesting and serving share with the receive path.
+	mu      sync.Mutex
+	pending map[uuid.UUID]*outstanding    // our requests awaiting an answer, by envelope id
+	due     map[uuid.UUID]bool            // channels due for a round
+	joins   map[uuid.UUID]bool            // channels joined and not yet backfilled without marks
+	serving map[proto.PubKey]*serveBudget // what each peer is being served
+	served  *fifoMap[uuid.UUID, struct{}] // request ids served recently
+	rounds  []syncRound                   // finished rounds, oldest first
+}
+
+type channelReadState struct {
+	readable bool
+	sub      channel.SubState
+}
+
+// outstanding is one HistoryRequest of ours awaiting its answer.
+type outstanding struct {
+	id      uuid.UUID
+	peer    proto.PubKey
+	channel uuid.UUID
+	maxMsgs int
+	maxSize int
+	answer  chan *proto.SignedEnvelope // buffered 1; receives the one accepted answer
+}
+
+// serveBudget paces the history served to one peer.
+type serveBudget struct {
+	inflight int           // requests being served
+	pages    *rate.Limiter // HistoryServeRate pages/s, bursts of HistoryServeBurst
+}
+
+// syncRound records one catch-up round of a channel.
+type syncRound struct {
+	Channel    uuid.UUID
+	Join       bool
+	Started    time.Time
+	Ended      time.Time
+	Peers      []syncPeerResult // in the order asked
+	Gaps       int              // streams with holes after the round
+	ForgotGaps bool
+}
+
+// syncPeerResult is what one peer gave in a round.
+type syncPeerResult struct {
+	Peer      proto.PubKey
+	Archive   bool
+	Status    proto.HistoryStatus // 0 when it never answered
+	Err       string
+	Pages     int
+	Envelopes int // envelopes received
+	Delivered int // envelopes that passed the pipeline (new ones)
+}
+
+func (r syncPeerResult) ok() bool { return r.Status == proto.HistoryOK && r.Err == "" }
+
+// newSyncer returns a syncer for n; ctx bounds its life. It records which
+// channels the node reads now, before any link exists (see checkJoins): a
+// policy that arrives over a link later, however early, is then a join.
+func newSyncer(ctx context.Context, n *Node) *syncer {
+	s := &syncer{
+		host:     n,
+		cfg:      &n.cfg,
+		self:     n.id.Pub,
+		store:    n.store,
+		channels: n.channels,
+		subs:     n.subs,
+		metrics:  n.metrics,
+		log:      n.log.With("component", "sync"),
+		kick:     make(chan struct{}, 1),
+		known:    map[uuid.UUID]channelReadState{},
+		pending:  map[uuid.UUID]*outstanding{},
+		due:      map[uuid.UUID]bool{},
+		joins:    map[uuid.UUID]bool{},
+		serving:  map[proto.PubKey]*serveBudget{},
+		served:   newFIFOMap[uuid.UUID, struct{}](servedMemory),
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.checkJoins(true)
+	return s
+}
+
+// start starts the sync loop.
+func (s *syncer) start() {
+	s.wg.Add(1)
+	go s.loop()
+}
+
+// close stops the sync loop and every serving goroutine, and waits for
+// them. It is idempotent.
+func (s *syncer) close() {
+	s.closeOnce.Do(func() {
+		// Cancelled under mu, so takeRequest cannot add a serving
+		// goroutine after the Wait below began.
+		s.mu.Lock()
+		s.cancel()
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+}
+
+// running reports whether the syncer has not been closed.
+func (s *syncer) running() bool { return s.ctx.Err() == nil }
+
+// ---- admission ----
+
+// authorize applies the rules for HistoryRequest and HistoryResponse
+// envelopes; it returns a drop reason or "". The caller has checked that
+// the envelope is addressed to us and that its sender is a roster member,
+// which is all a request needs.
+func (s *syncer) authorize(se *proto.SignedEnvelope) string {
+	if se.Kind != proto.KindHistoryResponse {
+		return ""
+	}
+	if !s.running() {
+		return dropShutdown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.matchLocked(se) == nil {
+		return dropHistoryUnsolicited
+	}
+	return ""
+}
+
+// matchLocked returns the outstanding request se answers, if se comes
+// from the peer asked and names the channel asked about.
+func (s *syncer) matchLocked(se *proto.SignedEnvelope) *outstanding {
+	h := se.HistoryResponse
+	o := s.pending[h.InReplyTo]
+	if o == nil || !o.peer.Equal(se.From) || o.channel != h.ChannelID {
+		return nil
+	}
+	return o
+}
+
+// handle serves an admitted HistoryRequest or takes a HistoryResponse;
+// it reports whether the envelope was used.
+func (s *syncer) handle(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
+	if !s.running() {
+		s.host.drop(dropShutdown, se, src, nil)
+		return false
+	}
+	if se.Kind == proto.KindHistoryRequest {
+		return s.takeRequest(se, src, now)
+	}
+	s.mu.Lock()
+	o := s.matchLocked(se)
+	if o != nil {
+		delete(s.pending, o.id)
+	}
+	s.mu.Unlock()
+	if o == nil {
+		// Answered already, or given up on between admission and now.
+		s.host.drop(dropHistoryUnsolicited, se, src, nil)
+		return false
+	}
+	o.answer <- se // buffered, and o left pending above: the only send
+	s.metrics.Inc("sync.responses")
+	return true
+}
+
+// send hands se to pl, waiting up to sendWait for room in a full send
+// queue: a history page is worth a short wait, unlike live fan-out.
+func (s *syncer) send(pl *peerLink, se *proto.SignedEnvelope) error {
+	ctx, cancel := context.WithTimeout(s.ctx, sendWait)
+	defer cancel()
+	return pl.link.SendWait(ctx, append([]byte{byte(proto.FrameEnvelope)}, se.Raw...))
+}
+
+// ---- requesting ----
+
+// onLinkUp makes a catch-up round due for every channel the new peer and
+// we may both read.
+func (s *syncer) onLinkUp(pl *peerLink) {
+	if !s.running() {
+		return
+	}
+	r := s.host.Roster()
+	for _, p := range s.channels.All() {
+		if p.AllowHistory && p.CanRead(r, s.self) && p.CanRead(r, pl.key) {
+			s.markDue(p.ID, false)
+		}
+	}
+}
+
+// markDue makes a round due for channel ch; join marks it joined, so its
+// next successful round backfills without marks.
+func (s *syncer) markDue(ch uuid.UUID, join bool) {
+	s.mu.Lock()
+	s.due[ch] = true
+	if join {
+		s.joins[ch] = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop collects triggers and runs catch-up rounds, one at a time.
+func (s *syncer) loop() {
+	defer s.wg.Done()
+	check := time.NewTicker(joinCheckInterval)
+	defer check.Stop()
+	var periodic <-chan time.Time
+	if s.cfg.SyncInterval > 0 {
+		t := time.NewTicker(s.cfg.SyncInterval)
+		defer t.Stop()
+		periodic = t.C
+	}
+	var due <-chan time.Time
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.kick:
+			if due == nil {
+				due = time.After(s.cfg.SyncDelay)
+			}
+		case <-due:
+			due = nil
+			s.runDue()
+		case <-check.C:
+			s.checkJoins(false)
+		case <-periodic:
+			r := s.host.Roster()
+			for _, p := range s.channels.All() {
+				if p.AllowHistory && p.CanRead(r, s.self) {
+					s.markDue(p.ID, false)
+				}
+			}
+		}
+	}
+}
+
+// checkJoins finds channels we started reading: a policy we may read that
+// is new to us (or newly grants us reading), or a subscription turned on.
+// The initial call, made before any link exists, records the channels
+// loaded from disk without making rounds due: their history is in the
+// store, and link-up rounds catch them up.
+func (s *syncer) checkJoins(initial bool) {
+	r := s.host.Roster()
+	for _, p := range s.channels.All() {
+		now := channelReadState{readable: p.CanRead(r, s.self), sub: s.subs.Get(p.ID)}
+		old, seen := s.known[p.ID]
+		s.known[p.ID] = now
+		if initial || !now.readable || !p.AllowHistory {
+			continue
+		}
+		switch {
+		case !seen || !old.readable:
+			s.log.Debug("history sync: channel joined", "channel", p.Name)
+			s.markDue(p.ID, true)
+		case old.sub == channel.Unsubscribed && now.sub != channel.Unsubscribed:
+			s.markDue(p.ID, false)
+		}
+	}
+}
+
+// runDue runs a round for every due channel.
+func (s *syncer) runDue() {
+	s.mu.Lock()
+	var chans []uuid.UUID
+	for ch := range s.due {
+		chans = append(chans, ch)
+	}
+	clear(s.due)
+	s.mu.Unlock()
+	slices.SortFunc(chans, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	for _, ch := range chans {
+		if !s.running() {
+			return
+		}
+		s.syncChannel(ch)
+	}
+}
+
+// syncCandidate is a linked reader we may ask for a channel's history.
+type syncCandidate struct {
+	pl      *peerLink
+	archive bool
+	active  time.Time // last time we stored an envelope of theirs in the channel
+}
+
+// candidates returns the linked readers of p in the order to ask them:
+// archive peers first, then those active in the channel most recently,
+// then the longest-linked, then by key.
+func (s *syncer) candidates(p *channel.Policy, r *roster.Roster) []syncCandidate {
+	active := map[proto.PubKey]time.Time{}
+	if streams, err := s.store.Gaps(proto.ToChannel(p.ID)); err == nil {
+		for _, st := range streams {
+			if st.Updated.After(active[st.Sender]) {
+				active[st.Sender] = st.Updated
+			}
+		}
+	}
+	var out []syncCandidate
+	for _, pl := range s.host.linkList() {
+		m, ok := r.Member(pl.key)
+		if !ok || !p.CanRead(r, pl.key) {
+			continue
+		}
+		out = append(out, syncCandidate{pl: pl, archive: m.Archive, active: active[pl.key]})
+	}
+	slices.SortFunc(out, func(a, b syncCandidate) int {
+		switch {
+		case a.archive != b.archive:
+			if a.archive {
+				return -1
+			}
+			return 1
+		case !a.active.Equal(b.active):
+			return b.active.Compare(a.active)
+		}
+		if c := a.pl.link.Established().Compare(b.pl.link.Established()); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.pl.key[:], b.pl.key[:])
+	})
+	return out
+}
+
+// isArchive reports whether r marks k as an archive.
+func isArchive(r *roster.Roster, k proto.PubKey) bool {
+	m, ok := r.Member(k)
+	return ok && m.Archive
+}
+
+// syncChannel runs one catch-up round for channel ch.
+func (s *syncer) syncChannel(ch uuid.UUID) {
+	cfg := s.cfg
+	p, ok := s.channels.ByID(ch)
+	if !ok {
+		return
+	}
+	r := s.host.Roster()
+	if !p.AllowHistory || !p.CanRead(r, s.self) {
+		return
+	}
+	peers := s.candidates(p, r)
+	if len(peers) == 0 {
+		return
+	}
+	s.mu.Lock()
+	join := s.joins[ch]
+	s.mu.Unlock()
+	round := syncRound{Channel: ch, Join: join, Started: time.Now()}
+	s.metrics.Inc("sync.rounds")
+	age, _ := cfg.retention(p, isArchive(r, s.self))
+	since := time.Now().Add(-age).UnixMilli()
+	var last *proto.SignedEnvelope // the last envelope handed to the commit stage
+	answered, allOK := 0, true
+	for _, c := range peers {
+		if !s.running() {
+			return
+		}
+		if answered >= cfg.SyncPeers {
+			s.awaitStored(last)
+			if s.gapStreams(ch) == 0 {
+				break
+			}
+		}
+		req := &proto.HistoryRequest{
+			ChannelID:   ch,
+			SinceTS:     since,
+			MaxMessages: uint32(cfg.SyncPageMessages),
+			MaxBytes:    uint32(cfg.SyncPageBytes),
+		}
+		if !join {
+			s.awaitStored(last)
+			marks, err := s.store.SeqMarks(ch)
+			if err != nil {
+				s.log.Error("history sync: read marks", "channel", p.Name, "err", err)
+				return
+			}
+			req.SinceSeqBySender = marks
+		}
+		res, got := s.pageFrom(c.pl, req)
+		res.Archive = c.archive
+		if got != nil {
+			last = got
+		}
+		round.Peers = append(round.Peers, res)
+		if !res.ok() {
+			allOK = false
+			s.log.Info("history sync: peer did not serve", "channel", p.Name, "peer", c.pl.key.Fingerprint(),
+				"status", res.Status.String(), "err", res.Err)
+			continue
+		}
+		answered++
+		if join {
+			join = false
+			s.mu.Lock()
+			delete(s.joins, ch)
+			s.mu.Unlock()
+		}
+	}
+	s.awaitStored(last)
+	round.Gaps = s.gapStreams(ch)
+	if round.Gaps > 0 && allOK && len(round.Peers) == len(peers) {
+		// Every reader we can reach was asked and none holds the
+		// missing numbers (a sender crash skips reserved numbers, say).
+		if err := s.store.ForgetGaps(proto.ToChannel(ch)); err != nil {
+			s.log.Error("history sync: give up gaps", "channel", p.Name, "err", err)
+		} else {
+			round.ForgotGaps = true
+			s.metrics.Inc("sync.gaps_forgotten")
+			s.log.Info("history sync: gaps no peer can fill given up", "channel", p.Name, "streams", round.Gaps)
+		}
+	}
+	round.Ended = time.Now()
+	delivered := 0
+	for _, pr := range round.Peers {
+		delivered += pr.Delivered
+	}
+	s.log.Debug("history sync round", "channel", p.Name, "peers", len(round.Peers), "delivered", delivered,
+		"gaps", round.Gaps, "took", round.Ended.Sub(round.Started))
+	s.mu.Lock()
+	s.rounds = append(s.rounds, round)
+	if len(s.rounds) > maxRoundLog {
+		s.rounds = slices.Delete(s.rounds, 0, len(s.rounds)-maxRoundLog)
+	}
+	s.mu.Unlock()
+}
+
+// pageFrom asks pl for req and the pages after it until one comes
+// without `more`. It returns what the peer gave and the last envelope it
+// handed to the commit stage.
+func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeerResult, last *proto.SignedEnvelope) {
+	res.Peer = pl.key
+	src := rxSource{link: pl, history: true}
+	dest := proto.ToChannel(req.ChannelID)
+	o, err := s.request(pl, req)
+	if err != nil {
+		res.Err = err.Error()
+		return res, nil
+	}
+	idle := 0
+	for o != nil {
+		se, err := s.awaitAnswer(o, pl)
+		if err != nil {
+			res.Err = err.Error()
+			return res, last
+		}
+		h := se.HistoryResponse
+		res.Status = h.Status
+		if h.Status != proto.HistoryOK {
+			s.metrics.Inc("sync.refused." + statusMetric(h.Status))
+			return res, last
+		}
+		size := 0
+		for _, m := range h.Messages {
+			size += len(m)
+		}
+		if len(h.Messages) > o.maxMsgs || size > o.maxSize {
+			s.host.drop(dropHistoryOverLimit, se, rxSource{link: pl}, fmt.Errorf("%d messages, %d bytes; asked for at most %d, %d bytes",
+				len(h.Messages), size, o.maxMsgs, o.maxSize))
+			res.Err = "answer over the requested limits"
+			return res, last
+		}
+		res.Pages++
+		s.metrics.Inc("sync.pages")
+		page := make([]*proto.SignedEnvelope, 0, len(h.Messages))
+		for _, raw := range h.Messages {
+			m, err := proto.ParseEnvelope(raw)
+			if err != nil {
+				s.host.drop(dropMalformed, nil, src, err)
+				continue
+			}
+			page = append(page, m)
+		}
+		// Ask for the next page before checking this one, so the peer
+		// reads it while we verify.
+		o = nil
+		if h.More {
+			if next := history.NextHistoryRequest(req, page); next != nil {
+				req = next
+				if o, err = s.request(pl, req); err != nil {
+					res.Err = err.Error()
+				}
+			}
+		}
+		fresh := 0
+		for _, m := range page {
+			if m.Kind != proto.KindMessage || m.To != dest {
+				s.host.drop(dropHistoryForeign, m, src, nil)
+				continue
+			}
+			res.Envelopes++
+			if s.host.receive(m.Raw, src) {
+				fresh++
+				last = m
+			}
+		}
+		res.Delivered += fresh
+		s.metrics.Add("sync.envelopes", uint64(len(page)))
+		if fresh == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+		if idle >= maxIdlePages && o != nil {
+			s.forget(o)
+			o = nil
+		}
+	}
+	return res, last
+}
+
+// request signs req to pl's peer, records it as outstanding and sends it.
+func (s *syncer) request(pl *peerLink, req *proto.HistoryRequest) (*outstanding, error) {
+	se, err := s.host.sign(proto.ToPeer(pl.key), proto.KindHistoryRequest, s.cfg.EnvelopeTTL, func(e *proto.Envelope) {
+		e.HistoryRequest = req
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sign history request: %w", err)
+	}
+	o := &outstanding{
+		id: se.ID, peer: pl.key, channel: req.ChannelID,
+		maxMsgs: int(req.MaxMessages), maxSize: int(req.MaxBytes),
+		answer: make(chan *proto.SignedEnvelope, 1),
+	}
+	s.mu.Lock()
+	s.pending[o.id] = o
+	s.mu.Unlock()
+	if err := s.send(pl, se); err != nil {
+		s.forget(o)
+		return nil, fmt.Errorf("send history request: %w", err)
+	}
+	s.metrics.Inc("sync.requests")
+	return o, nil
+}
+
+// awaitAnswer waits for the answer to o. Whatever happens, o is no longer
+// outstanding afterwards.
+func (s *syncer) awaitAnswer(o *outstanding, pl *peerLink) (*proto.SignedEnvelope, error) {
+	defer s.forget(o)
+	t := time.NewTimer(s.cfg.SyncTimeout)
+	defer t.Stop()
+	select {
+	case se := <-o.answer:
+		return se, nil
+	case <-t.C:
+		s.metrics.Inc("sync.timeouts")
+		return nil, fmt.Errorf("no answer within %v", s.cfg.SyncTimeout)
+	case <-pl.link.Done():
+		return nil, errors.New("link closed")
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+func (s *syncer) forget(o *outstanding) {
+	s.mu.Lock()
+	delete(s.pending, o.id)
+	s.mu.Unlock()
+}
+
+// awaitStored waits, up to storedWait, until the commit stage has stored
+// se (and so, as it commits in arrival order, everything handed to it
+// before se).
+func (s *syncer) awaitStored(se *proto.SignedEnvelope) {
+	if se == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, storedWait)
+	defer cancel()
+	s.host.awaitStored(ctx, se)
+}
+
+// gapStreams counts the channel's streams with holes.
+func (s *syncer) gapStreams(ch uuid.UUID) int {
+	streams, err := s.store.Gaps(proto.ToChannel(ch))
+	if err != nil {
+		return 0
+	}
+	k := 0
+	for _, st := range streams {
+		if len(st.Missing) > 0 {
+			k++
+		}
+	}
+	return k
+}
+
+// roundsOf returns the finished rounds of channel ch, oldest first.
+func (s *syncer) roundsOf(ch uuid.UUID) []syncRound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []syncRound
+	for _, r := range s.rounds {
+		if r.Channel == ch {
+			out = append(out, r)
+		}
+	}
+	return out
+}
