@@ -123,10 +123,8 @@ func (n *Node) Counters() map[string]uint64 {
 
 // PeerList returns the linked peers, sorted by name then key.
 func (n *Node) PeerList() []api.Peer {
-	n.mu.Lock()
 	r := n.Roster()
-	links := n.linkListLocked()
-	n.mu.Unlock()
+	links := n.linkList()
 	out := make([]api.Peer, 0, len(links))
 	for _, pl := range links {
 		role := "none"

@@ -14,22 +14,41 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
-// candidate is a roster member we know addresses for and may dial.
-type candidate struct {
-	key     proto.PubKey
-	addrs   []transport.Addr
-	fails   int
+// peer is another node we may hold a link to and may dial: a roster
+// member (in the node's peers.byKey), or a static seed (peers.seeds),
+// which is dialled by address whatever key answers. Every field is
+// guarded by the node's peers mutex.
+type peer struct {
+	key  proto.PubKey // for a seed, zero until its first link, then the last key it answered with
+	seed bool         // a static seed: its one address may come to host another member (a reinstall)
+	// link is the admitted link to the member; nil while there is none.
+	// Always nil for a seed: its link belongs to the member it reached.
+	link *peerLink
+	// addrs is where to dial, in the order learnt; a seed has its one.
+	addrs []transport.Addr
+
+	// The dial backoff.
+	fails   int       // dials failed in a row
 	next    time.Time // earliest next dial
-	dialing bool
+	dialing bool      // a dial is running
 }
 
-// seed is a static peer given by address; its key is learnt on first link.
-type seed struct {
-	addr    transport.Addr
-	key     proto.PubKey // zero until a dial succeeded
-	fails   int
-	next    time.Time
-	dialing bool
+// linkedLocked returns the link to k, or nil.
+func (n *Node) linkedLocked(k proto.PubKey) *peerLink {
+	if p := n.peers.byKey[k]; p != nil {
+		return p.link
+	}
+	return nil
+}
+
+// memberLocked returns the entry of member k, creating it.
+func (n *Node) memberLocked(k proto.PubKey) *peer {
+	p := n.peers.byKey[k]
+	if p == nil {
+		p = &peer{key: k}
+		n.peers.byKey[k] = p
+	}
+	return p
 }
 
 // maxCandidateAddrs bounds what peer exchange and mDNS can make us store.
@@ -62,24 +81,25 @@ func (n *Node) acceptLoop(ln *transport.Listener) {
 func (n *Node) addLink(l *transport.Link) {
 	key := l.PeerKey()
 	pl := &peerLink{link: l, key: key, payload: l.Peer()}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	n.peers.Lock()
+	if n.peers.closed {
+		n.peers.Unlock()
 		_ = l.Close()
 		return
 	}
 	if _, ok := n.Roster().Member(key); !ok {
 		// The roster changed between the handshake and now.
-		n.mu.Unlock()
+		n.peers.Unlock()
 		n.metrics.Inc("link.rejected.not_member")
 		_ = l.Send(goodbyeFrame("not a member of the current roster"))
 		_ = l.Close()
 		return
 	}
 	var loser *peerLink
-	if old := n.links[key]; old != nil {
+	p := n.memberLocked(key)
+	if old := p.link; old != nil {
 		if n.preferLink(old.link, l) == old.link {
-			n.mu.Unlock()
+			n.peers.Unlock()
 			n.metrics.Inc("link.duplicate")
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
 			_ = l.Send(goodbyeFrame("duplicate link"))
@@ -88,20 +108,15 @@ func (n *Node) addLink(l *transport.Link) {
 		}
 		loser = old
 	}
-	n.links[key] = pl
-	if c := n.cands[key]; c != nil {
-		c.fails = 0
-	}
-	for _, s := range n.seeds {
-		if s.dialing {
-			continue
-		}
-		if s.key.Equal(key) {
+	p.link = pl
+	p.fails = 0
+	for _, s := range n.peers.seeds {
+		if !s.dialing && s.key.Equal(key) {
 			s.fails = 0
 		}
 	}
 	n.mergeAddrsLocked(key, pl.payload.Listen)
-	n.mu.Unlock()
+	n.peers.Unlock()
 	if loser != nil {
 		n.metrics.Inc("link.duplicate")
 		_ = loser.link.Send(goodbyeFrame("duplicate link"))
@@ -156,16 +171,17 @@ func (n *Node) tieBreak(a, b *transport.Link) *transport.Link {
 }
 
 func (n *Node) removeLink(pl *peerLink) {
-	n.mu.Lock()
-	if n.links[pl.key] == pl {
-		delete(n.links, pl.key)
+	n.peers.Lock()
+	if p := n.peers.byKey[pl.key]; p != nil && p.link == pl {
+		p.link = nil
 		// Redial soon: a dropped link is usually a restart or a blip.
-		if c := n.cands[pl.key]; c != nil {
-			c.next = time.Now().Add(n.backoff(0))
+		p.next = time.Now().Add(n.backoff(0))
+		if _, member := n.Roster().Member(pl.key); !member {
+			delete(n.peers.byKey, pl.key)
 		}
 	}
-	closed := n.closed
-	n.mu.Unlock()
+	closed := n.peers.closed
+	n.peers.Unlock()
 	n.metrics.Inc("link.down")
 	if !closed {
 		n.log.Info("link down", "peer", pl.key.Fingerprint(), "name", pl.payload.Name, "reason", errString(pl.link.Err()))
@@ -222,11 +238,7 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string) {
 	if _, ok := n.Roster().Member(key); !ok {
 		return
 	}
-	c := n.cands[key]
-	if c == nil {
-		c = &candidate{key: key}
-		n.cands[key] = c
-	}
+	c := n.memberLocked(key)
 	for _, s := range addrs {
 		a, err := transport.ParseAddr(s)
 		if err != nil {
@@ -257,102 +269,93 @@ func (n *Node) dialLoop() {
 	}
 }
 
+// dialDue starts a dial of every member and seed that is due: not linked,
+// not being dialled, its backoff over.
 func (n *Node) dialDue() {
 	now := time.Now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	if n.peers.closed {
 		return
 	}
-	for _, c := range n.cands {
-		if c.dialing || now.Before(c.next) || len(c.addrs) == 0 {
+	for _, p := range n.peers.byKey {
+		if p.dialing || p.link != nil || now.Before(p.next) || len(p.addrs) == 0 {
 			continue
 		}
-		if _, linked := n.links[c.key]; linked {
-			continue
-		}
-		c.dialing = true
-		addrs := n.orderAddrs(c.addrs)
-		n.wg.Add(1)
-		go n.dialCandidate(c, addrs)
+		n.startDialLocked(p, n.orderAddrs(p.addrs))
 	}
-	for _, s := range n.seeds {
+	for _, s := range n.peers.seeds {
 		if s.dialing || now.Before(s.next) {
 			continue
 		}
 		if !s.key.IsZero() {
-			if _, linked := n.links[s.key]; linked {
-				continue
-			}
-			if c := n.cands[s.key]; c != nil && c.dialing {
+			if m := n.peers.byKey[s.key]; m != nil && (m.link != nil || m.dialing) {
 				continue
 			}
 		}
-		s.dialing = true
-		n.wg.Add(1)
-		go n.dialSeed(s, s.key)
+		n.startDialLocked(s, s.addrs)
 	}
 }
 
-func (n *Node) dialCandidate(c *candidate, addrs []transport.Addr) {
+// startDialLocked marks p as being dialled and starts the dial.
+func (n *Node) startDialLocked(p *peer, addrs []transport.Addr) {
+	p.dialing = true
+	n.wg.Add(1)
+	go n.dialPeer(p, p.key, addrs)
+}
+
+// dialPeer tries addrs in order until one links, expecting key (none when
+// zero), then updates p's backoff. key is p's key as the caller read it
+// under the peers mutex. A seed whose address now hosts another member (a
+// reinstall) is dialled again without expectation, and learns the key.
+func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	defer n.wg.Done()
+	var expect *proto.PubKey
+	if !key.IsZero() {
+		expect = &key
+	}
+	var l *transport.Link
 	var err error
 	for _, a := range addrs {
-		var l *transport.Link
-		l, err = n.dial(a, &c.key)
+		l, err = n.dial(a, expect)
+		if err != nil && p.seed && expect != nil && errors.Is(err, transport.ErrUnexpectedPeer) {
+			l, err = n.dial(a, nil)
+		}
 		if err == nil {
-			n.addLink(l)
 			break
 		}
 	}
-	n.mu.Lock()
-	c.dialing = false
+	if err == nil {
+		// Registered before dialing is cleared, so that dialDue does not
+		// start a second dial of a peer just linked.
+		n.addLink(l)
+	}
+	n.peers.Lock()
+	p.dialing = false
 	if err != nil {
-		c.fails++
-		c.next = time.Now().Add(n.backoff(c.fails))
+		p.fails++
+		p.next = time.Now().Add(n.backoff(p.fails))
 	} else {
-		c.fails = 0
-	}
-	n.mu.Unlock()
-	if err != nil {
-		n.log.Debug("dial failed", "peer", c.key.Fingerprint(), "err", err)
-	}
-}
-
-// dialSeed dials a seed; known is the key it had last time (zero if none),
-// read under n.mu by the caller.
-func (n *Node) dialSeed(s *seed, known proto.PubKey) {
-	defer n.wg.Done()
-	var expect *proto.PubKey
-	if !known.IsZero() {
-		expect = &known
-	}
-	l, err := n.dial(s.addr, expect)
-	if err != nil && expect != nil && errors.Is(err, transport.ErrUnexpectedPeer) {
-		// The seed address now hosts another member (a reinstall): learn it.
-		l, err = n.dial(s.addr, nil)
-	}
-	n.mu.Lock()
-	s.dialing = false
-	if err != nil {
-		s.fails++
-		s.next = time.Now().Add(n.backoff(s.fails))
-	} else {
-		s.fails = 0
-		s.key = l.PeerKey()
-	}
-	fails := s.fails
-	n.mu.Unlock()
-	if err != nil {
-		n.metrics.Inc("dial.seed_failed")
-		lvl := n.log.Debug
-		if fails == 1 || fails%10 == 0 {
-			lvl = n.log.Warn
+		p.fails = 0
+		if p.seed {
+			p.key = l.PeerKey()
 		}
-		lvl("seed dial failed", "seed", s.addr.String(), "fails", fails, "err", err)
+	}
+	fails := p.fails
+	n.peers.Unlock()
+	if err == nil {
 		return
 	}
-	n.addLink(l)
+	if !p.seed {
+		n.log.Debug("dial failed", "peer", key.Fingerprint(), "err", err)
+		return
+	}
+	n.metrics.Inc("dial.seed_failed")
+	lvl := n.log.Debug
+	if fails == 1 || fails%10 == 0 {
+		lvl = n.log.Warn
+	}
+	lvl("seed dial failed", "seed", addrs[0].String(), "fails", fails, "err", err)
 }
 
 func (n *Node) dial(a transport.Addr, expect *proto.PubKey) (*transport.Link, error) {
@@ -489,12 +492,12 @@ func (n *Node) discoveryLoop() {
 				n.metrics.Inc("mdns.ignored.protocol_version")
 				continue
 			}
-			n.mu.Lock()
+			n.peers.Lock()
 			_, member := n.Roster().Member(p.Key)
 			if member {
 				n.mergeAddrsLocked(p.Key, p.Addrs)
 			}
-			n.mu.Unlock()
+			n.peers.Unlock()
 			if !member {
 				n.metrics.Inc("mdns.ignored.not_member")
 				n.log.Debug("mdns peer not in roster", "peer", p.Key.Fingerprint())
@@ -515,10 +518,7 @@ func (n *Node) exchangeLoop() {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-			n.mu.Lock()
-			links := n.linkListLocked()
-			n.mu.Unlock()
-			for _, pl := range links {
+			for _, pl := range n.linkList() {
 				n.sendPeers(pl)
 				n.flushQueue(pl) // re-send what the peer has not acknowledged
 			}
@@ -528,15 +528,16 @@ func (n *Node) exchangeLoop() {
 
 // sendPeers tells pl the addresses of the other members we are linked to.
 func (n *Node) sendPeers(pl *peerLink) {
-	n.mu.Lock()
+	n.peers.Lock()
 	var list proto.PeerList
-	for k, other := range n.links {
-		if k.Equal(pl.key) || len(other.payload.Listen) == 0 {
+	for k, p := range n.peers.byKey {
+		other := p.link
+		if other == nil || k.Equal(pl.key) || len(other.payload.Listen) == 0 {
 			continue
 		}
 		list.Peers = append(list.Peers, proto.PeerInfo{Key: k, Addrs: other.payload.Listen})
 	}
-	n.mu.Unlock()
+	n.peers.Unlock()
 	if len(list.Peers) == 0 {
 		return
 	}
@@ -621,7 +622,7 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 	}
 	n.recordLinkReport(pl.key, list.Peers) // for the status page's link graph
 	added := false
-	n.mu.Lock()
+	n.peers.Lock()
 	for _, p := range list.Peers {
 		// Only roster members' addresses are taken (receive step 4).
 		if _, ok := n.Roster().Member(p.Key); !ok {
@@ -634,7 +635,7 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 		n.mergeAddrsLocked(p.Key, p.Addrs)
 		added = true
 	}
-	n.mu.Unlock()
+	n.peers.Unlock()
 	if added {
 		n.wake()
 	}

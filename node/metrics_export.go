@@ -29,9 +29,7 @@ type QueueDepth struct {
 // channels are created before the node runs and never replaced, so
 // reading their length needs no lock.
 func (n *Node) QueueDepths() []QueueDepth {
-	n.mu.Lock()
-	links := n.linkListLocked()
-	n.mu.Unlock()
+	links := n.linkList()
 	send := QueueDepth{Name: QueueLinkSend}
 	for _, pl := range links {
 		l, c := pl.link.QueueLen()
@@ -54,9 +52,7 @@ type LinkClass struct {
 // LinkCounts returns the number of admitted links by network and
 // direction. Classes with no link are absent.
 func (n *Node) LinkCounts() map[LinkClass]int {
-	n.mu.Lock()
-	links := n.linkListLocked()
-	n.mu.Unlock()
+	links := n.linkList()
 	out := make(map[LinkClass]int, 4)
 	for _, pl := range links {
 		dir := "inbound"

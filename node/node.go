@@ -44,12 +44,18 @@ type Node struct {
 	// step, so the file always holds the newest version applied.
 	rosterMu sync.Mutex
 
-	mu         sync.Mutex
-	links      map[proto.PubKey]*peerLink  // guarded by mu: one admitted link per peer
-	cands      map[proto.PubKey]*candidate // guarded by mu: peers we know how to reach
-	seeds      []*seed                     // guarded by mu: static seed peers
-	advertised []string                    // guarded by mu: our listen addresses as peers should dial them
-	closed     bool                        // guarded by mu
+	// peers is who we hold links to and whom we dial.
+	peers struct {
+		sync.Mutex // guards the fields below and every field of each peer
+		// byKey holds the members we hold a link to or know addresses
+		// for: at most one admitted link per member.
+		byKey  map[proto.PubKey]*peer
+		seeds  []*peer // static seeds, dialled by address
+		closed bool    // set by Close: no link is added after it
+	}
+	// advertised are our listen addresses as peers should dial them; set
+	// by setup, read-only after.
+	advertised []string
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -114,11 +120,10 @@ func New(cfg Config) (*Node, error) {
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
 		started: time.Now(),
-		links:   map[proto.PubKey]*peerLink{},
-		cands:   map[proto.PubKey]*candidate{},
 		kick:    make(chan struct{}, 1),
 		rxq:     make(chan rxItem, rxQueueLen),
 	}
+	n.peers.byKey = map[proto.PubKey]*peer{}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.setup(); err != nil {
 		n.cancel()
@@ -201,7 +206,7 @@ func (n *Node) setup() error {
 	n.advertised = advertiseAddrs(n.listeners)
 
 	for _, s := range n.cfg.Seeds {
-		n.seeds = append(n.seeds, &seed{addr: s})
+		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: []transport.Addr{s}})
 	}
 
 	if n.control, err = startControl(n); err != nil {
@@ -357,10 +362,10 @@ func (n *Node) run() {
 // and releases the home lock. It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		n.mu.Lock()
-		n.closed = true
+		n.peers.Lock()
+		n.peers.closed = true
 		links := n.linkListLocked()
-		n.mu.Unlock()
+		n.peers.Unlock()
 		n.announceOffline(links)
 		for _, pl := range links {
 			_ = pl.link.Send(goodbyeFrame("shutting down"))
@@ -395,10 +400,7 @@ func (n *Node) teardown() error {
 	for _, ln := range n.listeners {
 		errs = append(errs, ln.Close())
 	}
-	n.mu.Lock()
-	links := n.linkListLocked()
-	n.mu.Unlock()
-	for _, pl := range links {
+	for _, pl := range n.linkList() {
 		_ = pl.link.Close()
 	}
 	return errors.Join(errs...)
@@ -406,22 +408,24 @@ func (n *Node) teardown() error {
 
 // linkTo returns the link to k, or nil.
 func (n *Node) linkTo(k proto.PubKey) *peerLink {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.links[k]
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	return n.linkedLocked(k)
 }
 
 // linkList returns every link.
 func (n *Node) linkList() []*peerLink {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.peers.Lock()
+	defer n.peers.Unlock()
 	return n.linkListLocked()
 }
 
 func (n *Node) linkListLocked() []*peerLink {
-	out := make([]*peerLink, 0, len(n.links))
-	for _, pl := range n.links {
-		out = append(out, pl)
+	out := make([]*peerLink, 0, len(n.peers.byKey))
+	for _, p := range n.peers.byKey {
+		if p.link != nil {
+			out = append(out, p.link)
+		}
 	}
 	return out
 }
@@ -467,8 +471,6 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 
 // payload supplies our handshake fields at handshake time.
 func (n *Node) payload() proto.HandshakePayload {
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	return proto.HandshakePayload{
 		RosterVersion: n.Roster().Version,
 		Listen:        append([]string(nil), n.advertised...),

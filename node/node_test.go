@@ -237,9 +237,9 @@ func TestSimultaneousDialKeepsOneLink(t *testing.T) {
 	a := m.start(0)
 	b := m.start(1, tcpAddr(t, a))
 	// Now make a dial b too while b dials a.
-	a.mu.Lock()
-	a.seeds = append(a.seeds, &seed{addr: tcpAddr(t, b)})
-	a.mu.Unlock()
+	a.peers.Lock()
+	a.peers.seeds = append(a.peers.seeds, &peer{seed: true, addrs: []transport.Addr{tcpAddr(t, b)}})
+	a.peers.Unlock()
 	a.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
 	time.Sleep(500 * time.Millisecond)
@@ -398,9 +398,9 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	b.mu.Lock()
+	b.peers.Lock()
 	b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen)
-	b.mu.Unlock()
+	b.peers.Unlock()
 	b.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })
 	p := b.PeerList()[0]

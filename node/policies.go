@@ -82,9 +82,7 @@ func (n *Node) applyPolicy(p *channel.Policy, from *peerLink) (bool, error) {
 	if err != nil {
 		return true, nil
 	}
-	n.mu.Lock()
-	links := n.linkListLocked()
-	n.mu.Unlock()
+	links := n.linkList()
 	for _, pl := range links {
 		if pl != from {
 			n.sendFrame(pl, proto.FramePolicy, b)

@@ -49,9 +49,7 @@ func (n *Node) publishPresence(state proto.PresenceState) {
 		return
 	}
 	n.presence.Observe(n.id.Pub, *se.Presence, time.Now())
-	n.mu.Lock()
-	links := n.linkListLocked()
-	n.mu.Unlock()
+	links := n.linkList()
 	for _, pl := range links {
 		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
 	}

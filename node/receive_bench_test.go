@@ -35,9 +35,7 @@ func BenchmarkReceive(b *testing.B) {
 	waitFor(b, 10*time.Second, "join round", func() bool { return rd.metrics.Get("sync.responses") > 0 })
 	var delivered atomic.Int64
 	rd.deliverHook = func(*proto.SignedEnvelope, time.Time) { delivered.Add(1) }
-	rd.mu.Lock()
-	pl := rd.links[m.ids[0].Pub]
-	rd.mu.Unlock()
+	pl := rd.linkTo(m.ids[0].Pub)
 	if pl == nil {
 		b.Fatal("no link")
 	}

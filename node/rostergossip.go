@@ -76,27 +76,28 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 		// learns it from the log and the status.
 		n.log.Warn("this node was removed from the roster", "org", r.Org, "version", r.Version)
 	}
-	// The swap and the link list are taken under mu, so that addLink
-	// (which checks membership under mu) either sees r or has its link
-	// in the list dropped below.
-	n.mu.Lock()
+	// The swap and the link list are taken under the peers mutex, so
+	// that addLink (which checks membership under it) either sees r or
+	// has its link in the list dropped below.
+	n.peers.Lock()
 	n.roster.Store(r)
 	var push, drop []*peerLink
-	for k, pl := range n.links {
+	for k, p := range n.peers.byKey {
 		if _, ok := r.Member(k); !ok {
-			drop = append(drop, pl)
+			// Not dialled again; the entry goes once its link is down.
+			p.addrs = nil
+			if p.link == nil {
+				delete(n.peers.byKey, k)
+			} else {
+				drop = append(drop, p.link)
+			}
 			continue
 		}
-		if pl != from {
-			push = append(push, pl)
+		if p.link != nil && p.link != from {
+			push = append(push, p.link)
 		}
 	}
-	for k := range n.cands {
-		if _, ok := r.Member(k); !ok {
-			delete(n.cands, k)
-		}
-	}
-	n.mu.Unlock()
+	n.peers.Unlock()
 
 	if err := n.home.SaveRoster(r); err != nil {
 		n.metrics.Inc("roster.persist_failed")

@@ -54,14 +54,14 @@ func (n *Node) sign(d proto.Destination, kind proto.Kind, ttl time.Duration, fil
 // fanOut hands se to every linked peer in to, and reports who got it.
 func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 	sent := []string{}
-	n.mu.Lock()
+	n.peers.Lock()
 	var targets []*peerLink
 	for _, k := range to {
-		if pl := n.links[k]; pl != nil {
+		if pl := n.linkedLocked(k); pl != nil {
 			targets = append(targets, pl)
 		}
 	}
-	n.mu.Unlock()
+	n.peers.Unlock()
 	for _, pl := range targets {
 		f := append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)
 		if err := pl.link.Send(f); err != nil {
@@ -196,9 +196,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 	if m.Key.Equal(n.id.Pub) {
 		return nil, fmt.Errorf("%w: cannot send to this node itself", ErrBadRequest)
 	}
-	n.mu.Lock()
-	_, linked := n.links[m.Key]
-	n.mu.Unlock()
+	linked := n.linkTo(m.Key) != nil
 	ttl := n.cfg.EnvelopeTTL
 	if !linked {
 		ttl = n.cfg.OfflineWindow

@@ -17,11 +17,9 @@ import (
 // StatusInfo returns this node's status: the same answer as GET /v1/status
 // on the control socket.
 func (n *Node) StatusInfo() api.Status {
-	n.mu.Lock()
 	r := n.Roster()
-	links := len(n.links)
+	links := len(n.linkList())
 	adv := slices.Clone(n.advertised)
-	n.mu.Unlock()
 	role := "none"
 	if m, ok := r.Member(n.id.Pub); ok {
 		role = m.Role.String()
@@ -137,11 +135,11 @@ func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
 	lr := n.linkReports()
 	now := time.Now()
 	out := map[proto.PubKey][]proto.PubKey{}
-	n.mu.Lock()
 	r := n.Roster()
+	n.peers.Lock()
 	lr.mu.Lock()
 	for k, rep := range lr.by {
-		if _, linked := n.links[k]; !linked || (maxAge > 0 && now.Sub(rep.at) > maxAge) {
+		if n.linkedLocked(k) == nil || (maxAge > 0 && now.Sub(rep.at) > maxAge) {
 			delete(lr.by, k)
 			continue
 		}
@@ -154,6 +152,6 @@ func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
 		out[k] = peers
 	}
 	lr.mu.Unlock()
-	n.mu.Unlock()
+	n.peers.Unlock()
 	return out
 }
