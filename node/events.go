@@ -1,12 +1,7 @@
 package node
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"sync"
-	"time"
 
 	"github.com/meshd/meshd/node/api"
 )
@@ -62,57 +57,14 @@ func (b *broadcaster) publish(it api.Item) {
 	}
 }
 
-// events serves GET /v1/events: a text/event-stream of inbox items as
-// they are delivered ("event: item", data one api.Item as JSON), a
-// comment line every 15 s to keep idle proxies and clients honest, and
-// "event: lagged" when this subscriber fell more than 256 items behind
-// (read the inbox to catch up).
-func (c *controlServer) events(w http.ResponseWriter, req *http.Request) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeErr(w, http.StatusInternalServerError, fmt.Errorf("streaming unsupported"), "")
-		return
-	}
-	ch, lagged := c.n.events.subscribe()
-	defer c.n.events.unsubscribe(ch)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": meshd inbox events\n\n")
-	fl.Flush()
-	keep := time.NewTicker(15 * time.Second)
-	defer keep.Stop()
-	for {
-		select {
-		case <-req.Context().Done():
-			return
-		case <-c.n.ctx.Done():
-			return
-		case <-keep.C:
-			fmt.Fprint(w, ": keepalive\n\n")
-		case it := <-ch:
-			if lagged() {
-				fmt.Fprint(w, "event: lagged\ndata: {}\n\n")
-			}
-			writeItemEvent(w, it)
-			// Under load, send what else is queued with the same flush:
-			// one write for many events instead of one each.
-		queued:
-			for range eventSubBuffer {
-				select {
-				case it := <-ch:
-					writeItemEvent(w, it)
-				default:
-					break queued
-				}
-			}
-		}
-		fl.Flush()
-	}
+// SubscribeEvents returns the inbox items delivered from now on, lagged,
+// which reports (and resets) whether items were lost because the
+// subscriber fell more than eventSubBuffer items behind, and cancel, which
+// ends the subscription.
+func (n *Node) SubscribeEvents() (items <-chan api.Item, lagged func() bool, cancel func()) {
+	ch, lagged := n.events.subscribe()
+	return ch, lagged, func() { n.events.unsubscribe(ch) }
 }
 
-// writeItemEvent writes one inbox item as a server-sent event.
-func writeItemEvent(w io.Writer, it api.Item) {
-	b, _ := json.Marshal(it)
-	fmt.Fprintf(w, "event: item\ndata: %s\n\n", b)
-}
+// Done is closed when the node begins to shut down.
+func (n *Node) Done() <-chan struct{} { return n.ctx.Done() }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -183,4 +184,22 @@ func (n *Node) PresenceTable() api.Presence {
 		})
 	}
 	return out
+}
+
+// MarkRead marks inbox item id read and returns it.
+func (n *Node) MarkRead(id uuid.UUID) (api.Item, error) {
+	if err := n.store.MarkRead(id); err != nil {
+		if errors.Is(err, history.ErrNotFound) {
+			return api.Item{}, notFound("list items with: meshctl inbox --all", "no inbox item %s", id)
+		}
+		return api.Item{}, err
+	}
+	return n.inboxItem(id)
+}
+
+// SetPresence announces our presence state to the org and returns the
+// presence table.
+func (n *Node) SetPresence(st proto.PresenceState) api.Presence {
+	n.publishPresence(st)
+	return n.PresenceTable()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/presence"
@@ -77,7 +78,7 @@ type Node struct {
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
-	control   *controlServer
+	control   *control.Server
 
 	// deliverHook, if set before the node runs (tests and benchmarks
 	// only), is called for every envelope that reaches the inbox.
@@ -209,7 +210,7 @@ func (n *Node) setup() error {
 		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: []transport.Addr{s}})
 	}
 
-	if n.control, err = startControl(n); err != nil {
+	if n.control, err = control.Listen(n.home.ControlSocket(), n, n.log.With("component", "control")); err != nil {
 		return err
 	}
 
@@ -354,7 +355,7 @@ func (n *Node) run() {
 	n.wg.Add(1)
 	go n.retentionLoop()
 	n.syncer.start()
-	n.control.start()
+	n.control.Start()
 }
 
 // Close shuts the node down: it says goodbye to every peer, stops
@@ -392,7 +393,7 @@ func (n *Node) Close() error {
 func (n *Node) teardown() error {
 	var errs []error
 	if n.control != nil {
-		errs = append(errs, n.control.close())
+		errs = append(errs, n.control.Close())
 	}
 	if n.disc != nil {
 		errs = append(errs, n.disc.Close())

@@ -15,21 +15,21 @@ import (
 func (n *Node) CreateChannel(req api.CreateChannel) (*channel.Policy, error) {
 	r := n.Roster()
 	if !r.IsAdmin(n.id.Pub) {
-		return nil, fmt.Errorf("%w: role too low: only roster admins sign channel policies (this node is %s)", ErrForbidden, n.myRole())
+		return nil, forbidden("role too low: only roster admins sign channel policies (this node is %s)", n.myRole())
 	}
 	name, err := channel.NormalizeName(req.Name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, badRequest("%w", err)
 	}
 	if _, ok := n.channels.ByName(name); ok {
-		return nil, fmt.Errorf("%w: channel #%s exists", ErrBadRequest, name)
+		return nil, badRequest("channel #%s exists", name)
 	}
 	parse := func(what string, in []string) ([]channel.Principal, error) {
 		var out []channel.Principal
 		for _, s := range in {
 			p, err := channel.ParsePrincipal(s, r)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrBadRequest, what, err)
+				return nil, badRequest("%s: %w", what, err)
 			}
 			out = append(out, p)
 		}
@@ -45,7 +45,7 @@ func (n *Node) CreateChannel(req api.CreateChannel) (*channel.Policy, error) {
 	}
 	p, err := channel.New(r.Org, name, readers, writers, !req.NoHistory, n.id.Key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, badRequest("%w", err)
 	}
 	if _, err := n.applyPolicy(p, nil); err != nil {
 		return nil, err
@@ -139,6 +139,24 @@ func (n *Node) sendPolicyDigest(pl *peerLink) {
 	}
 }
 
+// Channel returns the channel named (or with the id) q.
+func (n *Node) Channel(q string) (api.Channel, error) {
+	p, err := n.resolveChannel(q)
+	if err != nil {
+		return api.Channel{}, err
+	}
+	return n.channelInfo(p), nil
+}
+
+// NewChannel is [Node.CreateChannel] answering with the API's view.
+func (n *Node) NewChannel(req api.CreateChannel) (api.Channel, error) {
+	p, err := n.CreateChannel(req)
+	if err != nil {
+		return api.Channel{}, err
+	}
+	return n.channelInfo(p), nil
+}
+
 // channelInfo renders a policy for the API.
 func (n *Node) channelInfo(p *channel.Policy) api.Channel {
 	r := n.Roster()
@@ -181,10 +199,10 @@ func (n *Node) SetSubscription(name, state string) (*api.Channel, error) {
 	}
 	st, err := channel.ParseSubState(state)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, badRequest("%w", err)
 	}
 	if st != channel.Unsubscribed && !p.CanRead(n.Roster(), n.id.Pub) {
-		return nil, fmt.Errorf("%w: not a reader of #%s (readers: %s)", ErrForbidden, p.Name, principals(p.ReadACL))
+		return nil, forbidden("not a reader of #%s (readers: %s)", p.Name, principals(p.ReadACL))
 	}
 	if err := n.subs.Set(p.ID, st); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -48,14 +49,30 @@ var ErrRosterRefused = errors.New("roster update refused")
 
 // PublishRoster applies a roster handed in by the local operator (meshctl
 // roster publish): it must be a valid update of the current roster. On
-// success it is persisted and pushed to every linked peer at once.
+// success it is persisted and pushed to every linked peer at once. A
+// refusal is an [*Error] with status 409 that wraps [ErrRosterRefused].
 func (n *Node) PublishRoster(b []byte) (*roster.Roster, error) {
 	r, err := roster.Parse(b)
 	if err != nil {
 		n.metrics.Inc("roster.rejected.malformed")
-		return nil, fmt.Errorf("%w: %w", ErrRosterRefused, err)
+		return nil, rosterRefusal(fmt.Errorf("%w: %w", ErrRosterRefused, err))
 	}
-	return n.applyRoster(r, nil)
+	if r, err = n.applyRoster(r, nil); err != nil {
+		return nil, rosterRefusal(err)
+	}
+	return r, nil
+}
+
+// rosterRefusal gives a refused roster update its status and hint.
+func rosterRefusal(err error) error {
+	hint := ""
+	switch {
+	case errors.Is(err, roster.ErrRollback):
+		hint = "bump the version: edit the current roster with meshctl roster add/remove/role"
+	case errors.Is(err, roster.ErrTooFewSignatures):
+		hint = "collect more admin signatures with meshctl roster sign FILE"
+	}
+	return &Error{Status: http.StatusConflict, Err: err, Hint: hint}
 }
 
 // applyRoster checks r against the current roster under the acceptance

@@ -16,14 +16,6 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// Refusal kinds for local sends; the control API maps them to HTTP
-// statuses. Each refusal names its reason.
-var (
-	ErrNotFound   = errors.New("not found")
-	ErrForbidden  = errors.New("forbidden")
-	ErrBadRequest = errors.New("bad request")
-)
-
 // sign builds, numbers and signs an envelope of ours to d.
 func (n *Node) sign(d proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
 	seq, err := n.counter.Next(d)
@@ -44,9 +36,9 @@ func (n *Node) sign(d proto.Destination, kind proto.Kind, ttl time.Duration, fil
 	se, err := proto.SignEnvelope(n.id.Key, e)
 	if err != nil {
 		if errors.Is(err, proto.ErrHopLimit) {
-			return nil, fmt.Errorf("%w: %w", ErrForbidden, err)
+			return nil, forbidden("%w", err)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, badRequest("%w", err)
 	}
 	return se, nil
 }
@@ -82,19 +74,19 @@ func (n *Node) resolvePeer(q string) (roster.Member, error) {
 	if err != nil {
 		var amb *roster.AmbiguousError
 		if errors.As(err, &amb) {
-			return roster.Member{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+			return roster.Member{}, badRequest("%w", err)
 		}
-		return roster.Member{}, fmt.Errorf("%w: peer %q: %w", ErrNotFound, q, err)
+		return roster.Member{}, notFound(hintMembers, "peer %q: %w", q, err)
 	}
 	if len(ms) == 0 {
-		return roster.Member{}, fmt.Errorf("%w: no roster member matches %q", ErrNotFound, q)
+		return roster.Member{}, notFound(hintMembers, "no roster member matches %q", q)
 	}
 	if len(ms) > 1 {
 		var names []string
 		for _, m := range ms {
 			names = append(names, m.Label())
 		}
-		return roster.Member{}, fmt.Errorf("%w: %q is ambiguous: %s", ErrBadRequest, q, strings.Join(names, ", "))
+		return roster.Member{}, badRequest("%q is ambiguous: %s", q, strings.Join(names, ", "))
 	}
 	return ms[0], nil
 }
@@ -103,7 +95,7 @@ func (n *Node) resolvePeer(q string) (roster.Member, error) {
 func (n *Node) resolveChannel(q string) (*channel.Policy, error) {
 	p, err := n.channels.Lookup(q)
 	if err != nil {
-		return nil, fmt.Errorf("%w: channel %q: %w", ErrNotFound, q, err)
+		return nil, notFound(hintChannels, "channel %q: %w", q, err)
 	}
 	return p, nil
 }
@@ -116,19 +108,19 @@ func (n *Node) myRole() roster.Role {
 // Send sends a channel message ("#name") or a DM (anything else).
 func (n *Node) Send(req api.Send) (*api.Sent, error) {
 	if len(req.Body) > proto.MaxBodySize {
-		return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrBadRequest, len(req.Body), proto.MaxBodySize)
+		return nil, badRequest("body of %d bytes exceeds %d", len(req.Body), proto.MaxBodySize)
 	}
 	var reply *uuid.UUID
 	if req.InReplyTo != "" {
 		id, err := uuid.Parse(req.InReplyTo)
 		if err != nil {
-			return nil, fmt.Errorf("%w: in_reply_to: %v", ErrBadRequest, err)
+			return nil, badRequest("in_reply_to: %v", err)
 		}
 		reply = &id
 	}
 	msg := &proto.Message{Body: req.Body, InReplyTo: reply}
 	if n.myRole() == roster.RoleObserver {
-		return nil, fmt.Errorf("%w: role too low: observers may read but not send", ErrForbidden)
+		return nil, forbidden("role too low: observers may read but not send")
 	}
 	if strings.HasPrefix(req.To, "#") {
 		return n.sendChannel(req.To, msg)
@@ -143,7 +135,7 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 	}
 	r := n.Roster()
 	if !p.CanWrite(r, n.id.Pub) {
-		return nil, fmt.Errorf("%w: not a writer of #%s (writers: %s)", ErrForbidden, p.Name, principals(p.WriteACL))
+		return nil, forbidden("not a writer of #%s (writers: %s)", p.Name, principals(p.WriteACL))
 	}
 	se, err := n.sign(proto.ToChannel(p.ID), proto.KindMessage, n.cfg.EnvelopeTTL, func(e *proto.Envelope) { e.Message = msg })
 	if err != nil {
@@ -194,7 +186,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		return nil, err
 	}
 	if m.Key.Equal(n.id.Pub) {
-		return nil, fmt.Errorf("%w: cannot send to this node itself", ErrBadRequest)
+		return nil, badRequest("cannot send to this node itself")
 	}
 	linked := n.linkTo(m.Key) != nil
 	ttl := n.cfg.EnvelopeTTL
@@ -212,7 +204,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 	// or not: a link can die with the envelope still in its send queue.
 	if err := n.store.Enqueue(m.Key, se); err != nil {
 		if errors.Is(err, history.ErrQueueFull) {
-			return nil, fmt.Errorf("%w: the queue for peer %s is full (it has not acknowledged earlier messages): %w", ErrForbidden, label(m), err)
+			return nil, forbidden("the queue for peer %s is full (it has not acknowledged earlier messages): %w", label(m), err)
 		}
 		return nil, fmt.Errorf("queue for peer: %w", err)
 	}
@@ -241,31 +233,31 @@ func label(m roster.Member) string {
 // as at every receiver.
 func (n *Node) Request(req api.Request) (*api.Sent, error) {
 	if role := n.myRole(); !role.AtLeast(roster.RoleOperator) {
-		return nil, fmt.Errorf("%w: role too low: %ss may not send requests (operator or admin needed)", ErrForbidden, role)
+		return nil, forbidden("role too low: %ss may not send requests (operator or admin needed)", role)
 	}
 	r := &proto.Request{RequestID: proto.NewID(), Intent: req.Intent}
 	if len(req.Params) > 0 {
 		raw, err := proto.JSONToCBOR(req.Params)
 		if err != nil {
-			return nil, fmt.Errorf("%w: params: %w", ErrBadRequest, err)
+			return nil, badRequest("params: %w", err)
 		}
 		r.Params = raw
 	}
 	if req.ReplyTo != "" {
 		parent, err := uuid.Parse(req.ReplyTo)
 		if err != nil {
-			return nil, fmt.Errorf("%w: reply_to: %v", ErrBadRequest, err)
+			return nil, badRequest("reply_to: %v", err)
 		}
 		info, ok, err := n.receivedRequest(parent)
 		if err != nil {
 			return nil, fmt.Errorf("reply_to: find request %s: %w", parent, err)
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: reply_to: no request %s is known here", ErrNotFound, parent)
+			return nil, notFound(hintMembers, "reply_to: no request %s is known here", parent)
 		}
 		if int(info.hop)+1 > proto.MaxHop {
 			n.metrics.Inc("tx.refused.hop_limit")
-			return nil, fmt.Errorf("%w: hop limit: a follow-up of a hop-%d request would be hop %d > %d", ErrForbidden, info.hop, info.hop+1, proto.MaxHop)
+			return nil, forbidden("hop limit: a follow-up of a hop-%d request would be hop %d > %d", info.hop, info.hop+1, proto.MaxHop)
 		}
 		r.ReplyTo = &parent
 		r.Hop = info.hop + 1
@@ -283,27 +275,27 @@ func (n *Node) Request(req api.Request) (*api.Sent, error) {
 func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	id, err := uuid.Parse(req.RequestID)
 	if err != nil {
-		return nil, fmt.Errorf("%w: request id: %v", ErrBadRequest, err)
+		return nil, badRequest("request id: %v", err)
 	}
 	st, err := proto.ParseStatus(req.Status)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, badRequest("%w", err)
 	}
 	if n.myRole() == roster.RoleObserver {
-		return nil, fmt.Errorf("%w: role too low: observers may read but not send", ErrForbidden)
+		return nil, forbidden("role too low: observers may read but not send")
 	}
 	info, ok, err := n.receivedRequest(id)
 	if err != nil {
 		return nil, fmt.Errorf("find request %s: %w", id, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: no received request has id %s", ErrNotFound, id)
+		return nil, notFound(hintMembers, "no received request has id %s", id)
 	}
 	resp := &proto.Response{RequestID: id, Status: st}
 	if len(req.Result) > 0 {
 		raw, err := proto.JSONToCBOR(req.Result)
 		if err != nil {
-			return nil, fmt.Errorf("%w: result: %w", ErrBadRequest, err)
+			return nil, badRequest("result: %w", err)
 		}
 		resp.Result = raw
 	}

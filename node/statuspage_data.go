@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -51,7 +52,7 @@ func (n *Node) StatusInfo() api.Status {
 
 // RosterInfo returns the current roster, summarised as GET /v1/roster
 // answers it.
-func (n *Node) RosterInfo() api.Roster { return RosterSummary(n.Roster()) }
+func (n *Node) RosterInfo() api.Roster { return control.RosterSummary(n.Roster()) }
 
 // ChannelList returns the channels this node holds, with this node's
 // subscription state and access, sorted by name (GET /v1/channels).

@@ -1,0 +1,237 @@
+// Package control serves meshd's control API: HTTP with JSON bodies on
+// the home's Unix socket, the API meshctl and the MCP server speak (the
+// wire types are in node/api). It is the front end only: every endpoint
+// parses its request, calls one [Backend] method with plain arguments and
+// writes the answer. A refusal from the backend carries its HTTP status
+// and hint (an error with HTTPStatus and OperatorHint methods, such as
+// node.Error); any other error answers 500.
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+)
+
+// Backend is what the control API serves: the node.
+type Backend interface {
+	StatusInfo() api.Status
+	PeerList() []api.Peer
+	Roster() *roster.Roster
+	// PublishRoster applies a signed roster document handed in by the
+	// operator.
+	PublishRoster(doc []byte) (*roster.Roster, error)
+
+	ChannelList() []api.Channel
+	Channel(name string) (api.Channel, error)
+	NewChannel(req api.CreateChannel) (api.Channel, error)
+	SetSubscription(name, state string) (*api.Channel, error)
+
+	Send(req api.Send) (*api.Sent, error)
+	Request(req api.Request) (*api.Sent, error)
+	Respond(req api.Respond) (*api.Sent, error)
+
+	// Inbox lists inbox items; with wait it blocks, up to timeout or
+	// until ctx ends, until an unread waking item exists.
+	Inbox(ctx context.Context, all bool, limit int, wait bool, timeout time.Duration) (*api.Inbox, error)
+	MarkRead(id uuid.UUID) (api.Item, error)
+	// SubscribeEvents returns the inbox items delivered from now on,
+	// lagged (which reports, and resets, whether items were lost since
+	// its last call) and cancel, which ends the subscription.
+	SubscribeEvents() (items <-chan api.Item, lagged func() bool, cancel func())
+
+	PresenceTable() api.Presence
+	SetPresence(st proto.PresenceState) api.Presence
+
+	History(channel string, since time.Time, limit int) (*api.History, error)
+	Sequence() api.Sequence
+
+	// Done is closed when the backend shuts down; event streams end.
+	Done() <-chan struct{}
+}
+
+// Server serves the control API on a Unix socket.
+type Server struct {
+	b    Backend
+	log  *slog.Logger
+	path string
+	ln   net.Listener
+	srv  *http.Server
+
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // the serve goroutine
+}
+
+// Listen creates the control socket at path, readable and writable by the
+// owner only, replacing a stale socket file (the caller holds the home
+// lock, so any file there is stale). [Server.Start] serves it.
+func Listen(path string, b Backend, log *slog.Logger) (*Server, error) {
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	s := &Server{b: b, log: log, path: path, ln: ln}
+	// Clients keep connections between requests (api.Client); one left
+	// idle is closed after IdleTimeout.
+	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	return s, nil
+}
+
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/peers", s.peers)
+	mux.HandleFunc("GET /v1/roster", s.getRoster)
+	mux.HandleFunc("POST /v1/roster", s.postRoster)
+
+	mux.HandleFunc("GET /v1/channels", s.listChannels)
+	mux.HandleFunc("GET /v1/channels/{name}", s.showChannel)
+	mux.HandleFunc("POST /v1/channels", s.createChannel)
+	mux.HandleFunc("POST /v1/subscriptions", s.subscribe)
+	mux.HandleFunc("POST /v1/send", s.send)
+	mux.HandleFunc("POST /v1/request", s.request)
+	mux.HandleFunc("POST /v1/respond", s.respond)
+	mux.HandleFunc("GET /v1/inbox", s.getInbox)
+	mux.HandleFunc("POST /v1/inbox/{id}/read", s.markRead)
+	mux.HandleFunc("GET /v1/events", s.events)
+	mux.HandleFunc("GET /v1/presence", s.getPresence)
+	mux.HandleFunc("POST /v1/presence", s.setPresence)
+
+	mux.HandleFunc("GET /v1/history", s.getHistory)
+	mux.HandleFunc("GET /v1/sequence", s.getSequence)
+	return mux
+}
+
+// Start serves the socket in a goroutine that [Server.Close] waits for.
+func (s *Server) Start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("control socket", "err", err)
+		}
+	}()
+}
+
+// Close closes the socket and every connection, removes the socket file
+// and waits for the serve goroutine. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.srv.Close()
+		_ = s.ln.Close()
+		_ = os.Remove(s.path)
+		s.wg.Wait()
+	})
+	return s.closeErr
+}
+
+// maxBody bounds a JSON request.
+const maxBody = 2 * proto.MaxBodySize
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, err error, hint string) {
+	writeJSON(w, code, api.Error{Error: err.Error(), Hint: hint})
+}
+
+// writeRefusal answers a backend error: with the status and hint it
+// carries, or 500.
+func writeRefusal(w http.ResponseWriter, err error) {
+	code, hint := http.StatusInternalServerError, ""
+	var st interface{ HTTPStatus() int }
+	if errors.As(err, &st) {
+		code = st.HTTPStatus()
+	}
+	var h interface{ OperatorHint() string }
+	if errors.As(err, &h) {
+		hint = h.OperatorHint()
+	}
+	writeErr(w, code, err, hint)
+}
+
+// readJSON decodes a bounded JSON body strictly.
+func readJSON(w http.ResponseWriter, req *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(req.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad request body: %w", err), "")
+		return false
+	}
+	return true
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.b.StatusInfo())
+}
+
+func (s *Server) peers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, api.Peers{Peers: s.b.PeerList()})
+}
+
+// RosterSummary renders r for the API.
+func RosterSummary(r *roster.Roster) api.Roster {
+	out := api.Roster{
+		Org:       r.Org,
+		Version:   r.Version,
+		Timestamp: time.UnixMilli(r.Timestamp).UTC(),
+		Quorum:    int(r.Quorum()),
+		Members:   []api.Member{},
+		Signers:   []proto.PubKey{},
+	}
+	for _, m := range r.Members {
+		out.Members = append(out.Members, api.Member{Key: m.Key, Fingerprint: m.Key.Fingerprint(),
+			Name: m.Name, Role: m.Role.String(), Archive: m.Archive})
+	}
+	for _, s := range r.Doc.Sigs {
+		out.Signers = append(out.Signers, s.Signer)
+	}
+	return out
+}
+
+func (s *Server) getRoster(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, RosterSummary(s.b.Roster()))
+}
+
+func (s *Server) postRoster(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, proto.MaxDocSize+1))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("read roster: %w", err), "")
+		return
+	}
+	if len(body) > proto.MaxDocSize {
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("roster larger than %d bytes", proto.MaxDocSize), "")
+		return
+	}
+	r, err := s.b.PublishRoster(body)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, RosterSummary(r))
+}

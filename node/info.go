@@ -1,0 +1,83 @@
+package node
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+// The node's answers to the control API (package node/control), with
+// plain arguments and API types.
+
+// Counters returns the node's counters plus the listeners' handshake
+// tallies ("handshake.accepted", "handshake.failed").
+func (n *Node) Counters() map[string]uint64 {
+	c := n.metrics.Snapshot()
+	for _, ln := range n.listeners {
+		st := ln.Stats()
+		if st.Accepted > 0 {
+			c["handshake.accepted"] += st.Accepted
+		}
+		if st.Failed > 0 {
+			c["handshake.failed"] += st.Failed
+		}
+	}
+	if n.outbox != nil {
+		st := n.outbox.Stats()
+		for k, v := range map[string]uint64{"outbox.picked": st.Picked, "outbox.recovered": st.Recovered,
+			"outbox.files_sent": st.Sent, "outbox.files_failed": st.Failed, "outbox.malformed": st.Malformed} {
+			if v > 0 {
+				c[k] = v
+			}
+		}
+		for r, v := range st.FailedByReason {
+			c["outbox.failed."+r] = v
+		}
+	}
+	return c
+}
+
+// PeerList returns the linked peers, sorted by name then key.
+func (n *Node) PeerList() []api.Peer {
+	r := n.Roster()
+	links := n.linkList()
+	out := make([]api.Peer, 0, len(links))
+	for _, pl := range links {
+		role := "none"
+		if m, ok := r.Member(pl.key); ok {
+			role = m.Role.String()
+		}
+		name := pl.payload.Name
+		if m, ok := r.Member(pl.key); ok && m.Name != "" {
+			name = m.Name
+		}
+		dir := "inbound"
+		if pl.link.Outbound() {
+			dir = "outbound"
+		}
+		est := pl.link.Established()
+		out = append(out, api.Peer{
+			Key:            pl.key,
+			Fingerprint:    pl.key.Fingerprint(),
+			Name:           name,
+			Role:           role,
+			Address:        pl.link.RemoteAddr(),
+			Network:        pl.link.Network(),
+			Direction:      dir,
+			Established:    est.UTC(),
+			LinkAgeSeconds: time.Since(est).Seconds(),
+			LastSeen:       pl.link.LastRecv().UTC(),
+			RosterVersion:  pl.payload.RosterVersion,
+			Listen:         pl.payload.Listen,
+		})
+	}
+	slices.SortFunc(out, func(a, b api.Peer) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key.String(), b.Key.String())
+	})
+	return out
+}
