@@ -53,7 +53,7 @@ func (n *Node) publishPresence(state proto.PresenceState) {
 	for _, pl := range links {
 		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
 	}
-	n.metrics.Inc("tx.presence")
+	n.metrics.inc(cTxPresence)
 }
 
 // sendPresenceTo tells one new peer our current state.

@@ -63,7 +63,7 @@ func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 		}
 		sent = append(sent, pl.key.Fingerprint())
 	}
-	n.metrics.Add("tx.envelopes", uint64(len(sent)))
+	n.metrics.add(cTxEnvelopes, uint64(len(sent)))
 	return sent
 }
 
@@ -163,7 +163,7 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 		n.log.Error("sent a channel message this node could not keep", "id", se.ID, "channel", p.Name, "peers", len(sent), "err", err)
 		return nil, fmt.Errorf("store: %w (the message %s went to %d peers, but this node did not keep it)", err, se.ID, len(sent))
 	}
-	n.metrics.Inc("tx.message")
+	n.metrics.inc(cTxMessage)
 	return &api.Sent{ID: se.ID.String(), Kind: se.Kind.String(), To: "#" + p.Name, Seq: se.Seq, SentTo: sent}, nil
 }
 
@@ -214,7 +214,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 	out := &api.Sent{ID: se.ID.String(), Kind: kind.String(), To: "@" + label(m), Seq: se.Seq}
 	out.SentTo = n.fanOut(se, []proto.PubKey{m.Key})
 	if len(out.SentTo) == 0 {
-		n.metrics.Inc("tx.queued")
+		n.metrics.inc(cTxQueued)
 		out.Queued = true
 	}
 	n.metrics.Inc("tx." + kind.String())
@@ -344,7 +344,7 @@ func (n *Node) handleAck(pl *peerLink, payload []byte) {
 		n.log.Error("ack", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
-	n.metrics.Add("tx.acked", uint64(len(a.IDs)))
+	n.metrics.add(cTxAcked, uint64(len(a.IDs)))
 }
 
 // sendAcks acknowledges peer-addressed envelopes stored by one commit,

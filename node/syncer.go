@@ -616,7 +616,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 			return res, last
 		}
 		res.Pages++
-		s.metrics.Inc("sync.pages")
+		s.metrics.inc(cSyncPages)
 		page := make([]*proto.SignedEnvelope, 0, len(h.Messages))
 		for _, raw := range h.Messages {
 			m, err := proto.ParseEnvelope(raw)
@@ -650,7 +650,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 			}
 		}
 		res.Delivered += fresh
-		s.metrics.Add("sync.envelopes", uint64(len(page)))
+		s.metrics.add(cSyncEnvelopes, uint64(len(page)))
 		if fresh == 0 {
 			idle++
 		} else {

@@ -1,0 +1,57 @@
+package node
+
+import (
+	"sync"
+	"testing"
+)
+
+// Typed counters and named ones read and write alike, by name or by
+// index, and a snapshot holds exactly the counters that are not zero.
+func TestMetricsTypedAndNamed(t *testing.T) {
+	m := newMetrics()
+	m.Inc("rx.envelopes")
+	m.inc(cRxEnvelopes)
+	m.Add("drop.bad_signature", 3)
+	m.add(cTxEnvelopes, 9)
+	if got := m.Get("rx.envelopes"); got != 2 {
+		t.Fatalf("rx.envelopes = %d, want 2", got)
+	}
+	if got := m.typed[cRxEnvelopes].Load(); got != 2 {
+		t.Fatalf("rx.envelopes by name did not reach the typed counter: %d", got)
+	}
+	want := map[string]uint64{"rx.envelopes": 2, "drop.bad_signature": 3, "tx.envelopes": 9}
+	got := m.Snapshot()
+	if len(got) != len(want) {
+		t.Fatalf("snapshot %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("snapshot %v, want %v", got, want)
+		}
+	}
+	for c, name := range counterNames {
+		if name == "" {
+			t.Fatalf("typed counter %d has no name", c)
+		}
+	}
+}
+
+func TestMetricsConcurrent(t *testing.T) {
+	m := newMetrics()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				m.inc(cRxEnvelopes)
+				m.Inc("drop.expired")
+				_ = m.Snapshot()
+			}
+		}()
+	}
+	wg.Wait()
+	if m.Get("rx.envelopes") != 4000 || m.Get("drop.expired") != 4000 {
+		t.Fatalf("counts %v", m.Snapshot())
+	}
+}
