@@ -85,8 +85,8 @@ func (s *Store) LoadCounters() (epoch uuid.UUID, last map[proto.Destination]uint
 	return epoch, last, ok, err
 }
 
-// SendCounter hands out our own per-destination sequence numbers, like
-// proto.SeqCounter, and makes them survive crashes: before it hands out
+// SendCounter hands out our own per-destination sequence numbers, from 1
+// within an epoch, and makes them survive crashes: before it hands out
 // a number it has durably reserved a block of Config.SeqReserve numbers
 // above it. After a crash the counter resumes in the same epoch above
 // every reserved number, so no number is ever used twice; receivers see a

@@ -97,7 +97,7 @@ func TestDMAckedBetweenNodes(t *testing.T) {
 	if _, err := a.Send(api.Send{To: "b", Body: "hello"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "acked", func() bool { return a.Metrics().Get("tx.acked") == 1 })
+	waitFor(t, 5*time.Second, "acked", func() bool { return a.metrics.Get("tx.acked") == 1 })
 	if p, err := a.store.Pending(m.ids[1].Pub); err != nil || len(p) != 0 {
 		t.Fatalf("pending after ack: %d (%v)", len(p), err)
 	}

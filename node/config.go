@@ -46,14 +46,16 @@ type Config struct {
 	// other members we hold links to.
 	PeerExchangeInterval time.Duration
 
-	// EnvelopeTTL is the lifetime given to envelopes we send (seed 004: 300 s).
+	// EnvelopeTTL is the lifetime given to envelopes we send (the protocol's
+	// DefaultTTL, 300 s).
 	EnvelopeTTL time.Duration
 	// OfflineWindow is the lifetime given to a DM, Request or Response for
 	// a peer that is offline when it is sent: it is kept and delivered
 	// when the peer links again, for up to this long.
 	OfflineWindow time.Duration
 	// PresenceTTL is the silence after which a peer is shown offline
-	// (seed 004: 300 s). Our own presence is refreshed every third of it.
+	// (300 s, the protocol's presence_ttl). Our own presence is refreshed
+	// every third of it.
 	PresenceTTL time.Duration
 	// CompactAtStart: a history store file of at least this many bytes
 	// that is at least half free pages is compacted when the node starts.
@@ -61,8 +63,8 @@ type Config struct {
 	CompactAtStart int64
 
 	// SyncPeers is how many linked readers of a channel one catch-up round
-	// asks for history (seed 004: 2–3). Further readers are asked only
-	// while gaps remain.
+	// asks for history (the history sync design asks 2–3). Further
+	// readers are asked only while gaps remain.
 	SyncPeers int
 	// SyncTimeout bounds the wait for one HistoryResponse; a peer that
 	// does not answer in time is passed over for the next.
@@ -133,7 +135,7 @@ func DefaultConfig() Config {
 		// 64 MiB: below it a compaction saves little; above it, a file
 		// that is half free pages wastes disk and maps dead pages.
 		CompactAtStart: 64 << 20,
-		// 3: the upper end of seed 004's 2–3; a message is missed only
+		// 3: the upper end of the design's 2–3 peers; a message is missed only
 		// when three peers were all away when it was sent.
 		SyncPeers: 3,
 		// 10 s: a 1 MiB page is served in milliseconds on a LAN; a peer
@@ -146,7 +148,8 @@ func DefaultConfig() Config {
 		// while a caught-up round costs only SyncPeers small exchanges
 		// per channel.
 		SyncInterval: 5 * time.Minute,
-		// 100 messages and 1 MiB per page: seed 004's defaults.
+		// 100 messages and 1 MiB per page: the protocol's default
+		// max_messages and its max_bytes cap.
 		SyncPageMessages: proto.DefaultHistoryMessages,
 		SyncPageBytes:    proto.MaxHistoryBytes,
 		// 2: a requester pages through one channel at a time and waits
@@ -161,14 +164,14 @@ func DefaultConfig() Config {
 		// 1 min: history outlives its retention by at most a minute, and
 		// a pass with nothing due costs a few index seeks.
 		RetentionInterval: time.Minute,
-		// 30 days: seed 004's archive nodes keep 30–90 days; the low end
+		// 30 days: the design's archive nodes keep 30–90 days; the low end
 		// keeps busy channels within the store's 1 GiB quota.
 		ArchiveRetention: 30 * 24 * time.Hour,
 		// 300,000: 30 days of a channel at 10,000 messages a day, about
 		// 300 MiB of 1 KiB messages, within the store's quota.
 		ArchiveRetentionMessages: 300_000,
 		// 72 h: DMs, Requests and Responses are kept as long as channel
-		// history is by default (seed 004).
+		// history is by default (the protocol's DefaultRetentionHours).
 		DirectRetention: 72 * time.Hour,
 		Transport:       transport.DefaultConfig(),
 	}

@@ -362,7 +362,7 @@ func (n *Node) dial(a transport.Addr, expect *proto.PubKey) (*transport.Link, er
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.DialTimeout)
 	defer cancel()
 	n.metrics.Inc("dial.attempt")
-	l, err := transport.Dial(ctx, a, n.tcfg, expect)
+	l, err := transport.Dial(ctx, a, n.linkCfg, expect)
 	if err != nil {
 		n.metrics.Inc("dial.failed")
 		return nil, err
@@ -485,7 +485,7 @@ func (n *Node) discoveryLoop() {
 			if !ok {
 				return
 			}
-			if p.Org != n.tcfg.Org || p.Key.Equal(n.id.Pub) {
+			if p.Org != n.linkCfg.Org || p.Key.Equal(n.id.Pub) {
 				continue
 			}
 			if p.ProtoVersion != proto.ProtocolVersion {
@@ -588,29 +588,18 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 	case proto.FrameGoodbye:
 		n.log.Info("peer said goodbye", "peer", pl.key.Fingerprint(), "reason", sanitize(payload))
 		n.closeLinkAsync(pl, "goodbye")
-	default:
-		n.handleOtherFrame(pl, t, payload)
-	}
-}
-
-// handleOtherFrame serves the message plane's frames.
-func (n *Node) handleOtherFrame(pl *peerLink, t proto.FrameType, payload []byte) {
-	switch t {
 	case proto.FrameEnvelope:
 		n.receive(payload, rxSource{link: pl})
-		return
 	case proto.FramePolicy:
 		n.handlePolicy(pl, payload)
-		return
 	case proto.FramePolicyDigest:
 		n.handlePolicyDigest(pl, payload)
-		return
 	case proto.FrameAck:
 		n.handleAck(pl, payload)
-		return
+	default:
+		n.metrics.Inc("frame.unknown")
+		n.log.Debug("unhandled frame", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
 	}
-	n.metrics.Inc("frame.unknown")
-	n.log.Debug("unhandled frame", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
 }
 
 func (n *Node) handlePeers(pl *peerLink, payload []byte) {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +32,7 @@ type Node struct {
 	id      home.Identity
 	metrics *Metrics
 	started time.Time
-	tcfg    transport.Config // link settings with identity and hooks filled in
+	linkCfg transport.Config // the transport settings of every link, with our identity and hooks filled in
 
 	unlock func() error // releases the home lock
 
@@ -172,19 +171,19 @@ func (n *Node) setup() error {
 		return err
 	}
 
-	n.tcfg = n.cfg.Transport
-	n.tcfg.Identity = n.id.Key
-	if n.tcfg.NoiseKey == nil {
+	n.linkCfg = n.cfg.Transport
+	n.linkCfg.Identity = n.id.Key
+	if n.linkCfg.NoiseKey == nil {
 		// One static key for the life of the process, on every link: peers
 		// tell a restart (a new key) from a second link of the same process.
-		if n.tcfg.NoiseKey, err = transport.NewStaticKey(); err != nil {
+		if n.linkCfg.NoiseKey, err = transport.NewStaticKey(); err != nil {
 			return err
 		}
 	}
-	n.tcfg.Org = r.Org
-	n.tcfg.Admit = n.admit
-	n.tcfg.Payload = n.payload
-	n.tcfg.Logger = n.log.With("component", "transport")
+	n.linkCfg.Org = r.Org
+	n.linkCfg.Admit = n.admit
+	n.linkCfg.Payload = n.payload
+	n.linkCfg.Logger = n.log.With("component", "transport")
 
 	addrs := append([]transport.Addr(nil), n.cfg.Listen...)
 	if !n.cfg.NoUnixListener {
@@ -197,7 +196,7 @@ func (n *Node) setup() error {
 				_ = os.Remove(a.Address)
 			}
 		}
-		ln, err := transport.Listen(n.ctx, a, n.tcfg)
+		ln, err := transport.Listen(n.ctx, a, n.linkCfg)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", a, err)
 		}
@@ -433,12 +432,6 @@ func (n *Node) linkListLocked() []*peerLink {
 
 // Identity returns this node's public key.
 func (n *Node) Identity() proto.PubKey { return n.id.Pub }
-
-// PrivateKey returns this node's signing key.
-func (n *Node) PrivateKey() ed25519.PrivateKey { return n.id.Key }
-
-// Metrics returns the node's counters.
-func (n *Node) Metrics() *Metrics { return n.metrics }
 
 // Roster returns the current roster.
 func (n *Node) Roster() *roster.Roster { return n.roster.Load() }

@@ -265,7 +265,7 @@ func TestNonMemberRejected(t *testing.T) {
 	a := m.start(0)
 	c := m.start(2, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "rejection counted", func() bool {
-		return a.Metrics().Get("handshake.rejected.not_member") > 0
+		return a.metrics.Get("handshake.rejected.not_member") > 0
 	})
 	if linked(a, m.ids[2].Pub) {
 		t.Fatal("non-member was admitted")
@@ -289,7 +289,7 @@ func TestDifferentOrgFailsHandshake(t *testing.T) {
 	if linked(a, m.ids[1].Pub) || linked(b, m.ids[0].Pub) {
 		t.Fatal("nodes of different orgs linked")
 	}
-	if b.Metrics().Get("dial.failed") == 0 {
+	if b.metrics.Get("dial.failed") == 0 {
 		t.Fatal("dial across orgs did not fail")
 	}
 }
@@ -325,7 +325,7 @@ func TestRosterPushFromNewerSideAndRollbackRefused(t *testing.T) {
 	if !errors.Is(err, roster.ErrRollback) {
 		t.Fatalf("publish of v2 over v3: %v, want rollback", err)
 	}
-	if c.Metrics().Get("roster.rejected.rollback") == 0 {
+	if c.metrics.Get("roster.rejected.rollback") == 0 {
 		t.Fatal("rollback not counted")
 	}
 }

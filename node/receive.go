@@ -14,10 +14,11 @@ import (
 )
 
 // Drop reasons. Each drop increments the counter "drop.<reason>" and logs
-// at debug level. The receive pipeline checks, in this order (see
-// ARCHITECTURE.md): signature, TTL, roster membership, ACL, request rules,
-// dedupe; dedupe by known id also runs first, before the costly signature
-// check.
+// at debug level. The receive pipeline takes the steps of docs/PROTOCOL.md
+// §15, numbered alike in receive: 0 parse, 1 signature, 2 time, 3 roster
+// membership, (4, peer announcements, is in handlePeers), 5 destination
+// and ACL, 6 request rules, 7 dedupe and deliver; dedupe by a known id
+// also runs between 0 and 1, before the costly signature check.
 const (
 	dropMalformed      = "malformed"
 	dropDuplicate      = "duplicate"
@@ -70,6 +71,7 @@ func (n *Node) drop(reason string, se *proto.SignedEnvelope, src rxSource, err e
 // passes, delivers it. It reports whether the envelope was delivered.
 func (n *Node) receive(raw []byte, src rxSource) bool {
 	n.metrics.Inc("rx.envelopes")
+	// 0. Parse: size cap, strict decoding, canonical form, validity.
 	se, err := proto.ParseEnvelope(raw)
 	if err != nil {
 		if errors.Is(err, proto.ErrHopLimit) {
@@ -79,8 +81,9 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 		}
 		return false
 	}
-	// Dedupe first where the id is known: a replay costs a map lookup, not
-	// a 56 µs signature check. Presence is deduped by its own seq instead.
+	// Step 7's dedupe first where the id is known (§15 allows it): a replay
+	// costs a map lookup, not a 56 µs signature check. Presence is deduped
+	// by its own seq instead.
 	if se.Kind != proto.KindPresence {
 		if seen, err := n.store.Seen(se.From, se.ID); err == nil && seen {
 			n.drop(dropDuplicate, se, src, nil)
@@ -117,8 +120,8 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 		// A history envelope says nothing of whether its sender is online.
 		n.presence.Touch(se.From, now)
 	}
-	// 5, 6. ACL and request rules per kind (step 4, peer announcements, is
-	// in handlePeers).
+	// 5, 6. Destination and ACL, and the request rules, per kind (step 4,
+	// peer announcements, is in handlePeers).
 	if reason := n.authorize(r, role, se); reason != "" {
 		n.drop(reason, se, src, nil)
 		return false
@@ -341,8 +344,11 @@ func deliveredMetric(k proto.Kind) string {
 	return "rx.delivered." + k.String()
 }
 
-// classify returns the inbox priority and wake rule of an envelope (seed
-// 004, Wake Rules), and whether it goes to the inbox at all.
+// classify returns the inbox priority and wake rule of an envelope, and
+// whether it goes to the inbox at all. The wake rules: a Request or a DM
+// wakes at high priority, a Response at normal; a Message of a subscribed
+// channel wakes at normal priority, of a muted one it is kept at low
+// priority without waking; our own words never reach the inbox.
 func (n *Node) classify(se *proto.SignedEnvelope) (history.Priority, bool, bool) {
 	if se.From.Equal(n.id.Pub) {
 		// Our own words, fetched back by catch-up (after a crash or a lost

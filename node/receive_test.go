@@ -118,10 +118,10 @@ func (r *pipelineRig) inject(raw []byte) {
 // checks nothing reached the inbox.
 func (r *pipelineRig) expectDrop(reason string, raw []byte) {
 	r.t.Helper()
-	before := r.a.Metrics().Get("drop." + reason)
+	before := r.a.metrics.Get("drop." + reason)
 	items := r.inboxLen()
 	r.inject(raw)
-	waitFor(r.t, 5*time.Second, "drop."+reason, func() bool { return r.a.Metrics().Get("drop."+reason) == before+1 })
+	waitFor(r.t, 5*time.Second, "drop."+reason, func() bool { return r.a.metrics.Get("drop."+reason) == before+1 })
 	if got := r.inboxLen(); got != items {
 		r.t.Fatalf("dropped envelope (%s) reached the inbox: %d -> %d items", reason, items, got)
 	}
@@ -144,9 +144,9 @@ func TestReceivePipelineDrops(t *testing.T) {
 
 	// A valid DM is delivered: the control case that proves the rig works.
 	good := rig.signed(b, rig.env(b, toA, proto.KindMessage, nil))
-	before := rig.a.Metrics().Get("rx.delivered.message")
+	before := rig.a.metrics.Get("rx.delivered.message")
 	rig.inject(good)
-	waitFor(t, 5*time.Second, "delivery", func() bool { return rig.a.Metrics().Get("rx.delivered.message") == before+1 })
+	waitFor(t, 5*time.Second, "delivery", func() bool { return rig.a.metrics.Get("rx.delivered.message") == before+1 })
 	if rig.inboxLen() != 1 {
 		t.Fatalf("valid DM not in inbox")
 	}
@@ -157,9 +157,9 @@ func TestReceivePipelineDrops(t *testing.T) {
 		// first would count bad_signature; dedupe by known id comes first.
 		bad := append([]byte(nil), good...)
 		bad[len(bad)-1] ^= 0x01
-		sigDrops := rig.a.Metrics().Get("drop." + dropBadSignature)
+		sigDrops := rig.a.metrics.Get("drop." + dropBadSignature)
 		rig.expectDrop(dropDuplicate, bad)
-		if got := rig.a.Metrics().Get("drop." + dropBadSignature); got != sigDrops {
+		if got := rig.a.metrics.Get("drop." + dropBadSignature); got != sigDrops {
 			t.Fatalf("replay was signature-checked: bad_signature %d -> %d", sigDrops, got)
 		}
 	})
@@ -230,9 +230,9 @@ func TestReceivePipelineDrops(t *testing.T) {
 		parent := proto.NewID()
 		e.Request.ReplyTo, e.Request.Hop = &parent, 3
 	})
-	before = rig.a.Metrics().Get("rx.delivered.request")
+	before = rig.a.metrics.Get("rx.delivered.request")
 	rig.inject(rig.signed(d, e))
-	waitFor(t, 5*time.Second, "hop-3 request delivered", func() bool { return rig.a.Metrics().Get("rx.delivered.request") == before+1 })
+	waitFor(t, 5*time.Second, "hop-3 request delivered", func() bool { return rig.a.metrics.Get("rx.delivered.request") == before+1 })
 }
 
 func TestPolicySignedByNonAdminDropped(t *testing.T) {
@@ -245,11 +245,11 @@ func TestPolicySignedByNonAdminDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := rig.a.Metrics().Get("policy.rejected.not_admin")
+	before := rig.a.metrics.Get("policy.rejected.not_admin")
 	if err := rig.link.Send(append([]byte{byte(proto.FramePolicy)}, b...)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "policy refusal", func() bool { return rig.a.Metrics().Get("policy.rejected.not_admin") == before+1 })
+	waitFor(t, 5*time.Second, "policy refusal", func() bool { return rig.a.metrics.Get("policy.rejected.not_admin") == before+1 })
 	if _, ok := rig.a.channels.ByName("rogue"); ok {
 		t.Fatal("policy signed by a non-admin was applied")
 	}

@@ -21,12 +21,12 @@ import (
 // policy keeps hours hours or msgs messages (0: the default).
 func retentionChannel(t *testing.T, n *Node, name string, hours, msgs uint32) *channel.Policy {
 	t.Helper()
-	p, err := channel.New("acme", name, nil, nil, true, n.PrivateKey())
+	p, err := channel.New("acme", name, nil, nil, true, n.id.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.RetentionHours, p.RetentionMessages = hours, msgs
-	if err := p.Sign(n.PrivateKey()); err != nil {
+	if err := p.Sign(n.id.Key); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.applyPolicy(p, nil); err != nil {
@@ -118,8 +118,8 @@ func TestRetentionByAgeAndCount(t *testing.T) {
 		if rep.Channel != 70+35 || rep.Direct != 3 || rep.Queued != 1 || rep.Failed != 0 {
 			t.Fatalf("report %+v", rep)
 		}
-		if a.Metrics().Get("retention.pruned.channel") != 105 {
-			t.Fatalf("retention.pruned.channel = %d", a.Metrics().Get("retention.pruned.channel"))
+		if a.metrics.Get("retention.pruned.channel") != 105 {
+			t.Fatalf("retention.pruned.channel = %d", a.metrics.Get("retention.pruned.channel"))
 		}
 		// A second pass finds nothing to do.
 		if rep := a.pruneOnce(now); rep.Channel+rep.Direct+rep.Queued != 0 {
@@ -154,7 +154,7 @@ func TestRetentionRunsInBackground(t *testing.T) {
 	aged := retentionChannel(t, a, "aged", 1, 0)
 	putOld(t, a, m.ids[1].Key, proto.ToChannel(aged.ID), time.Now().Add(-3*time.Hour), 40, proto.NewEpoch(), 1)
 	waitFor(t, 5*time.Second, "background pruning", func() bool {
-		return channelCount(a, aged.ID) == 0 && a.Metrics().Get("retention.runs") > 0
+		return channelCount(a, aged.ID) == 0 && a.metrics.Get("retention.runs") > 0
 	})
 	// Sending goes on meanwhile.
 	if _, err := a.Send(api.Send{To: "#aged", Body: "still here"}); err != nil {

@@ -153,7 +153,7 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 	if pr := rounds[0].Peers[0]; pr.Pages != 3 || pr.Delivered != 250 {
 		t.Fatalf("backfill from the first peer: %+v, want 250 envelopes in 3 pages of 100", pr)
 	}
-	if c.Metrics().Get("drop.expired") != 0 {
+	if c.metrics.Get("drop.expired") != 0 {
 		t.Fatal("history envelopes went through the TTL check")
 	}
 	c.Close()
@@ -211,7 +211,7 @@ func BenchmarkCatchUp5000(b *testing.B) {
 	deadline := time.Now().Add(30 * time.Second)
 	for channelCount(r, p.ID) != total {
 		if time.Now().After(deadline) {
-			b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, r.syncer.roundsOf(p.ID), r.Metrics().Snapshot())
+			b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, r.syncer.roundsOf(p.ID), r.metrics.Snapshot())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -435,7 +435,7 @@ func TestServeHistoryPagingAtLimits(t *testing.T) {
 	}
 	// History requests and responses are never stored.
 	// The server counts a page after sending it: wait for the last one.
-	waitFor(t, 5*time.Second, "history.served >= 8", func() bool { return a.Metrics().Get("history.served") >= 8 })
+	waitFor(t, 5*time.Second, "history.served >= 8", func() bool { return a.metrics.Get("history.served") >= 8 })
 	st, _ := a.store.Stats()
 	if st.Direct != 0 {
 		t.Fatalf("%d direct envelopes stored; history exchanges must not be", st.Direct)
@@ -474,15 +474,15 @@ func TestServeHistoryRefusals(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"history.refused.disabled", "history.refused.denied", "history.refused.unknown_channel"} {
-		if a.Metrics().Get(k) != 1 {
-			t.Errorf("%s = %d, want 1", k, a.Metrics().Get(k))
+		if a.metrics.Get(k) != 1 {
+			t.Errorf("%s = %d, want 1", k, a.metrics.Get(k))
 		}
 	}
 	// A reader that knows #quiet never asks for its history.
 	c := m.startWith(2, nil, tcpAddr(t, a))
 	waitPolicy(t, c, "quiet")
 	time.Sleep(500 * time.Millisecond)
-	if n := a.Metrics().Get("history.refused.disabled"); n != 1 {
+	if n := a.metrics.Get("history.refused.disabled"); n != 1 {
 		t.Fatalf("a refused %d requests for #quiet, want only the raw one", n)
 	}
 	if len(c.syncer.roundsOf(quiet.ID)) != 0 {
@@ -534,7 +534,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 	// Unsolicited: an unknown request id, and the right id for another channel.
 	respond(proto.NewID(), p.ID)
 	respond(req.ID, other.ID)
-	waitFor(t, 5*time.Second, "unsolicited drops", func() bool { return a.Metrics().Get("drop.history_unsolicited") == 2 })
+	waitFor(t, 5*time.Second, "unsolicited drops", func() bool { return a.metrics.Get("drop.history_unsolicited") == 2 })
 
 	good := msg(proto.ToChannel(p.ID), time.Now())
 	old := msg(proto.ToChannel(p.ID), time.Now().Add(-2*time.Hour)) // long expired: history skips the TTL check
@@ -542,7 +542,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 	elsewhere := msg(proto.ToChannel(other.ID), time.Now())
 	answer := respond(req.ID, p.ID, good, old, dm, elsewhere)
 	waitFor(t, 5*time.Second, "good envelopes stored", func() bool { return channelCount(a, p.ID) == 2 })
-	if got := a.Metrics().Get("drop.history_foreign"); got != 2 {
+	if got := a.metrics.Get("drop.history_foreign"); got != 2 {
 		t.Fatalf("drop.history_foreign = %d, want 2", got)
 	}
 	for _, se := range []*proto.SignedEnvelope{dm, elsewhere, req, answer} {
@@ -556,7 +556,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 	}
 	// The same answer again is not taken: the request is answered.
 	rp.send(answer)
-	waitFor(t, 5*time.Second, "replayed answer dropped", func() bool { return a.Metrics().Get("drop.history_unsolicited") == 3 })
+	waitFor(t, 5*time.Second, "replayed answer dropped", func() bool { return a.metrics.Get("drop.history_unsolicited") == 3 })
 
 	// An answer over the limits asked for is dropped whole.
 	a.syncer.markDue(p.ID, false)
@@ -574,7 +574,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 		respond(se.ID, p.ID, five...)
 		break
 	}
-	waitFor(t, 5*time.Second, "over-limit drop", func() bool { return a.Metrics().Get("drop.history_over_limit") == 1 })
+	waitFor(t, 5*time.Second, "over-limit drop", func() bool { return a.metrics.Get("drop.history_over_limit") == 1 })
 	time.Sleep(100 * time.Millisecond)
 	if n := channelCount(a, p.ID); n != 2 {
 		t.Fatalf("%d envelopes stored after an over-limit answer, want 2", n)
@@ -625,25 +625,25 @@ func TestServeHistoryLimitsPerPeer(t *testing.T) {
 		sent = append(sent, se)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for a.Metrics().Get("drop.history_busy") < 4 && time.Now().Before(deadline) {
+	for a.metrics.Get("drop.history_busy") < 4 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if busy := a.Metrics().Get("drop.history_busy"); busy != 4 {
+	if busy := a.metrics.Get("drop.history_busy"); busy != 4 {
 		t.Fatalf("drop.history_busy = %d (paced %d, served %d), want 4", busy,
-			a.Metrics().Get("history.serve_paced"), a.Metrics().Get("history.served"))
+			a.metrics.Get("history.serve_paced"), a.metrics.Get("history.served"))
 	}
 	start := time.Now()
 	got := rp.expect(proto.KindHistoryResponse, 5*time.Second)
-	if got.HistoryResponse.InReplyTo != sent[0].ID || a.Metrics().Get("history.serve_paced") == 0 {
-		t.Fatalf("paced answer to %s (paced %d)", got.HistoryResponse.InReplyTo, a.Metrics().Get("history.serve_paced"))
+	if got.HistoryResponse.InReplyTo != sent[0].ID || a.metrics.Get("history.serve_paced") == 0 {
+		t.Fatalf("paced answer to %s (paced %d)", got.HistoryResponse.InReplyTo, a.metrics.Get("history.serve_paced"))
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Fatalf("paced answer after %v", el)
 	}
 	// A replay of an answered request is dropped.
-	dups := a.Metrics().Get("drop.duplicate")
+	dups := a.metrics.Get("drop.duplicate")
 	rp.send(sent[0])
-	waitFor(t, 5*time.Second, "replay dropped", func() bool { return a.Metrics().Get("drop.duplicate") == dups+1 })
+	waitFor(t, 5*time.Second, "replay dropped", func() bool { return a.metrics.Get("drop.duplicate") == dups+1 })
 }
 
 // TestSyncAsksArchiveFirst: the requester asks the archive peer first,
@@ -815,10 +815,10 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 	waitFor(t, 10*time.Second, "b holds 5", func() bool { return channelCount(b, p.ID) == 5 })
 	// Let the rounds the policy and the link started finish.
 	time.Sleep(300 * time.Millisecond)
-	dups, held := b.Metrics().Get("drop.duplicate"), b.Metrics().Get("sync.already_held")
+	dups, held := b.metrics.Get("drop.duplicate"), b.metrics.Get("sync.already_held")
 	b.syncer.markDue(p.ID, true) // as after a join: asked without marks
-	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.Metrics().Get("sync.already_held") >= held+5 })
-	if d := b.Metrics().Get("drop.duplicate"); d != dups {
+	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.metrics.Get("sync.already_held") >= held+5 })
+	if d := b.metrics.Get("drop.duplicate"); d != dups {
 		t.Fatalf("drop.duplicate went from %d to %d on a catch-up overlap", dups, d)
 	}
 	if got := channelCount(b, p.ID); got != 5 {
