@@ -55,3 +55,23 @@ func TestMetricsConcurrent(t *testing.T) {
 		t.Fatalf("counts %v", m.Snapshot())
 	}
 }
+
+// BenchmarkMetricsInc counts one per-envelope counter from every core at
+// once, as link readers, the commit stage and senders do.
+func BenchmarkMetricsInc(b *testing.B) {
+	m := newMetrics()
+	b.Run("by-name", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				m.Inc("rx.envelopes")
+			}
+		})
+	})
+	b.Run("typed", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				m.inc(cRxEnvelopes)
+			}
+		})
+	})
+}
