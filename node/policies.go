@@ -54,6 +54,7 @@ func (n *Node) CreateChannel(req api.CreateChannel) (*channel.Policy, error) {
 		if err := n.subs.Set(p.ID, channel.Subscribed); err != nil {
 			n.log.Warn("subscribe to new channel", "err", err)
 		}
+		n.syncer.channelsChanged()
 	}
 	return p, nil
 }
@@ -78,6 +79,7 @@ func (n *Node) applyPolicy(p *channel.Policy, from *peerLink) (bool, error) {
 	}
 	n.metrics.Inc("policy.accepted")
 	n.log.Info("channel policy", "name", p.Name, "id", p.ID, "version", p.Version)
+	n.syncer.channelsChanged()
 	b, err := p.Encode()
 	if err != nil {
 		return true, nil
@@ -207,6 +209,7 @@ func (n *Node) SetSubscription(name, state string) (*api.Channel, error) {
 	if err := n.subs.Set(p.ID, st); err != nil {
 		return nil, err
 	}
+	n.syncer.channelsChanged()
 	c := n.channelInfo(p)
 	return &c, nil
 }

@@ -137,6 +137,9 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 			n.log.Warn("channel policies affected by the roster update", "dropped", len(dropped), "stale", len(stale))
 		}
 	}
+	if n.syncer != nil {
+		n.syncer.channelsChanged() // the update may let us read a channel
+	}
 	for _, m := range cur.Members {
 		if _, ok := r.Member(m.Key); !ok && n.presence != nil {
 			n.presence.Forget(m.Key)

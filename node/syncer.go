@@ -89,9 +89,6 @@ const (
 )
 
 const (
-	// joinCheckInterval is how often the sync loop looks for channels we
-	// started reading (policies learnt, subscriptions changed).
-	joinCheckInterval = 250 * time.Millisecond
 	// storedWait bounds the wait for the commit stage before marks are
 	// read for the next peer.
 	storedWait = 5 * time.Second
@@ -148,7 +145,8 @@ type syncer struct {
 	wg        sync.WaitGroup // the sync loop and every serving goroutine
 	closeOnce sync.Once
 
-	kick chan struct{} // wakes the sync loop when a channel became due
+	kick    chan struct{} // wakes the sync loop when a channel became due
+	recheck chan struct{} // wakes the sync loop to look for joined channels
 
 	// known is what the sync loop last saw of each channel, to tell a
 	// join. Owned by newSyncer, then by the sync loop.
@@ -223,6 +221,7 @@ func newSyncer(ctx context.Context, n *Node) *syncer {
 		metrics:  n.metrics,
 		log:      n.log.With("component", "sync"),
 		kick:     make(chan struct{}, 1),
+		recheck:  make(chan struct{}, 1),
 		known:    map[uuid.UUID]channelReadState{},
 		pending:  map[uuid.UUID]*outstanding{},
 		due:      map[uuid.UUID]bool{},
@@ -354,11 +353,19 @@ func (s *syncer) markDue(ch uuid.UUID, join bool) {
 	}
 }
 
+// channelsChanged tells the sync loop that what we may read or follow may
+// have changed: a policy was learnt, a subscription set, the roster
+// updated. The loop then looks for channels we joined (checkJoins).
+func (s *syncer) channelsChanged() {
+	select {
+	case s.recheck <- struct{}{}:
+	default:
+	}
+}
+
 // loop collects triggers and runs catch-up rounds, one at a time.
 func (s *syncer) loop() {
 	defer s.wg.Done()
-	check := time.NewTicker(joinCheckInterval)
-	defer check.Stop()
 	var periodic <-chan time.Time
 	if s.cfg.SyncInterval > 0 {
 		t := time.NewTicker(s.cfg.SyncInterval)
@@ -377,7 +384,7 @@ func (s *syncer) loop() {
 		case <-due:
 			due = nil
 			s.runDue()
-		case <-check.C:
+		case <-s.recheck:
 			s.checkJoins(false)
 		case <-periodic:
 			r := s.host.Roster()
