@@ -51,8 +51,8 @@ func (n *Node) memberLocked(k proto.PubKey) *peer {
 	return p
 }
 
-// maxCandidateAddrs bounds what peer exchange and mDNS can make us store.
-const maxCandidateAddrs = 8
+// maxDialAddrs bounds what peer exchange and mDNS can make us store.
+const maxDialAddrs = 8
 
 func (n *Node) acceptLoop(ln *transport.Listener) {
 	defer n.wg.Done()
@@ -238,19 +238,19 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string) {
 	if _, ok := n.Roster().Member(key); !ok {
 		return
 	}
-	c := n.memberLocked(key)
+	p := n.memberLocked(key)
 	for _, s := range addrs {
 		a, err := transport.ParseAddr(s)
 		if err != nil {
 			continue
 		}
-		if slices.Contains(c.addrs, a) {
+		if slices.Contains(p.addrs, a) {
 			continue
 		}
-		if len(c.addrs) >= maxCandidateAddrs {
+		if len(p.addrs) >= maxDialAddrs {
 			break
 		}
-		c.addrs = append(c.addrs, a)
+		p.addrs = append(p.addrs, a)
 	}
 }
 

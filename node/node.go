@@ -36,8 +36,9 @@ type Node struct {
 
 	unlock func() error // releases the home lock
 
-	// roster is the current roster. It is replaced only by applyRoster,
-	// with rosterMu and mu held; readers load it without a lock.
+	// roster is the current roster: set by setup, then replaced only by
+	// applyRoster, with rosterMu and the peers mutex held. Readers load it
+	// without a lock.
 	roster atomic.Pointer[roster.Roster]
 	// rosterMu serialises roster updates: the check against the current
 	// version, the swap and the write of the roster file happen as one
