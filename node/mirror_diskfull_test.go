@@ -1,0 +1,100 @@
+package node
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/api"
+)
+
+// TestMirrorResumesAfterDiskFull fills a small tmpfs that holds b's
+// mailbox, has a send b DMs while it is full, frees the space, and
+// checks that every DM gets its mailbox file without a restart, that the
+// failure is counted, and that it is logged once (root only: it mounts).
+func TestMirrorResumesAfterDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	m, a, b := linkedPair(t)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(m.home(1), "mailbox")
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount: %v: %s", err, out)
+		}
+	})
+	b = m.start(1, tcpAddr(t, a))
+	t.Cleanup(func() { b.Close() }) // before the unmount
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+
+	// Fill the file system: a filler file until ENOSPC.
+	filler := filepath.Join(mnt, ".filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	const dms = 60
+	for i := range dms {
+		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("while full %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "disk full counted", func() bool { return b.Counters()["mirror.disk_full"] > 0 })
+	if n := len(mailboxFiles(t, m.home(1))); n >= dms {
+		t.Fatalf("%d files written on a full disk", n)
+	}
+	// Every DM is in the store.
+	waitFor(t, 10*time.Second, "DMs stored", func() bool {
+		items, err := b.store.Inbox(history.InboxFilter{})
+		return err == nil && len(items) == dms
+	})
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	// No restart: the retries write the missing files.
+	waitFor(t, 2*mirrorRetryMax, "every DM mirrored", func() bool { return len(mailboxFiles(t, m.home(1))) == dms })
+	got := map[string]bool{}
+	for _, p := range mailboxFiles(t, m.home(1)) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range dms {
+			if strings.Contains(string(data), fmt.Sprintf("while full %d\n", i)) {
+				got[fmt.Sprint(i)] = true
+			}
+		}
+	}
+	if len(got) != dms {
+		t.Fatalf("%d distinct DMs mirrored, want %d", len(got), dms)
+	}
+	c := b.Counters()
+	if c["mirror.files_failed"] == 0 || c["mirror.retries"] == 0 {
+		t.Errorf("counters: files_failed %d retries %d", c["mirror.files_failed"], c["mirror.retries"])
+	}
+	// Later DMs are mirrored as usual.
+	if _, err := a.Send(api.Send{To: "b", Body: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "later DM mirrored", func() bool { return len(mailboxFiles(t, m.home(1))) == dms+1 })
+}
