@@ -115,3 +115,86 @@ func (a Access) apply(path string, mode fs.FileMode) error {
 	}
 	return nil
 }
+
+// repairTree gives the folders under root (the mailbox root itself
+// excepted) the mode and group of a, and the files in each folder it
+// changes the file mode and group: a mailbox written before a change of
+// mailbox_group, or by an older version (0755 and 0644), then reads as
+// the setting says. A folder already right is left alone with its files,
+// so a start costs one stat per folder. It returns how many folders it
+// changed.
+func (a Access) repairTree(root string) (int, error) {
+	if runtime.GOOS == "windows" {
+		return 0, nil
+	}
+	n := 0
+	var errs []error
+	var walk func(dir string)
+	walk = func(dir string) {
+		es, err := os.ReadDir(dir)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		for _, e := range es {
+			if !e.IsDir() {
+				continue
+			}
+			sub := dir + string(os.PathSeparator) + e.Name()
+			want := a.DirMode()
+			if dir == root && e.Name() == OutboxDir {
+				want = a.outboxMode()
+			}
+			ok, err := a.hasMode(sub, want)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !ok {
+				n++
+				if err := a.apply(sub, want); err != nil {
+					errs = append(errs, err)
+				}
+				a.repairFiles(sub, &errs)
+			}
+			walk(sub)
+		}
+	}
+	walk(root)
+	return n, errors.Join(errs...)
+}
+
+// hasMode reports whether path has mode want (and, when shared, the
+// group).
+func (a Access) hasMode(path string, want fs.FileMode) (bool, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false, err
+	}
+	if fi.Mode()&(fs.ModePerm|fs.ModeSetgid) != want {
+		return false, nil
+	}
+	if a.GroupSet {
+		if gid, ok := groupOf(fi); ok && gid != a.GroupID {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// repairFiles gives the regular files in dir the file mode and group.
+func (a Access) repairFiles(dir string, errs *[]error) {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		*errs = append(*errs, err)
+		return
+	}
+	for _, e := range es {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := a.apply(dir+string(os.PathSeparator)+e.Name(), a.fileMode()); err != nil {
+			*errs = append(*errs, err)
+		}
+	}
+}

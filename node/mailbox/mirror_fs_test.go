@@ -120,6 +120,14 @@ func TestMirrorOwnerOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Chmod(dir, 0o755)
+			// A day an older version wrote: 0755 folders, a 0644 file.
+			oldInbox := filepath.Join(dir, "2026-01-02", "inbox")
+			os.MkdirAll(oldInbox, 0o755)
+			oldFile := filepath.Join(oldInbox, "old.txt")
+			os.WriteFile(oldFile, []byte("old"), 0o644)
+			os.Chmod(filepath.Dir(oldInbox), 0o755)
+			os.Chmod(oldInbox, 0o755)
+			os.Chmod(oldFile, 0o644)
 			m, err := Open(dir, DefaultConfig())
 			if err != nil {
 				t.Fatal(err)
@@ -141,7 +149,10 @@ func TestMirrorOwnerOnly(t *testing.T) {
 				checkFile(t, paths[i], it)
 			}
 			assertInbox(t, inbox, names...)
-			for _, d := range []string{dir, filepath.Dir(inbox), inbox} {
+			if fi, err := os.Stat(oldFile); err != nil || fi.Mode() != 0o600 {
+				t.Errorf("older file: mode %v, %v; want 0600", fi.Mode(), err)
+			}
+			for _, d := range []string{dir, filepath.Dir(inbox), inbox, oldInbox, filepath.Dir(oldInbox)} {
 				if fi, err := os.Stat(d); err != nil || fi.Mode() != os.ModeDir|0o700 {
 					t.Errorf("%s: mode %v, %v; want drwx------", d, fi.Mode(), err)
 				}
