@@ -122,6 +122,27 @@ type mirrorRun struct {
 	// retry fires the next retry; armed says whether it is running.
 	retry *time.Timer
 	armed bool
+	// skip are items a retry wrote from the store that may still come
+	// through the queue; the loop drops them there, once.
+	skip map[uuid.UUID]bool
+}
+
+// unwritten returns the items of queued that are not in written.
+func (r *mirrorRun) unwritten(queued, written []mailbox.Item) []mailbox.Item {
+	if len(queued) == 0 {
+		return nil
+	}
+	done := make(map[uuid.UUID]bool, len(written))
+	for _, it := range written {
+		done[it.Env.ID] = true
+	}
+	var rest []mailbox.Item
+	for _, it := range queued {
+		if !done[it.Env.ID] {
+			rest = append(rest, it)
+		}
+	}
+	return rest
 }
 
 // arm schedules the next retry in d.
@@ -224,7 +245,34 @@ func (r *mirrorRun) retryMissing() {
 	n := r.n
 	n.metrics.Inc("mirror.retries")
 	before := r.failures
-	r.reconcile(r.failedSince.Add(-mirrorCheckMargin), false)
+	// The items still queued are in the store too: take them out of the
+	// queue first, so that each gets one file, written from the store.
+	var queued []mailbox.Item
+	for len(queued) < mirrorQueueLen {
+		select {
+		case it := <-n.mirrorq:
+			queued = append(queued, it)
+			continue
+		default:
+		}
+		break
+	}
+	start := time.Now()
+	written := r.reconcile(r.failedSince.Add(-mirrorCheckMargin), false)
+	// An item committed but not yet queued when the queue was read may
+	// still arrive: the loop skips those the retry wrote.
+	clear(r.skip)
+	for _, it := range written {
+		if it.Delivered.After(start.Add(-mirrorCheckMargin)) {
+			if r.skip == nil {
+				r.skip = map[uuid.UUID]bool{}
+			}
+			r.skip[it.Env.ID] = true
+		}
+	}
+	if rest := r.unwritten(queued, written); len(rest) > 0 {
+		r.write(rest, false)
+	}
 	if r.failures != before {
 		r.backoff = min(2*r.backoff, mirrorRetryMax)
 		r.arm(r.backoff)
@@ -287,6 +335,19 @@ func (n *Node) mirrorCheckpoint() time.Time {
 // missing is counted; the first one logs and starts the retries.
 func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time) {
 	n := r.n
+	if len(r.skip) > 0 && !rewrite {
+		kept := batch[:0:0]
+		for _, it := range batch {
+			if r.skip[it.Env.ID] {
+				delete(r.skip, it.Env.ID)
+				continue
+			}
+			kept = append(kept, it)
+		}
+		if batch = kept; len(batch) == 0 {
+			return newest
+		}
+	}
 	oldest := batch[0].Delivered
 	for _, it := range batch {
 		if it.Delivered.After(newest) {
@@ -346,8 +407,9 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 // after the last checkpoint were written without fsync, so a power loss
 // may have left them empty or cut short under their final names: those
 // are read, and rewritten unless whole; and the index lines a crash kept
-// from their day's index are appended.
-func (r *mirrorRun) reconcile(since time.Time, atStart bool) {
+// from their day's index are appended. It returns the items whose files
+// it wrote (or tried to: a failure is counted in r.failures).
+func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.Item) {
 	n := r.n
 	items, err := n.store.Inbox(history.InboxFilter{Since: since})
 	if err != nil {
@@ -436,6 +498,7 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) {
 		r.write(torn[i:min(i+256, len(torn))], true)
 	}
 	n.checkpointMirror(newest)
+	return append(missing, torn...)
 }
 
 // mirrorFiles finds the mailbox files of envelopes. It reads each inbox

@@ -71,22 +71,31 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+	// More DMs while the retries run: each still gets one file.
+	const more = 20
+	for i := range more {
+		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("while full %d", dms+i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// No restart: the retries write the missing files.
-	waitFor(t, 2*mirrorRetryMax, "every DM mirrored", func() bool { return len(mailboxFiles(t, m.home(1))) == dms })
-	got := map[string]bool{}
-	for _, p := range mailboxFiles(t, m.home(1)) {
+	waitFor(t, 2*mirrorRetryMax, "every DM mirrored", func() bool { return len(mailboxFiles(t, m.home(1))) >= dms+more })
+	time.Sleep(2 * mirrorRetryMin) // a duplicate would be written by now
+	files := mailboxFiles(t, m.home(1))
+	got := map[string]int{}
+	for _, p := range files {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range dms {
+		for i := range dms + more {
 			if strings.Contains(string(data), fmt.Sprintf("while full %d\n", i)) {
-				got[fmt.Sprint(i)] = true
+				got[fmt.Sprint(i)]++
 			}
 		}
 	}
-	if len(got) != dms {
-		t.Fatalf("%d distinct DMs mirrored, want %d", len(got), dms)
+	if len(got) != dms+more || len(files) != dms+more {
+		t.Fatalf("%d files for %d distinct DMs, want %d of each", len(files), len(got), dms+more)
 	}
 	c := b.Counters()
 	if c["mirror.files_failed"] == 0 || c["mirror.retries"] == 0 {
@@ -96,5 +105,5 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 	if _, err := a.Send(api.Send{To: "b", Body: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "later DM mirrored", func() bool { return len(mailboxFiles(t, m.home(1))) == dms+1 })
+	waitFor(t, 5*time.Second, "later DM mirrored", func() bool { return len(mailboxFiles(t, m.home(1))) == dms+more+1 })
 }
