@@ -41,12 +41,14 @@ func (h Home) secure(s Sharing) ([]string, error) {
 // to want; it returns what it repaired, or "".
 func secureDir(path string, want uint32, s Sharing) (string, error) {
 	var st syscall.Stat_t
-	if err := syscall.Lstat(path, &st); err != nil {
+	// Stat, not Lstat: a home or mailbox may be a link to another disk,
+	// and what matters is the directory it leads to.
+	if err := syscall.Stat(path, &st); err != nil {
 		return "", &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	mode := uint32(st.Mode) & 0o7777
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return "", fmt.Errorf("%w: %s is not a directory (a symbolic link?); fix: move it away and let meshd make it", ErrUnsafeMode, path)
+		return "", fmt.Errorf("%w: %s is not a directory; fix: move it away and let meshd make it", ErrUnsafeMode, path)
 	}
 	if uid := os.Geteuid(); int(st.Uid) != uid {
 		return "", fmt.Errorf("%w: %s is owned by uid %d, not by this user (uid %d); fix: run meshd as its owner, or chown -R %d %s",
@@ -62,7 +64,7 @@ func secureDir(path string, want uint32, s Sharing) (string, error) {
 	}
 	if group {
 		// Before the chmod: a chown clears the setgid bit.
-		if err := os.Lchown(path, -1, s.GroupID); err != nil {
+		if err := os.Chown(path, -1, s.GroupID); err != nil {
 			return "", fmt.Errorf("give %s to group %d: %w (meshd's user must be a member of the mailbox group)", path, s.GroupID, err)
 		}
 	}

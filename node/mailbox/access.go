@@ -106,7 +106,7 @@ func (a Access) apply(path string, mode fs.FileMode) error {
 	}
 	if a.GroupSet {
 		// Group first: a chown clears the setgid bit.
-		if err := os.Lchown(path, -1, a.GroupID); err != nil {
+		if err := os.Chown(path, -1, a.GroupID); err != nil {
 			return fmt.Errorf("give %s to group %d: %w", path, a.GroupID, err)
 		}
 	}
