@@ -330,3 +330,53 @@ func TestMirrorSyncPortable(t *testing.T) {
 		t.Errorf("still noted after Sync: %q", m.unsynced.list)
 	}
 }
+
+// With a group, folders are 0750 with the setgid bit, files 0640 and the
+// outbox 0770, all of that group (here the test's own group, which needs
+// no root).
+func TestMirrorGroupAccess(t *testing.T) {
+	setUmask(t, 0o077)
+	gid := os.Getgid()
+	dir := filepath.Join(t.TempDir(), "mailbox")
+	cfg := DefaultConfig()
+	cfg.Access = GroupAccess(gid)
+	m, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	oc := DefaultOutboxConfig()
+	oc.Access = cfg.Access
+	if _, err := OpenOutbox(dir, oc); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := m.Write(linkItem(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Dir(paths[0])
+	for p, want := range map[string]os.FileMode{
+		dir:                 os.ModeDir | os.ModeSetgid | 0o750,
+		filepath.Dir(inbox): os.ModeDir | os.ModeSetgid | 0o750,
+		inbox:               os.ModeDir | os.ModeSetgid | 0o750,
+		paths[0]:            0o640,
+		filepath.Join(dir, "2026-11-21", "index.txt"): 0o640,
+		filepath.Join(dir, OutboxDir):                 os.ModeDir | os.ModeSetgid | 0o770,
+		filepath.Join(dir, SentDir):                   os.ModeDir | os.ModeSetgid | 0o750,
+		filepath.Join(dir, OutboxDir, readmeName):     0o640,
+	} {
+		if want == 0 {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode(), want)
+		}
+		if g := fi.Sys().(*syscall.Stat_t).Gid; int(g) != gid {
+			t.Errorf("%s: group %d, want %d", p, g, gid)
+		}
+	}
+}
