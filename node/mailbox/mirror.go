@@ -300,9 +300,9 @@ func (m *Mirror) appendLinesLocked(l *indexLines) (int, error) {
 }
 
 // Reindex appends the index lines of files the day indexes do not list.
-// Write links a batch's files before it appends their lines, so a crash in
-// between, or a power loss before the next [Mirror.Sync], can leave files
-// that their day's index lacks. paths[i] is the file of items[i], in its
+// Write renames a batch's files into place before it appends their
+// lines, so a crash in between, or a power loss before the next
+// [Mirror.Sync], can leave files that their day's index lacks. paths[i] is the file of items[i], in its
 // day's inbox directory; the lines go to that day's index, after the lines
 // already there. It returns how many lines it appended.
 func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
@@ -437,7 +437,7 @@ func fsyncPath(p string) error {
 // Complete reports whether the mirror file at path is whole: not empty
 // and ending with the armored envelope's last line. A file written
 // without fsync and cut by a power loss fails this check (ext4 can keep
-// the link or rename and lose the data); a file that passes holds its
+// the rename and lose the data); a file that passes holds its
 // envelope.
 func Complete(path string) (bool, error) {
 	f, err := os.Open(path)
