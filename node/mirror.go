@@ -194,7 +194,9 @@ func (n *Node) mirrorLoop() {
 			continue
 		case <-r.retryC():
 			r.armed = false
-			r.retryMissing()
+			if r.failing {
+				r.retryMissing()
+			}
 			continue
 		case <-n.ctx.Done():
 			if last := r.drain(batch); last.After(newest) {
