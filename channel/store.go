@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/meshd/meshd/node/fsutil"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -18,7 +19,7 @@ const policyExt = ".cbor"
 
 // tempPrefix starts the name of every temporary file this package
 // writes, so leftovers of a crash can be recognised and removed.
-const tempPrefix = ".tmp-"
+const tempPrefix = fsutil.TempPrefix
 
 // Save writes every policy held to dir as <channel id>.cbor (the signed
 // wire form), each atomically: a temporary file, fsync, rename, and one
@@ -45,7 +46,7 @@ func (s *Set) Save(dir string) error {
 		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
 			continue
 		}
-		if err := writeFile(path, b, 0o600); err != nil {
+		if err := fsutil.WriteAtomic(path, b, 0o600); err != nil {
 			return fmt.Errorf("save %s: %w", p, err)
 		}
 		dirty = true
@@ -65,7 +66,7 @@ func (s *Set) Save(dir string) error {
 		dirty = true
 	}
 	if dirty {
-		if err := syncDir(dir); err != nil {
+		if err := fsutil.SyncDir(dir); err != nil {
 			return fmt.Errorf("save channel policies: %w", err)
 		}
 	}
@@ -145,7 +146,7 @@ func isPolicyFile(name string) bool {
 	return err == nil && id.String() == base
 }
 
-// isPolicyTemp reports whether name is a temporary file that writeFile
+// isPolicyTemp reports whether name is a temporary file that fsutil.WriteAtomic
 // made for a policy file: ".tmp-<canonical uuid>.cbor.<random>".
 func isPolicyTemp(name string) bool {
 	rest, ok := strings.CutPrefix(name, tempPrefix)
@@ -154,45 +155,4 @@ func isPolicyTemp(name string) bool {
 	}
 	base, _, ok := strings.Cut(rest, policyExt+".")
 	return ok && isPolicyFile(base+policyExt)
-}
-
-// writeFile replaces path with data atomically: a temporary file in the
-// same directory, written, fsynced and renamed over path. The caller
-// fsyncs the directory to make the rename durable.
-func writeFile(path string, data []byte, perm fs.FileMode) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, tempPrefix+base+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// syncDir fsyncs a directory, making renames and removals in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"github.com/meshd/meshd/node/fsutil"
 )
 
 // SubState is a node's local interest in a channel. It never travels: a
@@ -174,8 +175,8 @@ func (s *Subscriptions) writeLocked(state map[uuid.UUID]SubState) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := writeFile(s.path, b, 0o600); err != nil {
+	if err := fsutil.WriteAtomic(s.path, b, 0o600); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return fsutil.SyncDir(dir)
 }

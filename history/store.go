@@ -14,6 +14,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/meshd/meshd/node/fsutil"
 )
 
 // Errors callers decide on. Match them with errors.Is.
@@ -122,7 +124,7 @@ func Open(path string, cfg Config) (*Store, error) {
 	}
 	if created {
 		// Make the new file's directory entry durable too.
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open history store %s: %w", path, err)
 		}
@@ -134,18 +136,6 @@ func Open(path string, cfg Config) (*Store, error) {
 	s.wg.Add(1)
 	go s.writer()
 	return s, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // init creates the buckets, checks the schema version and warms the seen
@@ -458,4 +448,4 @@ func (w *wtx) addCount(b *bolt.Bucket, key []byte, delta int64) error {
 	return b.Put(key, v)
 }
 
-func syncDirOf(path string) error { return syncDir(filepath.Dir(path)) }
+func syncDirOf(path string) error { return fsutil.SyncDir(filepath.Dir(path)) }

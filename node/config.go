@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -33,6 +34,9 @@ type Config struct {
 	MDNS bool
 	// MDNSInterface names the interface mDNS uses; empty picks one.
 	MDNSInterface string
+	// MailboxAccess says who may read the mailbox besides the node's
+	// user: nobody (the zero value), or one group (mailbox_group).
+	MailboxAccess mailbox.Access
 
 	// DialBackoffMin and DialBackoffMax bound reconnect backoff. The delay
 	// doubles per failure between them and is then drawn from its upper

@@ -34,6 +34,7 @@ func (n *Node) openMailbox() error {
 	// loop checkpoints them with one syncfs, and a start after a power loss
 	// rewrites what the last checkpoint did not cover (reconcileMirror).
 	mc.SyncFiles = false
+	mc.Access = n.cfg.MailboxAccess
 	mc.Logger = n.log.With("component", "mailbox")
 	m, err := mailbox.Open(n.home.MailboxDir(), mc)
 	if err != nil {
@@ -41,6 +42,7 @@ func (n *Node) openMailbox() error {
 	}
 	n.mirror = m
 	oc := mailbox.DefaultOutboxConfig()
+	oc.Access = n.cfg.MailboxAccess
 	oc.Logger = n.log.With("component", "outbox")
 	if n.outbox, err = mailbox.OpenOutbox(n.home.MailboxDir(), oc); err != nil {
 		return fmt.Errorf("outbox: %w", err)
@@ -94,11 +96,87 @@ const mirrorCheckpointFile = ".synced"
 // delivery times that are not strictly in queue order.
 const mirrorCheckMargin = 5 * time.Second
 
+// mirrorRetryMin and mirrorRetryMax bound the backoff between attempts
+// to write the files a failure (a full disk, most often) left missing.
+const (
+	mirrorRetryMin = time.Second
+	mirrorRetryMax = time.Minute
+)
+
+// mirrorRun is the mirror loop's state. It is owned by the loop's
+// goroutine: nothing else touches it.
+type mirrorRun struct {
+	n *Node
+	// failing is set from the first write that leaves files missing until
+	// a retry finds every file written; it makes the failure log once.
+	failing bool
+	// failedSince is the oldest delivery time of an item whose file is
+	// missing: retries look for missing files from there.
+	failedSince time.Time
+	// missed counts the files that failed while failing, for the log.
+	missed int
+	// failures counts failed writes, so a retry can tell whether its own
+	// writes failed.
+	failures int
+	backoff  time.Duration
+	// retry fires the next retry; armed says whether it is running.
+	retry *time.Timer
+	armed bool
+	// skip are items a retry wrote from the store that may still come
+	// through the queue; the loop drops them there, once.
+	skip map[uuid.UUID]bool
+}
+
+// unwritten returns the items of queued that are not in written.
+func (r *mirrorRun) unwritten(queued, written []mailbox.Item) []mailbox.Item {
+	if len(queued) == 0 {
+		return nil
+	}
+	done := make(map[uuid.UUID]bool, len(written))
+	for _, it := range written {
+		done[it.Env.ID] = true
+	}
+	var rest []mailbox.Item
+	for _, it := range queued {
+		if !done[it.Env.ID] {
+			rest = append(rest, it)
+		}
+	}
+	return rest
+}
+
+// arm schedules the next retry in d.
+func (r *mirrorRun) arm(d time.Duration) {
+	if r.retry == nil {
+		r.retry = time.NewTimer(d)
+	} else {
+		r.retry.Reset(d)
+	}
+	r.armed = true
+}
+
+// retryC is the retry timer's channel while it is armed, else nil.
+func (r *mirrorRun) retryC() <-chan time.Time {
+	if !r.armed {
+		return nil
+	}
+	return r.retry.C
+}
+
 // mirrorLoop writes queued items, as many as are waiting per batch, and
-// checkpoints the files with one syncfs per mirrorSyncInterval.
+// checkpoints the files with one syncfs per mirrorSyncInterval. After a
+// write that leaves files missing it retries with backoff, writing them
+// from the store (see retryMissing), so a disk that fills up and is freed
+// again loses no file, without a restart.
 func (n *Node) mirrorLoop() {
 	defer n.wg.Done()
-	n.reconcileMirror()
+	r := &mirrorRun{n: n}
+	defer func() {
+		if r.retry != nil {
+			r.retry.Stop()
+		}
+	}()
+	r.reconcile(time.Now().Add(-mirrorReconcileWindow), true)
 	batch := make([]mailbox.Item, 0, 256)
 	tick := time.NewTicker(mirrorSyncInterval)
 	defer tick.Stop()
@@ -114,8 +192,14 @@ func (n *Node) mirrorLoop() {
 				newest = time.Time{}
 			}
 			continue
+		case <-r.retryC():
+			r.armed = false
+			if r.failing {
+				r.retryMissing()
+			}
+			continue
 		case <-n.ctx.Done():
-			if last := n.drainMirror(batch); last.After(newest) {
+			if last := r.drain(batch); last.After(newest) {
 				newest = last
 			}
 			if !newest.IsZero() {
@@ -132,18 +216,18 @@ func (n *Node) mirrorLoop() {
 				break more
 			}
 		}
-		if last := n.writeMirror(batch, false); last.After(newest) {
+		if last := r.write(batch, false); last.After(newest) {
 			newest = last
 		}
 	}
 }
 
-// drainMirror writes what is queued at shutdown and returns the newest
+// drain writes what is queued at shutdown and returns the newest
 // delivery time it wrote.
-func (n *Node) drainMirror(batch []mailbox.Item) time.Time {
+func (r *mirrorRun) drain(batch []mailbox.Item) time.Time {
 	for {
 		select {
-		case it := <-n.mirrorq:
+		case it := <-r.n.mirrorq:
 			batch = append(batch, it)
 			continue
 		default:
@@ -153,7 +237,51 @@ func (n *Node) drainMirror(batch []mailbox.Item) time.Time {
 	if len(batch) == 0 {
 		return time.Time{}
 	}
-	return n.writeMirror(batch, false)
+	return r.write(batch, false)
+}
+
+// retryMissing writes the files of the items delivered since the first
+// failure that have none. When every one is written the mirror is healthy
+// again, and says so once; otherwise the next retry waits twice as long.
+func (r *mirrorRun) retryMissing() {
+	n := r.n
+	n.metrics.Inc("mirror.retries")
+	before := r.failures
+	// The items still queued are in the store too: take them out of the
+	// queue first, so that each gets one file, written from the store.
+	var queued []mailbox.Item
+	for len(queued) < mirrorQueueLen {
+		select {
+		case it := <-n.mirrorq:
+			queued = append(queued, it)
+			continue
+		default:
+		}
+		break
+	}
+	start := time.Now()
+	written := r.reconcile(r.failedSince.Add(-mirrorCheckMargin), false)
+	// An item committed but not yet queued when the queue was read may
+	// still arrive: the loop skips those the retry wrote.
+	clear(r.skip)
+	for _, it := range written {
+		if it.Delivered.After(start.Add(-mirrorCheckMargin)) {
+			if r.skip == nil {
+				r.skip = map[uuid.UUID]bool{}
+			}
+			r.skip[it.Env.ID] = true
+		}
+	}
+	if rest := r.unwritten(queued, written); len(rest) > 0 {
+		r.write(rest, false)
+	}
+	if r.failures != before {
+		r.backoff = min(2*r.backoff, mirrorRetryMax)
+		r.arm(r.backoff)
+		return
+	}
+	n.log.Info("mailbox mirror: writing files again; the files that failed are written", "missed", r.missed)
+	r.failing, r.missed, r.backoff, r.failedSince = false, 0, 0, time.Time{}
 }
 
 // checkpointMirror makes the files written so far durable and records
@@ -167,7 +295,7 @@ func (n *Node) checkpointMirror(newest time.Time) {
 		n.metrics.Inc("mirror.checkpoints")
 		path := filepath.Join(n.home.MailboxDir(), mirrorCheckpointFile)
 		tmp := path + ".tmp"
-		if err = os.WriteFile(tmp, []byte(strconv.FormatInt(newest.UnixMilli(), 10)+"\n"), 0o644); err == nil {
+		if err = os.WriteFile(tmp, []byte(strconv.FormatInt(newest.UnixMilli(), 10)+"\n"), 0o600); err == nil {
 			err = os.Rename(tmp, path)
 		}
 		if err != nil {
@@ -203,13 +331,32 @@ func (n *Node) mirrorCheckpoint() time.Time {
 	return time.UnixMilli(ms)
 }
 
-// writeMirror writes a batch of mailbox files and returns the newest
-// delivery time in it, for the next checkpoint. rewrite writes files a
-// power loss cut short (see [mailbox.Mirror.Rewrite]).
-func (n *Node) writeMirror(batch []mailbox.Item, rewrite bool) (newest time.Time) {
+// write writes a batch of mailbox files and returns the newest delivery
+// time in it, for the next checkpoint. rewrite writes files a power loss
+// cut short (see [mailbox.Mirror.Rewrite]). A batch that leaves files
+// missing is counted; the first one logs and starts the retries.
+func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time) {
+	n := r.n
+	if len(r.skip) > 0 && !rewrite {
+		kept := batch[:0:0]
+		for _, it := range batch {
+			if r.skip[it.Env.ID] {
+				delete(r.skip, it.Env.ID)
+				continue
+			}
+			kept = append(kept, it)
+		}
+		if batch = kept; len(batch) == 0 {
+			return newest
+		}
+	}
+	oldest := batch[0].Delivered
 	for _, it := range batch {
 		if it.Delivered.After(newest) {
 			newest = it.Delivered
+		}
+		if it.Delivered.Before(oldest) {
+			oldest = it.Delivered
 		}
 	}
 	write := n.mirror.Write
@@ -218,36 +365,66 @@ func (n *Node) writeMirror(batch []mailbox.Item, rewrite bool) (newest time.Time
 	}
 	paths, err := write(batch...)
 	n.metrics.Add("mirror.files", uint64(len(paths)))
-	if err != nil {
-		// The envelopes are in the history store; the next start writes
-		// the missing files (reconcileMirror).
-		if errors.Is(err, mailbox.ErrDiskFull) {
-			n.metrics.Inc("mirror.disk_full")
-			n.log.Error("mailbox mirror: disk full; files will be written at the next start", "missing", len(batch)-len(paths), "err", err)
-		} else {
-			n.metrics.Inc("mirror.failed")
-			n.log.Error("mailbox mirror", "missing", len(batch)-len(paths), "err", err)
+	if err == nil {
+		n.metrics.Inc("mirror.batches")
+		if r.failing && !r.armed {
+			// The disk has room again: write what is missing now.
+			r.backoff = mirrorRetryMin
+			r.arm(0)
 		}
 		return newest
 	}
-	n.metrics.Inc("mirror.batches")
+	// The envelopes are in the history store: the retries (or the next
+	// start) write the missing files from there.
+	r.failures++
+	missing := len(batch) - len(paths)
+	if errors.Is(err, mailbox.ErrDiskFull) {
+		n.metrics.Inc("mirror.disk_full")
+	} else {
+		n.metrics.Inc("mirror.failed")
+	}
+	n.metrics.Add("mirror.files_failed", uint64(missing))
+	if r.failedSince.IsZero() || oldest.Before(r.failedSince) {
+		r.failedSince = oldest
+	}
+	r.missed += missing
+	if !r.failing {
+		r.failing = true
+		if errors.Is(err, mailbox.ErrDiskFull) {
+			n.log.Error("mailbox mirror: disk full; retrying with backoff until the missing files are written", "missing", missing, "err", err)
+		} else {
+			n.log.Error("mailbox mirror: files not written; retrying with backoff until they are", "missing", missing, "err", err)
+		}
+		r.backoff = mirrorRetryMin
+		r.arm(r.backoff)
+	} else {
+		n.log.Debug("mailbox mirror: files not written", "missing", missing, "err", err)
+	}
 	return newest
 }
 
-// reconcileMirror writes the mailbox files of recent inbox items that
-// have none: a crash between the store commit and the mirror write, or a
-// full disk, loses no file. Files of items delivered after the last
-// checkpoint were written without fsync, so a power loss may have left
-// them empty or cut short under their final names: those are read, and
-// rewritten unless whole; and the index lines a crash kept from their
-// day's index are appended.
-func (n *Node) reconcileMirror() {
-	items, err := n.store.Inbox(history.InboxFilter{Since: time.Now().Add(-mirrorReconcileWindow)})
+// reconcile writes the mailbox files of inbox items delivered since since
+// that have none: a crash between the store commit and the mirror write,
+// or a full disk, loses no file. At start, files of items delivered
+// after the last checkpoint were written without fsync, so a power loss
+// may have left them empty or cut short under their final names: those
+// are read, and rewritten unless whole; and the index lines a crash kept
+// from their day's index are appended. It returns the items whose files
+// it wrote (or tried to: a failure is counted in r.failures).
+func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.Item) {
+	n := r.n
+	items, err := n.store.Inbox(history.InboxFilter{Since: since})
 	if err != nil {
 		n.log.Error("mailbox reconcile", "err", err)
+		r.failures++
 		return
 	}
 	checkFrom := n.mirrorCheckpoint().Add(-mirrorCheckMargin)
+	if !atStart {
+		// Files written in this run are whole unless a write failed, and
+		// a failed write leaves no file.
+		checkFrom = time.Now()
+	}
 	var missing, torn, recent []mailbox.Item
 	var recentPaths []string
 	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string]string{}}
@@ -301,24 +478,29 @@ func (n *Node) reconcileMirror() {
 		}
 	}
 	if len(missing)+len(torn) == 0 {
-		if !newest.IsZero() {
+		if !newest.IsZero() && atStart {
 			// Every file checked is whole: record it, so the next start
 			// reads only what comes after.
 			n.checkpointMirror(newest)
 		}
 		return
 	}
-	n.log.Info("mailbox: writing files missing since the last run", "count", len(missing)+len(torn), "cut_short", len(torn))
+	if atStart {
+		n.log.Info("mailbox: writing files missing since the last run", "count", len(missing)+len(torn), "cut_short", len(torn))
+	} else {
+		n.log.Info("mailbox: writing files that failed", "count", len(missing))
+	}
 	n.metrics.Add("mirror.reconciled", uint64(len(missing)+len(torn)))
 	n.metrics.Add("mirror.torn_rewritten", uint64(len(torn)))
 	for i := 0; i < len(missing); i += 256 {
-		n.writeMirror(missing[i:min(i+256, len(missing))], false)
+		r.write(missing[i:min(i+256, len(missing))], false)
 	}
 	// A file cut short may be in its day's index already.
 	for i := 0; i < len(torn); i += 256 {
-		n.writeMirror(torn[i:min(i+256, len(torn))], true)
+		r.write(torn[i:min(i+256, len(torn))], true)
 	}
 	n.checkpointMirror(newest)
+	return append(missing, torn...)
 }
 
 // mirrorFiles finds the mailbox files of envelopes. It reads each inbox

@@ -24,7 +24,10 @@ type fileConfig struct {
 	Seeds         []string `toml:"seeds" json:"seeds"`
 	NoMDNS        bool     `toml:"no_mdns" json:"no_mdns"`
 	MDNSInterface string   `toml:"mdns_interface" json:"mdns_interface"`
-	PresenceTTL   string   `toml:"presence_ttl" json:"presence_ttl"`
+	// MailboxGroup names a group whose members may read the mailbox
+	// (folders 0750 setgid, files 0640); empty: the owner alone.
+	MailboxGroup string `toml:"mailbox_group" json:"mailbox_group"`
+	PresenceTTL  string `toml:"presence_ttl" json:"presence_ttl"`
 	// Link timers: a link idle for Keepalive sends a ping; one that hears
 	// nothing for IdleTimeout is closed and redialled.
 	Keepalive   string `toml:"keepalive" json:"keepalive"`
@@ -114,6 +117,7 @@ func applyEnv(c *fileConfig, getenv func(string) string) error {
 	list("MESH_LISTEN", &c.Listen)
 	list("MESH_SEEDS", &c.Seeds)
 	str("MESH_MDNS_INTERFACE", &c.MDNSInterface)
+	str("MESH_MAILBOX_GROUP", &c.MailboxGroup)
 	str("MESH_PRESENCE_TTL", &c.PresenceTTL)
 	str("MESH_KEEPALIVE", &c.Keepalive)
 	str("MESH_IDLE_TIMEOUT", &c.IdleTimeout)
@@ -188,6 +192,7 @@ func newFlags() *flagValues {
 	fs.Var(&f.seeds, "seed", "static seed peer tcp://HOST:PORT or unix:///PATH (repeatable)")
 	fs.BoolVar(&f.cfg.NoMDNS, "no-mdns", false, "disable mDNS discovery")
 	fs.StringVar(&f.cfg.MDNSInterface, "mdns-interface", "", "network interface for mDNS (default: first multicast interface)")
+	fs.StringVar(&f.cfg.MailboxGroup, "mailbox-group", "", "group (name or gid) whose members may read the mailbox, for an agent running as another user (default: owner only)")
 	fs.StringVar(&f.cfg.PresenceTTL, "presence-ttl", "", "silence after which a peer is shown offline (default 5m)")
 	fs.StringVar(&f.cfg.Keepalive, "keepalive", "", "ping a link after this long without sending on it (default 5s)")
 	fs.StringVar(&f.cfg.IdleTimeout, "idle-timeout", "", "close a link that has heard nothing for this long, at least twice --keepalive (default 15s)")
@@ -229,6 +234,8 @@ func (f *flagValues) applyFlags(c *fileConfig) {
 			c.NoMDNS = f.cfg.NoMDNS
 		case "mdns-interface":
 			c.MDNSInterface = f.cfg.MDNSInterface
+		case "mailbox-group":
+			c.MailboxGroup = f.cfg.MailboxGroup
 		case "presence-ttl":
 			c.PresenceTTL = f.cfg.PresenceTTL
 		case "keepalive":

@@ -113,6 +113,18 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return 2
 		}
 	}
+	// The home holds the key and the mailbox every DM: check who may get
+	// in before using it (see home.Secure for what is refused and what
+	// is repaired).
+	acc := ncfg.MailboxAccess
+	repaired, err := home.Open(ncfg.Home).Secure(home.Sharing{GroupID: acc.GroupID, GroupSet: acc.GroupSet})
+	if err != nil {
+		fmt.Fprintf(stderr, "meshd: %v\n", err)
+		return 1
+	}
+	for _, r := range repaired {
+		log.Warn("permissions repaired: the home and the mailbox are for this user only (or the mailbox group)", "what", r)
+	}
 	n, err := node.New(ncfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshd: %v\n", err)
@@ -168,20 +180,50 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		log.Info("shutting down", "signal", s.String())
 		break
 	}
-	if page != nil {
-		page.Close()
-	}
-	if metrics != nil {
-		if err := metrics.Close(); err != nil {
-			log.Warn("metrics endpoint shutdown", "err", err)
+	// Shutdown is bounded: whatever a component waits on (a peer, a
+	// disk, a file in the outbox), meshd exits within shutdownTimeout of
+	// the signal, or at once on a second one. The history store commits
+	// each batch before it is acknowledged, so an exit cut short loses
+	// nothing that was stored.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if page != nil {
+			page.Close()
 		}
-	}
-	if err := n.Close(); err != nil {
-		log.Warn("shutdown", "err", err)
+		if metrics != nil {
+			if err := metrics.Close(); err != nil {
+				log.Warn("metrics endpoint shutdown", "err", err)
+			}
+		}
+		if err := n.Close(); err != nil {
+			log.Warn("shutdown", "err", err)
+		}
+	}()
+	timeout := time.NewTimer(shutdownTimeout)
+	defer timeout.Stop()
+	for done := false; !done; {
+		select {
+		case <-stopped:
+			done = true
+		case <-timeout.C:
+			log.Error("shutdown did not finish in time; exiting", "after", shutdownTimeout)
+			return 1
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				continue
+			}
+			log.Error("second signal during shutdown; exiting", "signal", s.String())
+			return 1
+		}
 	}
 	log.Info("stopped")
 	return 0
 }
+
+// shutdownTimeout bounds the wait for an orderly shutdown after SIGTERM or
+// SIGINT; systemd's default stop timeout is 90 s.
+const shutdownTimeout = 20 * time.Second
 
 // resolveConfig merges defaults, the config file, env and flags.
 func resolveConfig(f *flagValues, getenv func(string) string) (fileConfig, error) {
@@ -240,6 +282,11 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 	nc.MDNS = !c.NoMDNS
 	nc.MDNSInterface = c.MDNSInterface
 	nc.Logger = log
+	acc, err := mailboxAccess(c.MailboxGroup)
+	if err != nil {
+		return nc, nil, err
+	}
+	nc.MailboxAccess = acc
 	ttl, err := time.ParseDuration(c.PresenceTTL)
 	if err != nil || ttl < time.Second {
 		return nc, nil, fmt.Errorf("presence ttl %q: want a duration of at least 1s, like 5m", c.PresenceTTL)

@@ -7,14 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // ErrLocked: another process holds the home's lock.
 var ErrLocked = errors.New("home is in use")
 
-// Lock takes the home's lock: an exclusive, non-blocking flock on
-// [Home.LockPath], into which it writes our pid. Only one meshd may use a
+// Lock takes the home's lock: an exclusive, non-blocking lock (flock on
+// Unix, LockFileEx on Windows) on [Home.LockPath], into which it writes our pid. Only one meshd may use a
 // home at a time; if another holds it, Lock fails with [ErrLocked] and
 // names its pid. The lock belongs to the open file, so it is released by
 // release or when the process dies, and a second Lock in the same process
@@ -29,9 +28,9 @@ func (h Home) Lock() (release func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", h.Dir, err)
 	}
-	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, errWouldBlock) {
 			return nil, fmt.Errorf("%w: home %s is in use by another meshd%s", ErrLocked, h.Dir, holder(path))
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -51,15 +50,6 @@ func (h Home) Lock() (release func() error, err error) {
 		})
 		return err
 	}, nil
-}
-
-func flock(f *os.File, how int) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), how)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
 }
 
 func writePID(f *os.File) error {

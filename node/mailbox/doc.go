@@ -14,8 +14,10 @@
 //
 // where the date and time are the delivery time in UTC and <id12> is the
 // last 12 hex digits of the envelope id. If that name is taken, "-2", "-3",
-// ... is inserted before ".txt". Files are UTF-8 with "\n" line ends and
-// mode 0644. A file is a block of headers, a line "---", the body, and an
+// ... is inserted before ".txt". Files are UTF-8 with "\n" line ends,
+// mode 0600 in folders of mode 0700: the mailbox holds every DM, so only
+// its owner reads it, unless [Config.Access] names a group that may (files
+// 0640, folders 0750 with the setgid bit). A file is a block of headers, a line "---", the body, and an
 // armor block:
 //
 //	From: alice (1a2b3c4d5e6f7a8b)
@@ -129,35 +131,27 @@
 //
 // # Writing
 //
-// [Mirror.Write] writes a batch of files: each to an anonymous file made
-// in its final directory (open with O_TMPFILE), fsynced, then given its
-// name with linkat(2), which fails rather than replace a file; each
-// directory touched is fsynced once, after all the links of the batch;
-// then the index lines are appended and each index fsynced once. The files
-// of a batch are fsynced concurrently, which lets the file system commit
-// them together. A file appears only complete, under its final name, and a
-// crash before the link leaves nothing behind: an anonymous file that is
-// never linked is freed when it is closed.
-//
-// Where the file system makes no anonymous files, or neither way of
-// linking one works (linkat with AT_EMPTY_PATH, which many kernels allow
-// only with CAP_DAC_READ_SEARCH, and linkat of /proc/self/fd/N), each file
-// is written instead to a temporary file named ".tmp-*" in its final
-// directory, fsynced, and renamed into place (renameat2 with
-// RENAME_NOREPLACE); the first Write finds out which applies. Then too a
-// crash never leaves a partial file under a final name, and readers skip
-// names that start with ".". [Open] removes temporary files left by a
-// crash.
+// [Mirror.Write] writes a batch of files: each to a temporary file named
+// ".tmp-*" in its final directory, fsynced, then renamed into place
+// without replacing a file (renameat2 with RENAME_NOREPLACE on Linux; a
+// link and an unlink elsewhere); each directory touched is fsynced once,
+// after all the renames of the batch; then the index lines are appended
+// and each index fsynced once. The files of a batch are fsynced
+// concurrently, which lets the file system commit them together. A file
+// appears only complete, under its final name; a crash never leaves a
+// partial file under a final name, readers skip names that start with
+// ".", and [Open] removes the temporary files a crash left.
 //
 // meshd turns the fsyncs off (Config.SyncFiles false): every envelope is
 // durable in its history store before it is mirrored, so the files are a
 // projection it can write again. It calls [Mirror.Sync] (one syncfs) at
-// most once a second while files are being written, records the newest
-// delivery time that sync covered, and at start reads the files delivered
+// most once a second while files are being written (where the system has
+// no syncfs, an fsync of each file and directory written since the last
+// call), records the newest delivery time that sync covered, and at start reads the files delivered
 // after it with [Complete], rewriting any that a power loss left empty or
 // cut short. A process crash (SIGKILL) loses nothing either way: what was
 // written is in the page cache. This makes a file cost a create, a write
-// and a link instead of three fsyncs. syncfs writes back every dirty
+// and a rename instead of three fsyncs. syncfs writes back every dirty
 // file of the file system, not only the mailbox's: on a host where other
 // programs write much to the same file system, that writeback joins the
 // checkpoint (it runs on the mirror's goroutine and delays files, never
@@ -165,7 +159,9 @@
 //
 // Every envelope is in the history store before it is mirrored, so a
 // failed write loses nothing: the caller logs it and counts it (a full
-// disk wraps [ErrDiskFull]), and the history still has the message.
+// disk wraps [ErrDiskFull]), the history still has the message, and the
+// caller writes the file again once the disk has room (meshd retries
+// with backoff, from the store).
 //
 // # Outbox
 //

@@ -3,6 +3,8 @@ package mailbox
 import (
 	"bytes"
 	"crypto/ed25519"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -124,4 +126,29 @@ func testChannels(t testing.TB, r *roster.Roster) (*channel.Set, uuid.UUID) {
 		t.Fatal(err)
 	}
 	return s, p.ID
+}
+
+// testConfig is DefaultConfig without fsync, for speed where durability
+// is not what is tested.
+func testConfig() Config { return Config{SyncFiles: false, BatchDirSync: true} }
+
+func openMirror(t *testing.T, cfg Config) (*Mirror, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "mailbox")
+	m, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, dir
+}
+
+// linkItem is a message item delivered i seconds after t0.
+func linkItem(t *testing.T, i int) Item {
+	return Item{Env: sign(t, alice, i, proto.ToChannel(chanGeneral), msg("item "+strconv.Itoa(i), nil)),
+		Priority: "normal", FromName: "alice", ToText: "#general", Delivered: t0.Add(time.Duration(i) * time.Second)}
+}
+
+// linkName is the file name of linkItem(i), before any "-2".
+func linkName(i int) string {
+	return t0.Add(time.Duration(i)*time.Second).Format("150405") + "-" + envID(i).String()[24:]
 }

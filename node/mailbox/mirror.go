@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,33 +17,34 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
+	"github.com/meshd/meshd/node/fsutil"
 )
 
 // ErrDiskFull is wrapped by write errors caused by a full disk or an
 // exhausted quota. Nothing is lost when the mirror fails: every envelope
 // is already in the history store before it is mirrored. The caller logs
-// the error and counts it; once space is freed, later batches are written
-// again. The files that failed are not retried.
+// the error, counts it and writes the files again once space is freed.
 var ErrDiskFull = errors.New("disk full")
 
 // Config configures a [Mirror]. Start from [DefaultConfig]: the zero
 // value turns fsync off.
 type Config struct {
-	// SyncFiles fsyncs each file before it is linked (or renamed) into
-	// place, and the directories after: a file under its final name then
-	// survives a power loss. Default true. A writer whose items are
-	// durable elsewhere (meshd: the history store) may turn it off, call
-	// [Mirror.Sync] now and then, and after a power loss rewrite the files
-	// [Complete] rejects.
+	// SyncFiles fsyncs each file before it is renamed into place, and the
+	// directories after: a file under its final name then survives a
+	// power loss. Default true. A writer whose items are durable elsewhere
+	// (meshd: the history store) may turn it off, call [Mirror.Sync] now
+	// and then, and after a power loss rewrite the files [Complete]
+	// rejects.
 	SyncFiles bool
 	// BatchDirSync fsyncs each directory once per [Mirror.Write], after all
-	// its links, instead of after each link. Default true: a directory
+	// its renames, instead of after each one. Default true: a directory
 	// fsync costs about as much as a file's, so doing one per file nearly
 	// doubles the cost of a busy inbox. False exists to measure that.
 	BatchDirSync bool
-	// Logger receives the cleanup of temporary files and the choice of
-	// how files are staged; nil discards.
+	// Access says who may read the mailbox besides its owner; the zero
+	// value is the owner alone.
+	Access Access
+	// Logger receives the cleanup of temporary files; nil discards.
 	Logger *slog.Logger
 }
 
@@ -53,50 +53,9 @@ func DefaultConfig() Config {
 	return Config{SyncFiles: true, BatchDirSync: true}
 }
 
-// Modes of what the mirror writes: the mailbox is for the agent to read,
-// and the home directory (0700) keeps everyone else out.
-const (
-	fileMode = 0o644
-	dirMode  = 0o755
-)
-
 // tempPrefix starts the name of every temporary file the package writes;
 // readers skip names that start with ".".
-const tempPrefix = ".tmp-"
-
-// stageMode is how a mirror stages its files and names them.
-type stageMode uint8
-
-const (
-	// modeUnknown: not found out yet; the first file written probes.
-	modeUnknown stageMode = iota
-	// modeLinkEmpty: an anonymous file (O_TMPFILE), named with
-	// linkat(fd, "", AT_EMPTY_PATH).
-	modeLinkEmpty
-	// modeLinkProc: an anonymous file, named with linkat of
-	// /proc/self/fd/N (AT_SYMLINK_FOLLOW), where the kernel refuses the
-	// empty path (many allow it only with CAP_DAC_READ_SEARCH).
-	modeLinkProc
-	// modeRename: a ".tmp-*" file, renamed into place, where the file
-	// system makes no anonymous files or neither link form works.
-	modeRename
-)
-
-func (s stageMode) String() string {
-	return [...]string{"unknown", "O_TMPFILE+linkat(AT_EMPTY_PATH)", "O_TMPFILE+linkat(/proc/self/fd)", "temporary file+rename"}[s]
-}
-
-// inboxDir is an inbox directory known to exist, held open so that a file
-// costs neither a stat of the directory nor a walk of its path.
-type inboxDir struct {
-	path     string
-	fd       int    // O_RDONLY|O_DIRECTORY
-	dev, ino uint64 // its identity, to notice it removed or replaced
-	// chmod: a file made here needs an fchmod to get fileMode, because
-	// the umask narrows it or is unknown, or a default ACL applies.
-	chmod bool
-	batch uint64 // the Write that last checked the directory
-}
+const tempPrefix = fsutil.TempPrefix
 
 // Mirror writes mirror files under a mailbox root. It is safe for
 // concurrent use; writes are serialized.
@@ -104,57 +63,64 @@ type Mirror struct {
 	dir string
 	cfg Config
 	log *slog.Logger
+	sys sysOps
 
-	// mu serializes Write: the choice of free names, the links and the
+	// mu serializes Write: the choice of free names, the renames and the
 	// index appends. It guards the fields below.
 	mu sync.Mutex
-	// inboxDirs are the inbox directories known to exist, held open.
-	inboxDirs map[string]*inboxDir
-	// retired are directories dropped from inboxDirs; files staged in this
-	// Write may still use them, so they are closed when it ends.
-	retired []*inboxDir
-	// batch counts Writes: a cached directory is checked once per batch.
-	batch uint64
-	// mode is how files are staged and named, found by the first Write.
-	mode stageMode
-	// via is the linkat form that works, modeLinkEmpty or modeLinkProc,
-	// once known. It outlives a switch of mode to modeRename, for the
-	// anonymous files already staged.
-	via stageMode
-	// umask is the process umask read at Open, or -1 if unknown.
-	umask int
 	// index is the day index last appended to, kept open between batches.
 	index *openIndex
 	// day holds the paths of the day last written to (see dayLocked).
 	day dayPaths
+	// unsynced are the files and directories written since the last
+	// [Mirror.Sync], where the system has no syncfs and Sync fsyncs each.
+	unsynced dirSet
 
 	// write writes to a file; tests replace it to inject failures.
 	write func(f *os.File, b []byte) (int, error)
-	// openTmpfile makes an anonymous file in a directory and linkat names
-	// one; tests replace them to refuse a form.
-	openTmpfile func(dirfd int) (int, error)
-	linkat      func(olddirfd int, oldpath string, newdirfd int, newpath string, flags int) error
 	// now is the clock for items without a delivery time.
 	now func() time.Time
 }
 
+// sysOps are the calls whose best form depends on the system. Every
+// system has the portable forms; Linux has faster ones (mirror_linux.go).
+type sysOps struct {
+	// rename renames old to new, failing with an error that wraps
+	// [fs.ErrExist] if new exists: it never replaces a file.
+	rename func(old, new string) error
+	// syncfs makes every write to the file system that holds dir durable;
+	// nil where the system has no such call, and [Mirror.Sync] then
+	// fsyncs each file and directory written since the last one.
+	syncfs func(dir string) error
+}
+
+// portableSys are the forms every system has: a link and an unlink to
+// rename without replacing, and one fsync per file.
+var portableSys = sysOps{rename: linkRename}
+
+// defaultSys is what [Open] uses: nativeSys, or portableSys where a test
+// forces the portable forms on Linux.
+var defaultSys = nativeSys
+
 // Open returns a mirror writing under dir, the mailbox root (created if
-// needed), and removes the temporary files a crash left in its day
-// directories.
+// needed, and given the mode and group cfg.Access asks for), and removes
+// the temporary files a crash left in its day directories.
 func Open(dir string, cfg Config) (*Mirror, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, dirMode); err != nil {
+	if err := cfg.Access.mkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("mailbox: %w", err)
 	}
-	m := &Mirror{dir: dir, cfg: cfg, log: log, inboxDirs: map[string]*inboxDir{},
-		umask:       readUmask(),
-		write:       func(f *os.File, b []byte) (int, error) { return f.Write(b) },
-		openTmpfile: openTmpfile,
-		linkat:      unix.Linkat,
-		now:         time.Now}
+	if n, err := cfg.Access.repairTree(dir); err != nil {
+		return nil, fmt.Errorf("mailbox: set the modes (%s): %w", cfg.Access, err)
+	} else if n > 0 {
+		log.Info("mailbox: folders and their files given the mailbox's modes", "access", cfg.Access.String(), "folders", n)
+	}
+	m := &Mirror{dir: dir, cfg: cfg, log: log, sys: defaultSys,
+		write: func(f *os.File, b []byte) (int, error) { return f.Write(b) },
+		now:   time.Now}
 	n, err := removeTemps(dir)
 	if n > 0 {
 		log.Info("mailbox: removed temporary files left by an interrupted write", "count", n)
@@ -168,36 +134,12 @@ func Open(dir string, cfg Config) (*Mirror, error) {
 // Dir returns the mailbox root.
 func (m *Mirror) Dir() string { return m.dir }
 
-// Close closes the index file and the directories the mirror keeps open.
-// It is idempotent; a later Write opens what it needs again.
+// Close closes the index file the mirror keeps open. It is idempotent; a
+// later Write opens it again.
 func (m *Mirror) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, d := range m.inboxDirs {
-		m.retired = append(m.retired, d)
-	}
-	clear(m.inboxDirs)
-	m.closeRetiredLocked()
 	return m.dropIndexLocked()
-}
-
-// readUmask returns the process umask, from /proc/self/status (the only
-// way to read it without setting it), or -1 if it cannot.
-func readUmask() int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("Umask:")); ok {
-			u, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 32)
-			if err != nil || u > 0o777 {
-				return -1
-			}
-			return int(u)
-		}
-	}
-	return -1
 }
 
 // removeTemps removes ".tmp-*" files in dir's day and inbox directories.
@@ -256,8 +198,6 @@ func (m *Mirror) Rewrite(items ...Item) ([]string, error) { return m.writeItems(
 func (m *Mirror) writeItems(items []Item, rewrite bool) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.batch++
-	defer m.closeRetiredLocked()
 	var (
 		paths  []string
 		errs   []error
@@ -307,9 +247,16 @@ func (m *Mirror) writeItems(items []Item, rewrite bool) ([]string, error) {
 	}
 	if m.cfg.SyncFiles {
 		for _, d := range dirs.list {
-			if err := syncDir(d); err != nil {
+			if err := fsutil.SyncDir(d); err != nil {
 				errs = append(errs, wrapFS("fsync directory", err))
 			}
+		}
+	} else if m.sys.syncfs == nil {
+		for _, p := range paths {
+			m.unsynced.add(p)
+		}
+		for _, d := range dirs.list {
+			m.unsynced.add(d)
 		}
 	}
 	_, err := m.appendLinesLocked(&lines)
@@ -353,9 +300,9 @@ func (m *Mirror) appendLinesLocked(l *indexLines) (int, error) {
 }
 
 // Reindex appends the index lines of files the day indexes do not list.
-// Write links a batch's files before it appends their lines, so a crash in
-// between, or a power loss before the next [Mirror.Sync], can leave files
-// that their day's index lacks. paths[i] is the file of items[i], in its
+// Write renames a batch's files into place before it appends their
+// lines, so a crash in between, or a power loss before the next
+// [Mirror.Sync], can leave files that their day's index lacks. paths[i] is the file of items[i], in its
 // day's inbox directory; the lines go to that day's index, after the lines
 // already there. It returns how many lines it appended.
 func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
@@ -437,25 +384,60 @@ func (m *Mirror) indexed(day string) (map[string]bool, error) {
 	return names, nil
 }
 
-// Sync makes every file and index line written so far durable, with one
-// syncfs(2) of the file system that holds the mailbox: one journal commit
-// however many files were written since the last call.
+// Sync makes every file and index line written so far durable: with one
+// syncfs(2) of the file system that holds the mailbox where the system
+// has it (one journal commit however many files were written since the
+// last call), else with an fsync of each file, index and directory
+// written since the last call.
 func (m *Mirror) Sync() error {
-	d, err := os.Open(m.dir)
+	if m.sys.syncfs != nil {
+		if err := m.sys.syncfs(m.dir); err != nil {
+			return wrapFS("syncfs "+m.dir, err)
+		}
+		return nil
+	}
+	m.mu.Lock()
+	todo := m.unsynced
+	m.unsynced = dirSet{}
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range todo.list {
+		if err := fsyncPath(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, wrapFS("sync", err))
+		}
+	}
+	if len(errs) > 0 {
+		// Try them all again next time.
+		m.mu.Lock()
+		for _, p := range todo.list {
+			m.unsynced.add(p)
+		}
+		m.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// fsyncPath fsyncs the file or directory at p.
+func fsyncPath(p string) error {
+	fi, err := os.Stat(p)
 	if err != nil {
-		return wrapFS("sync", err)
+		return err
 	}
-	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err != nil {
-		return wrapFS("syncfs "+m.dir, err)
+	if fi.IsDir() {
+		return fsutil.SyncDir(p)
 	}
-	return nil
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // Complete reports whether the mirror file at path is whole: not empty
 // and ending with the armored envelope's last line. A file written
 // without fsync and cut by a power loss fails this check (ext4 can keep
-// the link or rename and lose the data); a file that passes holds its
+// the rename and lose the data); a file that passes holds its
 // envelope.
 func Complete(path string) (bool, error) {
 	f, err := os.Open(path)
@@ -484,18 +466,17 @@ const chunkSize = 64
 // maxSyncers bounds the concurrent fsyncs of a batch.
 const maxSyncers = 16
 
-// pending is a mirror file written, open and not yet in place: an
-// anonymous file to link, or a temporary file to rename.
+// pending is a mirror file written to a temporary file, open and not yet
+// in place.
 type pending struct {
 	it   Item
 	when time.Time // delivery time, UTC
 	day  string    // its day, YYYY-MM-DD
 	hs   []header
 	body string
-	dir  string    // its inbox directory
-	d    *inboxDir // the open directory of an anonymous file; nil for a temporary file
-	f    *os.File  // the file, open
-	err  error     // of the fsync
+	dir  string   // its inbox directory
+	f    *os.File // the temporary file, open
+	err  error    // of the fsync
 }
 
 // dirSet is an ordered set of directories.
@@ -515,13 +496,8 @@ func (s *dirSet) add(d string) {
 	s.list = append(s.list, d)
 }
 
-// errNoTmpfile reports that a file could not be staged as an anonymous
-// file and the mirror has switched to temporary files.
-var errNoTmpfile = errors.New("no anonymous files")
-
-// stageLocked renders it and writes it to an anonymous file in its inbox
-// directory, or to a temporary file where anonymous files do not work.
-// m.mu must be held.
+// stageLocked renders it and writes it to a temporary file in its inbox
+// directory, which it creates if it is missing. m.mu must be held.
 func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 	p = &pending{it: it, when: it.Delivered}
 	if p.when.IsZero() {
@@ -533,25 +509,52 @@ func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 	}
 	data := assemble(p.hs, p.body, it.Env.Raw)
 	dp := m.dayLocked(p.when)
-	dayDir := dp.dayDir
 	p.day, p.dir = dp.day, dp.inbox
-	d, fresh, err := m.inboxDirLocked(dayDir, p.dir, dirs)
-	if err != nil {
-		return nil, err
-	}
-	if m.mode != modeRename {
-		p.f, p.d, err = m.stageAnonLocked(d, dayDir, dirs, data)
-		if err == nil {
-			return p, nil
-		}
-		if err != errNoTmpfile {
+	f, err := os.CreateTemp(p.dir, tempPrefix+"*")
+	if errors.Is(err, fs.ErrNotExist) {
+		// A new day, or someone removed the directory: make it.
+		if err := m.mkdirLocked(dp, dirs); err != nil {
 			return nil, err
 		}
+		f, err = os.CreateTemp(p.dir, tempPrefix+"*")
 	}
-	if err := m.stageTempLocked(p, fresh, dayDir, dirs, data); err != nil {
-		return nil, err
+	if err != nil {
+		return nil, wrapFS("write "+p.dir, err)
 	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	// CreateTemp makes 0600; a group that may read the mailbox gets 0640.
+	if m.cfg.Access.Shared() {
+		if err = f.Chmod(m.cfg.Access.fileMode()); err != nil {
+			return nil, wrapFS("write "+f.Name(), err)
+		}
+	}
+	if _, err = m.write(f, data); err != nil {
+		return nil, wrapFS("write "+f.Name(), err)
+	}
+	p.f = f
 	return p, nil
+}
+
+// mkdirLocked creates the day and inbox directories of dp where they are
+// missing, with the mode and group of the configured access, and notes
+// the directories whose entries changed, to fsync.
+func (m *Mirror) mkdirLocked(dp dayPaths, dirs *dirSet) error {
+	for _, d := range []string{dp.dayDir, dp.inbox} {
+		made, err := m.cfg.Access.mkdir(d)
+		if err != nil {
+			return wrapFS("create "+d, err)
+		}
+		if made {
+			dirs.add(filepath.Dir(d))
+			dirs.add(d)
+		}
+	}
+	return nil
 }
 
 // dayPaths are the names of one UTC day's directories.
@@ -575,284 +578,6 @@ func (m *Mirror) dayLocked(t time.Time) dayPaths {
 		m.day = dayPaths{y: y, m: mo, d: d, day: day, dayDir: dayDir, inbox: filepath.Join(dayDir, "inbox")}
 	}
 	return m.day
-}
-
-// stageAnonLocked writes data to a new anonymous file in d, or in d made
-// again if it was removed. It returns errNoTmpfile where the mirror cannot
-// use anonymous files.
-func (m *Mirror) stageAnonLocked(d *inboxDir, dayDir string, dirs *dirSet, data []byte) (_ *os.File, _ *inboxDir, err error) {
-	fd, err := m.openAnonLocked(d)
-	if err != nil && err != errNoTmpfile && dirGone(d) {
-		// Someone removed the directory since: make it again.
-		if d, err = m.reopenDirLocked(d, dayDir, dirs); err != nil {
-			return nil, nil, err
-		}
-		fd, err = m.openAnonLocked(d)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	f := os.NewFile(uintptr(fd), d.path)
-	defer func() {
-		if err != nil {
-			f.Close() // an anonymous file closed before it is linked is freed
-		}
-	}()
-	// The umask (or a default ACL) may narrow the mode given to open.
-	if d.chmod {
-		if err = f.Chmod(fileMode); err != nil {
-			return nil, nil, wrapFS("write", err)
-		}
-	}
-	if _, err = m.write(f, data); err != nil {
-		return nil, nil, wrapFS("write "+d.path, err)
-	}
-	return f, d, nil
-}
-
-// openAnonLocked opens a new anonymous file in d, once the mirror knows
-// it can link one (see probeLocked). It returns errNoTmpfile, and
-// switches the mirror to temporary files, where the file system refuses.
-func (m *Mirror) openAnonLocked(d *inboxDir) (int, error) {
-	if m.mode == modeUnknown {
-		mode, err := m.probeLocked(d)
-		if err != nil {
-			return -1, err
-		}
-		m.mode = mode
-		if mode != modeRename {
-			m.via = mode
-		}
-		m.log.Debug("mailbox: staging files", "mode", mode)
-	}
-	if m.mode == modeRename {
-		return -1, errNoTmpfile
-	}
-	fd, err := m.openTmpfile(d.fd)
-	if err == nil {
-		return fd, nil
-	}
-	if !transient(err) && !dirGone(d) {
-		m.log.Info("mailbox: the file system makes no anonymous files; writing temporary files", "dir", d.path, "err", err)
-		m.mode = modeRename
-		return -1, errNoTmpfile
-	}
-	return -1, wrapFS("write", &fs.PathError{Op: "open O_TMPFILE", Path: d.path, Err: err})
-}
-
-// probeLocked finds out how the mirror can stage and name its files: it
-// makes an empty anonymous file in d, links it to a temporary name with
-// each linkat form in turn, and removes the name. It returns modeRename
-// where neither works, and an error (leaving the question open) where the
-// failure may be passing: a full disk, a removed directory.
-func (m *Mirror) probeLocked(d *inboxDir) (stageMode, error) {
-	fd, err := m.openTmpfile(d.fd)
-	if err != nil {
-		if transient(err) || dirGone(d) {
-			return modeUnknown, wrapFS("write", &fs.PathError{Op: "open O_TMPFILE", Path: d.path, Err: err})
-		}
-		m.log.Info("mailbox: the file system makes no anonymous files; writing temporary files", "dir", d.path, "err", err)
-		return modeRename, nil
-	}
-	defer unix.Close(fd)
-	name := fmt.Sprintf("%sprobe-%d-%d", tempPrefix, os.Getpid(), time.Now().UnixNano())
-	var errs []error
-	for _, mode := range []stageMode{modeLinkEmpty, modeLinkProc} {
-		err := m.linkAs(mode, fd, d.fd, name)
-		if err == nil {
-			if err := unix.Unlinkat(d.fd, name, 0); err != nil {
-				// Harmless: readers skip it, and Open removes it.
-				m.log.Warn("mailbox: remove probe file", "path", filepath.Join(d.path, name), "err", err)
-			}
-			return mode, nil
-		}
-		if transient(err) || errors.Is(err, unix.EEXIST) {
-			return modeUnknown, wrapFS("write", &fs.PathError{Op: "link", Path: filepath.Join(d.path, name), Err: err})
-		}
-		errs = append(errs, fmt.Errorf("%v: %w", mode, err))
-	}
-	if dirGone(d) {
-		return modeUnknown, wrapFS("write", &fs.PathError{Op: "link", Path: filepath.Join(d.path, name), Err: unix.ENOENT})
-	}
-	m.log.Info("mailbox: anonymous files cannot be linked here; writing temporary files", "dir", d.path, "err", errors.Join(errs...))
-	return modeRename, nil
-}
-
-// linkLocked gives the anonymous file fd the name name in the directory
-// dirfd, failing with EEXIST if that name is taken. Where the kernel
-// stops taking the empty path, it switches the mirror to /proc.
-func (m *Mirror) linkLocked(fd, dirfd int, name string) error {
-	if m.via != modeLinkEmpty {
-		return m.linkAs(modeLinkProc, fd, dirfd, name)
-	}
-	err := m.linkAs(modeLinkEmpty, fd, dirfd, name)
-	if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) {
-		return err
-	}
-	if perr := m.linkAs(modeLinkProc, fd, dirfd, name); perr == nil || errors.Is(perr, unix.EEXIST) {
-		m.via = modeLinkProc
-		if m.mode == modeLinkEmpty {
-			m.mode = modeLinkProc
-		}
-		return perr
-	}
-	return err
-}
-
-// linkAs links the anonymous file fd to dirfd/name with one linkat form.
-func (m *Mirror) linkAs(mode stageMode, fd, dirfd int, name string) error {
-	if mode == modeLinkEmpty {
-		return m.linkat(fd, "", dirfd, name, unix.AT_EMPTY_PATH)
-	}
-	return m.linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
-}
-
-// openTmpfile opens a new anonymous file, write only, in the directory
-// dirfd.
-func openTmpfile(dirfd int) (int, error) {
-	return unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
-}
-
-// transient reports whether err may pass (a full disk, too many open
-// files), so that it says nothing about what the file system supports.
-func transient(err error) bool {
-	for _, e := range []error{unix.ENOSPC, unix.EDQUOT, unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EINTR, unix.EAGAIN, unix.EIO} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// stageTempLocked writes data to a temporary file in p's inbox directory:
-// the way files are staged where anonymous files do not work.
-func (m *Mirror) stageTempLocked(p *pending, fresh bool, dayDir string, dirs *dirSet, data []byte) (err error) {
-	f, err := os.CreateTemp(p.dir, tempPrefix+"*")
-	if err != nil && !fresh && errors.Is(err, fs.ErrNotExist) {
-		// Someone removed the directory since: make it again.
-		if d := m.inboxDirs[p.dir]; d != nil {
-			m.retireLocked(d)
-		}
-		if _, err := m.openDirLocked(dayDir, p.dir, dirs); err != nil {
-			return err
-		}
-		f, err = os.CreateTemp(p.dir, tempPrefix+"*")
-	}
-	if err != nil {
-		return wrapFS("write "+p.dir, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	// CreateTemp makes 0600, and the umask may narrow OpenFile's mode.
-	if err = f.Chmod(fileMode); err != nil {
-		return wrapFS("write "+f.Name(), err)
-	}
-	if _, err = m.write(f, data); err != nil {
-		return wrapFS("write "+f.Name(), err)
-	}
-	p.f = f
-	return nil
-}
-
-// inboxDirLocked returns the inbox directory dir (in the day directory
-// dayDir) open, creating it if it is missing. A directory kept from an
-// earlier Write is checked once per Write, with a stat of its path, so
-// that one removed, moved or replaced by hand is made or opened again.
-// fresh reports that the directory was opened by this call.
-func (m *Mirror) inboxDirLocked(dayDir, dir string, dirs *dirSet) (d *inboxDir, fresh bool, err error) {
-	if d := m.inboxDirs[dir]; d != nil {
-		if d.batch == m.batch {
-			return d, false, nil
-		}
-		var st unix.Stat_t
-		if unix.Stat(dir, &st) == nil && uint64(st.Dev) == d.dev && uint64(st.Ino) == d.ino {
-			d.batch = m.batch
-			return d, false, nil
-		}
-		m.retireLocked(d)
-	}
-	d, err = m.openDirLocked(dayDir, dir, dirs)
-	return d, true, err
-}
-
-// reopenDirLocked returns the inbox directory of dead, a directory found
-// removed, made again (or as another file already made it again).
-func (m *Mirror) reopenDirLocked(dead *inboxDir, dayDir string, dirs *dirSet) (*inboxDir, error) {
-	if cur := m.inboxDirs[dead.path]; cur != nil {
-		if cur != dead && !dirGone(cur) {
-			return cur, nil
-		}
-		m.retireLocked(cur)
-	}
-	return m.openDirLocked(dayDir, dead.path, dirs)
-}
-
-// openDirLocked opens the inbox directory dir (in the day directory
-// dayDir), creating it if it is missing, and keeps it in m.inboxDirs.
-func (m *Mirror) openDirLocked(dayDir, dir string, dirs *dirSet) (*inboxDir, error) {
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
-	fd, err := unix.Open(dir, flags, 0)
-	if errors.Is(err, unix.ENOENT) {
-		if err := os.MkdirAll(dir, dirMode); err != nil {
-			return nil, wrapFS("create "+dir, err)
-		}
-		// The new directories' entries must reach the disk too.
-		dirs.add(m.dir)
-		dirs.add(dayDir)
-		fd, err = unix.Open(dir, flags, 0)
-	}
-	if err != nil {
-		return nil, wrapFS("create", &fs.PathError{Op: "open", Path: dir, Err: err})
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, wrapFS("create", &fs.PathError{Op: "fstat", Path: dir, Err: err})
-	}
-	d := &inboxDir{path: dir, fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino), batch: m.batch,
-		chmod: m.umask < 0 || m.umask&fileMode != 0 || hasDefaultACL(fd)}
-	if len(m.inboxDirs) >= 8 {
-		// One entry a day; keep it small.
-		for _, d := range m.inboxDirs {
-			m.retired = append(m.retired, d)
-		}
-		clear(m.inboxDirs)
-	}
-	m.inboxDirs[dir] = d
-	return d, nil
-}
-
-// retireLocked drops d, which is in m.inboxDirs, to be closed at the end
-// of the Write.
-func (m *Mirror) retireLocked(d *inboxDir) {
-	delete(m.inboxDirs, d.path)
-	m.retired = append(m.retired, d)
-}
-
-// closeRetiredLocked closes the directories dropped from m.inboxDirs.
-func (m *Mirror) closeRetiredLocked() {
-	for _, d := range m.retired {
-		unix.Close(d.fd)
-	}
-	m.retired = nil
-}
-
-// dirGone reports whether the open directory d has been removed.
-func dirGone(d *inboxDir) bool {
-	var st unix.Stat_t
-	return unix.Fstat(d.fd, &st) != nil || st.Nlink == 0
-}
-
-// hasDefaultACL reports whether files created in the directory fd take
-// their permissions from a default ACL instead of the umask (or whether
-// it cannot tell).
-func hasDefaultACL(fd int) bool {
-	_, err := unix.Fgetxattr(fd, "system.posix_acl_default", nil)
-	return !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.EOPNOTSUPP)
 }
 
 // syncAll fsyncs the staged files concurrently: the file system commits
@@ -879,93 +604,9 @@ func syncAll(ps []*pending) {
 	wg.Wait()
 }
 
-// publishLocked puts a staged file in place under a free name and returns
-// its path. m.mu must be held.
+// publishLocked closes p's temporary file and renames it into place under
+// a free name, and returns its path. m.mu must be held.
 func (m *Mirror) publishLocked(p *pending, dirs *dirSet) (string, error) {
-	var (
-		path string
-		err  error
-	)
-	if p.d != nil {
-		path, err = m.linkStagedLocked(p, dirs)
-	} else {
-		path, err = m.renameStagedLocked(p)
-	}
-	if err != nil {
-		return "", err
-	}
-	if m.cfg.SyncFiles {
-		if m.cfg.BatchDirSync {
-			dirs.add(p.dir)
-		} else if err := syncDir(p.dir); err != nil {
-			return "", wrapFS("fsync directory", err)
-		}
-	}
-	return path, nil
-}
-
-// baseName returns the name of p's file less any "-2" and the ".txt".
-func (p *pending) baseName() string { return nameBase(p.when, p.it.Env.ID.String()) }
-
-// linkStagedLocked links p's anonymous file under a free name and closes
-// it. A file that fails is closed unlinked, which frees it.
-func (m *Mirror) linkStagedLocked(p *pending, dirs *dirSet) (path string, err error) {
-	defer func() {
-		cerr := p.f.Close()
-		if err == nil && cerr != nil {
-			// Not known to be whole: take the name back.
-			unix.Unlinkat(p.d.fd, filepath.Base(path), 0)
-			path, err = "", wrapFS("write "+path, cerr)
-		}
-	}()
-	if p.err != nil {
-		return "", wrapFS("write "+p.dir, fmt.Errorf("fsync: %w", p.err))
-	}
-	path, err = m.linkFreeLocked(p, p.baseName(), ".txt")
-	if err != nil && dirGone(p.d) {
-		// Someone removed the directory since the file was staged: make
-		// it again.
-		d, rerr := m.reopenDirLocked(p.d, filepath.Dir(p.dir), dirs)
-		if rerr != nil {
-			return "", rerr
-		}
-		p.d = d
-		path, err = m.linkFreeLocked(p, p.baseName(), ".txt")
-	}
-	if err != nil {
-		if !transient(err) && !dirGone(p.d) {
-			// Neither linkat form works any more (/proc unmounted?): the
-			// files after this one take the rename path.
-			m.log.Info("mailbox: anonymous files cannot be linked any more; writing temporary files", "err", err)
-			m.mode = modeRename
-		}
-		return "", wrapFS("write", err)
-	}
-	return path, nil
-}
-
-// linkFreeLocked links p's anonymous file to p.dir/base+ext, or with
-// "-2", "-3", ... after base if that is taken, and returns the path.
-// linkat never replaces a file.
-func (m *Mirror) linkFreeLocked(p *pending, base, ext string) (string, error) {
-	fd := int(p.f.Fd())
-	for n := 1; ; n++ {
-		name := numberedName(base, ext, n)
-		err := m.linkLocked(fd, p.d.fd, name)
-		switch {
-		case err == nil:
-			return filepath.Join(p.dir, name), nil
-		case errors.Is(err, unix.EEXIST):
-			continue
-		default:
-			return "", &fs.PathError{Op: "link", Path: filepath.Join(p.dir, name), Err: err}
-		}
-	}
-}
-
-// renameStagedLocked closes p's temporary file and renames it into place
-// under a free name.
-func (m *Mirror) renameStagedLocked(p *pending) (string, error) {
 	tmp := p.f.Name()
 	err := p.err
 	if err != nil {
@@ -976,39 +617,65 @@ func (m *Mirror) renameStagedLocked(p *pending) (string, error) {
 	}
 	var path string
 	if err == nil {
-		path, err = renameFree(tmp, p.dir, p.baseName(), ".txt")
+		path, err = m.renameFree(tmp, p.dir, nameBase(p.when, p.it.Env.ID.String()), ".txt")
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return "", wrapFS("write "+tmp, err)
+	}
+	if m.cfg.SyncFiles {
+		if m.cfg.BatchDirSync {
+			dirs.add(p.dir)
+		} else if err := fsutil.SyncDir(p.dir); err != nil {
+			return "", wrapFS("fsync directory", err)
+		}
+	} else {
+		dirs.add(p.dir)
 	}
 	return path, nil
 }
 
 // renameFree renames tmp to dir/base+ext, or with "-2", "-3", ... after
 // base if that is taken, and returns the new path. It never replaces a
-// file: renameat2 with RENAME_NOREPLACE checks and renames in one call.
-// Where that is not supported it falls back to a free name and rename.
-func renameFree(tmp, dir, base, ext string) (string, error) {
+// file.
+func (m *Mirror) renameFree(tmp, dir, base, ext string) (string, error) {
 	for n := 1; ; n++ {
-		name := numberedName(base, ext, n)
-		p := filepath.Join(dir, name)
-		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
+		p := filepath.Join(dir, numberedName(base, ext, n))
+		err := m.sys.rename(tmp, p)
 		switch {
 		case err == nil:
 			return p, nil
-		case errors.Is(err, unix.EEXIST):
+		case errors.Is(err, fs.ErrExist):
 			continue
-		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
-			p, err := freeName(dir, base, ext, "")
-			if err != nil {
-				return "", err
-			}
-			return p, os.Rename(tmp, p)
 		default:
-			return "", &os.LinkError{Op: "rename", Old: tmp, New: p, Err: err}
+			return "", err
 		}
 	}
+}
+
+// linkRename renames old to new without replacing a file: a hard link,
+// which fails if new exists, then the removal of old. Where the file
+// system has no hard links it checks that new is free and renames: the
+// mirror is the only writer of its directories.
+func linkRename(old, new string) error {
+	err := os.Link(old, new)
+	if err == nil {
+		if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	free, serr := notExist(new)
+	if serr != nil {
+		return serr
+	}
+	if !free {
+		return &os.LinkError{Op: "rename", Old: old, New: new, Err: fs.ErrExist}
+	}
+	return os.Rename(old, new)
 }
 
 // freeName returns dir/base+ext, or with "-2", "-3", ... after base if
@@ -1147,12 +814,12 @@ func (m *Mirror) appendIndexLocked(day string, lines []byte) error {
 	if err != nil {
 		return wrapFS("index", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, fileMode)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, m.cfg.Access.fileMode())
 	if err != nil {
 		return wrapFS("index", err)
 	}
 	if created {
-		if err := f.Chmod(fileMode); err != nil {
+		if err := f.Chmod(m.cfg.Access.fileMode()); err != nil {
 			f.Close()
 			return wrapFS("index", err)
 		}
@@ -1187,9 +854,14 @@ func (m *Mirror) appendOpenIndexLocked(lines []byte, created bool) error {
 			return wrapFS("index "+ix.path+": fsync", err)
 		}
 		if created {
-			if err := syncDir(filepath.Dir(ix.path)); err != nil {
+			if err := fsutil.SyncDir(filepath.Dir(ix.path)); err != nil {
 				return wrapFS("fsync directory", err)
 			}
+		}
+	} else if m.sys.syncfs == nil {
+		m.unsynced.add(ix.path)
+		if created {
+			m.unsynced.add(filepath.Dir(ix.path))
 		}
 	}
 	return nil
@@ -1206,16 +878,6 @@ func endsTorn(f *os.File) (bool, error) {
 		return false, err
 	}
 	return last[0] != '\n', nil
-}
-
-// syncDir makes the links, renames and creations in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // wrapFS wraps a file-system error, adding [ErrDiskFull] when the disk or

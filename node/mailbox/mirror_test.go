@@ -1,3 +1,5 @@
+//go:build !windows
+
 package mailbox
 
 import (
@@ -17,20 +19,6 @@ import (
 
 	"github.com/meshd/meshd/proto"
 )
-
-// testConfig is DefaultConfig without fsync, for speed where durability
-// is not what is tested.
-func testConfig() Config { return Config{SyncFiles: false, BatchDirSync: true} }
-
-func openMirror(t *testing.T, cfg Config) (*Mirror, string) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "mailbox")
-	m, err := Open(dir, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, dir
-}
 
 func TestMirrorWrite(t *testing.T) {
 	m, dir := openMirror(t, DefaultConfig())
@@ -61,8 +49,8 @@ func TestMirrorWrite(t *testing.T) {
 			t.Errorf("%s:\n%s\nwant\n%s", paths[i], got, exp)
 		}
 		fi, _ := os.Stat(paths[i])
-		if fi.Mode().Perm() != 0o644 {
-			t.Errorf("%s: mode %v, want 0644", paths[i], fi.Mode())
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", paths[i], fi.Mode())
 		}
 	}
 	idx, err := os.ReadFile(filepath.Join(dir, "2026-11-21", "index.txt"))

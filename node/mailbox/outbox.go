@@ -12,11 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/node/fsutil"
 )
 
 // Outbox directories and names, under the mailbox root.
@@ -43,6 +44,9 @@ type OutboxConfig struct {
 	// MaxFileSize caps an outbox file. Default 1 MiB: the largest body
 	// (256 KiB) with room for JSON whitespace.
 	MaxFileSize int64
+	// Access says who may read the outbox, sent/ and failed/ besides
+	// the owner (and, when shared, who may drop files in the outbox).
+	Access Access
 	// Logger receives pick-ups, sends, failures and recoveries; nil
 	// discards.
 	Logger *slog.Logger
@@ -147,8 +151,13 @@ func OpenOutbox(dir string, cfg OutboxConfig) (*Outbox, error) {
 		o.now = time.Now
 	}
 	o.stats.FailedByReason = map[string]uint64{}
+	acc := cfg.Access
 	for _, d := range []string{o.out, o.proc, o.sent, o.failed} {
-		if err := os.MkdirAll(d, dirMode); err != nil {
+		mode := acc.DirMode()
+		if d == o.out {
+			mode = acc.outboxMode()
+		}
+		if err := acc.mkdirAllMode(d, mode); err != nil {
 			return nil, fmt.Errorf("mailbox: outbox: %w", err)
 		}
 	}
@@ -160,7 +169,7 @@ func OpenOutbox(dir string, cfg OutboxConfig) (*Outbox, error) {
 		}
 	}
 	if old, err := os.ReadFile(o.readmeAt); err != nil || string(old) != readme {
-		if err := writeAtomic(o.out, o.readmeAt, []byte(readme)); err != nil {
+		if err := fsutil.WriteAtomic(o.readmeAt, []byte(readme), acc.fileMode()); err != nil {
 			return nil, fmt.Errorf("mailbox: outbox: %w", err)
 		}
 	}
@@ -389,7 +398,17 @@ func (o *Outbox) process(ctx context.Context, name, path string, send func(*Outg
 // read reads a claimed file, refusing anything but a regular file of at
 // most MaxFileSize bytes.
 func (o *Outbox) read(path string) ([]byte, string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// Only a regular file is read. Lstat names what else it is; the open
+	// neither follows a link nor waits for a FIFO's writer (or a device),
+	// and the fstat after it catches a swap in between.
+	li, err := os.Lstat(path)
+	if err != nil {
+		return nil, ReasonUnreadable, fmt.Errorf("cannot open: %w", err)
+	}
+	if !li.Mode().IsRegular() {
+		return nil, ReasonUnreadable, fmt.Errorf("%w (%s)", errNotRegular, kindOf(li.Mode()))
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|openNoFollowNoBlock, 0)
 	if err != nil {
 		return nil, ReasonUnreadable, fmt.Errorf("cannot open: %w", err)
 	}
@@ -398,8 +417,8 @@ func (o *Outbox) read(path string) ([]byte, string, error) {
 	if err != nil {
 		return nil, ReasonUnreadable, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, ReasonUnreadable, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	if !fi.Mode().IsRegular() || !os.SameFile(li, fi) {
+		return nil, ReasonUnreadable, fmt.Errorf("%w (%s, replaced while opened)", errNotRegular, kindOf(fi.Mode()))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, o.cfg.MaxFileSize+1))
 	if err != nil {
@@ -443,13 +462,13 @@ func (o *Outbox) file(dir, name, path, suffix, sidecar string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeAtomic(dir, dst+suffix, []byte(sidecar)); err != nil {
+	if err := fsutil.WriteAtomic(dst+suffix, []byte(sidecar), o.cfg.Access.fileMode()); err != nil {
 		return "", err
 	}
 	if err := os.Rename(path, dst); err != nil {
 		return "", err
 	}
-	return dst, syncDir(dir)
+	return dst, fsutil.SyncDir(dir)
 }
 
 func (o *Outbox) count(f func(*OutboxStats)) {
@@ -466,33 +485,6 @@ func oneLine(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// writeAtomic writes a small file in dir through a temporary file.
-func writeAtomic(dir, path string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, tempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(fileMode); err != nil {
-		return err
-	}
-	if _, err = f.WriteString(string(data)); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // readme is the README.txt of the outbox: the convention, for agents.
@@ -533,3 +525,24 @@ Message-ID (and Request-ID for a request). If it cannot be sent it moves to
 being sent. If meshd stops in the middle of a send, the file is sent again
 when meshd restarts, so in rare cases a message arrives twice.
 `
+
+// errNotRegular is the reason an outbox entry that is not a regular file
+// (a FIFO, a link, a folder, a device) goes to failed/.
+var errNotRegular = errors.New("not a regular file")
+
+// kindOf names a file type for the .error file.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "type " + m.Type().String()
+}

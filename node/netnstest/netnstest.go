@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package netnstest builds small switched networks out of Linux network
 // namespaces, so tests can run several meshd hosts on one machine with real
 // sockets, real multicast and real partitions.

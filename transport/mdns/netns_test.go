@@ -1,3 +1,5 @@
+//go:build linux
+
 package mdns
 
 // Multi-host tests: the test binary re-executes itself inside network

@@ -1,0 +1,23 @@
+//go:build !windows
+
+package home
+
+import (
+	"os"
+	"syscall"
+)
+
+// errWouldBlock is the error lockFile returns when another open file
+// holds the lock.
+var errWouldBlock error = syscall.EWOULDBLOCK
+
+// lockFile takes an exclusive flock on f without waiting. The lock
+// belongs to the open file description.
+func lockFile(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

@@ -1,0 +1,6 @@
+package mailbox
+
+import "io/fs"
+
+// groupOf reports no group: Windows files have none.
+func groupOf(fs.FileInfo) (int, bool) { return 0, false }
