@@ -273,7 +273,10 @@ func TestStatusPageConfig(t *testing.T) {
 		&stdout, &stderr, envOf(nil)); code != 0 {
 		t.Fatalf("--http-allow-remote: exit %d: %s", code, stderr.String())
 	}
-	var printed fileConfig
+	var printed struct {
+		HTTP            string `json:"http"`
+		HTTPAllowRemote bool   `json:"http_allow_remote"`
+	}
 	if err := json.Unmarshal(stdout.Bytes(), &printed); err != nil || printed.HTTP != "0.0.0.0:8080" || !printed.HTTPAllowRemote {
 		t.Fatalf("printed config %s: %v", stdout.String(), err)
 	}
