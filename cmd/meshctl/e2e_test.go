@@ -53,6 +53,7 @@ func buildMeshctl(t *testing.T) string {
 // two nodes, a member added, a non-admin refused, tampering and rollback
 // detected, and a quorum-2 update that needs a second admin's signature.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	bin := buildMeshctl(t)
 	tmp := t.TempDir()
 	homeA, homeB, homeC := filepath.Join(tmp, "A"), filepath.Join(tmp, "B"), filepath.Join(tmp, "C")

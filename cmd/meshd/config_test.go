@@ -25,6 +25,7 @@ func resolve(t *testing.T, args []string, env map[string]string) (fileConfig, er
 }
 
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "meshd.toml")
 	err := os.WriteFile(cfgPath, []byte(`
@@ -84,6 +85,7 @@ log_level = "debug"
 }
 
 func TestConfigUnknownKeyNamesKeyAndLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "meshd.toml")
 	os.WriteFile(p, []byte("name = \"x\"\n\nlisten_addr = \"tcp://:1\"\n"), 0o600)
@@ -104,6 +106,7 @@ func TestConfigUnknownKeyNamesKeyAndLine(t *testing.T) {
 }
 
 func TestConfigLinkTimers(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "h")
 	c, err := resolve(t, []string{"--home", home}, nil)
 	if err != nil {
