@@ -75,9 +75,6 @@ const (
 	// benchDrainPoll is how often the drain looks for the files still
 	// missing.
 	benchDrainPoll = 20 * time.Millisecond
-	// benchClockTicks is USER_HZ, the unit of utime and stime in
-	// /proc/<pid>/stat: 100 on every Linux architecture Go supports.
-	benchClockTicks = 100
 	// benchSettle is the pause after subscribing readers: the catch-up
 	// round a subscription starts runs within half a second.
 	benchSettle = time.Second
@@ -422,7 +419,10 @@ func runBenchLoad(ctx context.Context, o benchOptions) (*benchResult, error) {
 			n.cpu0, _ = procCPU(n.pid)
 		}
 	}
-	host0, _ := hostBusySeconds()
+	host0, herr := hostBusySeconds()
+	if errors.Is(herr, errProcUnavailable) {
+		note("%v", herr)
+	}
 	self0, _ := procCPU(os.Getpid())
 	res.CPUs = runtime.NumCPU()
 	res.Load1Before, _ = loadAverage()
@@ -722,96 +722,10 @@ func lockPID(h home.Home) (int, error) {
 // cpuTime is a process's user and system CPU time, in seconds.
 type cpuTime struct{ user, sys float64 }
 
-// procCPU returns the CPU time process pid has used, all its threads.
-func procCPU(pid int) (cpuTime, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return cpuTime{}, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces;
-	// fields are counted after its closing one: state is field 3, utime
-	// 14 and stime 15.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return cpuTime{}, errors.New("unexpected /proc/pid/stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return cpuTime{}, errors.New("unexpected /proc/pid/stat")
-	}
-	ut, err1 := strconv.ParseUint(f[11], 10, 64)
-	st, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return cpuTime{}, errors.New("unexpected /proc/pid/stat")
-	}
-	return cpuTime{float64(ut) / benchClockTicks, float64(st) / benchClockTicks}, nil
-}
-
-// hostBusySeconds returns the CPU time all CPUs of the host have spent
-// busy since boot: the first line of /proc/stat less idle and iowait.
-func hostBusySeconds() (float64, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, errors.New("unexpected /proc/stat")
-	}
-	var busy uint64
-	for i, x := range f[1:9] {
-		v, err := strconv.ParseUint(x, 10, 64)
-		if err != nil {
-			return 0, errors.New("unexpected /proc/stat")
-		}
-		if i != 3 && i != 4 { // idle, iowait
-			busy += v
-		}
-	}
-	return float64(busy) / benchClockTicks, nil
-}
-
-// procMemory returns the memory figures of process pid in MiB, by their
-// /proc/<pid>/status names: VmHWM (the peak resident set), VmRSS, and its
-// parts RssAnon and RssFile.
-func procMemory(pid int) (map[string]float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, val, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmHWM" && name != "VmRSS" && name != "RssAnon" && name != "RssFile") {
-			continue
-		}
-		f := strings.Fields(val) // "12345 kB"
-		if len(f) != 2 || f[1] != "kB" {
-			continue
-		}
-		if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
-			out[name] = float64(kb) / 1024
-		}
-	}
-	if _, ok := out["VmHWM"]; !ok {
-		return nil, errors.New("no VmHWM in /proc/pid/status")
-	}
-	return out, nil
-}
-
-// loadAverage returns the host's 1-minute load average.
-func loadAverage() (float64, error) {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0, errors.New("empty /proc/loadavg")
-	}
-	return strconv.ParseFloat(f[0], 64)
-}
+// errProcUnavailable: this system has no /proc to read CPU time, memory
+// and load from (bench_proc_linux.go reads it), so bench reports those
+// figures as unavailable.
+var errProcUnavailable = fmt.Errorf("cpu, memory and load figures unavailable on %s", runtime.GOOS)
 
 // summarize returns the count, percentiles and maximum of ds.
 func summarize(ds []time.Duration) latencyStats {

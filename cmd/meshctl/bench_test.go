@@ -71,6 +71,7 @@ func runBenchTest(t *testing.T, within time.Duration, args ...string) (int, stri
 }
 
 func TestBenchJSON(t *testing.T) {
+	t.Parallel()
 	m := benchMesh(t)
 	alice, bob, carol := m.node("alice"), m.node("bob"), m.node("carol")
 	start := time.Now()
@@ -162,6 +163,7 @@ func TestBenchJSON(t *testing.T) {
 }
 
 func TestBenchText(t *testing.T) {
+	t.Parallel()
 	m := benchMesh(t)
 	code, out, errs := runBenchTest(t, 30*time.Second, "bench", "--home", m.node("alice").home, "--readers", m.node("bob").home,
 		"--channel", "bench", "--rate", "0", "--duration", "500ms", "--size", "256")

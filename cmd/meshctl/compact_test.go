@@ -61,6 +61,7 @@ func bloatedStore(t *testing.T, dir string) (kept []*history.Stored) {
 }
 
 func TestCompact(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "node")
 	kept := bloatedStore(t, dir)
 	h := home.Home{Dir: dir}

@@ -1,42 +1,59 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"regexp"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
 
-const usageCompletion = `usage: meshctl completion bash|zsh
+const usageCompletion = `usage: meshctl completion bash|zsh|fish
 
-Print a completion script for bash or zsh. It completes command names,
-subcommands (roster add), each command's flags, roles, statuses and file
-arguments, and asks this meshctl for channel names ('meshctl channel list')
-and member names ('meshctl roster show') of the home given with --home on
-the line, else of the default home.
+Print a completion script for bash, zsh or fish. The script hands the words
+of the command line to 'meshctl __complete', which answers from this
+meshctl's own command table and flag sets: command names, subcommands
+(roster add), each command's flags, roles, statuses and file arguments.
+Channel names, inbox item ids and request ids come from the running meshd
+of the home given with --home on the line (else the default home), and
+member names from its roster; when meshd does not answer, they complete
+nothing.
 
-The script is generated from meshctl's own command table and help texts,
-so it completes what this meshctl has; generate it again after an upgrade.
+Because the answers come from meshctl itself, the script never needs to be
+generated again after an upgrade.
 
 examples:
-  source <(meshctl completion bash)                        # this bash only
-  meshctl completion bash > /etc/bash_completion.d/meshctl  # every new bash
-  meshctl completion zsh > "${fpath[1]}/_meshctl"           # every new zsh
+  source <(meshctl completion bash)                          # this bash only
+  meshctl completion bash > /etc/bash_completion.d/meshctl    # every new bash
+  meshctl completion zsh > "${fpath[1]}/_meshctl"             # every new zsh
+  meshctl completion fish > ~/.config/fish/completions/meshctl.fish
 `
 
 // The completion command joins the command table just before help, so that
 // the table literal stays the one list of the others.
 func init() {
-	c := &command{name: "completion", args: "bash|zsh", summary: "print a shell completion script", usage: usageCompletion, run: runCompletion}
+	c := &command{name: "completion", args: "bash|zsh|fish", summary: "print a shell completion script", usage: usageCompletion, run: runCompletion}
 	i := slices.IndexFunc(commands, func(c *command) bool { return c.name == "help" })
 	if i < 0 {
 		i = len(commands)
 	}
 	commands = slices.Insert(commands, i, c)
+}
+
+// completionScripts are the scripts 'meshctl completion' prints, by shell.
+var completionScripts = map[string]string{
+	"bash": bashCompletion,
+	"zsh":  zshCompletion,
+	"fish": fishCompletion,
 }
 
 func runCompletion(a *app, args []string) error {
@@ -47,73 +64,371 @@ func runCompletion(a *app, args []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
-	tree := compTree(a.commands)
-	switch pos[0] {
-	case "bash":
-		return writeBashCompletion(a.Stdout, tree)
-	case "zsh":
-		return writeZshCompletion(a.Stdout, tree)
+	script, ok := completionScripts[pos[0]]
+	if !ok {
+		return a.usageErrorf("unknown shell %q: want bash, zsh or fish", pos[0])
 	}
-	return a.usageErrorf("unknown shell %q: want bash or zsh", pos[0])
+	if a.json {
+		return a.printJSON(struct {
+			Shell  string `json:"shell"`
+			Script string `json:"script"`
+		}{pos[0], script})
+	}
+	_, err = io.WriteString(a.Stdout, script)
+	return err
 }
 
-// compSpec is what the completion scripts know of one command: its
-// subcommands, flags and positional arguments. All of it is read from the
-// command table and the usage texts, so a new command or a new flag in a
-// command's help completes without a change here.
-type compSpec struct {
-	path    string      // the words that select it, as in "roster add"; "" for meshctl itself
-	summary string      // from the command table
-	subs    []*compSpec // a group's subcommands
-	flags   []compFlag  // the command's flags, then the global ones
-	args    []string    // the completion kind of each positional argument
-	more    string      // the kind of any further arguments (FILE...), or ""
-}
+// The __complete protocol. A completion script runs
+//
+//	meshctl __complete WORD... CURRENT
+//
+// with the words of the command line after "meshctl", up to the one under
+// the cursor (CURRENT, maybe empty). meshctl prints one candidate for
+// CURRENT a line, each optionally followed by a tab and a description,
+// then a last line ":N", where N is a sum of the compDirective bits:
+// 1 asks the shell to complete file names, 2 directory names.
+// Candidates are already filtered by CURRENT. Words are as the user typed
+// them: quotes and backslashes are undone here, once for all shells.
+//
+// __complete is not in the command table, so help does not list it. It
+// never fails: what it cannot answer completes nothing.
+const completeCommand = "__complete"
 
-// compFlag is one flag of a command.
-type compFlag struct {
-	name string // "--role"
-	kind string // the completion kind of its value; "" for a flag that takes none
-}
+// compDirective tells the script what to do besides offering candidates.
+type compDirective int
 
-// Completion kinds, as the scripts name them. "words a b c" completes one
-// of the words.
 const (
-	kindNone        = "none"     // a value that cannot be guessed (a key, an id, text)
-	kindFile        = "file"     // a file name
-	kindDir         = "dir"      // a directory name
-	kindChannel     = "channel"  // a channel name, from 'meshctl channel list'
-	kindHashChannel = "channel#" // a channel name written '#NAME'
-	kindPeer        = "peer"     // a member's name, from 'meshctl roster show'
-	kindCommand     = "command"  // a command name, a word at a time (help)
+	compFiles compDirective = 1 << iota // complete file names, as the shell does
+	compDirs                            // complete directory names, as the shell does
 )
 
-// argKinds maps the placeholders of positional arguments in usage lines to
-// completion kinds. Placeholders not listed complete nothing.
-var argKinds = map[string]string{
-	"NAME":    kindChannel,
-	"'#NAME'": kindHashChannel,
-	"PEER":    kindPeer,
-	"MEMBER":  kindPeer,
-	"FILE":    kindFile,
-	"DIR":     kindDir,
-	"COMMAND": kindCommand,
-	"ROLE":    wordsKind(roleNames()),
-	"STATUS":  wordsKind(statusNames()),
+// candidate is one completion.
+type candidate struct {
+	value string
+	desc  string // may be empty
 }
 
-// flagKinds is argKinds for flag values, which name different things: the
-// NAME of --name is a new display name, not a channel.
-var flagKinds = map[string]string{
-	"FILE": kindFile,
-	"DIR":  kindDir,
-	"ROLE": wordsKind(roleNames()),
+// dynamicTimeout bounds each question to meshd, so that a hung meshd
+// cannot hang the shell.
+const dynamicTimeout = 2 * time.Second
+
+// runComplete answers a __complete call.
+func (a *app) runComplete(words []string) {
+	cands, dir := a.complete(words)
+	var b strings.Builder
+	for _, c := range cands {
+		v := strings.NewReplacer("\n", " ", "\t", " ").Replace(c.value)
+		if c.desc != "" {
+			fmt.Fprintf(&b, "%s\t%s\n", v, strings.NewReplacer("\n", " ", "\t", " ").Replace(c.desc))
+		} else {
+			fmt.Fprintf(&b, "%s\n", v)
+		}
+	}
+	fmt.Fprintf(&b, ":%d\n", dir)
+	io.WriteString(a.Stdout, b.String())
 }
 
-// argOverrides are positional arguments whose placeholder misleads, keyed
-// by the command's name and the placeholder.
-var argOverrides = map[string]string{
-	"channel create NAME": kindNone, // a new channel's name
+// complete returns the candidates for the last of words, which follow
+// "meshctl" on a command line.
+func (a *app) complete(words []string) ([]candidate, compDirective) {
+	if len(words) == 0 {
+		words = []string{""}
+	}
+	for i := range words {
+		words[i] = unquoteWord(words[i])
+	}
+	cur := words[len(words)-1]
+	before := words[:len(words)-1]
+
+	var (
+		table     = a.commands // subcommands still to choose from, or nil under a command
+		cmd       *command     // the command chosen, once table is nil
+		fs        = a.completionFlags(nil)
+		pos       []string // positional arguments of cmd
+		flagsDone bool
+	)
+	for i := 0; i < len(before); i++ {
+		w := before[i]
+		switch {
+		case !flagsDone && w == "--":
+			// At a command's level, "--" ends its flags; before it, only
+			// the next word (the command) may not start with "-".
+			if table == nil {
+				flagsDone = true
+			}
+		case !flagsDone && strings.HasPrefix(w, "-") && w != "-":
+			name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+			f := fs.Lookup(name)
+			if f == nil || isBoolFlag(f) || hasValue {
+				if f != nil && hasValue {
+					a.noteFlag(name, value)
+				}
+				continue
+			}
+			if i+1 == len(before) {
+				return a.completeFlagValue(cmd, name, "", cur)
+			}
+			i++
+			a.noteFlag(name, before[i])
+		case table != nil:
+			found := findWord(table, w)
+			if found == nil {
+				return nil, 0 // an unknown command: nothing to offer
+			}
+			if found.sub != nil {
+				table = found.sub
+				fs = a.completionFlags(found)
+				continue
+			}
+			cmd, table = found, nil
+			fs = a.completionFlags(found)
+		default:
+			pos = append(pos, w)
+		}
+	}
+
+	if !flagsDone && strings.HasPrefix(cur, "-") {
+		if name, value, ok := strings.Cut(strings.TrimLeft(cur, "-"), "="); ok {
+			if f := fs.Lookup(name); f == nil || isBoolFlag(f) {
+				return nil, 0
+			}
+			prefix := cur[:len(cur)-len(value)]
+			return a.completeFlagValue(cmd, name, prefix, value)
+		}
+		return flagCandidates(fs, cur), 0
+	}
+	if table != nil {
+		var out []candidate
+		for _, c := range table {
+			if w := lastWord(c.name); strings.HasPrefix(w, cur) {
+				out = append(out, candidate{w, c.summary})
+			}
+		}
+		return out, 0
+	}
+	return a.completeArg(cmd, pos, cur)
+}
+
+// findWord returns the command of table that word selects, as dispatch
+// would.
+func findWord(table []*command, word string) *command {
+	for _, c := range table {
+		if c.name == word || strings.HasSuffix(c.name, " "+word) {
+			return c
+		}
+	}
+	return nil
+}
+
+// lastWord is the word that selects c within its group.
+func lastWord(name string) string { return name[strings.LastIndex(name, " ")+1:] }
+
+// noteFlag keeps what completion needs of a flag on the line: --home says
+// which node the dynamic values come from.
+func (a *app) noteFlag(name, value string) {
+	if name == "home" {
+		a.homeFlag = value
+	}
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// flagCandidates are the flags of fs that start with cur, spelled with two
+// dashes as the help texts do.
+func flagCandidates(fs *flag.FlagSet, cur string) []candidate {
+	var out []candidate
+	fs.VisitAll(func(f *flag.Flag) {
+		if name := "--" + f.Name; strings.HasPrefix(name, cur) {
+			out = append(out, candidate{value: name, desc: f.Usage})
+		}
+	})
+	return out
+}
+
+// errFlagsProbed stops a command run for its flag set: see [app.parse].
+var errFlagsProbed = errors.New("flag set probed")
+
+// completionFlags returns the flag set of c (nil: meshctl itself), the one
+// its run function builds. It runs c with a.probe set, so that [app.parse]
+// hands back the flag set and stops the command before it does anything:
+// every command parses its arguments first. A group takes the global flags
+// only, as dispatch parses them, and those of its own run if it has one.
+func (a *app) completionFlags(c *command) *flag.FlagSet {
+	fs := flag.NewFlagSet("meshctl", flag.ContinueOnError)
+	var discard app
+	discard.globalFlags(fs)
+	if c == nil || c.run == nil {
+		return fs
+	}
+	p := &app{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, commands: a.commands, cmd: c, probe: true}
+	if err := c.run(p, nil); !errors.Is(err, errFlagsProbed) || p.probed == nil {
+		return fs
+	}
+	return p.probed
+}
+
+// Completions of flag values, by flag name. Flags not listed take values
+// that cannot be guessed (a key, an id, a text), and complete nothing.
+var flagValues = map[string]func(a *app, prefix string) ([]candidate, compDirective){
+	"home":      completeDirs,
+	"dir":       completeDirs,
+	"file":      completeFiles,
+	"out":       completeFiles,
+	"current":   completeFiles,
+	"role":      fixedWords(roleNames),
+	"log-level": fixedWords(func() []string { return []string{"debug", "info", "warn", "error"} }),
+	"channel":   (*app).completeChannels,
+}
+
+// argValues are the completions of positional arguments, by the
+// placeholder that names them in the command table's synopsis ("KEY
+// --role ROLE"). A placeholder listing its values (online|away|offline)
+// completes them; one not listed completes nothing.
+var argValues = map[string]func(a *app, prefix string) ([]candidate, compDirective){
+	"NAME":       (*app).completeChannels,
+	"'#NAME'":    (*app).completeHashChannels,
+	"PEER":       (*app).completeMembers,
+	"MEMBER":     (*app).completeMembers,
+	"FILE":       completeFiles,
+	"DIR":        completeDirs,
+	"ROLE":       fixedWords(roleNames),
+	"STATUS":     fixedWords(statusNames),
+	"ID":         (*app).completeItemIDs,
+	"REQUEST_ID": (*app).completeRequestIDs,
+}
+
+// argOverrides are positional arguments whose placeholder misleads, by
+// command name and placeholder.
+var argOverrides = map[string]func(a *app, prefix string) ([]candidate, compDirective){
+	"channel create NAME": nil, // a new channel's name
+}
+
+// completeFlagValue completes the value of flag name of cmd (nil for
+// meshctl or a group). prefix ("--role=") goes before each candidate.
+func (a *app) completeFlagValue(cmd *command, name, prefix, cur string) ([]candidate, compDirective) {
+	complete, ok := flagValues[name]
+	if !ok {
+		return nil, 0
+	}
+	cands, dir := complete(a, cur)
+	if prefix != "" {
+		if dir&(compFiles|compDirs) != 0 {
+			return nil, dir // the shell completes the file name after the '='
+		}
+		for i := range cands {
+			cands[i].value = prefix + cands[i].value
+		}
+	}
+	return cands, dir
+}
+
+// completeArg completes positional argument len(pos) of cmd, from the
+// placeholders of its synopsis in the command table.
+func (a *app) completeArg(cmd *command, pos []string, cur string) ([]candidate, compDirective) {
+	if cmd == nil {
+		return nil, 0
+	}
+	if cmd.name == "help" {
+		return a.completeCommandWords(pos, cur)
+	}
+	holders := placeholders(cmd.args)
+	var holder string
+	switch {
+	case len(pos) < len(holders):
+		holder = holders[len(pos)]
+	case len(holders) > 0 && strings.HasSuffix(holders[len(holders)-1], "..."):
+		holder = holders[len(holders)-1]
+	default:
+		return nil, 0
+	}
+	holder = strings.TrimSuffix(holder, "...")
+	complete, ok := argOverrides[cmd.name+" "+holder]
+	if !ok {
+		complete = argValues[holder]
+	}
+	if !ok && complete == nil && isEnum(holder) {
+		words := strings.Split(holder, "|")
+		complete = fixedWords(func() []string { return words })
+	}
+	if complete == nil {
+		return nil, 0
+	}
+	return complete(a, cur)
+}
+
+// placeholders returns the positional arguments of a synopsis from the
+// command table, such as ["KEY"] for "KEY --role ROLE" and ["FILE..."] for
+// "FILE...": words that are neither a flag nor a flag's value.
+func placeholders(synopsis string) []string {
+	toks := strings.Fields(synopsis)
+	var out []string
+	for i := 0; i < len(toks); i++ {
+		tok := strings.Trim(toks[i], "[]")
+		if strings.HasPrefix(tok, "-") {
+			// A flag's value follows it inside the same brackets:
+			// "--role ROLE", "[--since D]", but not "[--wait [--timeout D]]".
+			if !strings.HasSuffix(toks[i], "]") && i+1 < len(toks) && !strings.HasPrefix(toks[i+1], "[") && !strings.HasPrefix(toks[i+1], "-") {
+				i++
+			}
+			continue
+		}
+		if tok != "" {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// isEnum reports whether a placeholder lists its values: online|away|offline.
+func isEnum(holder string) bool {
+	words := strings.Split(holder, "|")
+	if len(words) < 2 {
+		return false
+	}
+	for _, w := range words {
+		if w == "" || strings.Trim(w, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// completeCommandWords completes help's arguments: the words of a command.
+func (a *app) completeCommandWords(pos []string, cur string) ([]candidate, compDirective) {
+	table := a.commands
+	for _, w := range pos {
+		c := findWord(table, w)
+		if c == nil || c.sub == nil {
+			return nil, 0
+		}
+		table = c.sub
+	}
+	var out []candidate
+	for _, c := range table {
+		if w := lastWord(c.name); strings.HasPrefix(w, cur) {
+			out = append(out, candidate{w, c.summary})
+		}
+	}
+	return out, 0
+}
+
+func completeFiles(*app, string) ([]candidate, compDirective) { return nil, compFiles }
+func completeDirs(*app, string) ([]candidate, compDirective)  { return nil, compDirs }
+
+// fixedWords completes one of the words that list returns.
+func fixedWords(list func() []string) func(*app, string) ([]candidate, compDirective) {
+	return func(_ *app, cur string) ([]candidate, compDirective) {
+		var out []candidate
+		for _, w := range list() {
+			if strings.HasPrefix(w, cur) {
+				out = append(out, candidate{value: w})
+			}
+		}
+		return out, 0
+	}
 }
 
 // roleNames are the roster's roles, lowest first, as --role takes them.
@@ -136,430 +451,240 @@ func statusNames() []string {
 	}
 }
 
-func wordsKind(words []string) string { return "words " + strings.Join(words, " ") }
-
-var (
-	// flagLine is one line of a help text's flag list: "  --dir DIR   put the ...".
-	flagLine = regexp.MustCompile(`(?m)^  (--[a-z][a-z0-9-]*)(?: ([^ ]+))?(?:  |$)`)
-	// shellWord is what the scripts take unquoted, in words lists.
-	shellWord = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-	// enumPlaceholder is a placeholder listing its values: online|away|offline.
-	enumPlaceholder = regexp.MustCompile(`^[a-z0-9-]+(\|[a-z0-9-]+)+$`)
-)
-
-// compTree returns the completion spec of meshctl with the commands of table.
-func compTree(table []*command) *compSpec {
-	root := &compSpec{flags: globalCompFlags()}
-	for _, c := range table {
-		root.subs = append(root.subs, compCommand(c))
-	}
-	return root
+// remote runs one bounded call to the home's meshd; a meshd that does not
+// answer gives nothing.
+func remote[T any](a *app, get func(*api.Client, context.Context) (T, error)) (T, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), dynamicTimeout)
+	defer cancel()
+	v, err := get(a.client(), ctx)
+	return v, err == nil
 }
 
-// globalCompFlags reads the global flags from their help text.
-func globalCompFlags() []compFlag {
-	var flags []compFlag
-	for _, m := range flagLine.FindAllStringSubmatch(usageGlobal, -1) {
-		flags = addCompFlag(flags, m[1], m[2])
+// completeChannels completes the channels meshd knows, by name.
+func (a *app) completeChannels(cur string) ([]candidate, compDirective) {
+	chs, ok := remote(a, (*api.Client).Channels)
+	if !ok {
+		return nil, 0
 	}
-	return flags
+	var out []candidate
+	for _, ch := range chs.Channels {
+		if strings.HasPrefix(ch.Name, strings.TrimPrefix(cur, "#")) {
+			out = append(out, candidate{ch.Name, ch.Subscription})
+		}
+	}
+	return out, 0
 }
 
-func compCommand(c *command) *compSpec {
-	s := &compSpec{path: c.name, summary: c.summary}
-	synopsis := c.args
-	if line, _, _ := strings.Cut(c.usage, "\n"); strings.HasPrefix(line, "usage: meshctl "+c.name) {
-		synopsis = strings.TrimPrefix(line, "usage: meshctl "+c.name)
+// completeHashChannels completes channels written '#NAME'.
+func (a *app) completeHashChannels(cur string) ([]candidate, compDirective) {
+	if cur != "" && !strings.HasPrefix(cur, "#") {
+		return nil, 0
 	}
-	toks := strings.Fields(synopsis)
-	for i := 0; i < len(toks); i++ {
-		tok := strings.Trim(toks[i], "[]")
-		if strings.HasPrefix(tok, "-") {
-			// A flag's value follows it inside the same brackets:
-			// "--role ROLE", "[--since D]", but not "[--wait [--timeout D]]".
-			value := ""
-			if !strings.HasSuffix(toks[i], "]") && i+1 < len(toks) && !strings.HasPrefix(toks[i+1], "[") && !strings.HasPrefix(toks[i+1], "-") {
-				i++
-				value = strings.TrimRight(toks[i], "]")
+	out, dir := a.completeChannels(cur)
+	for i := range out {
+		out[i].value = "#" + out[i].value
+	}
+	return out, dir
+}
+
+// completeMembers completes the names of the home's roster members, the
+// roster that meshd keeps current. Members without a name are left out:
+// their keys are not typed by hand.
+func (a *app) completeMembers(cur string) ([]candidate, compDirective) {
+	r, err := home.ReadRoster(a.home().RosterPath())
+	if err != nil {
+		return nil, 0
+	}
+	var out []candidate
+	for _, m := range r.Members {
+		if m.Name != "" && strings.HasPrefix(m.Name, cur) {
+			out = append(out, candidate{m.Name, m.Role.String()})
+		}
+	}
+	slices.SortFunc(out, func(x, y candidate) int { return strings.Compare(x.value, y.value) })
+	return slices.CompactFunc(out, func(x, y candidate) bool { return x.value == y.value }), 0
+}
+
+// completeItemIDs completes the ids of unread inbox items, for 'read'.
+func (a *app) completeItemIDs(cur string) ([]candidate, compDirective) {
+	in, ok := remote(a, func(c *api.Client, ctx context.Context) (*api.Inbox, error) {
+		return c.Inbox(ctx, api.InboxQuery{})
+	})
+	if !ok {
+		return nil, 0
+	}
+	var out []candidate
+	for _, it := range in.Items {
+		if strings.HasPrefix(it.ID, cur) {
+			out = append(out, candidate{it.ID, itemDesc(&it)})
+		}
+	}
+	return out, 0
+}
+
+// completeRequestIDs completes the request ids of the requests in the
+// inbox, read or not, for 'respond'.
+func (a *app) completeRequestIDs(cur string) ([]candidate, compDirective) {
+	in, ok := remote(a, func(c *api.Client, ctx context.Context) (*api.Inbox, error) {
+		return c.Inbox(ctx, api.InboxQuery{All: true})
+	})
+	if !ok {
+		return nil, 0
+	}
+	var out []candidate
+	for _, it := range in.Items {
+		if it.Kind == "request" && it.RequestID != "" && strings.HasPrefix(it.RequestID, cur) &&
+			!slices.ContainsFunc(out, func(c candidate) bool { return c.value == it.RequestID }) {
+			out = append(out, candidate{it.RequestID, itemDesc(&it)})
+		}
+	}
+	return out, 0
+}
+
+// itemDesc describes an inbox item in a few words: "request deploy from
+// alice".
+func itemDesc(it *api.Item) string {
+	what := it.Kind
+	if it.Intent != "" {
+		what += " " + it.Intent
+	}
+	if from := it.From.Name; from != "" {
+		what += " from " + from
+	}
+	return printable(what, false)
+}
+
+// unquoteWord undoes the shell's quoting of a word as typed: quotes,
+// backslashes, and a leading "~/".
+func unquoteWord(w string) string {
+	if !strings.ContainsAny(w, `'"\~`) {
+		return w
+	}
+	var b strings.Builder
+	var quote rune
+	escaped := false
+	for _, r := range w {
+		switch {
+		case escaped:
+			b.WriteRune(r)
+			escaped = false
+		case quote == '\'':
+			if r == '\'' {
+				quote = 0
+			} else {
+				b.WriteRune(r)
 			}
-			s.flags = addCompFlag(s.flags, tok, value)
-			continue
-		}
-		if c.sub != nil || tok == "" {
-			continue // a group's synopsis is "COMMAND [ARGS]"
-		}
-		placeholder, more := strings.CutSuffix(tok, "...")
-		kind := argKind(c.name, placeholder)
-		if more || kind == kindCommand {
-			s.more = kind
-		}
-		if !more {
-			s.args = append(s.args, kind)
+		case r == '\\':
+			escaped = true
+		case quote == '"':
+			if r == '"' {
+				quote = 0
+			} else {
+				b.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		default:
+			b.WriteRune(r)
 		}
 	}
-	for _, m := range flagLine.FindAllStringSubmatch(c.usage, -1) {
-		s.flags = addCompFlag(s.flags, m[1], m[2])
-	}
-	for _, g := range globalCompFlags() {
-		s.flags = mergeCompFlag(s.flags, g)
-	}
-	for _, sub := range c.sub {
-		s.subs = append(s.subs, compCommand(sub))
+	s := b.String()
+	if rest, ok := strings.CutPrefix(s, "~/"); ok && strings.HasPrefix(w, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			s = h + "/" + rest
+		}
 	}
 	return s
 }
 
-// addCompFlag adds flag name, whose value is named by placeholder ("" for
-// none), or completes what flags already knows of it.
-func addCompFlag(flags []compFlag, name, placeholder string) []compFlag {
-	name, _, _ = strings.Cut(name, "=")
-	if !strings.HasPrefix(name, "--") {
-		name = "-" + name
-	}
-	if !shellWord.MatchString(strings.TrimLeft(name, "-")) {
-		return flags
-	}
-	return mergeCompFlag(flags, compFlag{name: name, kind: flagKind(placeholder)})
-}
+// The scripts. Each passes the words to 'meshctl __complete' and turns the
+// answer into the shell's own form; none knows anything of meshctl's
+// commands, so a script never goes stale.
 
-// mergeCompFlag adds f to flags, or completes what flags already knows of
-// it: a flag seen once with a value takes one, and a kind that completes
-// something beats none.
-func mergeCompFlag(flags []compFlag, f compFlag) []compFlag {
-	i := slices.IndexFunc(flags, func(g compFlag) bool { return g.name == f.name })
-	switch {
-	case i < 0:
-		return append(flags, f)
-	case flags[i].kind == "" || flags[i].kind == kindNone && f.kind != "":
-		flags[i].kind = f.kind
-	}
-	return flags
-}
-
-func flagKind(placeholder string) string {
-	switch {
-	case placeholder == "":
-		return ""
-	case enumPlaceholder.MatchString(placeholder):
-		return wordsKind(strings.Split(placeholder, "|"))
-	case flagKinds[placeholder] != "":
-		return flagKinds[placeholder]
-	}
-	return kindNone
-}
-
-func argKind(cmd, placeholder string) string {
-	if k, ok := argOverrides[cmd+" "+placeholder]; ok {
-		return k
-	}
-	if enumPlaceholder.MatchString(placeholder) {
-		return wordsKind(strings.Split(placeholder, "|"))
-	}
-	if k := argKinds[placeholder]; k != "" {
-		return k
-	}
-	return kindNone
-}
-
-// walk calls f for s and every command under it.
-func (s *compSpec) walk(f func(*compSpec)) {
-	f(s)
-	for _, sub := range s.subs {
-		sub.walk(f)
-	}
-}
-
-// lastWord is the word that selects s within its group.
-func (s *compSpec) lastWord() string {
-	return s.path[strings.LastIndex(s.path, " ")+1:]
-}
-
-// shq quotes s for sh.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// writeCompletionData writes the shell functions that hold the command
-// table, in the syntax bash and zsh share:
-//
-//	_meshctl_subs PATH            the subcommands of PATH ("" for the commands)
-//	_meshctl_flags PATH           the flags of PATH
-//	_meshctl_flagarg PATH FLAG    the kind of FLAG's value; fails if it takes none
-//	_meshctl_arg PATH N           the kind of positional argument N (from 0),
-//	                              or of any further one if N is '*'
-func writeCompletionData(w io.Writer, tree *compSpec) {
-	fmt.Fprint(w, "_meshctl_subs() {\n\tcase $1 in\n")
-	tree.walk(func(s *compSpec) {
-		if len(s.subs) == 0 {
-			return
-		}
-		var words []string
-		for _, sub := range s.subs {
-			words = append(words, sub.lastWord())
-		}
-		fmt.Fprintf(w, "\t%s) echo %s ;;\n", shq(s.path), shq(strings.Join(words, " ")))
-	})
-	fmt.Fprint(w, "\tesac\n}\n\n")
-
-	fmt.Fprint(w, "_meshctl_flags() {\n\tcase $1 in\n")
-	tree.walk(func(s *compSpec) {
-		var names []string
-		for _, f := range s.flags {
-			names = append(names, f.name)
-		}
-		fmt.Fprintf(w, "\t%s) echo %s ;;\n", shq(s.path), shq(strings.Join(names, " ")))
-	})
-	fmt.Fprint(w, "\tesac\n}\n\n")
-
-	// The global flags are the same after every command.
-	fmt.Fprint(w, "_meshctl_flagarg() {\n\tcase \"$1 $2\" in\n")
-	tree.walk(func(s *compSpec) {
-		for _, f := range s.flags {
-			if f.kind != "" && !slices.Contains(tree.flags, f) {
-				fmt.Fprintf(w, "\t%s) echo %s ;;\n", shq(s.path+" "+f.name), shq(f.kind))
-			}
-		}
-	})
-	for _, f := range tree.flags {
-		if f.kind != "" {
-			fmt.Fprintf(w, "\t*%s) echo %s ;;\n", shq(" "+f.name), shq(f.kind))
-		}
-	}
-	fmt.Fprint(w, "\t*) return 1 ;;\n\tesac\n}\n\n")
-
-	fmt.Fprint(w, "_meshctl_arg() {\n\tcase \"$1 $2\" in\n")
-	tree.walk(func(s *compSpec) {
-		for i, k := range s.args {
-			if k != kindNone {
-				fmt.Fprintf(w, "\t%s) echo %s ;;\n", shq(fmt.Sprintf("%s %d", s.path, i)), shq(k))
-			}
-		}
-		if s.more != "" && s.more != kindNone {
-			fmt.Fprintf(w, "\t%s) echo %s ;;\n", shq(s.path+" *"), shq(s.more))
-		}
-	})
-	fmt.Fprint(w, "\tesac\n}\n")
-}
-
-// The scripts' own logic. Both walk the words before the cursor the same
-// way: flags (and the value of those that take one) are skipped, "--"
-// ends them, words naming a subcommand extend the command's path, and the
-// rest are positional arguments. --home is kept, so that channel and
-// member names come from the home the line is about.
-
-const bashCompletionHead = `# bash completion for meshctl, generated by 'meshctl completion bash'.
+const bashCompletion = `# bash completion for meshctl, generated by 'meshctl completion bash'.
 # Load it in this shell with: source <(meshctl completion bash)
 
-`
-
-const bashCompletionTail = `
-# _meshctl_names KIND: channel or member names of the node, one a line.
-# Names with spaces or quotes are left out.
-_meshctl_names() {
-	local -a cmd=("$_meshctl_bin")
-	[[ $_meshctl_bin == "~/"* ]] && cmd=("$HOME/${_meshctl_bin#"~/"}")
-	[[ -n $_meshctl_home ]] && cmd+=(--home "$_meshctl_home")
-	case $1 in
-	channel) cmd+=(channel list --json) ;;
-	peer) cmd+=(roster show --json) ;;
-	*) return ;;
-	esac
-	command -v timeout >/dev/null 2>&1 && cmd=(timeout 3 "${cmd[@]}")
-	"${cmd[@]}" 2>/dev/null </dev/null |
-		sed -n 's/^[[:space:]]*"name":[[:space:]]*"\([^"\\[:space:]]*\)".*/\1/p' | sort -u
-}
-
-# _meshctl_complete KIND: fill COMPREPLY for the word under the cursor.
-_meshctl_complete() {
-	local n c
-	case $1 in
-	file)
-		compopt -o filenames 2>/dev/null
-		mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
-	dir)
-		compopt -o filenames 2>/dev/null
-		mapfile -t COMPREPLY < <(compgen -d -- "$cur") ;;
-	'words '*)
-		mapfile -t COMPREPLY < <(compgen -W "${1#words }" -- "$cur") ;;
-	command)
-		mapfile -t COMPREPLY < <(compgen -W "$(_meshctl_subs "${pos[*]}")" -- "$cur") ;;
-	channel | peer)
-		mapfile -t COMPREPLY < <(compgen -W "$(_meshctl_names "$1")" -- "$cur") ;;
-	'channel#')
-		# '#NAME': an unquoted # would start a comment, so offer \#NAME.
-		c=${cur#\\}
-		c=${c#\#}
-		[[ $cur == "" || $cur == \#* || $cur == \\\#* ]] || return
-		for n in $(_meshctl_names channel); do
-			[[ $n == "$c"* ]] && COMPREPLY+=("\\#$n")
-		done ;;
-	esac
-}
-
 _meshctl() {
-	local cur=${COMP_WORDS[COMP_CWORD]}
-	local _meshctl_bin=${COMP_WORDS[0]} _meshctl_home=
-	local cmdpath= w name k kind= flagsdone= i
-	local -a pos=()
+	local cur=${COMP_WORDS[COMP_CWORD]} bin=${COMP_WORDS[0]}
+	local i w glue= strip= out line directive
+	local -a words=() lines=()
 	COMPREPLY=()
-	for ((i = 1; i < COMP_CWORD; i++)); do
+	[[ $bin == "~/"* ]] && bin=$HOME/${bin#"~/"}
+	# bash splits --flag=value at the '=': join the pieces again.
+	for ((i = 1; i <= COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
-		if [[ -z $flagsdone && $w == -- ]]; then
-			flagsdone=1
-		elif [[ -z $flagsdone && $w == -?* ]]; then
-			name=${w#-}
-			name=--${name#-}
-			if ! k=$(_meshctl_flagarg "$cmdpath" "${name%%=*}"); then
-				continue
-			elif [[ $name == *=* ]]; then
-				[[ ${name%%=*} == --home ]] && _meshctl_home=${w#*=}
-			elif [[ ${COMP_WORDS[i+1]} == = ]]; then
-				# bash splits --flag=value at the '='.
-				if ((i + 2 >= COMP_CWORD)); then
-					kind=$k
-					[[ $cur == = ]] && cur=
-					break
-				fi
-				[[ $name == --home ]] && _meshctl_home=${COMP_WORDS[i+2]}
-				((i += 2))
-			elif ((i + 1 == COMP_CWORD)); then
-				kind=$k
-				break
-			else
-				((i++))
-				[[ $name == --home ]] && _meshctl_home=${COMP_WORDS[i]}
-			fi
-		elif ((${#pos[@]} == 0)) && [[ " $(_meshctl_subs "$cmdpath") " == *" $w "* ]]; then
-			cmdpath=${cmdpath:+$cmdpath }$w
+		if [[ $w == = && ${#words[@]} -gt 0 && ${words[-1]} == -* && ${words[-1]} != *=* ]]; then
+			words[-1]+==
+			glue=1
+			((i == COMP_CWORD)) && strip=${words[-1]}
+		elif [[ -n $glue ]]; then
+			glue=
+			((i == COMP_CWORD)) && strip=${words[-1]}
+			words[-1]+=$w
 		else
-			pos+=("$w")
+			words+=("$w")
 		fi
 	done
-	if [[ -n $kind ]]; then
-		_meshctl_complete "$kind"
-		return 0
+	[[ -n $strip ]] && cur=${cur#=}
+	out=$("$bin" __complete "${words[@]}" 2>/dev/null </dev/null) || return 0
+	mapfile -t lines <<<"$out"
+	directive=${lines[-1]}
+	[[ $directive == :* ]] || return 0
+	directive=${directive#:}
+	unset 'lines[-1]'
+	if ((directive & 2)); then
+		compopt -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(compgen -d -- "$cur")
+	elif ((directive & 1)); then
+		compopt -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+	else
+		for line in "${lines[@]}"; do
+			[[ -n $line ]] || continue
+			line=${line%%$'\t'*}
+			line=${line#"$strip"}
+			COMPREPLY+=("$(printf '%q' "$line")")
+		done
 	fi
-	if [[ -z $flagsdone && $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W "$(_meshctl_flags "$cmdpath")" -- "$cur")
-		return 0
-	fi
-	if ((${#pos[@]} == 0)) && [[ -n $(_meshctl_subs "$cmdpath") ]]; then
-		mapfile -t COMPREPLY < <(compgen -W "$(_meshctl_subs "$cmdpath")" -- "$cur")
-		return 0
-	fi
-	kind=$(_meshctl_arg "$cmdpath" "${#pos[@]}")
-	[[ -n $kind ]] || kind=$(_meshctl_arg "$cmdpath" '*')
-	_meshctl_complete "$kind"
 	return 0
 }
 
 complete -F _meshctl meshctl
 `
 
-// writeBashCompletion writes the bash completion script of tree.
-func writeBashCompletion(w io.Writer, tree *compSpec) error {
-	var b strings.Builder
-	b.WriteString(bashCompletionHead)
-	writeCompletionData(&b, tree)
-	b.WriteString(bashCompletionTail)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-const zshCompletionHead = `#compdef meshctl
+const zshCompletion = `#compdef meshctl
 # zsh completion for meshctl, generated by 'meshctl completion zsh'.
 # Install it as _meshctl in a directory of $fpath, or load it in this
 # shell (after compinit) with: source <(meshctl completion zsh)
 
-`
-
-const zshCompletionTail = `
-# _meshctl_names KIND: channel or member names of the node, one a line.
-_meshctl_names() {
-	local -a cmd
-	cmd=(${~_meshctl_bin})
-	[[ -n $_meshctl_home ]] && cmd+=(--home ${~_meshctl_home})
-	case $1 in
-	channel) cmd+=(channel list --json) ;;
-	peer) cmd+=(roster show --json) ;;
-	*) return ;;
-	esac
-	(( $+commands[timeout] )) && cmd=(timeout 3 $cmd)
-	$cmd 2>/dev/null </dev/null |
-		sed -n 's/^[[:space:]]*"name":[[:space:]]*"\([^"\\[:space:]]*\)".*/\1/p' | sort -u
-}
-
-# _meshctl_complete KIND: offer the matches for the word under the cursor.
-_meshctl_complete() {
-	local -a names descs
-	case $1 in
-	file) _files ;;
-	dir) _files -/ ;;
-	'words '*) compadd -- ${=${1#words }} ;;
-	command)
-		_meshctl_describe "${(j: :)pos}"
-		(( $#descs )) && _describe 'command' descs ;;
-	channel | peer)
-		names=(${(f)"$(_meshctl_names $1)"})
-		compadd -- $names ;;
-	'channel#')
-		names=(${(f)"$(_meshctl_names channel)"})
-		(( $#names )) && compadd -- "#"${^names} ;;
-	esac
-}
-
 _meshctl() {
-	local cur=${words[CURRENT]}
-	local _meshctl_bin=${words[1]} _meshctl_home=
-	local cmdpath= w name k kind= flagsdone= i
-	local -a pos descs
-	for ((i = 2; i < CURRENT; i++)); do
-		w=${words[i]}
-		if [[ -z $flagsdone && $w == -- ]]; then
-			flagsdone=1
-		elif [[ -z $flagsdone && $w == -?* ]]; then
-			name=${w#-}
-			name=--${name#-}
-			if ! k=$(_meshctl_flagarg "$cmdpath" "${name%%=*}"); then
-				continue
-			elif [[ $name == *=* ]]; then
-				[[ ${name%%=*} == --home ]] && _meshctl_home=${w#*=}
-			elif ((i + 1 == CURRENT)); then
-				kind=$k
-				break
-			else
-				((i++))
-				[[ $name == --home ]] && _meshctl_home=${words[i]}
-			fi
-		elif ((${#pos} == 0)) && [[ " $(_meshctl_subs "$cmdpath") " == *" $w "* ]]; then
-			cmdpath=${cmdpath:+$cmdpath }$w
+	local out line directive value
+	local -a lines cands
+	out=$(${~words[1]} __complete "${(@)words[2,CURRENT]}" 2>/dev/null </dev/null) || return 1
+	lines=("${(@f)out}")
+	directive=${lines[-1]}
+	[[ $directive == :* ]] || return 1
+	directive=${directive#:}
+	lines[-1]=()
+	if (( directive & 2 )); then
+		_files -/
+		return
+	elif (( directive & 1 )); then
+		_files
+		return
+	fi
+	for line in "${lines[@]}"; do
+		[[ -n $line ]] || continue
+		value=${line%%$'\t'*}
+		value=${value//:/\\:}
+		if [[ $line == *$'\t'* ]]; then
+			cands+=("$value:${line#*$'\t'}")
 		else
-			pos+=("$w")
+			cands+=("$value")
 		fi
 	done
-	if [[ -z $kind && -z $flagsdone && $cur == -*=* ]]; then
-		name=${cur%%=*}
-		name=--${${name#-}#-}
-		if kind=$(_meshctl_flagarg "$cmdpath" "$name"); then
-			compset -P '*='
-		else
-			return 1
-		fi
-	fi
-	if [[ -n $kind ]]; then
-		_meshctl_complete "$kind"
-		return
-	fi
-	if [[ -z $flagsdone && $cur == -* ]]; then
-		compadd -- ${=$(_meshctl_flags "$cmdpath")}
-		return
-	fi
-	if ((${#pos} == 0)) && [[ -n $(_meshctl_subs "$cmdpath") ]]; then
-		_meshctl_describe "$cmdpath"
-		_describe 'command' descs
-		return
-	fi
-	kind=$(_meshctl_arg "$cmdpath" "${#pos}")
-	[[ -n $kind ]] || kind=$(_meshctl_arg "$cmdpath" '*')
-	_meshctl_complete "$kind"
+	(( $#cands )) || return 1
+	_describe -t values meshctl cands
 }
 
 if [[ $zsh_eval_context[-1] == loadautofunc ]]; then
@@ -569,26 +694,26 @@ else
 fi
 `
 
-// writeZshCompletion writes the zsh completion script of tree.
-func writeZshCompletion(w io.Writer, tree *compSpec) error {
-	var b strings.Builder
-	b.WriteString(zshCompletionHead)
-	writeCompletionData(&b, tree)
-	// _meshctl_describe PATH sets descs to the subcommands of PATH, each
-	// "name:summary", for _describe.
-	b.WriteString("\n_meshctl_describe() {\n\tcase $1 in\n")
-	tree.walk(func(s *compSpec) {
-		if len(s.subs) == 0 {
-			return
-		}
-		var items []string
-		for _, sub := range s.subs {
-			items = append(items, shq(sub.lastWord()+":"+sub.summary))
-		}
-		fmt.Fprintf(&b, "\t%s) descs=(%s) ;;\n", shq(s.path), strings.Join(items, " "))
-	})
-	b.WriteString("\t*) descs=() ;;\n\tesac\n}\n")
-	b.WriteString(zshCompletionTail)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
+const fishCompletion = `# fish completion for meshctl, generated by 'meshctl completion fish'.
+# Install it as ~/.config/fish/completions/meshctl.fish, or load it in this
+# shell with: meshctl completion fish | source
+
+function __meshctl_complete
+	set -l words (commandline -opc)
+	set -l cur (commandline -ct)
+	set -l out ($words[1] __complete $words[2..-1] $cur 2>/dev/null </dev/null)
+	or return
+	set -l directive (string replace -r '^:' '' -- $out[-1])
+	or return
+	set -e out[-1]
+	if test (math "bitand($directive, 2)") -ne 0
+		__fish_complete_directories $cur
+	else if test (math "bitand($directive, 1)") -ne 0
+		__fish_complete_path $cur
+	else
+		string match -v -- '' $out
+	end
+end
+
+complete -c meshctl -f -a '(__meshctl_complete)'
+`

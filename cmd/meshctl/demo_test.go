@@ -39,6 +39,7 @@ func runDemoTest(t *testing.T, args ...string) string {
 }
 
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	out := runDemoTest(t, "demo")
 	m := regexp.MustCompile(`with homes under (\S+)\.\n`).FindStringSubmatch(out)
 	if m == nil {
@@ -96,6 +97,7 @@ func TestDemo(t *testing.T) {
 }
 
 func TestDemoJSON(t *testing.T) {
+	t.Parallel()
 	out := runDemoTest(t, "demo", "--json")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 11 {

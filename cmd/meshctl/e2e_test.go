@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,7 +32,16 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-// buildMeshctl builds the real binary into a temporary directory.
+// built is the meshctl binary, built once for all the tests that run it.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// buildMeshctl builds the real binary, once per test run, and returns its
+// path.
 func buildMeshctl(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -40,19 +51,38 @@ func buildMeshctl(t *testing.T) string {
 	if err != nil {
 		t.Skip("no go tool in PATH")
 	}
-	bin := filepath.Join(t.TempDir(), "meshctl")
-	cmd := exec.Command(gobin, "build", "-o", bin, "./cmd/meshctl")
-	cmd.Dir = moduleRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "meshctl-bin-"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "meshctl")
+		cmd := exec.Command(gobin, "build", "-o", bin, "./cmd/meshctl")
+		cmd.Dir = moduleRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // TestEndToEnd drives the real binary through the offline roster flow:
 // two nodes, a member added, a non-admin refused, tampering and rollback
 // detected, and a quorum-2 update that needs a second admin's signature.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	bin := buildMeshctl(t)
 	tmp := t.TempDir()
 	homeA, homeB, homeC := filepath.Join(tmp, "A"), filepath.Join(tmp, "B"), filepath.Join(tmp, "C")

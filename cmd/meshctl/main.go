@@ -12,6 +12,12 @@
 // if it must, prints to a.Stdout, and returns an error; [run] prints it and
 // picks the exit status. To add a command, write its file and add one line
 // to the [commands] table.
+//
+// A command must build its whole flag set and call [app.parse] before it
+// does anything else: shell completion runs it up to that call to learn
+// its flags (see completion.go). Completion of its positional arguments
+// follows the placeholders of its synopsis in the table (FILE, PEER,
+// '#NAME', a|b|c).
 package main
 
 import (
@@ -123,6 +129,11 @@ type app struct {
 	json     bool       // --json
 	commands []*command // the command table
 	cmd      *command   // the command running
+
+	// probe makes [app.parse] keep the flag set in probed and stop the
+	// command with errFlagsProbed: completion learns a command's flags so.
+	probe  bool
+	probed *flag.FlagSet
 }
 
 // Exit statuses.
@@ -140,6 +151,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stdin = strings.NewReader("")
 	}
 	a := &app{Stdin: stdin, Stdout: stdout, Stderr: stderr, commands: commands}
+	if len(args) > 0 && args[0] == completeCommand {
+		a.runComplete(args[1:])
+		return exitOK
+	}
 	cmd, rest, err := a.dispatch(args)
 	if err == nil {
 		a.cmd = cmd
@@ -213,6 +228,10 @@ func (a *app) flagSet() *flag.FlagSet {
 // ("roster add KEY --role member"); "--" ends the flags. It returns the
 // positional arguments. -h prints the command's help and returns errHelp.
 func (a *app) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if a.probe {
+		a.probed = fs
+		return nil, errFlagsProbed
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {

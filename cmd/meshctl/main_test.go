@@ -179,6 +179,7 @@ func TestInitAndID(t *testing.T) {
 }
 
 func TestRosterInit(t *testing.T) {
+	t.Parallel()
 	dir, key := node(t, "alice")
 	fails(t, 2, []string{"--home", dir, "roster", "init"}, "--org is required")
 	fails(t, 2, []string{"--home", dir, "roster", "init", "--org", strings.Repeat("x", 129)}, "org id")
@@ -203,6 +204,7 @@ func TestRosterInit(t *testing.T) {
 }
 
 func TestRosterEditing(t *testing.T) {
+	t.Parallel()
 	a, _ := node(t, "alice")
 	b, bkey := node(t, "bob")
 	_, ckey := node(t, "carol")
@@ -274,6 +276,7 @@ func TestRosterEditing(t *testing.T) {
 }
 
 func TestRosterQuorumFlow(t *testing.T) {
+	t.Parallel()
 	a, _ := node(t, "alice")
 	c, ckey := node(t, "carol")
 	_, dkey := node(t, "dave")
@@ -319,6 +322,7 @@ func TestRosterQuorumFlow(t *testing.T) {
 }
 
 func TestRosterVerify(t *testing.T) {
+	t.Parallel()
 	a, _ := node(t, "alice")
 	_, bkey := node(t, "bob")
 	e, _ := node(t, "eve")

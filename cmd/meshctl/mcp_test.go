@@ -90,6 +90,7 @@ func structured[T any](t *testing.T, res *mcp.CallToolResult) T {
 // client over stdio, against a real node: the tools, the inbox resource
 // and its doorbell, and a clean exit when stdin closes.
 func TestMCPServer(t *testing.T) {
+	// Not parallel: it holds the doorbell to ringing within 5 s.
 	bin := buildMeshctl(t)
 	m := startMCPMesh(t)
 	alice, bob := m.node("alice"), m.node("bob")
@@ -304,9 +305,14 @@ func drain(ch chan string) {
 // become tool errors, the doorbell rings for streamed items and when
 // meshd comes back, and closing stdin ends the command with status 0.
 func TestMCPInProcess(t *testing.T) {
+	t.Parallel()
 	f := newFakeEvents(t)
 	f.answer("POST /v1/send", 403, api.Error{Error: "role too low: observers may read but not send", Hint: "ask an admin for the member role"})
-	f.answer("GET /v1/inbox", 200, api.Inbox{Items: []api.Item{tailDM}})
+	// No unread items at first: the doorbell's look at the inbox when it
+	// starts to follow the stream then rings nobody. Had it found some, its
+	// ring could come before or after the subscription below, and the
+	// notifications counted here would depend on that race.
+	f.answer("GET /v1/inbox", 200, api.Inbox{})
 	f.answer("POST /v1/subscriptions", 200, api.Channel{Name: "ops", Subscription: "muted", CanRead: true})
 
 	inR, inW := io.Pipe()
@@ -377,7 +383,8 @@ func TestMCPInProcess(t *testing.T) {
 		}
 	}
 	// When meshd comes back the doorbell follows again, and rings for
-	// what came meanwhile (the inbox holds an unread item).
+	// what came meanwhile (the inbox now holds an unread item).
+	f.answer("GET /v1/inbox", 200, api.Inbox{Items: []api.Item{tailDM}})
 	f.end()
 	select {
 	case <-updated:
@@ -410,6 +417,7 @@ func TestMCPInProcess(t *testing.T) {
 // TestMCPTypeScriptClient runs an independent client, the official
 // TypeScript SDK, against the real 'meshctl mcp' binary.
 func TestMCPTypeScriptClient(t *testing.T) {
+	t.Parallel()
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed; the TypeScript MCP client needs Node.js")

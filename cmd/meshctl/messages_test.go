@@ -28,6 +28,7 @@ func wantBody(t *testing.T, r fakeRequest, want string) {
 }
 
 func TestSend(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	sent := api.Sent{ID: "0193a0c4-0000-7000-8000-000000000001", Kind: "message", To: "#x", Seq: 7, SentTo: []string{"a", "b", "c"}}
 	f.answer("POST /v1/send", 200, sent)
@@ -410,6 +411,7 @@ func TestInbox(t *testing.T) {
 }
 
 func TestInboxWait(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.answer("GET /v1/inbox", 200, api.Inbox{Items: []api.Item{}, TimedOut: true})
 	r := f.mc(t, "", "inbox", "--wait", "--timeout", "2s")

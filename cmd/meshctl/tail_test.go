@@ -164,6 +164,7 @@ func TestTailErrors(t *testing.T) {
 }
 
 func TestWait(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 
 	// A waking item: exit 0, one line per waking item; muted ones and

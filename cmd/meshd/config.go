@@ -2,63 +2,266 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/meshd/meshd/node"
+	"github.com/meshd/meshd/transport"
 	"github.com/pelletier/go-toml/v2"
 )
 
-// fileConfig is meshd's configuration: the TOML file's keys, which are
-// also the flags' names (with '-' for '_'). Precedence: file < env < flags.
+// fileConfig holds meshd's configuration once resolved: the values of the
+// keys of [configKeys], where each key is registered. Its fields carry no
+// names; the table gives them. Precedence: file < env < flags.
 type fileConfig struct {
-	Home          string   `toml:"home" json:"home"`
-	Name          string   `toml:"name" json:"name"`
-	Org           string   `toml:"org" json:"org"`
-	Roster        string   `toml:"roster" json:"roster"`
-	Listen        []string `toml:"listen" json:"listen"`
-	NoUnix        bool     `toml:"no_unix" json:"no_unix"`
-	Seeds         []string `toml:"seeds" json:"seeds"`
-	NoMDNS        bool     `toml:"no_mdns" json:"no_mdns"`
-	MDNSInterface string   `toml:"mdns_interface" json:"mdns_interface"`
+	Home          string
+	Name          string
+	Org           string
+	Roster        string
+	Listen        []string
+	NoUnix        bool
+	Seeds         []string
+	NoMDNS        bool
+	MDNSInterface string
 	// MailboxGroup names a group whose members may read the mailbox
 	// (folders 0750 setgid, files 0640); empty: the owner alone.
-	MailboxGroup string `toml:"mailbox_group" json:"mailbox_group"`
-	PresenceTTL  string `toml:"presence_ttl" json:"presence_ttl"`
+	MailboxGroup string
+	PresenceTTL  string
 	// Link timers: a link idle for Keepalive sends a ping; one that hears
 	// nothing for IdleTimeout is closed and redialled.
-	Keepalive   string `toml:"keepalive" json:"keepalive"`
-	IdleTimeout string `toml:"idle_timeout" json:"idle_timeout"`
+	Keepalive   string
+	IdleTimeout string
 	// History: how long an archive node keeps channel history at least,
 	// how often retention runs, how many peers a catch-up round asks.
-	ArchiveRetention  string `toml:"archive_retention" json:"archive_retention"`
-	RetentionInterval string `toml:"retention_interval" json:"retention_interval"`
-	SyncPeers         int    `toml:"sync_peers" json:"sync_peers"`
+	ArchiveRetention  string
+	RetentionInterval string
+	SyncPeers         int
 	// CompactAtStartMiB: a history store of at least this many MiB that is
 	// at least half free pages is compacted at start; 0 never.
-	CompactAtStartMiB int    `toml:"compact_at_start_mib" json:"compact_at_start_mib"`
-	LogLevel          string `toml:"log_level" json:"log_level"`
-	LogFormat         string `toml:"log_format" json:"log_format"`
+	CompactAtStartMiB int
+	LogLevel          string
+	LogFormat         string
 	// HTTP is the address of the read-only status page (HOST:PORT, empty:
 	// none); beyond loopback only with HTTPAllowRemote.
-	HTTP            string `toml:"http" json:"http"`
-	HTTPAllowRemote bool   `toml:"http_allow_remote" json:"http_allow_remote"`
+	HTTP            string
+	HTTPAllowRemote bool
 	// Metrics is the address of the Prometheus endpoint (HOST:PORT,
 	// empty: none); beyond loopback only with MetricsAllowRemote.
-	Metrics            string `toml:"metrics" json:"metrics"`
-	MetricsAllowRemote bool   `toml:"metrics_allow_remote" json:"metrics_allow_remote"`
+	Metrics            string
+	MetricsAllowRemote bool
 }
 
 // DefaultListen is the TCP address a node listens on when none is given.
 const DefaultListen = "tcp://0.0.0.0:7437"
 
-func defaultFileConfig() fileConfig {
-	return fileConfig{Listen: []string{DefaultListen}, PresenceTTL: "5m", Keepalive: "5s", IdleTimeout: "15s", LogLevel: "info", LogFormat: "text",
-		ArchiveRetention: "720h", RetentionInterval: "1m", SyncPeers: 3, CompactAtStartMiB: 64}
+// configKey is one configuration key: everything the config file, the
+// environment, the flags, --print-config and docs/meshd.toml know of it.
+type configKey struct {
+	key  string // in the TOML file and --print-config; the env var is MESH_ and the key in capitals
+	flag string // the flag's name if not the key with '-' for '_'
+	// field points to the key's value in a config: a *string, *[]string,
+	// *bool or *int. A list is an array in the file, comma-separated in
+	// the environment, and a repeated flag.
+	field func(c *fileConfig) any
+	def   any    // the default, of the field's type
+	help  string // the flag's help
+	// defText says what an empty default means, for the flag's help.
+	defText string
+	// apply sets the key's part of node.Config, checking its value; nil
+	// for keys that main reads itself (the logger, the status page, the
+	// metrics endpoint). Keys apply in table order.
+	apply func(c *fileConfig, nc *node.Config) error
 }
+
+// configKeys is the table of meshd's configuration keys, in the order of
+// docs/meshd.toml and --print-config. To add a key, add a field to
+// fileConfig and one entry here; the file, the environment, the flags and
+// --print-config follow, and cmd/meshd's tests ask for its documentation
+// in docs/meshd.toml.
+//
+// A single table rather than peterbourgon/ff: ff takes a config file's
+// keys to be the flags' names, so the file's no_unix and seeds (flags
+// --no-unix and --seed) would break every existing meshd.toml; it names
+// no line for an unknown key, and applying the values to node.Config and
+// --print-config would still be ours to write.
+var configKeys = []configKey{
+	{key: "home", field: func(c *fileConfig) any { return &c.Home }, def: "",
+		help: "home directory", defText: "~/.meshd",
+		apply: func(c *fileConfig, nc *node.Config) error { nc.Home = c.Home; return nil }},
+	{key: "name", field: func(c *fileConfig) any { return &c.Name }, def: "",
+		help:  "display name used when creating the identity or a one-node org",
+		apply: func(c *fileConfig, nc *node.Config) error { nc.Name = c.Name; return nil }},
+	{key: "org", field: func(c *fileConfig) any { return &c.Org }, def: "",
+		help: "org id for a new one-node org", defText: "org-<fingerprint>",
+		apply: func(c *fileConfig, nc *node.Config) error { nc.Org = c.Org; return nil }},
+	{key: "roster", field: func(c *fileConfig) any { return &c.Roster }, def: "",
+		help:  "pinned roster file",
+		apply: func(c *fileConfig, nc *node.Config) error { nc.RosterFile = c.Roster; return nil }},
+	{key: "listen", field: func(c *fileConfig) any { return &c.Listen }, def: []string{DefaultListen},
+		help: "listen address tcp://HOST:PORT or unix:///PATH",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.Listen, err = parseAddrs("--listen", c.Listen)
+			return err
+		}},
+	{key: "no_unix", field: func(c *fileConfig) any { return &c.NoUnix }, def: false,
+		help:  "do not listen on the link socket in the home",
+		apply: func(c *fileConfig, nc *node.Config) error { nc.NoUnixListener = c.NoUnix; return nil }},
+	{key: "seeds", flag: "seed", field: func(c *fileConfig) any { return &c.Seeds }, def: []string(nil),
+		help: "static seed peer tcp://HOST:PORT or unix:///PATH",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.Seeds, err = parseAddrs("--seed", c.Seeds)
+			return err
+		}},
+	{key: "no_mdns", field: func(c *fileConfig) any { return &c.NoMDNS }, def: false,
+		help:  "disable mDNS discovery",
+		apply: func(c *fileConfig, nc *node.Config) error { nc.MDNS = !c.NoMDNS; return nil }},
+	{key: "mdns_interface", field: func(c *fileConfig) any { return &c.MDNSInterface }, def: "",
+		help: "network interface for mDNS", defText: "the first multicast interface",
+		apply: func(c *fileConfig, nc *node.Config) error { nc.MDNSInterface = c.MDNSInterface; return nil }},
+	{key: "mailbox_group", field: func(c *fileConfig) any { return &c.MailboxGroup }, def: "",
+		help: "group (name or gid) whose members may read the mailbox, for an agent running as another user", defText: "owner only",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.MailboxAccess, err = mailboxAccess(c.MailboxGroup)
+			return err
+		}},
+	{key: "presence_ttl", field: func(c *fileConfig) any { return &c.PresenceTTL }, def: "5m",
+		help: "silence after which a peer is shown offline",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.PresenceTTL, err = parseDuration("presence ttl", c.PresenceTTL, time.Second, "at least 1s, like 5m")
+			return err
+		}},
+	{key: "keepalive", field: func(c *fileConfig) any { return &c.Keepalive }, def: "5s",
+		help: "ping a link after this long without sending on it",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.Transport.KeepaliveInterval, err = parseDuration("keepalive", c.Keepalive, 100*time.Millisecond, "at least 100ms, like 5s")
+			return err
+		}},
+	{key: "idle_timeout", field: func(c *fileConfig) any { return &c.IdleTimeout }, def: "15s",
+		help: "close a link that has heard nothing for this long, at least twice --keepalive",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			ka := nc.Transport.KeepaliveInterval // keepalive applies first
+			nc.Transport.IdleTimeout, err = parseDuration("idle timeout", c.IdleTimeout, 2*ka,
+				fmt.Sprintf("at least twice the keepalive (%v), like 15s", ka))
+			return err
+		}},
+	{key: "archive_retention", field: func(c *fileConfig) any { return &c.ArchiveRetention }, def: "720h",
+		help: "how long an archive node (roster archive flag) keeps channel history at least",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.ArchiveRetention, err = parseDuration("archive retention", c.ArchiveRetention, time.Hour, "at least 1h, like 720h")
+			return err
+		}},
+	{key: "retention_interval", field: func(c *fileConfig) any { return &c.RetentionInterval }, def: "1m",
+		help: "how often history retention runs",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.RetentionInterval, err = parseDuration("retention interval", c.RetentionInterval, time.Second, "at least 1s, like 1m")
+			return err
+		}},
+	{key: "sync_peers", field: func(c *fileConfig) any { return &c.SyncPeers }, def: 3,
+		help: "how many linked readers a history catch-up asks per channel",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.SyncPeers < 1 || c.SyncPeers > 16 {
+				return fmt.Errorf("sync peers %d: want 1 to 16", c.SyncPeers)
+			}
+			nc.SyncPeers = c.SyncPeers
+			return nil
+		}},
+	{key: "compact_at_start_mib", field: func(c *fileConfig) any { return &c.CompactAtStartMiB }, def: 64,
+		help: "compact a history store of at least this many MiB that is half free pages at start; 0 never",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.CompactAtStartMiB < 0 {
+				return fmt.Errorf("compact at start %d MiB: want 0 (never) or more", c.CompactAtStartMiB)
+			}
+			nc.CompactAtStart = int64(c.CompactAtStartMiB) << 20
+			return nil
+		}},
+	{key: "log_level", field: func(c *fileConfig) any { return &c.LogLevel }, def: "info",
+		help: "debug, info, warn or error"}, // the logger: see nodeConfig
+	{key: "log_format", field: func(c *fileConfig) any { return &c.LogFormat }, def: "text",
+		help: "text or json"},
+	{key: "http", field: func(c *fileConfig) any { return &c.HTTP }, def: "",
+		help: "serve the read-only status page on HOST:PORT, loopback only"}, // main serves it
+	{key: "http_allow_remote", field: func(c *fileConfig) any { return &c.HTTPAllowRemote }, def: false,
+		help: "let --http listen beyond loopback: the page has no authentication"},
+	{key: "metrics", field: func(c *fileConfig) any { return &c.Metrics }, def: "",
+		help: "serve Prometheus metrics at http://HOST:PORT/metrics, loopback only"}, // main serves it
+	{key: "metrics_allow_remote", field: func(c *fileConfig) any { return &c.MetricsAllowRemote }, def: false,
+		help: "let --metrics listen beyond loopback: the endpoint has no authentication"},
+}
+
+// envName is the key's environment variable.
+func (k *configKey) envName() string { return "MESH_" + strings.ToUpper(k.key) }
+
+// flagName is the key's flag, without dashes.
+func (k *configKey) flagName() string {
+	if k.flag != "" {
+		return k.flag
+	}
+	return strings.ReplaceAll(k.key, "_", "-")
+}
+
+// flagHelp is the flag's help, with its env var and default.
+func (k *configKey) flagHelp() string {
+	env := "env " + k.envName()
+	if _, ok := k.def.([]string); ok {
+		env = "repeatable; " + env
+	}
+	def := k.defText
+	if def == "" {
+		switch v := k.def.(type) {
+		case string:
+			def = v
+		case []string:
+			def = strings.Join(v, ",")
+		case int:
+			def = strconv.Itoa(v)
+		}
+	}
+	if def == "" {
+		return fmt.Sprintf("%s (%s)", k.help, env)
+	}
+	return fmt.Sprintf("%s (%s; default %s)", k.help, env, def)
+}
+
+// setValue stores v, of the field's type, in the key's field of c.
+func (k *configKey) setValue(c *fileConfig, v any) {
+	reflect.ValueOf(k.field(c)).Elem().Set(reflect.ValueOf(v))
+}
+
+// value returns the key's value in c.
+func (k *configKey) value(c *fileConfig) any { return reflect.ValueOf(k.field(c)).Elem().Interface() }
+
+func defaultFileConfig() fileConfig {
+	var c fileConfig
+	for i := range configKeys {
+		k := &configKeys[i]
+		k.setValue(&c, k.def)
+	}
+	return c
+}
+
+// fileType is the struct the TOML file decodes into: one pointer field a
+// key, tagged with its name, so that the decoder refuses unknown keys and
+// says which keys the file sets.
+var fileType = func() reflect.Type {
+	var fields []reflect.StructField
+	var c fileConfig
+	for i := range configKeys {
+		k := &configKeys[i]
+		fields = append(fields, reflect.StructField{
+			Name: fmt.Sprintf("K%d", i),
+			Type: reflect.PointerTo(reflect.TypeOf(k.field(&c)).Elem()),
+			Tag:  reflect.StructTag(fmt.Sprintf(`toml:%q json:%q`, k.key, k.key)),
+		})
+	}
+	return reflect.StructOf(fields)
+}()
 
 // loadFile reads a TOML config; unknown keys are an error naming the key and line.
 func loadFile(path string, c *fileConfig) error {
@@ -68,7 +271,8 @@ func loadFile(path string, c *fileConfig) error {
 	}
 	dec := toml.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(c); err != nil {
+	file := reflect.New(fileType)
+	if err := dec.Decode(file.Interface()); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
 			var msgs []string
@@ -85,72 +289,42 @@ func loadFile(path string, c *fileConfig) error {
 		}
 		return fmt.Errorf("config %s: %w", path, err)
 	}
+	for i := range configKeys {
+		if v := file.Elem().Field(i); !v.IsNil() {
+			configKeys[i].setValue(c, v.Elem().Interface())
+		}
+	}
 	return nil
 }
 
 // applyEnv overrides c from MESH_* variables.
 func applyEnv(c *fileConfig, getenv func(string) string) error {
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
+	for i := range configKeys {
+		k := &configKeys[i]
+		v := getenv(k.envName())
+		if v == "" {
+			continue
 		}
-	}
-	list := func(name string, dst *[]string) {
-		if v := getenv(name); v != "" {
-			*dst = splitList(v)
-		}
-	}
-	boolean := func(name string, dst *bool) error {
-		if v := getenv(name); v != "" {
+		switch p := k.field(c).(type) {
+		case *string:
+			*p = v
+		case *[]string:
+			*p = splitList(v)
+		case *bool:
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return fmt.Errorf("%s=%q: want true or false", name, v)
+				return fmt.Errorf("%s=%q: want true or false", k.envName(), v)
 			}
-			*dst = b
+			*p = b
+		case *int:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: want a number", k.envName(), v)
+			}
+			*p = n
 		}
-		return nil
 	}
-	str("MESH_HOME", &c.Home)
-	str("MESH_NAME", &c.Name)
-	str("MESH_ORG", &c.Org)
-	str("MESH_ROSTER", &c.Roster)
-	list("MESH_LISTEN", &c.Listen)
-	list("MESH_SEEDS", &c.Seeds)
-	str("MESH_MDNS_INTERFACE", &c.MDNSInterface)
-	str("MESH_MAILBOX_GROUP", &c.MailboxGroup)
-	str("MESH_PRESENCE_TTL", &c.PresenceTTL)
-	str("MESH_KEEPALIVE", &c.Keepalive)
-	str("MESH_IDLE_TIMEOUT", &c.IdleTimeout)
-	str("MESH_ARCHIVE_RETENTION", &c.ArchiveRetention)
-	str("MESH_RETENTION_INTERVAL", &c.RetentionInterval)
-	if v := getenv("MESH_SYNC_PEERS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("MESH_SYNC_PEERS=%q: want a number", v)
-		}
-		c.SyncPeers = n
-	}
-	if v := getenv("MESH_COMPACT_AT_START_MIB"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("MESH_COMPACT_AT_START_MIB=%q: want a number", v)
-		}
-		c.CompactAtStartMiB = n
-	}
-	str("MESH_LOG_LEVEL", &c.LogLevel)
-	str("MESH_LOG_FORMAT", &c.LogFormat)
-	str("MESH_HTTP", &c.HTTP)
-	if err := boolean("MESH_HTTP_ALLOW_REMOTE", &c.HTTPAllowRemote); err != nil {
-		return err
-	}
-	str("MESH_METRICS", &c.Metrics)
-	if err := boolean("MESH_METRICS_ALLOW_REMOTE", &c.MetricsAllowRemote); err != nil {
-		return err
-	}
-	if err := boolean("MESH_NO_MDNS", &c.NoMDNS); err != nil {
-		return err
-	}
-	return boolean("MESH_NO_UNIX", &c.NoUnix)
+	return nil
 }
 
 func splitList(v string) []string {
@@ -169,12 +343,11 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// flagValues holds parsed flags; set records which were given.
+// flagValues holds parsed flags: cfg the values of the configuration
+// flags that were given, and the flags of meshd itself.
 type flagValues struct {
 	fs          *flag.FlagSet
 	cfg         fileConfig
-	listen      listFlag
-	seeds       listFlag
 	configPath  string
 	printConfig bool
 	showVersion bool
@@ -183,29 +356,21 @@ type flagValues struct {
 func newFlags() *flagValues {
 	f := &flagValues{fs: flag.NewFlagSet("meshd", flag.ContinueOnError)}
 	fs := f.fs
-	fs.StringVar(&f.cfg.Home, "home", "", "home directory (env MESH_HOME; default ~/.meshd)")
-	fs.StringVar(&f.cfg.Name, "name", "", "display name used when creating the identity or a one-node org")
-	fs.StringVar(&f.cfg.Org, "org", "", "org id for a new one-node org (default org-<fingerprint>)")
-	fs.StringVar(&f.cfg.Roster, "roster", "", "pinned roster file (env MESH_ROSTER)")
-	fs.Var(&f.listen, "listen", "listen address tcp://HOST:PORT or unix:///PATH (repeatable; default "+DefaultListen+")")
-	fs.BoolVar(&f.cfg.NoUnix, "no-unix", false, "do not listen on the link socket in the home")
-	fs.Var(&f.seeds, "seed", "static seed peer tcp://HOST:PORT or unix:///PATH (repeatable)")
-	fs.BoolVar(&f.cfg.NoMDNS, "no-mdns", false, "disable mDNS discovery")
-	fs.StringVar(&f.cfg.MDNSInterface, "mdns-interface", "", "network interface for mDNS (default: first multicast interface)")
-	fs.StringVar(&f.cfg.MailboxGroup, "mailbox-group", "", "group (name or gid) whose members may read the mailbox, for an agent running as another user (default: owner only)")
-	fs.StringVar(&f.cfg.PresenceTTL, "presence-ttl", "", "silence after which a peer is shown offline (default 5m)")
-	fs.StringVar(&f.cfg.Keepalive, "keepalive", "", "ping a link after this long without sending on it (default 5s)")
-	fs.StringVar(&f.cfg.IdleTimeout, "idle-timeout", "", "close a link that has heard nothing for this long, at least twice --keepalive (default 15s)")
-	fs.StringVar(&f.cfg.ArchiveRetention, "archive-retention", "", "how long an archive node (roster archive flag) keeps channel history at least (default 720h)")
-	fs.StringVar(&f.cfg.RetentionInterval, "retention-interval", "", "how often history retention runs (default 1m)")
-	fs.IntVar(&f.cfg.SyncPeers, "sync-peers", 0, "how many linked readers a history catch-up asks per channel (default 3)")
-	fs.IntVar(&f.cfg.CompactAtStartMiB, "compact-at-start-mib", 0, "compact a history store of at least this many MiB that is half free pages at start; 0 never (default 64)")
-	fs.StringVar(&f.cfg.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
-	fs.StringVar(&f.cfg.LogFormat, "log-format", "", "text or json (default text)")
-	fs.StringVar(&f.cfg.HTTP, "http", "", "serve the read-only status page on HOST:PORT, loopback only (env MESH_HTTP)")
-	fs.BoolVar(&f.cfg.HTTPAllowRemote, "http-allow-remote", false, "let --http listen beyond loopback: the page has no authentication")
-	fs.StringVar(&f.cfg.Metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics, loopback only (env MESH_METRICS)")
-	fs.BoolVar(&f.cfg.MetricsAllowRemote, "metrics-allow-remote", false, "let --metrics listen beyond loopback: the endpoint has no authentication")
+	for i := range configKeys {
+		k := &configKeys[i]
+		switch p := k.field(&f.cfg).(type) {
+		case *string:
+			fs.StringVar(p, k.flagName(), "", k.flagHelp())
+		case *[]string:
+			fs.Var((*listFlag)(p), k.flagName(), k.flagHelp())
+		case *bool:
+			fs.BoolVar(p, k.flagName(), false, k.flagHelp())
+		case *int:
+			fs.IntVar(p, k.flagName(), 0, k.flagHelp())
+		default:
+			panic(fmt.Sprintf("config key %s: field of type %T", k.key, p))
+		}
+	}
 	fs.StringVar(&f.configPath, "config", "", "TOML config file (env MESH_CONFIG; default <home>/meshd.toml if present)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the effective configuration as JSON and exit")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
@@ -214,54 +379,47 @@ func newFlags() *flagValues {
 
 // applyFlags overrides c with the flags that were given.
 func (f *flagValues) applyFlags(c *fileConfig) {
-	f.fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "home":
-			c.Home = f.cfg.Home
-		case "name":
-			c.Name = f.cfg.Name
-		case "org":
-			c.Org = f.cfg.Org
-		case "roster":
-			c.Roster = f.cfg.Roster
-		case "listen":
-			c.Listen = f.listen
-		case "no-unix":
-			c.NoUnix = f.cfg.NoUnix
-		case "seed":
-			c.Seeds = f.seeds
-		case "no-mdns":
-			c.NoMDNS = f.cfg.NoMDNS
-		case "mdns-interface":
-			c.MDNSInterface = f.cfg.MDNSInterface
-		case "mailbox-group":
-			c.MailboxGroup = f.cfg.MailboxGroup
-		case "presence-ttl":
-			c.PresenceTTL = f.cfg.PresenceTTL
-		case "keepalive":
-			c.Keepalive = f.cfg.Keepalive
-		case "idle-timeout":
-			c.IdleTimeout = f.cfg.IdleTimeout
-		case "archive-retention":
-			c.ArchiveRetention = f.cfg.ArchiveRetention
-		case "retention-interval":
-			c.RetentionInterval = f.cfg.RetentionInterval
-		case "sync-peers":
-			c.SyncPeers = f.cfg.SyncPeers
-		case "compact-at-start-mib":
-			c.CompactAtStartMiB = f.cfg.CompactAtStartMiB
-		case "log-level":
-			c.LogLevel = f.cfg.LogLevel
-		case "log-format":
-			c.LogFormat = f.cfg.LogFormat
-		case "http":
-			c.HTTP = f.cfg.HTTP
-		case "http-allow-remote":
-			c.HTTPAllowRemote = f.cfg.HTTPAllowRemote
-		case "metrics":
-			c.Metrics = f.cfg.Metrics
-		case "metrics-allow-remote":
-			c.MetricsAllowRemote = f.cfg.MetricsAllowRemote
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for i := range configKeys {
+		if k := &configKeys[i]; given[k.flagName()] {
+			k.setValue(c, k.value(&f.cfg))
 		}
-	})
+	}
+}
+
+// printConfig writes c as JSON, one member a key in table order, as
+// --print-config does.
+func printConfig(c fileConfig) ([]byte, error) {
+	out := reflect.New(fileType).Elem()
+	for i := range configKeys {
+		v := reflect.ValueOf(configKeys[i].field(&c))
+		if v.Elem().Kind() == reflect.Slice && v.Elem().IsNil() {
+			continue // null, as before: a nil pointer prints as null too
+		}
+		out.Field(i).Set(v)
+	}
+	return json.MarshalIndent(out.Interface(), "", "  ")
+}
+
+// parseAddrs parses the addresses of a list key.
+func parseAddrs(what string, list []string) ([]transport.Addr, error) {
+	var out []transport.Addr
+	for _, s := range list {
+		a, err := transport.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// parseDuration parses a duration key that must be at least min.
+func parseDuration(what, s string, min time.Duration, want string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < min {
+		return 0, fmt.Errorf("%s %q: want a duration of %s", what, s, want)
+	}
+	return d, nil
 }

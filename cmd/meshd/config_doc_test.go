@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,28 +17,11 @@ import (
 // exampleConfig is the annotated example configuration.
 var exampleConfig = filepath.Join("..", "..", "docs", "meshd.toml")
 
-// configKeys returns the TOML keys of fileConfig with their fields' indexes.
-func configKeys(t *testing.T) map[string]int {
-	t.Helper()
-	keys := map[string]int{}
-	typ := reflect.TypeFor[fileConfig]()
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("toml"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		keys[name] = i
-	}
-	if len(keys) < 10 {
-		t.Fatalf("fileConfig has only %d toml keys: %v", len(keys), keys)
-	}
-	return keys
-}
-
 // TestConfigDocLoads loads docs/meshd.toml with meshd's own loader: it is
 // valid, it sets every key of fileConfig, and, as its header says, to the
 // key's default.
 func TestConfigDocLoads(t *testing.T) {
+	t.Parallel()
 	cfg := defaultFileConfig()
 	if err := loadFile(exampleConfig, &cfg); err != nil {
 		t.Fatalf("the example does not load: %v", err)
@@ -50,15 +34,20 @@ func TestConfigDocLoads(t *testing.T) {
 	if err := toml.Unmarshal(b, &set); err != nil {
 		t.Fatal(err)
 	}
-	def := reflect.ValueOf(defaultFileConfig())
-	got := reflect.ValueOf(cfg)
-	for key, i := range configKeys(t) {
-		if _, ok := set[key]; !ok {
-			t.Errorf("docs/meshd.toml does not set %s: add it, with its comment, set to its default", key)
+	def := defaultFileConfig()
+	for i := range configKeys {
+		k := &configKeys[i]
+		if _, ok := set[k.key]; !ok {
+			t.Errorf("docs/meshd.toml does not set %s: add it, with its comment, set to its default", k.key)
 			continue
 		}
-		if !sameValue(got.Field(i), def.Field(i)) {
-			t.Errorf("docs/meshd.toml sets %s = %v, but its default is %v", key, got.Field(i), def.Field(i))
+		if got, want := reflect.ValueOf(k.value(&cfg)), reflect.ValueOf(k.value(&def)); !sameValue(got, want) {
+			t.Errorf("docs/meshd.toml sets %s = %v, but its default is %v", k.key, got, want)
+		}
+	}
+	for key := range set {
+		if !slices.ContainsFunc(configKeys, func(k configKey) bool { return k.key == key }) {
+			t.Errorf("docs/meshd.toml sets %s, which meshd does not know", key)
 		}
 	}
 }
@@ -80,6 +69,7 @@ var (
 // starts with the key, gives its default, and names its environment
 // variable and flag, and those really set the key.
 func TestConfigDocComments(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(exampleConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +80,9 @@ func TestConfigDocComments(t *testing.T) {
 	}
 	lines := strings.Split(text, "\n")
 	def := defaultFileConfig()
-	for key, i := range configKeys(t) {
+	for i := range configKeys {
+		k := &configKeys[i]
+		key := k.key
 		comment := keyComment(lines, key)
 		if !strings.HasPrefix(comment, key+": ") {
 			t.Errorf("%s: the comment above it does not start with %q:\n%s", key, key+": ", comment)
@@ -99,7 +91,7 @@ func TestConfigDocComments(t *testing.T) {
 		if !strings.Contains(comment, "Default: ") {
 			t.Errorf("%s: the comment does not give the default", key)
 		}
-		field := reflect.ValueOf(def).Field(i)
+		field := reflect.ValueOf(k.value(&def))
 		value, ok := changedValue(field)
 		if !ok {
 			t.Logf("%s: a %s has no single env or flag value to check", key, field.Kind())
@@ -109,7 +101,9 @@ func TestConfigDocComments(t *testing.T) {
 		switch {
 		case env == nil:
 			t.Errorf("%s: the comment names no env var (Env: MESH_... or Env: none)", key)
-		case env[1] != "none" && ok:
+		case env[1] != k.envName():
+			t.Errorf("%s: the comment names env %s, but the key's is %s", key, env[1], k.envName())
+		case ok:
 			cfg := defaultFileConfig()
 			getenv := func(k string) string {
 				if k == env[1] {
@@ -119,7 +113,7 @@ func TestConfigDocComments(t *testing.T) {
 			}
 			if err := applyEnv(&cfg, getenv); err != nil {
 				t.Errorf("%s: %s=%s: %v", key, env[1], value, err)
-			} else if sameValue(reflect.ValueOf(cfg).Field(i), field) {
+			} else if sameValue(reflect.ValueOf(k.value(&cfg)), field) {
 				t.Errorf("%s: %s=%s does not set it", key, env[1], value)
 			}
 		}
@@ -128,7 +122,9 @@ func TestConfigDocComments(t *testing.T) {
 		switch {
 		case flag == nil:
 			t.Errorf("%s: the comment names no flag (Flag: --... or Flag: none)", key)
-		case flag[1] != "none":
+		case flag[1] != "--"+k.flagName():
+			t.Errorf("%s: the comment names flag %s, but the key's is --%s", key, flag[1], k.flagName())
+		default:
 			f := newFlags()
 			f.fs.SetOutput(io.Discard)
 			if f.fs.Lookup(strings.TrimPrefix(flag[1], "--")) == nil {
@@ -144,7 +140,7 @@ func TestConfigDocComments(t *testing.T) {
 			}
 			cfg := defaultFileConfig()
 			f.applyFlags(&cfg)
-			if sameValue(reflect.ValueOf(cfg).Field(i), field) {
+			if sameValue(reflect.ValueOf(k.value(&cfg)), field) {
 				t.Errorf("%s: %s=%s does not set it", key, flag[1], value)
 			}
 		}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +25,7 @@ func resolve(t *testing.T, args []string, env map[string]string) (fileConfig, er
 }
 
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "meshd.toml")
 	err := os.WriteFile(cfgPath, []byte(`
@@ -81,6 +85,7 @@ log_level = "debug"
 }
 
 func TestConfigUnknownKeyNamesKeyAndLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "meshd.toml")
 	os.WriteFile(p, []byte("name = \"x\"\n\nlisten_addr = \"tcp://:1\"\n"), 0o600)
@@ -101,6 +106,7 @@ func TestConfigUnknownKeyNamesKeyAndLine(t *testing.T) {
 }
 
 func TestConfigLinkTimers(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "h")
 	c, err := resolve(t, []string{"--home", home}, nil)
 	if err != nil {
@@ -138,5 +144,156 @@ func TestConfigLinkTimers(t *testing.T) {
 		if _, _, err := nodeConfig(c, io.Discard); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%v: err %v, want one that says %q", bad.args, err, bad.want)
 		}
+	}
+}
+
+// TestConfigTable checks the table of keys itself: each field of
+// fileConfig belongs to exactly one key, each default has its field's type,
+// and names are unique.
+func TestConfigTable(t *testing.T) {
+	t.Parallel()
+	var c fileConfig
+	fields := map[uintptr]string{}
+	names := map[string]string{}
+	for i := range configKeys {
+		k := &configKeys[i]
+		p := reflect.ValueOf(k.field(&c))
+		if p.Kind() != reflect.Pointer {
+			t.Fatalf("%s: field is a %s, not a pointer", k.key, p.Kind())
+		}
+		if other, ok := fields[p.Pointer()]; ok {
+			t.Errorf("%s and %s share a field", k.key, other)
+		}
+		fields[p.Pointer()] = k.key
+		if reflect.TypeOf(k.def) != p.Type().Elem() {
+			t.Errorf("%s: default %T for a field of type %s", k.key, k.def, p.Type().Elem())
+		}
+		for _, n := range []string{"key " + k.key, "env " + k.envName(), "flag " + k.flagName()} {
+			if other, ok := names[n]; ok {
+				t.Errorf("%s: %s is also %s's", k.key, n, other)
+			}
+			names[n] = k.key
+		}
+		if k.help == "" {
+			t.Errorf("%s: no help", k.key)
+		}
+	}
+	if n := reflect.TypeFor[fileConfig]().NumField(); n != len(fields) {
+		t.Errorf("fileConfig has %d fields, the table %d keys", n, len(fields))
+	}
+}
+
+// TestConfigPrecedenceEveryKey sets every key in the file, the environment
+// and the flags, to different values, and checks which wins.
+func TestConfigPrecedenceEveryKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// Three values a key, one for each source, in the key's type.
+	value := func(k *configKey, n int) (toml, text string) {
+		switch k.def.(type) {
+		case string:
+			s := fmt.Sprintf("%s-%d", k.key, n)
+			return strconv.Quote(s), s
+		case []string:
+			s := fmt.Sprintf("tcp://192.0.2.%d:7437", n)
+			return "[" + strconv.Quote(s) + "]", s
+		case bool:
+			return strconv.FormatBool(n%2 == 1), strconv.FormatBool(n%2 == 1)
+		case int:
+			return strconv.Itoa(100 + n), strconv.Itoa(100 + n)
+		}
+		t.Fatalf("%s: type %T", k.key, k.def)
+		return "", ""
+	}
+	for _, sources := range []int{1, 2, 3} { // file; file and env; file, env and flags
+		var file strings.Builder
+		env := map[string]string{}
+		var args []string
+		for i := range configKeys {
+			k := &configKeys[i]
+			if k.key == "home" {
+				continue // home moves the default config file; checked apart
+			}
+			tv, _ := value(k, 1)
+			fmt.Fprintf(&file, "%s = %s\n", k.key, tv)
+			if sources >= 2 {
+				_, env[k.envName()] = value(k, 2)
+			}
+			if sources >= 3 {
+				_, v := value(k, 3)
+				args = append(args, "--"+k.flagName()+"="+v)
+			}
+		}
+		p := filepath.Join(dir, fmt.Sprintf("c%d.toml", sources))
+		if err := os.WriteFile(p, []byte(file.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := resolve(t, append([]string{"--config", p}, args...), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range configKeys {
+			k := &configKeys[i]
+			if k.key == "home" {
+				continue
+			}
+			_, want := value(k, sources)
+			got := fmt.Sprint(k.value(&c))
+			if l, ok := k.value(&c).([]string); ok && len(l) == 1 {
+				got = l[0]
+			}
+			if got != want {
+				t.Errorf("%d sources: %s = %s, want %s", sources, k.key, got, want)
+			}
+		}
+	}
+}
+
+// TestPrintConfig checks the --print-config format: every key once, in
+// table order, with its value as JSON.
+func TestPrintConfig(t *testing.T) {
+	t.Parallel()
+	home := filepath.Join(t.TempDir(), "h")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--home", home, "--seed", "tcp://192.0.2.1:7437", "--sync-peers", "5", "--print-config"}, &stdout, &stderr, envOf(nil)); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	want := `{
+  "home": "` + home + `",
+  "name": "",
+  "org": "",
+  "roster": "",
+  "listen": [
+    "tcp://0.0.0.0:7437"
+  ],
+  "no_unix": false,
+  "seeds": [
+    "tcp://192.0.2.1:7437"
+  ],
+  "no_mdns": false,
+  "mdns_interface": "",
+  "mailbox_group": "",
+  "presence_ttl": "5m",
+  "keepalive": "5s",
+  "idle_timeout": "15s",
+  "archive_retention": "720h",
+  "retention_interval": "1m",
+  "sync_peers": 5,
+  "compact_at_start_mib": 64,
+  "log_level": "info",
+  "log_format": "text",
+  "http": "",
+  "http_allow_remote": false,
+  "metrics": "",
+  "metrics_allow_remote": false
+}
+`
+	if stdout.String() != want {
+		t.Errorf("--print-config:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+	// With no seeds, the list prints as null, as it always has.
+	stdout.Reset()
+	if code := run([]string{"--home", home, "--print-config"}, &stdout, &stderr, envOf(nil)); code != 0 || !strings.Contains(stdout.String(), `"seeds": null,`) {
+		t.Errorf("--print-config without seeds: exit %d\n%s", code, stdout.String())
 	}
 }

@@ -167,6 +167,24 @@ func (d *daemon) stop(sig syscall.Signal) error {
 	}
 }
 
+// waitLog waits until the daemon's log holds text, and fails the test if
+// it does not within the bound or the daemon exits first.
+func (d *daemon) waitLog(text string, within time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(d.stderr.String(), text) {
+		select {
+		case <-d.done:
+			d.t.Fatalf("meshd exited before logging %q: %v\n%s", text, d.err, d.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("meshd did not log %q within %v\n%s", text, within, d.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 type result struct {
 	code           int
 	stdout, stderr string
@@ -292,6 +310,7 @@ func waitPeers(t testing.TB, meshctl, home string, want int, within time.Duratio
 }
 
 func TestFirstRunStartsOneNodeOrg(t *testing.T) {
+	t.Parallel()
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "solo")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "solo")
@@ -346,6 +365,7 @@ func TestFirstRunStartsOneNodeOrg(t *testing.T) {
 // (no mDNS): they form a full mesh, a roster update published on one node
 // reaches all, and the member it removes is disconnected.
 func TestSeedMeshRosterPublish(t *testing.T) {
+	t.Parallel()
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	homes := map[string]string{}
@@ -427,6 +447,7 @@ func TestSeedMeshRosterPublish(t *testing.T) {
 // TestSIGHUPReloadsRoster: a newer roster written to the --roster file is
 // applied on SIGHUP; an older one is refused and the node keeps running.
 func TestSIGHUPReloadsRoster(t *testing.T) {
+	t.Parallel()
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
@@ -480,10 +501,11 @@ func TestSIGHUPReloadsRoster(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Rolling the file back and reloading is refused, and meshd keeps running.
+	// Rolling the file back and reloading is refused, and meshd keeps
+	// running: wait for the refusal in its log, then look.
 	cp()
 	d.cmd.Process.Signal(syscall.SIGHUP)
-	time.Sleep(300 * time.Millisecond)
+	d.waitLog("roster reload refused", 10*time.Second)
 	var s statusJSON
 	meshctlJSON(t, meshctl, &s, "--home", run, "status")
 	if s.RosterVersion != 2 || !strings.Contains(d.stderr.String(), "roster reload refused") {

@@ -208,6 +208,7 @@ func streamDelivered(ctx context.Context, socket string, acked *idSet, connected
 // cleanly, that sending resumes in the same epoch above every number used
 // before, and that it catches up on what it missed while down.
 func TestCrashSafetyUnderLoad(t *testing.T) {
+	t.Parallel()
 	o := newHistOrg(t, "alice", "bob", "carol")
 	o.ctl("alice", "channel", "create", "load")
 	o.waitChannel("bob", "load")
@@ -411,6 +412,7 @@ func TestCatchUpConvergence(t *testing.T) {
 // kept by the sender, survives the sender being killed and restarted, and
 // is delivered when the peer returns.
 func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
+	t.Parallel()
 	o := newHistOrg(t, "alice", "dave")
 	if err := o.ds["dave"].stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -449,21 +451,38 @@ func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
 	o.ds["dave"].stop(syscall.SIGTERM)
 	o.start("dave")
 	waitPeers(t, o.meshctl, o.homes["dave"], 1, 10*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	var in inboxJSON
-	meshctlJSON(t, o.meshctl, &in, "--home", o.homes["dave"], "inbox", "--all")
-	n := 0
-	for _, it := range in.Items {
-		if it.ID == sent.ID {
-			n++
+	// A DM sent after the relink goes out behind anything alice sends when
+	// the link comes up: once it is in, a second copy would be too.
+	var marker api.Sent
+	meshctlJSON(t, o.meshctl, &marker, "--home", o.homes["alice"], "dm", "dave", "after the relink")
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		var in inboxJSON
+		meshctlJSON(t, o.meshctl, &in, "--home", o.homes["dave"], "inbox", "--all")
+		n, markers := 0, 0
+		for _, it := range in.Items {
+			switch it.ID {
+			case sent.ID:
+				n++
+			case marker.ID:
+				markers++
+			}
 		}
-	}
-	if n != 1 {
-		t.Fatalf("the DM is in dave's inbox %d times", n)
+		if markers > 0 {
+			if n != 1 {
+				t.Fatalf("the DM is in dave's inbox %d times", n)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the DM sent after the relink did not reach dave within 15 s; inbox %+v", in.Items)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 func TestHistoryConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg, err := resolve(t, []string{"--home", dir, "--sync-peers", "2"}, map[string]string{"MESH_RETENTION_INTERVAL": "30s"})
 	if err != nil {

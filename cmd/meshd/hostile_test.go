@@ -17,6 +17,7 @@ import (
 // failure is logged with its reason and counted, and the node keeps
 // serving (a legitimate status call and a real link still work).
 func TestHostilePeers(t *testing.T) {
+	t.Parallel()
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "target")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")

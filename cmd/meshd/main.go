@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/promexport"
 	"github.com/meshd/meshd/node/statuspage"
-	"github.com/meshd/meshd/transport"
 )
 
 const usage = `meshd: the mesh node daemon
@@ -86,7 +84,11 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 2
 	}
 	if f.printConfig {
-		b, _ := json.MarshalIndent(cfg, "", "  ")
+		b, err := printConfig(cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "meshd: %v\n", err)
+			return 1
+		}
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
@@ -274,61 +276,13 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 	}
 	log := slog.New(h)
 	nc := node.DefaultConfig()
-	nc.Home = c.Home
-	nc.Name = c.Name
-	nc.Org = c.Org
-	nc.RosterFile = c.Roster
-	nc.NoUnixListener = c.NoUnix
-	nc.MDNS = !c.NoMDNS
-	nc.MDNSInterface = c.MDNSInterface
 	nc.Logger = log
-	acc, err := mailboxAccess(c.MailboxGroup)
-	if err != nil {
-		return nc, nil, err
-	}
-	nc.MailboxAccess = acc
-	ttl, err := time.ParseDuration(c.PresenceTTL)
-	if err != nil || ttl < time.Second {
-		return nc, nil, fmt.Errorf("presence ttl %q: want a duration of at least 1s, like 5m", c.PresenceTTL)
-	}
-	nc.PresenceTTL = ttl
-	ka, err := time.ParseDuration(c.Keepalive)
-	if err != nil || ka < 100*time.Millisecond {
-		return nc, nil, fmt.Errorf("keepalive %q: want a duration of at least 100ms, like 5s", c.Keepalive)
-	}
-	idle, err := time.ParseDuration(c.IdleTimeout)
-	if err != nil || idle < 2*ka {
-		return nc, nil, fmt.Errorf("idle timeout %q: want a duration of at least twice the keepalive (%v), like 15s", c.IdleTimeout, ka)
-	}
-	nc.Transport.KeepaliveInterval = ka
-	nc.Transport.IdleTimeout = idle
-	if nc.ArchiveRetention, err = time.ParseDuration(c.ArchiveRetention); err != nil || nc.ArchiveRetention < time.Hour {
-		return nc, nil, fmt.Errorf("archive retention %q: want a duration of at least 1h, like 720h", c.ArchiveRetention)
-	}
-	if nc.RetentionInterval, err = time.ParseDuration(c.RetentionInterval); err != nil || nc.RetentionInterval < time.Second {
-		return nc, nil, fmt.Errorf("retention interval %q: want a duration of at least 1s, like 1m", c.RetentionInterval)
-	}
-	if c.SyncPeers < 1 || c.SyncPeers > 16 {
-		return nc, nil, fmt.Errorf("sync peers %d: want 1 to 16", c.SyncPeers)
-	}
-	nc.SyncPeers = c.SyncPeers
-	if c.CompactAtStartMiB < 0 {
-		return nc, nil, fmt.Errorf("compact at start %d MiB: want 0 (never) or more", c.CompactAtStartMiB)
-	}
-	nc.CompactAtStart = int64(c.CompactAtStartMiB) << 20
-	for _, s := range c.Listen {
-		a, err := transport.ParseAddr(s)
-		if err != nil {
-			return nc, nil, fmt.Errorf("--listen: %w", err)
+	for i := range configKeys {
+		if k := &configKeys[i]; k.apply != nil {
+			if err := k.apply(&c, &nc); err != nil {
+				return nc, nil, err
+			}
 		}
-		nc.Listen = append(nc.Listen, a)
-	}
-	for _, s := range c.Seeds {
-		a, err := transport.ParseAddr(s)
-		if err != nil {
-			return nc, nil, fmt.Errorf("--seed: %w", err)
-		}
-		nc.Seeds = append(nc.Seeds, a)
 	}
 	return nc, log, nil
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/node/api"
 )
 
 type itemJSON struct {
@@ -123,6 +125,26 @@ func (m *mesh4) waitItem(who string, within time.Duration, match func(itemJSON) 
 	}
 }
 
+// waitHistory polls who's history of channel ch until it holds a message
+// with body.
+func (m *mesh4) waitHistory(who, ch, body string) {
+	m.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var h api.History
+		meshctlJSON(m.t, m.meshctl, &h, "--home", m.homes[who], "history", "#"+ch)
+		for _, msg := range h.Messages {
+			if msg.Body == body {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("%s: no %q in #%s within 5 s; history: %+v", who, body, ch, h.Messages)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (m *mesh4) hasBody(who, body string) bool {
 	for _, it := range m.inbox(who, "--all").Items {
 		if it.Body == body {
@@ -145,6 +167,7 @@ func (m *mesh4) waitChannel(who, name string) {
 }
 
 func TestMessagingEndToEnd(t *testing.T) {
+	t.Parallel()
 	m := startMesh4(t, "--presence-ttl", "3s")
 
 	// Channels: #general (everyone reads, members write) and #secret (bob only).
@@ -187,8 +210,9 @@ func TestMessagingEndToEnd(t *testing.T) {
 		if !in.TimedOut {
 			t.Fatalf("carol's wait did not time out: %+v", in)
 		}
-		// Unsubscribed: not in the inbox.
-		time.Sleep(300 * time.Millisecond)
+		// Unsubscribed: stored (dave reads the channel) but not in the
+		// inbox. Once it is stored, the inbox has had its chance.
+		m.waitHistory("dave", "general", "deploy at noon")
 		if m.hasBody("dave", "deploy at noon") {
 			t.Fatal("unsubscribed dave got the channel message in the inbox")
 		}
@@ -223,8 +247,14 @@ func TestMessagingEndToEnd(t *testing.T) {
 			t.Fatalf("wait with a waking DM: exit %d: %s", r.code, r.stdout)
 		}
 		m.ctl("carol", "read", it.ID)
-		time.Sleep(300 * time.Millisecond)
+		// dave then sends each of the others a DM of their own: once that
+		// has arrived, a copy of carol's sent to them before it would have
+		// too.
 		for _, n := range []string{"alice", "bob"} {
+			m.ctl("dave", "dm", n, "marker for "+n)
+		}
+		for _, n := range []string{"alice", "bob"} {
+			m.waitItem(n, 5*time.Second, func(it itemJSON) bool { return it.Body == "marker for "+n })
 			if m.hasBody(n, "psst") {
 				t.Fatalf("%s saw carol's DM", n)
 			}

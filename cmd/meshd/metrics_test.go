@@ -63,6 +63,7 @@ func scrapeValues(t *testing.T, url string) (map[string]float64, map[string]bool
 }
 
 func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "m")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "m",
@@ -105,6 +106,7 @@ func TestMetricsEndpoint(t *testing.T) {
 }
 
 func TestMetricsAddressChecks(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "m")
 	for _, c := range []struct {
 		args []string
@@ -155,6 +157,7 @@ func TestMetricsAddressChecks(t *testing.T) {
 
 // A busy metrics port stops meshd with a clear error and releases the home.
 func TestMetricsBusyPort(t *testing.T) {
+	t.Parallel()
 	meshd, _ := buildBinaries(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

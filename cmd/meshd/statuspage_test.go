@@ -115,6 +115,7 @@ func waitHTTP(t *testing.T, url string, within time.Duration) {
 // peers, then a channel message sent from another node appears in its
 // live tail within 2 s, as text, with no console or page error.
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
 	chromium, err := chromiumPath()
 	if err != nil {
 		t.Skip(err)
@@ -232,6 +233,7 @@ func TestStatusPageInChromium(t *testing.T) {
 // address beyond loopback is refused (exit 2, with a hint) unless remote
 // access is allowed.
 func TestStatusPageConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "meshd.toml")
 	if err := os.WriteFile(cfgPath, []byte("http = \"127.0.0.1:1111\"\nhttp_allow_remote = true\n"), 0o600); err != nil {
@@ -273,7 +275,10 @@ func TestStatusPageConfig(t *testing.T) {
 		&stdout, &stderr, envOf(nil)); code != 0 {
 		t.Fatalf("--http-allow-remote: exit %d: %s", code, stderr.String())
 	}
-	var printed fileConfig
+	var printed struct {
+		HTTP            string `json:"http"`
+		HTTPAllowRemote bool   `json:"http_allow_remote"`
+	}
 	if err := json.Unmarshal(stdout.Bytes(), &printed); err != nil || printed.HTTP != "0.0.0.0:8080" || !printed.HTTPAllowRemote {
 		t.Fatalf("printed config %s: %v", stdout.String(), err)
 	}
