@@ -32,6 +32,10 @@ var (
 	// ErrCorrupt: the file or a record in it cannot be read. A caller
 	// may move the file aside and start afresh (with a new send epoch).
 	ErrCorrupt = errors.New("history store corrupt")
+	// ErrNewerFormat: the file was written by a newer build, in a format
+	// this one does not read. It is not damaged; an error wrapping it also
+	// wraps [ErrCorrupt], since this build cannot use it either.
+	ErrNewerFormat = errors.New("history store from a newer format")
 	// ErrIDConflict: an envelope id is already stored for another sender.
 	ErrIDConflict = errors.New("envelope id already stored for another sender")
 )

@@ -53,6 +53,7 @@ var commands = []*command{
 	}},
 	{name: "status", summary: "show the running meshd", usage: usageStatus, run: runStatus},
 	{name: "peers", summary: "list linked peers", usage: usagePeers, run: runPeers},
+	{name: "ui", summary: "print the address that opens the status page (owner only)", usage: usageUI, run: runUI},
 	{name: "top", args: "[--once] [--interval D]", summary: "watch peers, traffic rates and drops, live", usage: usageTop, run: runTop},
 	{name: "channel", summary: "create, list and show channels", usage: usageChannel, sub: []*command{
 		{name: "channel create", args: "NAME [--readers P] [--writers P]", summary: "create a channel (admins)", usage: usageChannelCreate, run: runChannelCreate},
