@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -245,5 +246,53 @@ func TestMetricsHostCheck(t *testing.T) {
 		if want == 403 && strings.Contains(body, "meshd_") {
 			t.Errorf("Host %s: metrics in the refusal", host)
 		}
+	}
+}
+
+// TestMeshctlPermissionDenied: another local user running meshctl against
+// a real meshd's home is told permission denied, who owns the node and
+// how to run as that user, not "meshd is not running" with a hint to
+// start a second meshd.
+func TestMeshctlPermissionDenied(t *testing.T) {
+	setpriv := needOtherUser(t)
+	meshd, meshctl := buildBinaries(t)
+	h := filepath.Join(sharedTempDir(t), "n")
+	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	waitStatus(t, meshctl, h, d)
+	ctl := meshctlCopy(t, meshctl)
+	for _, args := range [][]string{{"status"}, {"inbox", "--all"}, {"ui"}} {
+		r := runAs(t, setpriv, append([]string{ctl, "--home", h}, args...)...)
+		want := "hint: run as root: sudo -u root meshctl --home " + h + " " + args[0]
+		if r.code != 1 || !strings.Contains(r.stderr, "permission denied") || !strings.Contains(r.stderr, "belongs to root") ||
+			!strings.Contains(r.stderr, want) {
+			t.Errorf("meshctl %v as uid %d: exit %d\n%s\nwant permission denied and %q", args, otherUser, r.code, r.stderr, want)
+		}
+		if strings.Contains(r.stderr, "not running") || strings.Contains(r.stderr, "start it with") {
+			t.Errorf("meshctl %v as uid %d: tells to start meshd:\n%s", args, otherUser, r.stderr)
+		}
+	}
+}
+
+// TestMeshctlNoDaemonStaleSocket: with no socket meshctl says meshd is not
+// running; with a socket nobody listens on, that it was left behind; both
+// hint to start meshd.
+func TestMeshctlNoDaemonStaleSocket(t *testing.T) {
+	_, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "n")
+	meshctlOK(t, meshctl, "--home", h, "init")
+	r := meshctlRun(t, meshctl, "--home", h, "status")
+	if r.code != 1 || !strings.Contains(r.stderr, "meshd is not running") || !strings.Contains(r.stderr, "hint: start it with: meshd --home "+h) {
+		t.Fatalf("no socket: exit %d %q", r.code, r.stderr)
+	}
+	// A socket file that nobody listens on: bound, then the listener gone.
+	ln, err := net.Listen("unix", filepath.Join(h, "meshd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	r = meshctlRun(t, meshctl, "--home", h, "status")
+	if r.code != 1 || !strings.Contains(r.stderr, "nothing listens on the control socket") || !strings.Contains(r.stderr, "hint: start it with") {
+		t.Fatalf("stale socket: exit %d %q", r.code, r.stderr)
 	}
 }
