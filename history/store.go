@@ -95,11 +95,25 @@ type request struct {
 // Open opens or creates the store at path (mode 0600). A second opener,
 // in this process or another, fails after Config.LockTimeout with an
 // error wrapping [ErrLocked].
+//
+// A file that fails [CheckFile] is not opened: the error is a
+// [*DamageError] (matching [ErrCorrupt], or [ErrNewerFormat]). A new
+// store is made under a temporary name and renamed into place once its
+// header is on disk, so a store file shorter than its header, an empty
+// one included, is always damage, never a store that was being created.
 func Open(path string, cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, fs.ErrNotExist)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	if created {
+		if err := createFile(path, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkLocked(path, cfg.LockTimeout); err != nil {
+		return nil, err
+	}
+	db, err := openBolt(path, &bolt.Options{
 		Timeout:        cfg.LockTimeout,
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
@@ -166,11 +180,18 @@ func (s *Store) init() error {
 		if v == nil {
 			return meta.Put(metaSchema, u64(schemaVersion))
 		}
-		if got := getU64(v); got != schemaVersion {
+		if got := getU64(v); got > schemaVersion {
+			return &DamageError{Path: s.path, Newer: true,
+				Reason: fmt.Sprintf("its schema is version %d; this build reads version %d", got, schemaVersion)}
+		} else if got != schemaVersion {
 			return fmt.Errorf("%w: schema version %d, this build reads %d", ErrCorrupt, got, schemaVersion)
 		}
 		return nil
 	})
+	var de *DamageError
+	if errors.As(err, &de) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("open history store %s: %w", s.path, s.txError(err))
 	}
