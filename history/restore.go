@@ -1,0 +1,81 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Restored is an envelope taken back into a rebuilt store (meshctl
+// repair builds one from the mailbox mirror), with the inbox state its
+// mailbox file tells.
+type Restored struct {
+	Env         *proto.SignedEnvelope
+	FromHistory bool
+	Priority    Priority
+	// Delivered is when it reached the inbox (the mailbox file's name
+	// gives it to the second).
+	Delivered time.Time
+	// Read marks it read, at Delivered.
+	Read bool
+}
+
+// Restore stores envelopes whose signatures the caller has verified, and
+// puts each in the inbox with the state rs gives, in one write request.
+// added[i] reports whether rs[i] was new: a duplicate (the same envelope
+// in two files) is neither stored again nor its inbox state changed.
+func (s *Store) Restore(rs []Restored) (added []bool, err error) {
+	for i, r := range rs {
+		if err := checkEnvelope(r.Env); err != nil {
+			return nil, fmt.Errorf("restore envelope #%d: %w", i, err)
+		}
+		if r.Priority < PriorityHigh || r.Priority > PriorityLow {
+			return nil, fmt.Errorf("restore envelope #%d: unknown %s", i, r.Priority)
+		}
+	}
+	added = make([]bool, len(rs))
+	apply := func(w *wtx) (error, error) {
+		var conflict error
+		for i, r := range rs {
+			ok, res, fatal := w.putEnv(r.Env, r.FromHistory)
+			if fatal != nil {
+				return nil, fatal
+			}
+			added[i] = ok
+			if res != nil && conflict == nil {
+				conflict = res
+			}
+			if !ok {
+				continue
+			}
+			rec := inboxRec{priority: r.Priority, delivered: r.Delivered.UnixMilli(), read: r.Read}
+			if r.Read {
+				rec.readAt = rec.delivered
+			}
+			if err := w.inboxT.Put(inboxTimeKey(rec.delivered, r.Env.ID), present); err != nil {
+				return nil, err
+			}
+			if err := w.inbox.Put(append([]byte(nil), r.Env.ID[:]...), rec.encode()); err != nil {
+				return nil, err
+			}
+		}
+		return conflict, nil
+	}
+	onCommit := func() {
+		for i, r := range rs {
+			if added[i] {
+				s.st.envelopes.Add(1)
+				s.seen.add(seenKey(r.Env.From, r.Env.ID))
+			} else {
+				s.st.duplicates.Add(1)
+			}
+		}
+	}
+	err = s.submit(&request{apply: apply, onCommit: onCommit, envs: len(rs)})
+	if err != nil && !errors.Is(err, ErrIDConflict) {
+		return nil, err
+	}
+	return added, err
+}
