@@ -296,3 +296,105 @@ func TestMeshctlNoDaemonStaleSocket(t *testing.T) {
 		t.Fatalf("stale socket: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// TestDamagedHomeFiles damages each file in a real node's home in turn:
+// meshd names the file and the fix, and a --roster that verifies
+// replaces a damaged roster.
+func TestDamagedHomeFiles(t *testing.T) {
+	meshd, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "n")
+	args := []string{"--listen", "tcp://127.0.0.1:0", "--no-mdns"}
+	d := startDaemon(t, meshd, h, append(args, "--name", "n")...)
+	waitStatus(t, meshctl, h, d)
+	meshctlOK(t, meshctl, "--home", h, "channel", "create", "general")
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(h, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(h, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goodRoster, goodKey, goodPub := read("roster.cbor"), read("identity.key"), read("identity.pub")
+	pinned := filepath.Join(t.TempDir(), "roster.cbor")
+	if err := os.WriteFile(pinned, goodRoster, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	policies, _ := filepath.Glob(filepath.Join(h, "channels", "*"))
+	if len(policies) == 0 {
+		t.Fatal("no channel policy file")
+	}
+	policy := policies[0]
+	goodPolicy, _ := os.ReadFile(policy)
+
+	refuse := func(what string, want ...string) {
+		t.Helper()
+		code, out, _ := runMeshdExit(t, meshd, h, args...)
+		if code != 1 {
+			t.Fatalf("%s: exit %d, want 1:\n%s", what, code, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("%s: output lacks %q:\n%s", what, w, out)
+			}
+		}
+		if strings.Contains(out, "panic") {
+			t.Fatalf("%s: panic:\n%s", what, out)
+		}
+	}
+
+	for _, cut := range [][]byte{goodRoster[:len(goodRoster)/2], nil, []byte("garbage")} {
+		write("roster.cbor", cut)
+		refuse("damaged roster", filepath.Join(h, "roster.cbor")+" is damaged", "--roster FILE")
+	}
+	// A --roster that verifies replaces it, and says so.
+	d = startDaemon(t, meshd, h, append(args, "--roster", pinned)...)
+	waitStatus(t, meshctl, h, d)
+	if out := d.stderr.String(); !strings.Contains(out, "the home's roster is damaged; replacing it with --roster") {
+		t.Fatalf("no log line about the replaced roster:\n%s", out)
+	}
+	d.stop(syscall.SIGTERM)
+	if got := read("roster.cbor"); string(got) != string(goodRoster) {
+		t.Fatal("roster.cbor was not replaced")
+	}
+	// A --roster that does not verify does not.
+	write("roster.cbor", goodRoster[:10])
+	bad := filepath.Join(t.TempDir(), "bad.cbor")
+	os.WriteFile(bad, []byte("not a roster"), 0o644)
+	if code, out, _ := runMeshdExit(t, meshd, h, append(args, "--roster", bad)...); code == 0 || !strings.Contains(out, bad) {
+		t.Fatalf("a bad --roster over a damaged roster: exit %d\n%s", code, out)
+	}
+	write("roster.cbor", goodRoster)
+
+	for _, k := range [][]byte{nil, goodKey[:20], []byte("-----BEGIN MESHD ED25519 PRIVATE KEY-----\nAAAA\n-----END MESHD ED25519 PRIVATE KEY-----\n")} {
+		write("identity.key", k)
+		refuse("damaged key", filepath.Join(h, "identity.key")+" is damaged", "restore it from a backup")
+	}
+	write("identity.key", goodKey)
+	write("identity.pub", []byte("ed25519:wrong\n"))
+	refuse("wrong identity.pub", "remove "+filepath.Join(h, "identity.pub"))
+	write("identity.pub", goodPub)
+	write("name", []byte("bad\x01name\n"))
+	refuse("bad name", filepath.Join(h, "name"), "meshctl init --name NAME")
+	os.Remove(filepath.Join(h, "name"))
+	write("subscriptions.json", []byte("{\"channels\": "))
+	refuse("damaged subscriptions", filepath.Join(h, "subscriptions.json"), "meshctl subscribe NAME")
+	os.Remove(filepath.Join(h, "subscriptions.json"))
+
+	// A damaged channel policy is skipped, named, with the fix.
+	if err := os.WriteFile(policy, goodPolicy[:len(goodPolicy)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, meshd, h, args...)
+	waitStatus(t, meshctl, h, d)
+	if out := d.stderr.String(); !strings.Contains(out, policy) || !strings.Contains(out, "remove each file named") {
+		t.Fatalf("the damaged policy file is not named with the fix:\n%s", out)
+	}
+}
