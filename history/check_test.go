@@ -277,3 +277,70 @@ func TestRestore(t *testing.T) {
 		t.Error("a restored envelope is not seen: it would be taken again")
 	}
 }
+
+// TestCheckBigStore measures the check on a store of $MESHD_CHECK_BIG_MIB
+// MiB (skipped unless set): a million-key bucket written with bbolt, then
+// CheckFile and a full Open timed. docs/SECURITY.md gives the figures.
+func TestCheckBigStore(t *testing.T) {
+	mib, _ := strconv.Atoi(os.Getenv("MESHD_CHECK_BIG_MIB"))
+	if mib <= 0 {
+		t.Skip("set MESHD_CHECK_BIG_MIB to measure the check on a big store")
+	}
+	path := filepath.Join(t.TempDir(), "history.db")
+	s, err := Open(path, Config{MaxBytes: int64(mib+256) << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := make([]byte, 900)
+	var key [16]byte
+	written := 0
+	for n := uint64(0); written < mib<<20; {
+		err := db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketEnv)
+			b.FillPercent = 0.9
+			for range 20000 {
+				binary.BigEndian.PutUint64(key[:], n)
+				n++
+				if err := b.Put(key[:], val); err != nil {
+					return err
+				}
+				written += len(val) + len(key)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	rep, err := CheckFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CheckFile: %d MiB file, %d pages in use, %d walked, took %v", rep.Size>>20, rep.Pages, rep.Walked, rep.Took)
+	start := time.Now()
+	s, err = Open(path, Config{MaxBytes: int64(mib+256) << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Open (check and bbolt's own open): %v", time.Since(start))
+	s.Close()
+	fi, _ := os.Stat(path)
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	_, err = Open(path, Config{MaxBytes: int64(mib+256) << 20})
+	t.Logf("Open of the same store cut in half: refused after %v: %v", time.Since(start), err)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatal("the half store was not refused")
+	}
+}
