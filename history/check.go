@@ -200,6 +200,9 @@ func (c *checker) check() error {
 		}
 		b, err := c.readAt(boltPageHeaderSize+boltMetaSize, int64(ps))
 		if err != nil {
+			if len(pageSizes) == 1 {
+				return c.damaged("the file is %d bytes, cut short inside its header (the second meta page at byte %d)", c.size, ps)
+			}
 			continue
 		}
 		m1 := parseMeta(b)

@@ -99,9 +99,9 @@ func (a *app) noDaemon(err error) error {
 		}
 		me := "uid " + strconv.Itoa(os.Getuid())
 		if u, err := user.Current(); err == nil {
-			me = u.Username
+			me = "user " + u.Username
 		}
-		e := fmt.Errorf("%w: %s may not open the control socket %s, which belongs to %s", fs.ErrPermission, me, sock, owner)
+		e := fmt.Errorf("%w: the control socket %s belongs to %s, and %s may not open it", fs.ErrPermission, sock, owner, me)
 		if uid < 0 {
 			return withHint(e, "run meshctl as the user that runs meshd, with --home %s", h.Dir)
 		}
