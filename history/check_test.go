@@ -276,6 +276,26 @@ func TestRestore(t *testing.T) {
 	if seen, _ := s.Seen(alice.pub, a.ID); !seen {
 		t.Error("a restored envelope is not seen: it would be taken again")
 	}
+
+	// Marks of a channel stream restored with a hole are forgotten, so
+	// history sync asks by time.
+	ch := uuid.New()
+	m1, _, m3 := alice.msg(t, ch, t0.UnixMilli(), "1"), alice.msg(t, ch, t0.UnixMilli()+1, "2"), alice.msg(t, ch, t0.UnixMilli()+2, "3")
+	if _, err := s.Restore([]Restored{{Env: m1, Priority: PriorityNormal, Delivered: at}, {Env: m3, Priority: PriorityNormal, Delivered: at}}); err != nil {
+		t.Fatal(err)
+	}
+	if marks, err := s.SeqMarks(ch); err != nil || len(marks) != 1 {
+		t.Fatalf("marks before: %v, %v", marks, err)
+	}
+	if err := s.ForgetSeqMarks(); err != nil {
+		t.Fatal(err)
+	}
+	if marks, err := s.SeqMarks(ch); err != nil || len(marks) != 0 {
+		t.Fatalf("marks after: %v, %v", marks, err)
+	}
+	if err := s.ForgetSeqMarks(); err != nil {
+		t.Fatalf("twice: %v", err)
+	}
 }
 
 // TestCheckBigStore measures the check on a store of $MESHD_CHECK_BIG_MIB

@@ -79,3 +79,24 @@ func (s *Store) Restore(rs []Restored) (added []bool, err error) {
 	}
 	return added, err
 }
+
+// ForgetSeqMarks drops every stream's sequence marks and pending numbers.
+// Marks tell history sync what a node holds: a stream's messages above
+// its mark are asked for, and those below never are. A store rebuilt
+// from partial copies (meshctl repair, from the mailbox) holds runs with
+// holes the mailbox never had, which the marks would hide; without marks,
+// the next round of each channel asks by time instead (the retention
+// window), and duplicates are dropped as ever.
+func (s *Store) ForgetSeqMarks() error {
+	return s.write(func(w *wtx) (error, error) {
+		for _, name := range [][]byte{bucketMarks, bucketSeqs} {
+			if err := w.tx.DeleteBucket(name); err != nil {
+				return nil, err
+			}
+			if _, err := w.tx.CreateBucket(name); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}, nil)
+}

@@ -38,7 +38,8 @@ repair:
      The mailbox does not record what was read, so restored items are
      marked read (an agent does not act on them twice); --unread marks
      them unread instead;
-  4. starts a new send epoch, so no sequence number is used twice.
+  4. starts a new send epoch, so no sequence number is used twice, and
+     forgets the sequence marks, so the first history sync asks by time.
 
 After the repair, start meshd: channel history the mailbox did not hold
 fills in from peers through history sync.
@@ -233,6 +234,12 @@ func repairStore(h home.Home, force, markRead bool, now time.Time) (res repairRe
 		return res, err
 	}
 	res.Refused = len(res.Refusals)
+	// The mailbox may lack channel messages (a channel read but not
+	// subscribed, files an agent removed): forget the sequence marks, so
+	// the first history sync asks peers by time and fills every hole.
+	if err := st.ForgetSeqMarks(); err != nil {
+		return res, fmt.Errorf("new history store: %w", err)
+	}
 	// A new store has no counters: opening them starts a new epoch.
 	sc, err := history.OpenSendCounter(st)
 	if err != nil {
