@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -363,4 +364,47 @@ func TestCheckBigStore(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatal("the half store was not refused")
 	}
+}
+
+var (
+	fuzzFixtureOnce sync.Once
+	fuzzFixture     []byte
+)
+
+// FuzzOpenDamaged damages a real store (cut at a length, then bytes
+// XORed at an offset) and opens it: an error wrapping ErrCorrupt or a
+// store that reads, never a panic or a fault.
+func FuzzOpenDamaged(f *testing.F) {
+	fuzzFixtureOnce.Do(func() { fuzzFixture = damageFixture(f, 500) })
+	good := fuzzFixture
+	f.Add(uint32(len(good)), uint32(4096+16), []byte{0xff})
+	f.Add(uint32(16<<10), uint32(0), []byte{})
+	f.Add(uint32(len(good)), uint32(3*4096), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	f.Fuzz(func(t *testing.T, cut, at uint32, xor []byte) {
+		b := append([]byte(nil), good[:min(int(cut), len(good))]...)
+		for i, x := range xor {
+			if j := int(at) + i; j < len(b) {
+				b[j] ^= x
+			}
+		}
+		path := filepath.Join(t.TempDir(), "history.db")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		defer func() {
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("open and read took %v", took)
+			}
+		}()
+		s, err := Open(path, Config{LockTimeout: time.Second})
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%v, want ErrCorrupt", err)
+			}
+			return
+		}
+		_, _ = s.Inbox(InboxFilter{})
+		s.Close()
+	})
 }
