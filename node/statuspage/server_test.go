@@ -508,11 +508,16 @@ func TestStartClose(t *testing.T) {
 	tr := &http.Transport{}
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Transport: tr, Jar: jar}
-	if resp, err := client.Get(s.URL() + "events"); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("events before login: %v, %v", resp, err)
+	resp, err := client.Get(s.URL() + "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("events before login: %s", resp.Status)
 	}
 	// The login URL sets the cookie and sends the browser on to the page.
-	resp, err := client.Get(s.LoginURL())
+	resp, err = client.Get(s.LoginURL())
 	if err != nil || resp.StatusCode != http.StatusOK || resp.Request.URL.RawQuery != "" {
 		t.Fatalf("login: %v, %v", resp, err)
 	}
