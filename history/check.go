@@ -442,15 +442,23 @@ func createFile(path string, cfg Config) error {
 		os.Remove(tmp)
 		return fmt.Errorf("create history store %s: %w", tmp, err)
 	}
-	if err := os.Link(tmp, path); err != nil {
+	// A link never replaces a store another opener made first.
+	err = os.Link(tmp, path)
+	switch {
+	case errors.Is(err, fs.ErrExist):
 		os.Remove(tmp)
-		if errors.Is(err, fs.ErrExist) {
-			return nil // another opener made it first; use theirs
+		return nil // use theirs
+	case err != nil:
+		// A file system without hard links: rename (the caller holds the
+		// home's lock, so no other opener races it).
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("create history store %s: %w", path, err)
 		}
-		return fmt.Errorf("create history store %s: %w", path, err)
-	}
-	if err := os.Remove(tmp); err != nil {
-		return fmt.Errorf("create history store: %w", err)
+	default:
+		if err := os.Remove(tmp); err != nil {
+			return fmt.Errorf("create history store: %w", err)
+		}
 	}
 	return syncDirOf(path)
 }
