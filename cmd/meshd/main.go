@@ -180,6 +180,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		}
 	}
 	fmt.Fprintf(stderr, "meshd: ready. Next, in another terminal: meshctl --home %s status\n", cfg.Home)
+	if page != nil {
+		fmt.Fprintf(stderr, "meshd: the status page opens at the address that meshctl --home %s ui prints\n", cfg.Home)
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
