@@ -28,6 +28,18 @@
 // pruning makes room again. bbolt grows the file in steps (doubling up to
 // 16 MiB, then 16 MiB at a time), so the quota bites at that granularity.
 //
+// # Damage
+//
+// Before bbolt maps a file, [Open] reads it with pread and walks every
+// page bbolt's open touches ([CheckFile]): a file cut short by a full disk
+// or a crash, or with overwritten pages, fails with a [*DamageError]
+// (matching [ErrCorrupt]) instead of faulting or panicking inside bbolt,
+// and a file from a newer format with [ErrNewerFormat]. A new file is made
+// under a temporary name and linked into place once its header is
+// written, so an empty store file is always damage. `meshctl repair`
+// rebuilds a damaged store from the mailbox ([Store.Restore],
+// [Store.ForgetSeqMarks]).
+//
 // # Bucket layout
 //
 // Integers are big-endian. A ts is Unix milliseconds with the sign bit

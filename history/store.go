@@ -34,6 +34,10 @@ var (
 	// ErrCorrupt: the file or a record in it cannot be read. A caller
 	// may move the file aside and start afresh (with a new send epoch).
 	ErrCorrupt = errors.New("history store corrupt")
+	// ErrNewerFormat: the file was written by a newer build, in a format
+	// this one does not read. It is not damaged; an error wrapping it also
+	// wraps [ErrCorrupt], since this build cannot use it either.
+	ErrNewerFormat = errors.New("history store from a newer format")
 	// ErrIDConflict: an envelope id is already stored for another sender.
 	ErrIDConflict = errors.New("envelope id already stored for another sender")
 )
@@ -93,11 +97,25 @@ type request struct {
 // Open opens or creates the store at path (mode 0600). A second opener,
 // in this process or another, fails after Config.LockTimeout with an
 // error wrapping [ErrLocked].
+//
+// A file that fails [CheckFile] is not opened: the error is a
+// [*DamageError] (matching [ErrCorrupt], or [ErrNewerFormat]). A new
+// store is made under a temporary name and renamed into place once its
+// header is on disk, so a store file shorter than its header, an empty
+// one included, is always damage, never a store that was being created.
 func Open(path string, cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, fs.ErrNotExist)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	if created {
+		if err := createFile(path, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkLocked(path, cfg.LockTimeout); err != nil {
+		return nil, err
+	}
+	db, err := openBolt(path, &bolt.Options{
 		Timeout:        cfg.LockTimeout,
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
@@ -152,11 +170,18 @@ func (s *Store) init() error {
 		if v == nil {
 			return meta.Put(metaSchema, u64(schemaVersion))
 		}
-		if got := getU64(v); got != schemaVersion {
+		if got := getU64(v); got > schemaVersion {
+			return &DamageError{Path: s.path, Newer: true,
+				Reason: fmt.Sprintf("its schema is version %d; this build reads version %d", got, schemaVersion)}
+		} else if got != schemaVersion {
 			return fmt.Errorf("%w: schema version %d, this build reads %d", ErrCorrupt, got, schemaVersion)
 		}
 		return nil
 	})
+	var de *DamageError
+	if errors.As(err, &de) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("open history store %s: %w", s.path, s.txError(err))
 	}

@@ -267,6 +267,12 @@ func (n *Node) setup() error {
 // --roster file as a bootstrap; else a new one-node org.
 func (n *Node) loadRoster() (*roster.Roster, error) {
 	cur, err := n.home.LoadRoster()
+	if errors.Is(err, home.ErrBadRoster) && n.cfg.RosterFile != "" {
+		// A --roster that verifies replaces a damaged one, as if the home
+		// had none (below).
+		n.log.Warn("the home's roster is damaged; replacing it with --roster", "file", n.cfg.RosterFile, "err", err)
+		cur, err = nil, nil
+	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -283,7 +289,7 @@ func (n *Node) loadRoster() (*roster.Roster, error) {
 			if err := n.home.SaveRoster(pinned); err != nil {
 				return nil, err
 			}
-			n.log.Info("pinned roster", "file", n.cfg.RosterFile, "org", pinned.Org, "version", pinned.Version)
+			n.log.Info("pinned roster", "file", n.cfg.RosterFile, "org", pinned.Org, "version", pinned.Version, "saved", n.home.RosterPath())
 			return pinned, nil
 		case pinned.Version > cur.Version:
 			if err := roster.CheckUpdate(cur, pinned); err != nil {

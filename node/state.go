@@ -39,14 +39,15 @@ func (n *Node) openState() error {
 	}
 	if err := n.channels.Load(dir); err != nil {
 		// Files that fail to parse are reported and skipped; the rest load.
-		n.log.Warn("some channel policies did not load", "err", err)
+		n.log.Warn("some channel policies did not load", "err", err,
+			"fix", "remove each file named; a linked peer that holds the channel sends its policy again")
 		n.metrics.Inc("policy.load_failed")
 	}
 	if dropped, stale := n.channels.Revalidate(n.Roster()); len(dropped)+len(stale) > 0 {
 		n.log.Warn("channel policies no longer valid under the roster", "dropped", len(dropped), "stale", len(stale))
 	}
 	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {
-		return err
+		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.pub = presence.NewPublisher(0)

@@ -43,8 +43,11 @@ func runCompact(a *app, args []string) error {
 	}
 	res, err := compactStore(a.home())
 	if err != nil {
-		if errors.Is(err, home.ErrLocked) {
+		switch {
+		case errors.Is(err, home.ErrLocked):
 			return withHint(err, "stop meshd, run meshctl compact, then start meshd again")
+		case errors.Is(err, history.ErrCorrupt):
+			return withHint(err, "a damaged store is rebuilt, not compacted: meshctl repair")
 		}
 		return err
 	}

@@ -59,6 +59,7 @@ var commands = []*command{
 	}},
 	{name: "status", summary: "show the running meshd", usage: usageStatus, run: runStatus},
 	{name: "peers", summary: "list linked peers", usage: usagePeers, run: runPeers},
+	{name: "ui", summary: "print the address that opens the status page (owner only)", usage: usageUI, run: runUI},
 	{name: "top", args: "[--once] [--interval D]", summary: "watch peers, traffic rates and drops, live", usage: usageTop, run: runTop},
 	{name: "channel", summary: "create, list and show channels", usage: usageChannel, sub: []*command{
 		{name: "channel create", args: "NAME [--readers P] [--writers P]", summary: "create a channel (admins)", usage: usageChannelCreate, run: runChannelCreate},
@@ -79,6 +80,7 @@ var commands = []*command{
 	{name: "wait", args: "[--timeout D]", summary: "wait for an unread item that wakes", usage: usageWait, run: runWait},
 	{name: "history", args: "'#NAME' [--since D] [--limit N]", summary: "list a channel's stored messages", usage: usageHistory, run: runHistory},
 	{name: "compact", summary: "reclaim the history store's free space (meshd stopped)", usage: usageCompact, run: runCompact},
+	{name: "repair", args: "[--force] [--unread]", summary: "rebuild a damaged history store from the mailbox (meshd stopped)", usage: usageRepair, run: runRepair},
 	{name: "verify", args: "FILE...", summary: "check mailbox files and their signatures, offline", usage: usageVerify, run: runVerify},
 	{name: "presence", summary: "show who is online", usage: usagePresence, run: runPresence, sub: []*command{
 		{name: "presence set", args: "online|away|offline", summary: "announce this node's presence", usage: usagePresenceSet, run: runPresenceSet},

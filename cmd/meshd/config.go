@@ -186,9 +186,9 @@ var configKeys = []configKey{
 	{key: "log_format", field: func(c *fileConfig) any { return &c.LogFormat }, def: "text",
 		help: "text or json"},
 	{key: "http", field: func(c *fileConfig) any { return &c.HTTP }, def: "",
-		help: "serve the read-only status page on HOST:PORT, loopback only"}, // main serves it
+		help: "serve the read-only status page on HOST:PORT, loopback only; open it with meshctl ui"}, // main serves it
 	{key: "http_allow_remote", field: func(c *fileConfig) any { return &c.HTTPAllowRemote }, def: false,
-		help: "let --http listen beyond loopback: the page has no authentication"},
+		help: "let --http listen beyond loopback: the token and the messages cross the network in plain HTTP"},
 	{key: "metrics", field: func(c *fileConfig) any { return &c.Metrics }, def: "",
 		help: "serve Prometheus metrics at http://HOST:PORT/metrics, loopback only"}, // main serves it
 	{key: "metrics_allow_remote", field: func(c *fileConfig) any { return &c.MetricsAllowRemote }, def: false,

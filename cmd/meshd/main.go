@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/promexport"
@@ -130,8 +131,13 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	n, err := node.New(ncfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshd: %v\n", err)
-		if errors.Is(err, home.ErrLocked) {
+		switch {
+		case errors.Is(err, home.ErrLocked):
 			fmt.Fprintf(stderr, "hint: stop the other meshd, or use another --home\n")
+		case errors.Is(err, history.ErrNewerFormat):
+			fmt.Fprintf(stderr, "hint: run the newer meshd that wrote it, or move it aside and rebuild it from the mailbox: meshctl --home %s repair\n", cfg.Home)
+		case errors.Is(err, history.ErrCorrupt):
+			fmt.Fprintf(stderr, "hint: move it aside and rebuild it from the mailbox: meshctl --home %s repair\n", cfg.Home)
 		}
 		return 1
 	}
@@ -139,6 +145,11 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	log.Info("meshd running", "version", version(), "key", n.Identity().String(),
 		"fingerprint", n.Identity().Fingerprint(), "org", r.Org, "roster_version", r.Version,
 		"listen", n.ListenAddrs(), "control", n.ControlSocket())
+	// A URL file left by a meshd that died holds a dead token; this one
+	// writes its own, if it serves the page.
+	if err := statuspage.RemoveURLFile(cfg.Home); err != nil {
+		log.Warn("status page", "err", err)
+	}
 	var page *statuspage.Server
 	if cfg.HTTP != "" {
 		pcfg := statuspage.DefaultConfig()
@@ -146,12 +157,27 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		if page, err = statuspage.New(n, pcfg); err == nil {
 			err = page.Start()
 		}
+		if err == nil {
+			// The login URL is a secret: it goes to the owner-only file
+			// for `meshctl ui`, never to the log (a journal may be
+			// readable by a group).
+			err = statuspage.WriteURLFile(cfg.Home, page.LoginURL())
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "meshd: %v\n", err)
+			if page != nil {
+				page.Close()
+			}
 			n.Close()
 			return 1
 		}
-		log.Info("status page", "url", page.URL())
+		defer func() {
+			if err := statuspage.RemoveURLFile(cfg.Home); err != nil {
+				log.Warn("status page", "err", err)
+			}
+		}()
+		log.Info("status page (open it with the address `meshctl ui` prints)", "url", page.URL(),
+			"ui", fmt.Sprintf("meshctl --home %s ui", cfg.Home))
 	}
 	var metrics *promexport.Server
 	if cfg.Metrics != "" {
@@ -168,6 +194,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		}
 	}
 	fmt.Fprintf(stderr, "meshd: ready. Next, in another terminal: meshctl --home %s status\n", cfg.Home)
+	if page != nil {
+		fmt.Fprintf(stderr, "meshd: the status page opens at the address that meshctl --home %s ui prints\n", cfg.Home)
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

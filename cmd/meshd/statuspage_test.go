@@ -91,12 +91,44 @@ func startMesh3(t *testing.T, meshd, meshctl string, aliceArgs ...string) map[st
 	return homes
 }
 
-// waitHTTP polls url until it answers 200.
-func waitHTTP(t *testing.T, url string, within time.Duration) {
+// uiJSON is what meshctl ui --json prints.
+type uiJSON struct {
+	URL     string `json:"url"`
+	Address string `json:"address"`
+	Token   string `json:"token"`
+}
+
+// uiOf waits (10 s at most) until meshctl ui tells home's status page.
+func uiOf(t *testing.T, meshctl, home string) uiJSON {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := meshctlRun(t, meshctl, "--home", home, "ui", "--json")
+		if r.code == 0 {
+			var u uiJSON
+			if err := json.Unmarshal([]byte(r.stdout), &u); err != nil {
+				t.Fatal(err)
+			}
+			return u
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("meshctl ui: exit %d: %s", r.code, r.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitHTTP polls url, with token as a bearer token, until it answers 200.
+func waitHTTP(t *testing.T, url, token string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		resp, err := http.Get(url)
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -131,10 +163,16 @@ func TestStatusPageInChromium(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	homes := startMesh3(t, meshd, meshctl, "--http", addr)
 	url := "http://" + addr + "/"
-	waitHTTP(t, url+"api/state", 10*time.Second)
+	ui := uiOf(t, meshctl, homes["alice"])
+	waitHTTP(t, url+"api/state", ui.Token, 10*time.Second)
 
 	// The page is read-only, on the real binary too.
-	resp, err := http.Post(url+"events", "text/plain", strings.NewReader("x"))
+	req, err := http.NewRequest(http.MethodPost, url+"events", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ui.Token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +194,8 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	// Markup and a handler in the body must come out as text.
 	body := `ship it <b>now</b> <img src=x onerror="window.__meshXSS=true"> & "done"`
-	args := []string{"check.mjs", "--url", url, "--names", "bob,carol", "--body", body}
+	// The browser logs in through the address meshctl ui prints.
+	args := []string{"check.mjs", "--url", ui.URL, "--names", "bob,carol", "--body", body}
 	if shot := os.Getenv("MESHD_PAGECHECK_SCREENSHOT"); shot != "" {
 		args = append(args, "--screenshot", shot)
 	}

@@ -114,7 +114,7 @@ func (h Home) LoadIdentity() (Identity, error) {
 		return Identity{}, fmt.Errorf("load identity: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return Identity{}, fmt.Errorf("%w: %s is not a regular file", ErrBadKeyFile, path)
+		return Identity{}, fmt.Errorf("%w: %s is not a regular file; put the key file back from a backup", ErrBadKeyFile, path)
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return Identity{}, fmt.Errorf("%w: %s has mode %04o; run `chmod 600 %s`", ErrKeyPermissions, path, perm, path)
@@ -125,7 +125,8 @@ func (h Home) LoadIdentity() (Identity, error) {
 	}
 	key, err := parseKeyFile(data)
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: %s: %v", ErrBadKeyFile, path, err)
+		return Identity{}, fmt.Errorf("%w: %s is damaged: %v; restore it from a backup (the node's identity is this key: a new one "+
+			"is another node, which an admin must add to the roster: move the file aside, run `meshctl init` and `meshctl id`)", ErrBadKeyFile, path, err)
 	}
 	id := Identity{Key: key, Pub: proto.PubKeyOf(key)}
 
@@ -133,8 +134,8 @@ func (h Home) LoadIdentity() (Identity, error) {
 	// replaced one file but not the other, and the node must not guess.
 	if pubText, err := os.ReadFile(h.PubPath()); err == nil {
 		if got := strings.TrimSpace(string(pubText)); got != id.Pub.String() {
-			return Identity{}, fmt.Errorf("%w: %s holds %q, but the private key's public key is %s",
-				ErrBadKeyFile, h.PubPath(), got, id.Pub)
+			return Identity{}, fmt.Errorf("%w: %s holds %q, but the private key's public key is %s; if %s is the right key, "+
+				"remove %s and it is written again from the key", ErrBadKeyFile, h.PubPath(), got, id.Pub, path, h.PubPath())
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return Identity{}, fmt.Errorf("load identity: %w", err)
@@ -174,11 +175,11 @@ func (h Home) loadName() (string, error) {
 		return "", fmt.Errorf("load name: %w", err)
 	}
 	if len(b) > maxSmallFile {
-		return "", fmt.Errorf("load name: %s is %d bytes", h.NamePath(), len(b))
+		return "", fmt.Errorf("load name: %s is %d bytes; remove it, or set the name again with `meshctl init --name NAME`", h.NamePath(), len(b))
 	}
 	name := strings.TrimSuffix(string(b), "\n")
 	if err := roster.CheckName(name); err != nil {
-		return "", fmt.Errorf("load name from %s: %w", h.NamePath(), err)
+		return "", fmt.Errorf("load name from %s: %w; remove it, or set the name again with `meshctl init --name NAME`", h.NamePath(), err)
 	}
 	return name, nil
 }

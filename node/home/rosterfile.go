@@ -15,14 +15,36 @@ import (
 // error wraps fs.ErrNotExist (os.ErrNotExist). Parsing verifies every
 // signature but does not judge authority: the roster in the home is the
 // node's trust anchor, accepted when it was installed.
+//
+// A roster file that does not parse or whose signatures do not verify
+// fails with an error wrapping [ErrBadRoster] that names the file and the
+// fix.
 func (h Home) LoadRoster() (*roster.Roster, error) {
 	r, err := ReadRoster(h.RosterPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no roster at %s (create one with `meshctl roster init --org ORG`, or get one from an admin): %w",
 			h.RosterPath(), fs.ErrNotExist)
 	}
+	var pe *parseError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("%w: %s is damaged (%w): start meshd once with --roster FILE, a copy of the org's current roster "+
+			"(from an admin, or another node's roster.cbor), which replaces it", ErrBadRoster, h.RosterPath(), pe.err)
+	}
 	return r, err
 }
+
+// ErrBadRoster: the home's roster file does not parse or its signatures do
+// not verify.
+var ErrBadRoster = errors.New("bad roster file")
+
+// parseError marks a roster file that was read but does not parse.
+type parseError struct {
+	path string
+	err  error
+}
+
+func (e *parseError) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err) }
+func (e *parseError) Unwrap() error { return e.err }
 
 // SaveRoster writes r as the home's roster, atomically.
 func (h Home) SaveRoster(r *roster.Roster) error {
@@ -46,7 +68,7 @@ func ReadRoster(path string) (*roster.Roster, error) {
 	}
 	r, err := roster.Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &parseError{path: path, err: err}
 	}
 	return r, nil
 }

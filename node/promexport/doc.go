@@ -4,7 +4,10 @@
 // It is off by default; `meshd --metrics 127.0.0.1:9464` turns it on.
 // The endpoint has no authentication, so [Serve] refuses an address that
 // is not loopback unless [Config.AllowRemote] is set (meshd's
-// --metrics-allow-remote). It uses a private registry, never the global
+// --metrics-allow-remote), and without it answers only requests whose Host
+// names loopback (403 otherwise), so a web page cannot read the counters
+// through DNS rebinding (the check is [localhttp.HostGuard], shared with
+// the status page). It uses a private registry, never the global
 // default one, holding a [Collector] for the node plus the standard
 // process_* and go_* collectors.
 //

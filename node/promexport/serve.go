@@ -7,12 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshd/meshd/node/localhttp"
 )
 
 // ErrNotLoopback is returned by [CheckAddr] and [Serve] for an address
@@ -60,15 +61,7 @@ func CheckAddr(addr string, allowRemote bool) error {
 	return fmt.Errorf("metrics address %q: %w (the endpoint has no authentication)", addr, ErrNotLoopback)
 }
 
-// isLoopbackHost reports whether host is "localhost" or a loopback IP
-// literal. Other names are refused: they could resolve to anything.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
+func isLoopbackHost(host string) bool { return localhttp.IsLoopbackHost(host) }
 
 // Server is a running metrics endpoint serving GET /metrics. Stop it with
 // [Server.Close].
@@ -112,7 +105,9 @@ func Serve(ctx context.Context, src Source, cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", Handler(reg, log))
 	s.srv = &http.Server{
-		Handler:           mux,
+		// The Host check keeps a web page from reading the counters
+		// through DNS rebinding, as for the status page.
+		Handler:           localhttp.HostGuard(mux, cfg.AllowRemote, "the metrics endpoint"),
 		ReadHeaderTimeout: readHeaderTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,

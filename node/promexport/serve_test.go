@@ -3,9 +3,11 @@ package promexport_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,15 +78,26 @@ func TestServeAndClose(t *testing.T) {
 		{http.MethodGet, "/", http.StatusNotFound},
 		{http.MethodGet, "/debug/pprof/", http.StatusNotFound},
 		{http.MethodPost, "/metrics", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/metrics", http.StatusOK},
 	} {
-		req, _ := http.NewRequest(c.method, base+c.path, nil)
-		resp, err := noKeepAlive.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("%s %s: %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		for host, want := range map[string]int{"": c.want, "localhost:9464": c.want, "[::1]": c.want,
+			"evil.example": http.StatusForbidden, "evil.example:9464": http.StatusForbidden, "192.0.2.1": http.StatusForbidden} {
+			req, _ := http.NewRequest(c.method, base+c.path, nil)
+			if host != "" {
+				req.Host = host
+			}
+			resp, err := noKeepAlive.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("%s %s Host %q: %d, want %d", c.method, c.path, host, resp.StatusCode, want)
+			}
+			if want == http.StatusForbidden && strings.Contains(string(body), "meshd_") {
+				t.Errorf("%s %s Host %q: metrics in a refused answer", c.method, c.path, host)
+			}
 		}
 	}
 	if err := s.Close(); err != nil {

@@ -11,6 +11,20 @@
 // anything but a loopback address or "localhost", so a web page elsewhere
 // cannot read it through DNS rebinding.
 //
+// Only the node's owner may read it. Every request must show a token,
+// made afresh at each start ([NewToken]), or it gets 401 and no data: as
+// "Authorization: Bearer TOKEN", as the login cookie, or once in the
+// query of the login URL ([Server.LoginURL], "?token=TOKEN"), which sets
+// the cookie (HttpOnly, SameSite=Strict) and redirects to the same path
+// without the token, so the page's links and its EventSource carry the
+// cookie. Tokens are compared in constant time. meshd keeps the login URL
+// in the home's [URLFile] (mode 0600 in the 0700 home) for `meshctl ui`
+// and never logs it. docs/SECURITY.md says why a token rather than the
+// owner-only control socket: a browser cannot speak HTTP over a Unix
+// socket.
+//
+// Checks run in this order: Host (403), token (401), method (405).
+//
 // Endpoints:
 //
 //	GET /             the page (text/html)

@@ -10,12 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/localhttp"
 )
 
 // Config configures a [Server]. Start from [DefaultConfig].
@@ -24,9 +25,13 @@ type Config struct {
 	// free port; [Server.Addr] tells which.
 	Addr string
 	// AllowRemote lets Addr be beyond loopback and lets requests name any
-	// host. Off by default: the page shows names and message bodies to
-	// whoever can reach it, with no authentication.
+	// host. Off by default: the page shows names and message bodies, and
+	// its token and cookie cross the network in plain HTTP.
 	AllowRemote bool
+	// Token is the secret every request must show (see the package doc).
+	// Empty: New makes a random one, which [Server.Token] returns. There
+	// is no way to turn the check off.
+	Token string
 	// SnapshotInterval is how often an event stream gets a state
 	// snapshot. Default 1s: live to a person, a handful of map copies
 	// a second for the node.
@@ -64,16 +69,10 @@ func CheckAddr(addr string, allowRemote bool) error {
 	if allowRemote || isLoopbackHost(host) {
 		return nil
 	}
-	return fmt.Errorf("http address %q: %w (the page has no authentication)", addr, ErrNotLoopback)
+	return fmt.Errorf("http address %q: %w (the page and its token would cross the network in plain HTTP)", addr, ErrNotLoopback)
 }
 
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func isLoopbackHost(host string) bool { return localhttp.IsLoopbackHost(host) }
 
 //go:embed assets
 var assets embed.FS
@@ -144,6 +143,15 @@ func New(src Source, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if cfg.Token == "" {
+		tok, err := NewToken()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Token = tok
+	} else if len(cfg.Token) < minTokenLen {
+		return nil, fmt.Errorf("status page token of %d characters: want at least %d", len(cfg.Token), minTokenLen)
+	}
 	s := &Server{cfg: cfg, src: src, log: cfg.Logger, streams: make(chan struct{}, cfg.MaxStreams)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
@@ -208,13 +216,25 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
-// URL returns the page's address, or "" before Start.
+// URL returns the page's address, without the token, or "" before Start.
 func (s *Server) URL() string {
 	if a := s.Addr(); a != "" {
 		return "http://" + a + "/"
 	}
 	return ""
 }
+
+// LoginURL returns the page's address with the token, which logs a
+// browser in; "" before Start. It is a secret: give it to the owner only.
+func (s *Server) LoginURL() string {
+	if u := s.URL(); u != "" {
+		return u + "?" + tokenParam + "=" + url.QueryEscape(s.cfg.Token)
+	}
+	return ""
+}
+
+// Token returns the secret requests must show.
+func (s *Server) Token() string { return s.cfg.Token }
 
 // Close stops the server, ends the event streams and waits for them. It
 // is idempotent.
@@ -244,35 +264,28 @@ func (s *Server) track() bool {
 	return true
 }
 
-// guard answers only GET and HEAD, only for a loopback Host unless remote
-// access is allowed, and sets the headers every answer carries.
+// guard sets the headers every answer carries, then answers only a
+// loopback Host unless remote access is allowed (403), only a request
+// that shows the token (401), and only GET and HEAD (405). A request with
+// the token in its query is logged in (a cookie) and sent on to the same
+// path without it.
 func (s *Server) guard(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return localhttp.HostGuard(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cache-Control", "no-store")
+		if !s.authorized(w, req) {
+			return
+		}
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
 			h.Set("Allow", "GET, HEAD")
 			writeError(w, http.StatusMethodNotAllowed, "the status page is read-only: act with meshctl on the control socket")
 			return
 		}
-		if !s.cfg.AllowRemote && !loopbackHostHeader(req.Host) {
-			writeError(w, http.StatusForbidden, "the status page answers only requests for a loopback host")
-			return
-		}
 		next.ServeHTTP(w, req)
-	})
-}
-
-// loopbackHostHeader reports whether a Host header names loopback.
-func loopbackHostHeader(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return isLoopbackHost(host)
+	}), s.cfg.AllowRemote, "the status page")
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

@@ -8,7 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -121,6 +124,9 @@ func (f *fakeSource) subscribers() int {
 
 func newTestServer(t *testing.T, src Source, cfg Config) (*Server, *httptest.Server) {
 	t.Helper()
+	if cfg.Token == "" {
+		cfg.Token = testToken
+	}
 	s, err := New(src, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -133,12 +139,18 @@ func newTestServer(t *testing.T, src Source, cfg Config) (*Server, *httptest.Ser
 	return s, hs
 }
 
+// testToken is the token of the servers newTestServer makes.
+const testToken = "test-token-0123456789abcdefghijklmnopqrstuvwxyz"
+
+// do sends one request with the test token as a bearer token, unless
+// header sets Authorization itself ("" sends none).
 func do(t *testing.T, method, url string, header map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader("x=1"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	for k, v := range header {
 		if k == "Host" {
 			req.Host = v
@@ -370,7 +382,12 @@ func next(t *testing.T, evs <-chan sseEvent, want string) sseEvent {
 
 func openEvents(t *testing.T, url string) (*http.Response, <-chan sseEvent) {
 	t.Helper()
-	resp, err := http.Get(url + "/events")
+	req, err := http.NewRequest(http.MethodGet, url+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,6 +462,7 @@ func TestEventStreamClientGone(t *testing.T) {
 	_, hs := newTestServer(t, src, Config{SnapshotInterval: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -488,8 +506,23 @@ func TestStartClose(t *testing.T) {
 		t.Fatalf("URL %q", s.URL())
 	}
 	tr := &http.Transport{}
-	client := &http.Client{Transport: tr}
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Transport: tr, Jar: jar}
 	resp, err := client.Get(s.URL() + "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("events before login: %s", resp.Status)
+	}
+	// The login URL sets the cookie and sends the browser on to the page.
+	resp, err = client.Get(s.LoginURL())
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Request.URL.RawQuery != "" {
+		t.Fatalf("login: %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = client.Get(s.URL() + "events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,5 +596,96 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTokenRequired: without the token every path answers 401 and no
+// data; a wrong token in any form is refused; the login URL sets an
+// HttpOnly, SameSite=Strict cookie and redirects without the token; a
+// foreign Host is refused even with the token.
+func TestTokenRequired(t *testing.T) {
+	s, hs := newTestServer(t, newFakeSource(), Config{SnapshotInterval: 10 * time.Millisecond})
+	paths := []string{"/", "/app.js", "/style.css", "/favicon.svg", "/api/state", "/events", "/nope"}
+	for _, p := range paths {
+		for _, auth := range []string{"", "Bearer ", "Bearer wrong", "Bearer " + testToken + "x", "Basic " + testToken} {
+			for _, method := range []string{"GET", "HEAD", "POST"} {
+				resp, body := do(t, method, hs.URL+p, map[string]string{"Authorization": auth})
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("%s %s with %q: %s, want 401", method, p, auth, resp.Status)
+				}
+				if strings.Contains(body, "alice") || strings.Contains(body, "EventSource") || strings.Contains(body, "<svg") {
+					t.Errorf("%s %s with %q: body carries data: %q", method, p, auth, body)
+				}
+				if resp.Header.Get("Set-Cookie") != "" {
+					t.Errorf("%s %s with %q: sets a cookie", method, p, auth)
+				}
+			}
+		}
+		resp, _ := do(t, "GET", hs.URL+p, map[string]string{"Authorization": "", "Cookie": s.cookieName() + "=wrong"})
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s with a wrong cookie: %s", p, resp.Status)
+		}
+		resp, _ = do(t, "GET", hs.URL+p+"?token=wrong", map[string]string{"Authorization": ""})
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("GET %s?token=wrong: %s, cookie %q", p, resp.Status, resp.Header.Get("Set-Cookie"))
+		}
+		resp, _ = do(t, "GET", hs.URL+"/api/state", map[string]string{"Host": "evil.example"})
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("Host evil.example with the token: %s", resp.Status)
+		}
+	}
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(hs.URL + "/?token=" + testToken + "&x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/?x=1" {
+		t.Fatalf("login: %s, Location %q", resp.Status, resp.Header.Get("Location"))
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || cookies[0].Name != s.cookieName() || !cookies[0].HttpOnly ||
+		cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Path != "/" {
+		t.Fatalf("login cookie %+v", cookies)
+	}
+	resp, body := do(t, "GET", hs.URL+"/api/state", map[string]string{"Authorization": "", "Cookie": cookies[0].Name + "=" + cookies[0].Value})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "alice") {
+		t.Fatalf("with the cookie: %s %q", resp.Status, body)
+	}
+
+	other, err := New(newFakeSource(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(other.Token()) < minTokenLen || other.Token() == testToken || other.cookieName() == s.cookieName() {
+		t.Fatalf("generated token %q, cookie %q", other.Token(), other.cookieName())
+	}
+	if _, err := New(newFakeSource(), Config{Token: "short"}); err == nil {
+		t.Fatal("a short token was accepted")
+	}
+}
+
+func TestURLFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadURLFile(dir); !errors.Is(err, ErrNoPage) {
+		t.Fatalf("no file: %v", err)
+	}
+	u := "http://127.0.0.1:1234/?token=abc"
+	if err := WriteURLFile(dir, u); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, URLFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("url file: %v, %v", st, err)
+	}
+	if got, err := ReadURLFile(dir); err != nil || got != u {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if err := RemoveURLFile(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveURLFile(dir); err != nil {
+		t.Fatalf("second remove: %v", err)
 	}
 }

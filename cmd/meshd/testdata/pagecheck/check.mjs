@@ -4,7 +4,9 @@
 //
 //	node check.mjs --url URL --names bob,carol --body TEXT [--screenshot FILE]
 //
-//  1. loads URL and waits until every name is in the peers table and the
+//  1. loads URL (the login address that meshctl ui prints), checks that
+//     the token left the address bar and that a browser without the
+//     cookie gets 401, and waits until every name is in the peers table and the
 //     page is live; then prints READY
 //  2. waits for a line SENT on stdin (the test has sent the message), and
 //     then for TEXT to appear, as text, in the live tail within 2 s
@@ -94,6 +96,15 @@ try {
 
   const resp = await page.goto(opt.url, { waitUntil: "load" });
   if (!resp || resp.status() !== 200) throw new Error(`GET ${opt.url}: ${resp && resp.status()}`);
+  // The login address set the cookie and left the token out of the
+  // address bar; a browser without the cookie gets nothing.
+  if (new URL(page.url()).searchParams.has("token")) problems.push(`token left in the address: ${page.url()}`);
+  const anon = await browser.newContext();
+  for (const p of ["/", "/api/state", "/events"]) {
+    const r = await anon.request.get(origin + p, { timeout: 5_000 });
+    if (r.status() !== 401) problems.push(`GET ${p} without the cookie: ${r.status()}, want 401`);
+  }
+  await anon.close();
 
   await page.waitForFunction(
     (names) => {

@@ -1,0 +1,102 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Restored is an envelope taken back into a rebuilt store (meshctl
+// repair builds one from the mailbox mirror), with the inbox state its
+// mailbox file tells.
+type Restored struct {
+	Env         *proto.SignedEnvelope
+	FromHistory bool
+	Priority    Priority
+	// Delivered is when it reached the inbox (the mailbox file's name
+	// gives it to the second).
+	Delivered time.Time
+	// Read marks it read, at Delivered.
+	Read bool
+}
+
+// Restore stores envelopes whose signatures the caller has verified, and
+// puts each in the inbox with the state rs gives, in one write request.
+// added[i] reports whether rs[i] was new: a duplicate (the same envelope
+// in two files) is neither stored again nor its inbox state changed.
+func (s *Store) Restore(rs []Restored) (added []bool, err error) {
+	for i, r := range rs {
+		if err := checkEnvelope(r.Env); err != nil {
+			return nil, fmt.Errorf("restore envelope #%d: %w", i, err)
+		}
+		if r.Priority < PriorityHigh || r.Priority > PriorityLow {
+			return nil, fmt.Errorf("restore envelope #%d: unknown %s", i, r.Priority)
+		}
+	}
+	added = make([]bool, len(rs))
+	apply := func(w *wtx) (error, error) {
+		var conflict error
+		for i, r := range rs {
+			ok, res, fatal := w.putEnv(r.Env, r.FromHistory)
+			if fatal != nil {
+				return nil, fatal
+			}
+			added[i] = ok
+			if res != nil && conflict == nil {
+				conflict = res
+			}
+			if !ok {
+				continue
+			}
+			rec := inboxRec{priority: r.Priority, delivered: r.Delivered.UnixMilli(), read: r.Read}
+			if r.Read {
+				rec.readAt = rec.delivered
+			}
+			if err := w.inboxT.Put(inboxTimeKey(rec.delivered, r.Env.ID), present); err != nil {
+				return nil, err
+			}
+			if err := w.inbox.Put(append([]byte(nil), r.Env.ID[:]...), rec.encode()); err != nil {
+				return nil, err
+			}
+		}
+		return conflict, nil
+	}
+	onCommit := func() {
+		for i, r := range rs {
+			if added[i] {
+				s.st.envelopes.Add(1)
+				s.seen.add(seenKey(r.Env.From, r.Env.ID))
+			} else {
+				s.st.duplicates.Add(1)
+			}
+		}
+	}
+	err = s.submit(&request{apply: apply, onCommit: onCommit, envs: len(rs)})
+	if err != nil && !errors.Is(err, ErrIDConflict) {
+		return nil, err
+	}
+	return added, err
+}
+
+// ForgetSeqMarks drops every stream's sequence marks and pending numbers.
+// Marks tell history sync what a node holds: a stream's messages above
+// its mark are asked for, and those below never are. A store rebuilt
+// from partial copies (meshctl repair, from the mailbox) holds runs with
+// holes the mailbox never had, which the marks would hide; without marks,
+// the next round of each channel asks by time instead (the retention
+// window), and duplicates are dropped as ever.
+func (s *Store) ForgetSeqMarks() error {
+	return s.write(func(w *wtx) (error, error) {
+		for _, name := range [][]byte{bucketMarks, bucketSeqs} {
+			if err := w.tx.DeleteBucket(name); err != nil {
+				return nil, err
+			}
+			if _, err := w.tx.CreateBucket(name); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}, nil)
+}
