@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -15,20 +16,26 @@ import (
 func vectorRaws(f *testing.F) map[string][]byte {
 	f.Helper()
 	out := map[string][]byte{}
-	ents, err := os.ReadDir(vectorDir)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join(vectorDir, e.Name()))
+	for _, dir := range []string{vectorDir, rejectDir} {
+		ents, err := os.ReadDir(dir)
 		if err != nil {
 			f.Fatal(err)
 		}
-		fields, err := parseVectorFile(data)
-		if err != nil {
-			f.Fatalf("%s: %v", e.Name(), err)
+		for _, e := range ents {
+			if e.IsDir() {
+				continue
+			}
+			name, _ := filepath.Rel(vectorDir, filepath.Join(dir, e.Name()))
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				f.Fatal(err)
+			}
+			fields, err := parseVectorFile(data)
+			if err != nil {
+				f.Fatalf("%s: %v", name, err)
+			}
+			out[name] = fields["raw"]
 		}
-		out[e.Name()] = fields["raw"]
 	}
 	return out
 }
@@ -36,7 +43,7 @@ func vectorRaws(f *testing.F) map[string][]byte {
 func envelopeRaws(f *testing.F) [][]byte {
 	var out [][]byte
 	for name, raw := range vectorRaws(f) {
-		if name != "08-signed-doc.txt" && name != "09-handshake.txt" {
+		if name != "08-signed-doc.txt" && name != "09-handshake.txt" && !strings.HasPrefix(name, "reject/") {
 			out = append(out, raw)
 		}
 	}
