@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MaxListenAddrLen bounds one listen address in a handshake payload.
@@ -28,8 +29,8 @@ var ErrListenAddr = errors.New("unusable listen address")
 //	port        = decimal 1..65535 without leading zeros
 //	path        = an absolute, clean path other than "/"
 //
-// The whole address is at most [MaxListenAddrLen] bytes and holds no
-// control character. An unspecified host (empty, 0.0.0.0 or ::) is not
+// The whole address is at most [MaxListenAddrLen] bytes of UTF-8 and
+// holds no control character. An unspecified host (empty, 0.0.0.0 or ::) is not
 // dialable and is refused.
 func CheckListenAddr(s string) error {
 	if err := checkListenAddr(s); err != nil {
@@ -42,8 +43,8 @@ func checkListenAddr(s string) error {
 	if len(s) > MaxListenAddrLen {
 		return fmt.Errorf("longer than %d bytes", MaxListenAddrLen)
 	}
-	if !printable(s) {
-		return errors.New("control character")
+	if !utf8.ValidString(s) || !printable(s) {
+		return errors.New("not UTF-8 text without control characters")
 	}
 	if p, ok := strings.CutPrefix(s, "unix://"); ok {
 		if !strings.HasPrefix(p, "/") || p == "/" || path.Clean(p) != p {

@@ -68,6 +68,7 @@ func TestCheckListenAddr(t *testing.T) {
 		"unix:///run/x/",
 		"unix:///run/x\x00",
 		"unix:///run/\x1bx",
+		"unix:///0\x82",
 		"unix:///" + strings.Repeat("p", MaxListenAddrLen),
 	} {
 		if err := CheckListenAddr(s); !errors.Is(err, ErrListenAddr) {

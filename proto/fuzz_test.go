@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -186,9 +187,23 @@ func FuzzHandshakePayload(f *testing.F) {
 		if err != nil {
 			return
 		}
-		enc, err := p.Encode()
+		// The payload as sent, before unusable addresses were skipped.
+		var sent HandshakePayload
+		if err := Unmarshal(raw, &sent); err != nil {
+			t.Fatalf("accepted payload does not decode: %v", err)
+		}
+		enc, err := sent.Encode()
 		if err != nil || !bytes.Equal(enc, raw) {
 			t.Fatalf("accepted payload does not re-encode to its input: %v", err)
+		}
+		var kept []string
+		for _, a := range sent.Listen {
+			if CheckListenAddr(a) == nil {
+				kept = append(kept, a)
+			}
+		}
+		if !slices.Equal(kept, p.Listen) || p.IgnoredListen != len(sent.Listen)-len(kept) {
+			t.Fatalf("listen %q (ignored %d) from %q", p.Listen, p.IgnoredListen, sent.Listen)
 		}
 		if p.Version != ProtocolVersion || p.Identity.IsZero() || p.Org == "" || len(p.Org) > MaxOrgLen ||
 			len(p.Listen) > MaxListenAddrs || len(p.PolicyDigest) > 64 || len(p.Name) > 128 {
