@@ -16,7 +16,7 @@ import (
 // at debug level. The receive pipeline checks, in this order (see
 // ARCHITECTURE.md): signature, TTL, roster membership, ACL, request rules,
 // dedupe; dedupe by known id also runs first, before the costly signature
-// check.
+// check, except for a copy it would acknowledge (PROTOCOL.md §16.3).
 const (
 	dropMalformed      = "malformed"     // §1.2 steps 1–5: not decodable into the schema
 	dropNonCanonical   = "non_canonical" // §1.2 step 6: decodable, but not the one canonical encoding
