@@ -44,7 +44,7 @@ func vectorRaws(f *testing.F) map[string][]byte {
 func envelopeRaws(f *testing.F) [][]byte {
 	var out [][]byte
 	for name, raw := range vectorRaws(f) {
-		if name != "08-signed-doc.txt" && name != "09-handshake.txt" && !strings.HasPrefix(name, "reject/") {
+		if name != "08-signed-doc.txt" && !strings.Contains(name, "handshake") && !strings.HasPrefix(name, "reject/") {
 			out = append(out, raw)
 		}
 	}
@@ -179,6 +179,7 @@ func FuzzParseSignedDoc(f *testing.F) {
 func FuzzHandshakePayload(f *testing.F) {
 	raws := vectorRaws(f)
 	f.Add(raws["09-handshake.txt"])
+	f.Add(raws["12-handshake-unusable-listen.txt"])
 	p := &HandshakePayload{Version: ProtocolVersion, Org: "o", Identity: bob}
 	b, _ := p.Encode()
 	f.Add(b)

@@ -306,6 +306,36 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
+
+	// A payload announcing one address outside the §12.2 grammar: it is
+	// valid, and the receiver keeps only the other address.
+	hs2 := &HandshakePayload{Version: ProtocolVersion, Org: "acme", RosterVersion: 1,
+		Listen: []string{"quic://192.0.2.10:7946", "tcp://192.0.2.10:7946"}, Name: "alice"}
+	hs2.BindStatic(keyAlice, fixedStatic)
+	raw, err = hs2.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := *hs2
+	kept.Listen, kept.IgnoredListen = []string{"tcp://192.0.2.10:7946"}, 1
+	vs = append(vs, vector{
+		file: "12-handshake-unusable-listen.txt", title: "HandshakePayload announcing an unusable listen address", hs: &kept,
+		notes: []string{
+			"as 09, but listen [\"quic://192.0.2.10:7946\", \"tcp://192.0.2.10:7946\"] and no policy_digest",
+			"the payload is valid: the receiver skips the quic:// address (outside the grammar of",
+			"  PROTOCOL.md 12.2) and keeps listen [\"tcp://192.0.2.10:7946\"]",
+		},
+		fields: []vecField{
+			{"seed", seedOf(keyAlice)},
+			{"pubkey", alice[:]},
+			{"domain", []byte(DomainNoiseStatic)},
+			{"signed", fixedStatic},
+			{"signing_input", SigningInput(DomainNoiseStatic, fixedStatic)},
+			{"sig", hs2.StaticSig[:]},
+			{"prologue", Prologue("acme")},
+			{"raw", raw},
+		},
+	})
 	return vs
 }
 
