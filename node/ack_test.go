@@ -142,6 +142,67 @@ func TestDuplicateDMIsAckedAgain(t *testing.T) {
 	waitFor(t, 5*time.Second, "second ack for the duplicate", func() bool { return count() == 2 })
 }
 
+// A copy of a held DM whose signature is broken is neither acknowledged
+// nor counted as a duplicate: an ack means "stored", and these bytes were
+// never signed by their sender (§16.3). An exact copy is acked again.
+func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
+	rig := newPipelineRig(t)
+	var mu sync.Mutex
+	var acked []uuid.UUID
+	rig.link.Close()
+	cfg := transport.DefaultConfig()
+	cfg.Identity = rig.m.ids[1].Key
+	cfg.Org = "acme"
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: rig.m.roster.Version} }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ak := rig.m.ids[0].Pub
+	l, err := transport.Dial(ctx, tcpAddr(t, rig.a), cfg, &ak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Start(func(f []byte) {
+		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameAck {
+			if a, err := proto.ParseAck(f[1:]); err == nil {
+				mu.Lock()
+				acked = append(acked, a.IDs...)
+				mu.Unlock()
+			}
+		}
+	})
+	rig.link = l
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(rig.a, rig.m.ids[1].Pub) })
+	b := rig.key(1)
+	raw := rig.signed(b, rig.env(b, proto.ToPeer(ak), proto.KindMessage, nil))
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	metric := func(name string) uint64 { return rig.a.metrics.Get("drop." + name) }
+
+	rig.inject(raw)
+	waitFor(t, 5*time.Second, "ack for the DM", func() bool { return count() == 1 })
+
+	for i, flip := range []int{len(raw) - 1, len(raw) - 40} { // two bytes of the signature
+		bad := append([]byte(nil), raw...)
+		bad[flip] ^= 0x80
+		sigs, dups := metric(dropBadSignature), metric(dropDuplicate)
+		rig.inject(bad)
+		waitFor(t, 5*time.Second, "drop.bad_signature", func() bool { return metric(dropBadSignature) == sigs+1 })
+		if got := metric(dropDuplicate); got != dups {
+			t.Fatalf("forged copy %d counted as a duplicate: %d -> %d", i, dups, got)
+		}
+	}
+	// The exact copy is acked; frames and acks keep their order on the
+	// link, so an ack for a forged copy would have arrived before it.
+	dups := metric(dropDuplicate)
+	rig.inject(raw)
+	waitFor(t, 5*time.Second, "ack for the exact copy", func() bool { return count() >= 2 })
+	waitFor(t, 5*time.Second, "drop.duplicate", func() bool { return metric(dropDuplicate) == dups+1 })
+	time.Sleep(200 * time.Millisecond)
+	if got := count(); got != 2 {
+		t.Fatalf("%d acks, want 2: one for the DM and one for its exact copy", got)
+	}
+}
+
 // A DM sent while the link to its peer comes up is sent on that link,
 // not left in the queue until the next periodic flush (30 s): the link's
 // first flush can run between the sender's check for a link and the store

@@ -117,6 +117,9 @@ func (n *Node) addLink(l *transport.Link) {
 	}
 	n.mergeAddrsLocked(key, pl.payload.Listen)
 	n.peers.Unlock()
+	if pl.payload.IgnoredListen > 0 {
+		n.metrics.Add("addr.ignored", uint64(pl.payload.IgnoredListen))
+	}
 	if loser != nil {
 		n.metrics.Inc("link.duplicate")
 		_ = loser.link.Send(goodbyeFrame("duplicate link"))
@@ -608,6 +611,9 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 		n.metrics.Inc("peers.malformed")
 		n.log.Warn("bad peer list", "peer", pl.key.Fingerprint(), "err", err)
 		return
+	}
+	if list.IgnoredAddrs > 0 {
+		n.metrics.Add("addr.ignored", uint64(list.IgnoredAddrs))
 	}
 	n.recordLinkReport(pl.key, list.Peers) // for the status page's link graph
 	added := false

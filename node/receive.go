@@ -17,9 +17,12 @@ import (
 // §15, numbered alike in receive: 0 parse, 1 signature, 2 time, 3 roster
 // membership, (4, peer announcements, is in handlePeers), 5 destination
 // and ACL, 6 request rules, 7 dedupe and deliver; dedupe by a known id
-// also runs between 0 and 1, before the costly signature check.
+// also runs between 0 and 1, before the costly signature check, except
+// for a copy it would acknowledge (§16.3), which is verified first.
 const (
-	dropMalformed      = "malformed"
+	dropMalformed      = "malformed"     // §1.2 steps 1–5: not decodable into the schema
+	dropNonCanonical   = "non_canonical" // §1.2 step 6: decodable, but not the one canonical encoding
+	dropInvalid        = "invalid"       // canonical, but breaks a rule of §4–§6
 	dropDuplicate      = "duplicate"
 	dropBadSignature   = "bad_signature"
 	dropExpired        = "expired"
@@ -73,11 +76,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	// 0. Parse: size cap, strict decoding, canonical form, validity.
 	se, err := proto.ParseEnvelope(raw)
 	if err != nil {
-		if errors.Is(err, proto.ErrHopLimit) {
-			n.drop(dropHopLimit, nil, src, err)
-		} else {
-			n.drop(dropMalformed, nil, src, err)
-		}
+		n.drop(parseDropReason(err), nil, src, err)
 		return false
 	}
 	// Step 7's dedupe first where the id is known (§15 allows it): a replay
@@ -85,11 +84,20 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	// by its own seq instead.
 	if se.Kind != proto.KindPresence {
 		if seen, err := n.store.Seen(se.From, se.ID); err == nil && seen {
-			n.drop(dropDuplicate, se, src, nil)
-			// A re-sent DM we hold already: its sender missed our ack.
+			// A re-sent DM we hold already: its sender missed our ack. A
+			// copy is acked only if it verifies (§16.3): anyone can forge
+			// an unsigned copy of a held id, and an ack for it would tell
+			// the sender that bytes it never signed were stored.
 			if se.To.Kind == proto.DestPeer && se.To.Peer.Equal(n.id.Pub) && src.link != nil && !src.history {
+				if err := se.Verify(); err != nil {
+					n.drop(dropBadSignature, se, src, err)
+					return false
+				}
+				n.drop(dropDuplicate, se, src, nil)
 				n.sendAcks(map[*peerLink][]uuid.UUID{src.link: {se.ID}})
+				return false
 			}
+			n.drop(dropDuplicate, se, src, nil)
 			return false
 		}
 	}
@@ -127,6 +135,23 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	}
 	// 7. Dedupe and deliver as passive data.
 	return n.deliver(se, src, now)
+}
+
+// parseDropReason names the failure class of a [proto.ParseEnvelope]
+// error (§1.2). An error inside a JSON-model value is also an invalid
+// envelope; its class is what went wrong in the value.
+func parseDropReason(err error) string {
+	switch {
+	case errors.Is(err, proto.ErrHopLimit):
+		return dropHopLimit
+	case errors.Is(err, proto.ErrNonCanonical):
+		return dropNonCanonical
+	case errors.Is(err, proto.ErrMalformed), errors.Is(err, proto.ErrTooLarge):
+		return dropMalformed
+	case errors.Is(err, proto.ErrInvalid):
+		return dropInvalid
+	}
+	return dropMalformed
 }
 
 // authorize applies the role and ACL rules; it returns a drop reason or "".

@@ -152,16 +152,28 @@ func TestReceivePipelineDrops(t *testing.T) {
 	}
 
 	t.Run("replayed id", func(t *testing.T) { rig.expectDrop(dropDuplicate, good) })
-	t.Run("replay is deduped before the signature check", func(t *testing.T) {
-		// The same (from, id) with a broken signature: a node that verified
-		// first would count bad_signature; dedupe by known id comes first.
+	t.Run("copy of a held DM with a broken signature", func(t *testing.T) {
+		// The same (from, id), but not signed by its sender: not a
+		// duplicate, a forgery (TestCorruptCopyOfHeldDMNotAcked checks
+		// that it is not acknowledged either).
 		bad := append([]byte(nil), good...)
 		bad[len(bad)-1] ^= 0x01
-		sigDrops := rig.a.metrics.Get("drop." + dropBadSignature)
-		rig.expectDrop(dropDuplicate, bad)
-		if got := rig.a.metrics.Get("drop." + dropBadSignature); got != sigDrops {
-			t.Fatalf("replay was signature-checked: bad_signature %d -> %d", sigDrops, got)
+		dups := rig.a.metrics.Get("drop." + dropDuplicate)
+		rig.expectDrop(dropBadSignature, bad)
+		if got := rig.a.metrics.Get("drop." + dropDuplicate); got != dups {
+			t.Fatalf("forged copy counted as a duplicate: %d -> %d", dups, got)
 		}
+	})
+	t.Run("copy of a held channel message is deduped before the signature check", func(t *testing.T) {
+		// Nothing is acked for a channel message, so the early drop
+		// needs no signature check.
+		msg := rig.signed(b, rig.env(b, general, proto.KindMessage, nil))
+		before := rig.a.metrics.Get("rx.delivered.message")
+		rig.inject(msg)
+		waitFor(t, 5*time.Second, "delivery", func() bool { return rig.a.metrics.Get("rx.delivered.message") == before+1 })
+		bad := append([]byte(nil), msg...)
+		bad[len(bad)-1] ^= 0x01
+		rig.expectDrop(dropDuplicate, bad)
 	})
 
 	t.Run("bad signature", func(t *testing.T) {
@@ -223,6 +235,28 @@ func TestReceivePipelineDrops(t *testing.T) {
 	})
 	t.Run("malformed", func(t *testing.T) {
 		rig.expectDrop(dropMalformed, []byte{0xa2, 0x00, 0x41})
+	})
+	t.Run("non-canonical", func(t *testing.T) {
+		// A valid DM whose body map head takes two bytes: a9 -> b8 09.
+		se, err := proto.SignEnvelope(b, rig.env(b, toA, proto.KindMessage, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := append([]byte{0xb8, 0x09}, se.Signed[1:]...)
+		sig := proto.Sign(b, proto.DomainEnvelope, body)
+		raw, err := proto.Marshal(map[int]any{0: body, 1: sig[:]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rig.expectDrop(dropNonCanonical, raw)
+	})
+	t.Run("invalid", func(t *testing.T) {
+		// Canonical and signed, but a Message to the org (§4.2).
+		rig.expectDrop(dropInvalid, rig.rawSigned(b, rig.env(b, proto.ToOrg("acme"), proto.KindMessage, nil)))
+	})
+	t.Run("invalid nil in_reply_to", func(t *testing.T) {
+		e := rig.env(b, toA, proto.KindMessage, func(e *proto.Envelope) { e.Message.InReplyTo = &uuid.Nil })
+		rig.expectDrop(dropInvalid, rig.rawSigned(b, e))
 	})
 
 	// Hop 3 from an operator is accepted, and lands at high priority.

@@ -18,9 +18,15 @@ import (
 
 // sign builds, numbers and signs an envelope of ours to d.
 func (n *Node) sign(d proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
-	seq, err := n.counter.Next(d)
-	if err != nil {
-		return nil, fmt.Errorf("sequence number: %w", err)
+	// HistoryRequests and HistoryResponses are in no stream (§4.4): they
+	// are never stored or fetched again, so a number taken from the peer's
+	// stream would be a gap that nothing fills.
+	var seq uint64
+	if kind != proto.KindHistoryRequest && kind != proto.KindHistoryResponse {
+		var err error
+		if seq, err = n.counter.Next(d); err != nil {
+			return nil, fmt.Errorf("sequence number: %w", err)
+		}
 	}
 	e := &proto.Envelope{
 		ID:    proto.NewID(),

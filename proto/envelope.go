@@ -261,6 +261,9 @@ func (e *Envelope) Validate() error {
 		if e.Message == nil {
 			break
 		}
+		if e.To.Kind == DestOrg {
+			return fmt.Errorf("%w: a message must be addressed to a channel or a peer", ErrInvalid)
+		}
 		return e.Message.validate()
 	case KindRequest:
 		if e.Request == nil {
@@ -322,6 +325,10 @@ func (m *Message) validate() error {
 	if !utf8.ValidString(m.Body) {
 		return fmt.Errorf("%w: body is not valid UTF-8", ErrInvalid)
 	}
+	if m.InReplyTo != nil && *m.InReplyTo == uuid.Nil {
+		// No envelope has the nil id: "no parent" is the absent key.
+		return fmt.Errorf("%w: nil in_reply_to", ErrInvalid)
+	}
 	return nil
 }
 
@@ -351,6 +358,9 @@ func (r *Request) validate() error {
 	}
 	if (r.ReplyTo == nil) != (r.Hop == 0) {
 		return fmt.Errorf("%w: reply_to must be set exactly when hop > 0", ErrInvalid)
+	}
+	if r.ReplyTo != nil && *r.ReplyTo == uuid.Nil {
+		return fmt.Errorf("%w: nil reply_to", ErrInvalid)
 	}
 	return checkPayload("params", r.Params)
 }
@@ -556,6 +566,9 @@ type HistoryResponse struct {
 func (h *HistoryResponse) validate() error {
 	if h.ChannelID == uuid.Nil {
 		return fmt.Errorf("%w: nil channel_id", ErrInvalid)
+	}
+	if h.InReplyTo == uuid.Nil {
+		return fmt.Errorf("%w: nil in_reply_to", ErrInvalid)
 	}
 	if h.Status < HistoryOK || h.Status > HistoryUnknownChannel {
 		return fmt.Errorf("%w: unknown history status %d", ErrInvalid, h.Status)

@@ -175,6 +175,16 @@ func negativeCases() []negCase {
 		wire("oversized garbage (rejected before decoding)", bytes.Repeat([]byte{0xff}, MaxEnvelopeSize+1), nil, ErrTooLarge),
 		wire("oversized after a valid envelope", cCat(good, make([]byte, MaxEnvelopeSize+1-len(good))), nil, ErrTooLarge),
 
+		// JSON-model keys hold any value, zero values included (§1.1).
+		body("params 0", withParams(cUint(0)), nil),
+		body("params false", withParams(cFalse), nil),
+		body("params empty text", withParams(cText("")), nil),
+		body("params empty array", withParams(cArr()), nil),
+		body("params empty map", withParams(cMap()), nil),
+		body("params null", withParams(cNull), nil),
+		body("result 0", respBody(respBase().set(2, cUint(0))).encode(), nil),
+		body("result empty array", respBody(respBase().set(2, cArr())).encode(), nil),
+
 		// Non-canonical bodies: decodable, but not in the one accepted form.
 		body("body keys unsorted", b.swap(0, 1).encode(), nil, ErrNonCanonical),
 		body("payload key first", append(entries{b[8]}, b[:8]...).encode(), nil, ErrNonCanonical),
@@ -241,6 +251,8 @@ func negativeCases() []negCase {
 		body("nil channel", b.set(2, cMap(cUint(0), cBytes(make([]byte, 16)))).encode(), nil, ErrInvalid),
 		body("empty org", b.set(2, cMap(cUint(2), cText(""))).encode(), nil, ErrInvalid),
 		body("org too long", b.set(2, cMap(cUint(2), cText(strings.Repeat("o", MaxOrgLen+1)))).encode(), nil, ErrInvalid),
+		body("message to the org", b.set(2, cMap(cUint(2), cText("acme"))).encode(), nil, ErrInvalid),
+		body("nil in_reply_to", b.set(8, msg(kv{cUint(0), cText("hi")}, kv{cUint(1), cBytes(make([]byte, 16))})).encode(), nil, ErrInvalid),
 		body("body too long", b.set(8, msg(kv{cUint(0), cText(strings.Repeat("x", MaxBodySize+1))})).encode(), nil, ErrInvalid),
 
 		// Request.
@@ -248,6 +260,7 @@ func negativeCases() []negCase {
 		body("request hop 255", reqBody(reqBase().set(3, cBytes(u(parentReq))).set(4, cUint(255))).encode(), nil, ErrInvalid, ErrHopLimit),
 		body("request hop 256 overflows", reqBody(reqBase().set(3, cBytes(u(parentReq))).set(4, cUint(256))).encode(), isType, ErrMalformed),
 		body("reply_to without hop", reqBody(reqBase().set(3, cBytes(u(parentReq)))).encode(), nil, ErrInvalid),
+		body("nil reply_to", reqBody(reqBase().set(3, cBytes(make([]byte, 16))).set(4, cUint(1))).encode(), nil, ErrInvalid),
 		body("hop without reply_to", reqBody(reqBase().set(4, cUint(1))).encode(), nil, ErrInvalid),
 		body("hop missing", reqBody(reqBase().del(4)).encode(), nil, ErrNonCanonical),
 		body("request nil id", reqBody(reqBase().set(0, cBytes(make([]byte, 16)))).encode(), nil, ErrInvalid),
@@ -308,6 +321,7 @@ func negativeCases() []negCase {
 		// HistoryResponse.
 		body("history response status 0", histRespBody(histRespBase().set(2, cUint(0))).encode(), nil, ErrInvalid),
 		body("history response status 5", histRespBody(histRespBase().set(2, cUint(5))).encode(), nil, ErrInvalid),
+		body("history response nil in_reply_to", histRespBody(histRespBase().set(1, cBytes(make([]byte, 16)))).encode(), nil, ErrInvalid),
 		body("history response nil channel", histRespBody(histRespBase().set(0, cBytes(make([]byte, 16)))).encode(), nil, ErrInvalid),
 		body("history refused with messages", histRespBody(histRespBase().set(2, cUint(uint64(HistoryDenied))).set(3, cArr(cBytes(good)))).encode(), nil, ErrInvalid),
 		body("history more false explicit", histRespBody(histRespBase().set(4, cFalse)).encode(), nil, ErrNonCanonical),

@@ -31,7 +31,7 @@ func roundTripCases(t testing.TB) map[string]Envelope {
 		set(&e)
 		cases[name] = e
 	}
-	for _, to := range []Destination{ToChannel(chanID), ToPeer(bob), ToOrg("acme")} {
+	for _, to := range []Destination{ToChannel(chanID), ToPeer(bob)} {
 		add("message to "+to.String(), to, KindMessage, func(e *Envelope) {
 			e.Message = &Message{Body: "hello, mesh"}
 		})
@@ -272,6 +272,8 @@ func TestSignEnvelopeRefuses(t *testing.T) {
 		{"empty org", func(e *Envelope) { e.To = ToOrg("") }, []error{ErrInvalid}},
 		{"long org", func(e *Envelope) { e.To = ToOrg(strings.Repeat("o", MaxOrgLen+1)) }, []error{ErrInvalid}},
 		{"org not utf-8", func(e *Envelope) { e.To = ToOrg("ac\xffme") }, []error{ErrInvalid}},
+		{"message to the org", func(e *Envelope) { e.To = ToOrg("acme") }, []error{ErrInvalid}},
+		{"nil in_reply_to", func(e *Envelope) { e.Message.InReplyTo = &uuid.Nil }, []error{ErrInvalid}},
 		{"body not utf-8", func(e *Envelope) { e.Message.Body = "a\xffb" }, []error{ErrInvalid}},
 		{"body too long", func(e *Envelope) { e.Message.Body = strings.Repeat("x", MaxBodySize+1) }, []error{ErrInvalid}},
 		{"no payload", func(e *Envelope) { e.Message = nil }, []error{ErrInvalid}},

@@ -65,18 +65,27 @@ type PeerInfo struct {
 // PeerList is the payload of FramePeers. Wire: {0: [* PeerInfo]}.
 type PeerList struct {
 	Peers []PeerInfo `cbor:"0,keyasint"`
+
+	// IgnoredAddrs counts the addresses [ParsePeerList] left out because
+	// they fail [CheckListenAddr]. It never travels.
+	IgnoredAddrs int `cbor:"-"`
 }
 
-// ParsePeerList decodes a peer-exchange payload strictly.
+// ParsePeerList decodes a peer-exchange payload strictly. Each entry keeps
+// only the addresses that pass [CheckListenAddr]; the others are counted
+// in IgnoredAddrs.
 func ParsePeerList(b []byte) (*PeerList, error) {
 	var l PeerList
 	if err := Unmarshal(b, &l); err != nil {
 		return nil, fmt.Errorf("peer list: %w", err)
 	}
-	for _, p := range l.Peers {
+	for i, p := range l.Peers {
 		if len(p.Addrs) > MaxListenAddrs {
 			return nil, fmt.Errorf("peer list: %w: %d addresses for one peer", ErrMalformed, len(p.Addrs))
 		}
+		var n int
+		l.Peers[i].Addrs, n = filterListenAddrs(p.Addrs)
+		l.IgnoredAddrs += n
 	}
 	return &l, nil
 }

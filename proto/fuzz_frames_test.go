@@ -30,6 +30,11 @@ func FuzzFramePayloads(f *testing.F) {
 				if len(p.Addrs) > MaxListenAddrs {
 					t.Fatalf("peer list accepted %d addresses", len(p.Addrs))
 				}
+				for _, a := range p.Addrs {
+					if err := CheckListenAddr(a); err != nil {
+						t.Fatalf("peer list kept an unusable address: %v", err)
+					}
+				}
 			}
 		}
 		var d PolicyDigest

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,20 +17,26 @@ import (
 func vectorRaws(f *testing.F) map[string][]byte {
 	f.Helper()
 	out := map[string][]byte{}
-	ents, err := os.ReadDir(vectorDir)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join(vectorDir, e.Name()))
+	for _, dir := range []string{vectorDir, rejectDir} {
+		ents, err := os.ReadDir(dir)
 		if err != nil {
 			f.Fatal(err)
 		}
-		fields, err := parseVectorFile(data)
-		if err != nil {
-			f.Fatalf("%s: %v", e.Name(), err)
+		for _, e := range ents {
+			if e.IsDir() {
+				continue
+			}
+			name, _ := filepath.Rel(vectorDir, filepath.Join(dir, e.Name()))
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				f.Fatal(err)
+			}
+			fields, err := parseVectorFile(data)
+			if err != nil {
+				f.Fatalf("%s: %v", name, err)
+			}
+			out[name] = fields["raw"]
 		}
-		out[e.Name()] = fields["raw"]
 	}
 	return out
 }
@@ -36,7 +44,7 @@ func vectorRaws(f *testing.F) map[string][]byte {
 func envelopeRaws(f *testing.F) [][]byte {
 	var out [][]byte
 	for name, raw := range vectorRaws(f) {
-		if name != "08-signed-doc.txt" && name != "09-handshake.txt" {
+		if name != "08-signed-doc.txt" && !strings.Contains(name, "handshake") && !strings.HasPrefix(name, "reject/") {
 			out = append(out, raw)
 		}
 	}
@@ -171,6 +179,7 @@ func FuzzParseSignedDoc(f *testing.F) {
 func FuzzHandshakePayload(f *testing.F) {
 	raws := vectorRaws(f)
 	f.Add(raws["09-handshake.txt"])
+	f.Add(raws["12-handshake-unusable-listen.txt"])
 	p := &HandshakePayload{Version: ProtocolVersion, Org: "o", Identity: bob}
 	b, _ := p.Encode()
 	f.Add(b)
@@ -179,9 +188,23 @@ func FuzzHandshakePayload(f *testing.F) {
 		if err != nil {
 			return
 		}
-		enc, err := p.Encode()
+		// The payload as sent, before unusable addresses were skipped.
+		var sent HandshakePayload
+		if err := Unmarshal(raw, &sent); err != nil {
+			t.Fatalf("accepted payload does not decode: %v", err)
+		}
+		enc, err := sent.Encode()
 		if err != nil || !bytes.Equal(enc, raw) {
 			t.Fatalf("accepted payload does not re-encode to its input: %v", err)
+		}
+		var kept []string
+		for _, a := range sent.Listen {
+			if CheckListenAddr(a) == nil {
+				kept = append(kept, a)
+			}
+		}
+		if !slices.Equal(kept, p.Listen) || p.IgnoredListen != len(sent.Listen)-len(kept) {
+			t.Fatalf("listen %q (ignored %d) from %q", p.Listen, p.IgnoredListen, sent.Listen)
 		}
 		if p.Version != ProtocolVersion || p.Identity.IsZero() || p.Org == "" || len(p.Org) > MaxOrgLen ||
 			len(p.Listen) > MaxListenAddrs || len(p.PolicyDigest) > 64 || len(p.Name) > 128 {

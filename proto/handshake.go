@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode"
 )
 
@@ -43,6 +42,10 @@ type HandshakePayload struct {
 	Listen        []string  `cbor:"5,keyasint,omitempty"`
 	PolicyDigest  []byte    `cbor:"6,keyasint,omitempty"`
 	Name          string    `cbor:"7,keyasint,omitempty"`
+
+	// IgnoredListen counts the addresses [ParseHandshakePayload] left out
+	// of Listen because they fail [CheckListenAddr]. It never travels.
+	IgnoredListen int `cbor:"-"`
 }
 
 // MaxListenAddrs bounds the listen addresses a peer may announce.
@@ -67,6 +70,8 @@ func (p *HandshakePayload) VerifyStatic(static []byte) error {
 func (p *HandshakePayload) Encode() ([]byte, error) { return Marshal(p) }
 
 // ParseHandshakePayload decodes a payload strictly and checks its limits.
+// Listen keeps only the addresses that pass [CheckListenAddr]; the others
+// are counted in IgnoredListen.
 func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
 	if len(b) > MaxHandshakePayload {
 		return nil, fmt.Errorf("handshake payload of %d bytes: %w (limit %d)", len(b), ErrTooLarge, MaxHandshakePayload)
@@ -88,8 +93,8 @@ func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
 		return nil, fmt.Errorf("handshake payload: %w: %d listen addresses exceed %d", ErrMalformed, len(p.Listen), MaxListenAddrs)
 	}
 	for _, a := range p.Listen {
-		if len(a) > 256 {
-			return nil, fmt.Errorf("handshake payload: %w: listen address longer than 256 bytes", ErrMalformed)
+		if len(a) > MaxListenAddrLen {
+			return nil, fmt.Errorf("handshake payload: %w: listen address longer than %d bytes", ErrMalformed, MaxListenAddrLen)
 		}
 	}
 	if len(p.PolicyDigest) > 64 || len(p.Name) > 128 {
@@ -98,10 +103,11 @@ func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
 	if !printable(p.Name) || !printable(p.Org) {
 		return nil, fmt.Errorf("handshake payload: %w: control character in name or org", ErrMalformed)
 	}
-	for _, a := range p.Listen {
-		if !strings.HasPrefix(a, "tcp://") && !strings.HasPrefix(a, "unix://") || !printable(a) {
-			return nil, fmt.Errorf("handshake payload: %w: listen address %q is not tcp:// or unix://", ErrMalformed, a)
-		}
+	// An address this node cannot use (another scheme, a bad host or
+	// port) is skipped, not fatal: the link does not depend on it, and a
+	// later protocol may add address forms.
+	if p.Listen, p.IgnoredListen = filterListenAddrs(p.Listen); len(p.Listen) == 0 {
+		p.Listen = nil
 	}
 	return &p, nil
 }

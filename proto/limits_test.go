@@ -42,8 +42,6 @@ func TestHandshakePayloadRejectsControlCharsAndBadListen(t *testing.T) {
 	for name, mut := range map[string]func(*HandshakePayload){
 		"newline in name": func(p *HandshakePayload) { p.Name = "evil\nFrom: admin" },
 		"control in org":  func(p *HandshakePayload) { p.Org = "ac\x00me" },
-		"http listen":     func(p *HandshakePayload) { p.Listen = []string{"http://10.0.0.1"} },
-		"bare listen":     func(p *HandshakePayload) { p.Listen = []string{"10.0.0.1:7437"} },
 	} {
 		p := base()
 		mut(&p)

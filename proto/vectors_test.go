@@ -207,17 +207,30 @@ func buildVectors(t testing.TB) []vector {
 	e.Presence = &Presence{State: Online, Seq: 17}
 	vs = append(vs, envVector(t, "05-presence.txt", "Presence", keyAlice, e))
 
-	e = hdr(6, alice, ToPeer(bob), KindHistoryRequest, 2, epochA)
+	// HistoryRequests and HistoryResponses are in no stream: sender_seq 0.
+	e = hdr(6, alice, ToPeer(bob), KindHistoryRequest, 0, epochA)
 	e.HistoryRequest = &HistoryRequest{ChannelID: chanID, SinceTS: fixedTS - 3600_000,
 		SinceSeqBySender: []SeqMark{{Sender: bob, Epoch: epochB, LastSeq: 3}, {Sender: carol, Epoch: epochA, LastSeq: 12}},
 		MaxMessages:      DefaultHistoryMessages, MaxBytes: MaxHistoryBytes}
 	vs = append(vs, envVector(t, "06-history-request.txt", "HistoryRequest", keyAlice, e))
 
-	e = hdr(7, bob, ToPeer(alice), KindHistoryResponse, 3, epochB)
+	e = hdr(7, bob, ToPeer(alice), KindHistoryResponse, 0, epochB)
 	e.HistoryResponse = &HistoryResponse{ChannelID: chanID, InReplyTo: idN(6), Status: HistoryOK,
 		Messages: [][]byte{chanMsg.get("raw")}}
 	vs = append(vs, envVector(t, "07-history-response.txt", "HistoryResponse carrying one envelope", keyBob, e,
 		"messages[0] is the raw field of 01-message-channel.txt, still signed by alice"))
+
+	// JSON-model keys are exempt from omit-when-zero: a zero value is
+	// written, and differs from the absent key.
+	e = hdr(10, alice, ToPeer(bob), KindRequest, 2, epochA)
+	e.Request = &Request{RequestID: idN(0xa2), Intent: "count", Params: mustJSON(t, `0`)}
+	vs = append(vs, envVector(t, "10-request-params-zero.txt", "Request whose params is the zero value 0", keyAlice, e,
+		"params 0 is present (key 2, value 00): omit-when-zero does not apply to JSON-model values"))
+
+	e = hdr(11, bob, ToPeer(alice), KindResponse, 3, epochB)
+	e.Response = &Response{RequestID: idN(0xa2), Status: StatusCompleted, Result: mustJSON(t, `[]`)}
+	vs = append(vs, envVector(t, "11-response-result-empty.txt", "Response whose result is the empty array", keyBob, e,
+		"result [] is present (key 2, value 80): omit-when-zero does not apply to JSON-model values"))
 
 	// A SignedDoc signed by two keys under DomainRoster.
 	body, err := Marshal(&rosterBody{Org: "acme", Version: 1, TS: fixedTS, Quorum: 2, Members: []rosterMember{
@@ -289,6 +302,36 @@ func buildVectors(t testing.TB) []vector {
 			{"signed", fixedStatic},
 			{"signing_input", SigningInput(DomainNoiseStatic, fixedStatic)},
 			{"sig", hs.StaticSig[:]},
+			{"prologue", Prologue("acme")},
+			{"raw", raw},
+		},
+	})
+
+	// A payload announcing one address outside the §12.2 grammar: it is
+	// valid, and the receiver keeps only the other address.
+	hs2 := &HandshakePayload{Version: ProtocolVersion, Org: "acme", RosterVersion: 1,
+		Listen: []string{"quic://192.0.2.10:7946", "tcp://192.0.2.10:7946"}, Name: "alice"}
+	hs2.BindStatic(keyAlice, fixedStatic)
+	raw, err = hs2.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := *hs2
+	kept.Listen, kept.IgnoredListen = []string{"tcp://192.0.2.10:7946"}, 1
+	vs = append(vs, vector{
+		file: "12-handshake-unusable-listen.txt", title: "HandshakePayload announcing an unusable listen address", hs: &kept,
+		notes: []string{
+			"as 09, but listen [\"quic://192.0.2.10:7946\", \"tcp://192.0.2.10:7946\"] and no policy_digest",
+			"the payload is valid: the receiver skips the quic:// address (outside the grammar of",
+			"  PROTOCOL.md 12.2) and keeps listen [\"tcp://192.0.2.10:7946\"]",
+		},
+		fields: []vecField{
+			{"seed", seedOf(keyAlice)},
+			{"pubkey", alice[:]},
+			{"domain", []byte(DomainNoiseStatic)},
+			{"signed", fixedStatic},
+			{"signing_input", SigningInput(DomainNoiseStatic, fixedStatic)},
+			{"sig", hs2.StaticSig[:]},
 			{"prologue", Prologue("acme")},
 			{"raw", raw},
 		},
@@ -444,6 +487,9 @@ func TestVectorsNoStrays(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
+		if e.IsDir() && e.Name() == "reject" {
+			continue // TestRejectVectors checks it
+		}
 		if !want[e.Name()] {
 			t.Errorf("stray file %s in %s", e.Name(), vectorDir)
 		}

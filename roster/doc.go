@@ -9,7 +9,7 @@
 //	  0: tstr org_id,      ; 1..128 bytes of UTF-8, no control characters
 //	  1: uint version,     ; >= 1, strictly increasing from one roster to the next
 //	  2: int timestamp,    ; Unix milliseconds when this version was made
-//	  ?3: uint quorum,     ; omitted when 0; 0 or absent means 1
+//	  ?3: uint quorum,     ; 2.. admins; absent means 1 (an explicit 0 or 1 is refused)
 //	  4: [* member],       ; sorted bytewise by pubkey, keys unique
 //	}
 //	member = {
@@ -28,7 +28,8 @@
 // A roster has at least one admin, at most [MaxMembers] members, and a
 // quorum no larger than its number of admins. Optional fields that hold
 // their zero value are omitted, so a body that carries them explicitly (for
-// example 3: 0) is non-canonical and refused.
+// example 3: 0) is non-canonical and refused. A quorum of 1 is the absent
+// key too: 3: 1 is refused as non-canonical.
 //
 // [Parse] checks the structure and that every signature verifies; it does
 // not judge authority. Authority is decided by [CheckBootstrap] for the

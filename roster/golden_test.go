@@ -3,11 +3,14 @@ package roster
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/meshd/meshd/proto"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden vectors in testdata/")
@@ -138,5 +141,74 @@ func TestWireForm(t *testing.T) {
 		h("a3 00 5820"), p[:], h("01 04 03 f5"))
 	if !bytes.Equal(r2.Doc.Body, want2) {
 		t.Fatalf("body\n got %x\nwant %x", r2.Doc.Body, want2)
+	}
+}
+
+// rejectVectors are roster documents that every implementation must
+// refuse, pinned in testdata/reject-*.hex. Each is signed correctly by
+// its one admin, so only the body is at fault.
+func rejectVectors(t testing.TB) []struct {
+	file string
+	doc  []byte
+} {
+	// explicitQuorum mirrors wireRoster without omitempty on quorum.
+	type explicitQuorum struct {
+		Org       string       `cbor:"0,keyasint"`
+		Version   uint64       `cbor:"1,keyasint"`
+		Timestamp int64        `cbor:"2,keyasint"`
+		Quorum    uint32       `cbor:"3,keyasint"`
+		Members   []wireMember `cbor:"4,keyasint"`
+	}
+	build := func(q uint32) []byte {
+		body, err := proto.Marshal(&explicitQuorum{Org: "acme", Version: 1, Timestamp: t0, Quorum: q,
+			Members: []wireMember{{Key: pub(alice), Role: uint8(RoleAdmin), Name: "alice"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &proto.SignedDoc{Body: body}
+		d.AddSignature(alice, proto.DomainRoster)
+		b, err := d.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return []struct {
+		file string
+		doc  []byte
+	}{
+		{"reject-quorum-1.hex", build(1)},
+		{"reject-quorum-0.hex", build(0)},
+	}
+}
+
+// TestRejectVectors: a quorum of 1 has one encoding, the absent key 3.
+// Writing 3: 1 (or 3: 0) is a second encoding and is refused.
+func TestRejectVectors(t *testing.T) {
+	for _, v := range rejectVectors(t) {
+		t.Run(v.file, func(t *testing.T) {
+			if *update {
+				if err := os.WriteFile(filepath.Join("testdata", v.file), []byte(hex.EncodeToString(v.doc)+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := readHex(t, v.file)
+			if !bytes.Equal(v.doc, want) {
+				t.Fatalf("generated document differs from %s\n got %x\nwant %x", v.file, v.doc, want)
+			}
+			if _, err := Parse(want); !errors.Is(err, proto.ErrNonCanonical) {
+				t.Fatalf("Parse: %v, want ErrNonCanonical", err)
+			}
+		})
+	}
+	// The encoder never writes quorum 1, even when asked to.
+	r := mustSign(t, &Roster{Org: "acme", Version: 1, Timestamp: t0, Threshold: 1,
+		Members: []Member{{Key: pub(alice), Role: RoleAdmin, Name: "alice"}}}, alice)
+	got, err := Parse(mustEncode(t, r))
+	if err != nil {
+		t.Fatalf("roster with Threshold 1 does not load: %v", err)
+	}
+	if got.Quorum() != 1 || bytes.Contains(r.Doc.Body, []byte{0x03, 0x01, 0x04}) {
+		t.Fatalf("quorum 1 encoded explicitly: body %x", r.Doc.Body)
 	}
 }

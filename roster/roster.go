@@ -74,7 +74,11 @@ type wireMember struct {
 }
 
 func (r *Roster) toWire() *wireRoster {
-	w := &wireRoster{Org: r.Org, Version: r.Version, Timestamp: r.Timestamp, Quorum: r.Threshold,
+	q := r.Threshold
+	if q == 1 {
+		q = 0 // a quorum of 1 has one encoding: the absent key
+	}
+	w := &wireRoster{Org: r.Org, Version: r.Version, Timestamp: r.Timestamp, Quorum: q,
 		Members: make([]wireMember, len(r.Members))}
 	for i, m := range r.Members {
 		w.Members[i] = wireMember{Key: m.Key, Role: uint8(m.Role), Name: m.Name, Archive: m.Archive}
@@ -105,6 +109,11 @@ func Parse(b []byte) (*Roster, error) {
 	var w wireRoster
 	if err := proto.UnmarshalCanonical(doc.Body, &w); err != nil {
 		return nil, fmt.Errorf("roster body: %w", err)
+	}
+	if w.Quorum == 1 {
+		// Absent means 1, so an explicit 1 is a second encoding of the
+		// same body.
+		return nil, fmt.Errorf("roster body: %w: quorum 1 written explicitly (omit it)", proto.ErrNonCanonical)
 	}
 	r := fromWire(&w)
 	if err := r.Validate(); err != nil {

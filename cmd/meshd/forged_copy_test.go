@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// TestForgedCopyOfHeldDMNotAcked drives a real meshd over a real link as
+// a roster member: a DM is acked; a copy of it whose signature is broken
+// is counted as drop.bad_signature and not acked; an exact copy is acked
+// again and counted as drop.duplicate (PROTOCOL.md §16.3).
+func TestForgedCopyOfHeldDMNotAcked(t *testing.T) {
+	meshd, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "target")
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := proto.PubKey(pub)
+	meshctlOK(t, meshctl, "--home", h, "init")
+	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
+	meshctlOK(t, meshctl, "--home", h, "roster", "add", me.String(), "--role", "member", "--name", "raw")
+	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	s := waitStatus(t, meshctl, h, d)
+	target, err := proto.ParsePubKey(s.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := transport.DefaultConfig()
+	cfg.Identity = key
+	cfg.Org = "acme"
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, &target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	var acked []uuid.UUID
+	l.Start(func(f []byte) {
+		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameAck {
+			if a, err := proto.ParseAck(f[1:]); err == nil {
+				mu.Lock()
+				acked = append(acked, a.IDs...)
+				mu.Unlock()
+			}
+		}
+	})
+	acks := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	counter := func(name string) uint64 {
+		var st struct {
+			Counters map[string]uint64 `json:"counters"`
+		}
+		if err := json.Unmarshal([]byte(meshctlOK(t, meshctl, "--home", h, "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Counters[name]
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s\n%s", what, d.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	send := func(raw []byte) {
+		t.Helper()
+		if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, raw...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	se, err := proto.SignEnvelope(key, &proto.Envelope{ID: proto.NewID(), From: me, To: proto.ToPeer(target),
+		Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+		Message: &proto.Message{Body: "the original"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(se.Raw)
+	wait("ack for the DM", func() bool { return acks() == 1 })
+
+	forged := append([]byte(nil), se.Raw...)
+	forged[len(forged)-1] ^= 0x01 // the last byte is in the signature
+	send(forged)
+	wait("drop.bad_signature", func() bool { return counter("drop.bad_signature") == 1 })
+	if n := counter("drop.duplicate"); n != 0 {
+		t.Fatalf("forged copy counted as a duplicate (drop.duplicate %d)", n)
+	}
+
+	// Acks keep the order of the frames they answer: an ack for the
+	// forged copy would arrive before the exact copy's.
+	send(se.Raw)
+	wait("ack for the exact copy", func() bool { return acks() >= 2 })
+	wait("drop.duplicate", func() bool { return counter("drop.duplicate") == 1 })
+	time.Sleep(200 * time.Millisecond)
+	if n := acks(); n != 2 {
+		t.Fatalf("%d acks, want 2 (the DM and its exact copy)", n)
+	}
+}
