@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -14,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -627,4 +629,141 @@ func TestControlAPILive(t *testing.T) {
 			t.Errorf("%s (%s): documented status %s never seen", route, op.OperationID, code)
 		}
 	}
+}
+
+// TestAgentsDocPythonIsTheExample: the Python shown in docs/AGENTS.md is
+// taken word for word from docs/examples/meshd_client.py, which
+// TestPythonClientExample runs.
+func TestAgentsDocPythonIsTheExample(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "AGENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(root, "docs", "examples", "meshd_client.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := bytes.Cut(doc, []byte("\n## (d) The control API"))
+	if !ok {
+		t.Fatal("docs/AGENTS.md has no section on the control API")
+	}
+	blocks := regexp.MustCompile("(?s)```python\n(.*?)```").FindAllSubmatch(section, -1)
+	if len(blocks) != 2 {
+		t.Fatalf("docs/AGENTS.md shows %d Python blocks for the control API, want 2", len(blocks))
+	}
+	for _, b := range blocks {
+		if !bytes.Contains(script, b[1]) {
+			t.Errorf("docs/AGENTS.md shows Python that docs/examples/meshd_client.py lacks:\n%s", b[1])
+		}
+	}
+}
+
+// TestPythonClientExample runs docs/examples/meshd_client.py, the example
+// in docs/AGENTS.md, against two real meshd processes.
+func TestPythonClientExample(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found; .ci/run installs it")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "docs", "examples", "meshd_client.py")
+	o := newHistOrg(t, "alice", "bob")
+	alice, bob := o.homes["alice"], o.homes["bob"]
+	client := func(home string, args ...string) *exec.Cmd {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		cmd := exec.CommandContext(ctx, py, append([]string{script, "--home", home}, args...)...)
+		cmd.Env = cleanEnv()
+		return cmd
+	}
+	run := func(home string, args ...string) []map[string]any {
+		t.Helper()
+		var stderr bytes.Buffer
+		cmd := client(home, args...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("meshd_client.py %v: %v\n%s", args, err, stderr.String())
+		}
+		return jsonLines(t, out)
+	}
+
+	st := run(alice, "status")
+	if len(st) != 1 || st[0]["name"] != "alice" || st[0]["role"] != "admin" || st[0]["links"] != 1.0 {
+		t.Fatalf("status: %v", st)
+	}
+	o.ctl("alice", "channel", "create", "ops")
+	o.waitChannel("bob", "ops")
+	o.ctl("bob", "subscribe", "ops")
+
+	// Bob follows his events with the example while alice sends.
+	follow := client(bob, "events", "--count", "2")
+	var stderr bytes.Buffer
+	follow.Stderr = &stderr
+	stdout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"listening": true`) {
+		t.Fatalf("events: first line %q, want listening\n%s", lines.Text(), stderr.String())
+	}
+	for _, body := range []string{"one from python", "two from python"} {
+		sent := run(alice, "send", "#ops", body)
+		if len(sent) != 1 || sent[0]["to"] != "#ops" || len(sent[0]["sent_to"].([]any)) != 1 {
+			t.Fatalf("send: %v", sent)
+		}
+	}
+	var got []string
+	for lines.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+			t.Fatalf("events line %q: %v", lines.Text(), err)
+		}
+		got = append(got, fmt.Sprint(ev["from"], ": ", ev["body"]))
+	}
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("events: %v\n%s", err, stderr.String())
+	}
+	if want := []string{"alice: one from python", "alice: two from python"}; !slices.Equal(got, want) {
+		t.Fatalf("events printed %q, want %q", got, want)
+	}
+
+	inbox := run(bob, "inbox")
+	if len(inbox) != 2 || inbox[0]["body"] != "one from python" || inbox[0]["from"] != "alice" || inbox[0]["to"] != "#ops" {
+		t.Fatalf("inbox: %v", inbox)
+	}
+
+	// An error answer is printed with its hint, exit status 1.
+	cmd := client(alice, "send", "#nope", "x")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errb.String(), "meshd: ") || !strings.Contains(errb.String(), "hint: ") {
+		t.Fatalf("send to an unknown channel: %v\n%s", err, errb.String())
+	}
+}
+
+func jsonLines(t *testing.T, out []byte) []map[string]any {
+	t.Helper()
+	var res []map[string]any
+	for line := range bytes.Lines(out) {
+		var v map[string]any
+		if err := json.Unmarshal(line, &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		res = append(res, v)
+	}
+	return res
 }
