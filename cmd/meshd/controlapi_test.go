@@ -56,6 +56,8 @@ type apiChecker struct {
 	router routers.Router
 	// seen records, per operation id, the statuses meshd answered.
 	seen map[string]map[int]bool
+	// clients holds one HTTP client per control socket.
+	clients map[string]*http.Client
 }
 
 func loadControlAPI(t *testing.T) *apiChecker {
@@ -76,7 +78,22 @@ func loadControlAPI(t *testing.T) *apiChecker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &apiChecker{t: t, doc: doc, router: r, seen: map[string]map[int]bool{}}
+	c := &apiChecker{t: t, doc: doc, router: r, seen: map[string]map[int]bool{}, clients: map[string]*http.Client{}}
+	t.Cleanup(func() {
+		for _, hc := range c.clients {
+			hc.CloseIdleConnections()
+		}
+	})
+	return c
+}
+
+// client returns the HTTP client for the control socket of home.
+func (c *apiChecker) client(home string) *http.Client {
+	sock := filepath.Join(home, "meshd.sock")
+	if c.clients[sock] == nil {
+		c.clients[sock] = unixHTTP(sock)
+	}
+	return c.clients[sock]
 }
 
 // unixHTTP is an HTTP client for a control socket.
@@ -126,7 +143,7 @@ func (c *apiChecker) call(home string, check reqCheck, method, target, ctype str
 	// Validation read the body; send it again.
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
-	resp, err := unixHTTP(filepath.Join(home, "meshd.sock")).Do(req)
+	resp, err := c.client(home).Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, target, err)
 	}
@@ -227,7 +244,7 @@ func (c *apiChecker) openEvents(home string) *eventReader {
 	if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
 		c.t.Fatal(err)
 	}
-	resp, err := unixHTTP(filepath.Join(home, "meshd.sock")).Do(req)
+	resp, err := c.client(home).Do(req)
 	if err != nil {
 		cancel()
 		c.t.Fatal(err)

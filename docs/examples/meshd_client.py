@@ -54,10 +54,13 @@ def call(sock, method, path, body=None, timeout=30):
             headers["Content-Type"] = "application/json"
         conn.request(method, path, body=data, headers=headers)
         resp = conn.getresponse()
-        answer = json.loads(resp.read() or b"{}")
+        raw = resp.read()
         if resp.status >= 300:
-            raise MeshdError(resp.status, answer)
-        return answer
+            try:
+                raise MeshdError(resp.status, json.loads(raw))
+            except ValueError:  # the router's plain-text 404 or 405
+                raise MeshdError(resp.status, {"error": raw.decode(errors="replace").strip()})
+        return json.loads(raw)
     finally:
         conn.close()
 
