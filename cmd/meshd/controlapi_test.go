@@ -322,20 +322,29 @@ func (r *eventReader) next() (string, map[string]any) {
 // routePattern matches a method and path in an http.ServeMux pattern.
 var routePattern = regexp.MustCompile(`^(GET|HEAD|POST|PUT|PATCH|DELETE) (/v1/\S*)$`)
 
-// controlRoutes lists the control API routes the node registers, from the
-// ServeMux patterns (string literals such as "GET /v1/status") in the
-// source under node/.
-func controlRoutes(t *testing.T) []string {
+// eventPattern matches the event type in a server-sent event being written.
+var eventPattern = regexp.MustCompile(`^event: ([a-z_-]+)\n`)
+
+// controlSource lists, from the string literals of the source under node/
+// (the status page's own server aside), the control API routes the node
+// registers (ServeMux patterns such as "GET /v1/status") and the event
+// types /v1/events writes.
+func controlSource(t *testing.T) (routes, events []string) {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(filepath.Join(root, "node"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() && d.Name() == "statuspage" {
+			return filepath.SkipDir // another server, on its own address
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
@@ -347,8 +356,14 @@ func controlRoutes(t *testing.T) []string {
 				return true
 			}
 			s, err := strconv.Unquote(lit.Value)
-			if err == nil && routePattern.MatchString(s) {
-				out = append(out, strings.ReplaceAll(s, "...}", "}"))
+			if err != nil {
+				return true
+			}
+			if routePattern.MatchString(s) {
+				routes = append(routes, strings.ReplaceAll(s, "...}", "}"))
+			}
+			if m := eventPattern.FindStringSubmatch(s); m != nil {
+				events = append(events, m[1])
 			}
 			return true
 		})
@@ -357,8 +372,9 @@ func controlRoutes(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	slices.Sort(routes)
+	slices.Sort(events)
+	return slices.Compact(routes), slices.Compact(events)
 }
 
 // documentedRoutes lists "METHOD /path" for every operation in the document.
@@ -374,12 +390,21 @@ func (c *apiChecker) documentedRoutes() map[string]*openapi3.Operation {
 
 // TestControlAPIDocumentCoversRoutes: every route meshd registers on its
 // control socket is in docs/control-api.yaml, and every documented one is
-// registered.
+// registered; so are the event types of /v1/events.
 func TestControlAPIDocumentCoversRoutes(t *testing.T) {
 	c := loadControlAPI(t)
-	src := controlRoutes(t)
+	src, events := controlSource(t)
 	if len(src) < 18 {
 		t.Fatalf("found only %d control routes in node/ (%v): did the handlers move?", len(src), src)
+	}
+	types, _ := c.doc.Paths.Value("/v1/events").Get.Extensions["x-event-types"].(map[string]any)
+	if len(events) == 0 || len(types) != len(events) {
+		t.Errorf("/v1/events writes event types %v; %s x-event-types documents %d", events, controlAPIDoc, len(types))
+	}
+	for _, e := range events {
+		if types[e] == nil {
+			t.Errorf("/v1/events writes \"event: %s\", which %s x-event-types lacks", e, controlAPIDoc)
+		}
 	}
 	doc := c.documentedRoutes()
 	for _, r := range src {
