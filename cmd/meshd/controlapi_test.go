@@ -429,8 +429,7 @@ func TestControlAPIDocumentCoversRoutes(t *testing.T) {
 // provoke, each with its reason. Every other documented status must be
 // seen, so the document cannot promise answers meshd never gives.
 var notExercised = map[string]string{
-	"*/500":       "a local failure (the store, or meshd shutting down)",
-	"respond/403": "only observers are refused, and this mesh has none",
+	"*/500": "a local failure (the store, or meshd shutting down)",
 }
 
 // TestControlAPILive drives every control endpoint of two real meshd
@@ -637,7 +636,8 @@ func TestControlAPILive(t *testing.T) {
 	c.refused(alice, reqValid, "POST", "/v1/roster", cb, []byte("not a roster"), 409, false)
 	c.refused(alice, reqValid, "POST", "/v1/roster", cb, make([]byte, 1<<20+1), 413, false)
 	var carol struct{ Key string }
-	meshctlJSON(t, o.meshctl, &carol, "--home", filepath.Join(t.TempDir(), "carol"), "init", "--name", "carol")
+	carolHome := filepath.Join(t.TempDir(), "carol")
+	meshctlJSON(t, o.meshctl, &carol, "--home", carolHome, "init", "--name", "carol")
 	o.ctl("alice", "roster", "add", carol.Key, "--role", "observer", "--name", "carol")
 	next, err := os.ReadFile(filepath.Join(alice, "roster.cbor"))
 	if err != nil {
@@ -652,6 +652,26 @@ func TestControlAPILive(t *testing.T) {
 	}
 	if pub.Version != ros.Version+1 || len(pub.Members) != 3 {
 		t.Fatalf("published roster: %+v (was v%d)", pub, ros.Version)
+	}
+
+	// Carol, an observer, may read but not send or respond.
+	pinned := filepath.Join(t.TempDir(), "roster.cbor")
+	if err := os.WriteFile(pinned, next, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dc := startDaemon(t, o.meshd, carolHome, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--roster", pinned)
+	waitStatus(t, o.meshctl, carolHome, dc)
+	c.json(carolHome, "GET", "/v1/status", nil, 200, &st)
+	if st.Role != "observer" {
+		t.Fatalf("carol status: %+v", st)
+	}
+	for _, r := range []struct{ path, body string }{
+		{"/v1/send", `{"to":"alice","body":"x"}`},
+		{"/v1/respond", `{"request_id":"` + rq.RequestID + `","status":"completed"}`},
+	} {
+		if msg := c.refused(carolHome, reqValid, "POST", r.path, js, []byte(r.body), 403, false); !strings.Contains(msg, "role too low") {
+			t.Fatalf("observer %s: %q", r.path, msg)
+		}
 	}
 
 	// Every documented operation answered, with every documented status
