@@ -227,9 +227,11 @@ func (c *apiChecker) refused(home string, check reqCheck, method, target, ctype 
 // against the document.
 type eventReader struct {
 	c      *apiChecker
-	sc     *bufio.Scanner
+	lines  chan string // the stream's lines; closed when it ends
 	cancel context.CancelFunc
 	body   io.Closer
+	done   chan struct{} // closed when the line reader has returned
+	err    error         // why the stream ended; read after done
 }
 
 func (c *apiChecker) openEvents(home string) *eventReader {
@@ -259,23 +261,60 @@ func (c *apiChecker) openEvents(home string) *eventReader {
 	if !sc.Scan() || sc.Text() != ": meshd inbox events" {
 		c.t.Fatalf("GET /v1/events: first line %q, want the greeting comment", sc.Text())
 	}
-	return &eventReader{c: c, sc: sc, cancel: cancel, body: resp.Body}
+	r := &eventReader{c: c, lines: make(chan string), cancel: cancel, body: resp.Body, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		defer close(r.lines)
+		for sc.Scan() {
+			select {
+			case r.lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+		r.err = sc.Err()
+	}()
+	return r
 }
 
+// close ends the stream and waits for its line reader.
 func (r *eventReader) close() {
 	r.cancel()
 	r.body.Close()
+	<-r.done
 }
 
 // next returns the next event's type and data, checking the data against
 // the schema the document names for that type (x-event-types).
 func (r *eventReader) next() (string, map[string]any) {
+	r.c.t.Helper()
+	typ, data, ok := r.nextWithin(30 * time.Second)
+	if !ok {
+		r.c.t.Fatal("event stream: no event within 30s")
+	}
+	return typ, data
+}
+
+// nextWithin is next, reporting false when no line arrives within quiet.
+func (r *eventReader) nextWithin(quiet time.Duration) (string, map[string]any, bool) {
 	t := r.c.t
 	t.Helper()
 	types, _ := r.c.doc.Paths.Value("/v1/events").Get.Extensions["x-event-types"].(map[string]any)
 	typ, data := "", ""
-	for r.sc.Scan() {
-		line := r.sc.Text()
+	timer := time.NewTimer(quiet)
+	defer timer.Stop()
+	for {
+		var line string
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				<-r.done
+				t.Fatalf("event stream ended: %v", r.err)
+			}
+			line = l
+		case <-timer.C:
+			return "", nil, false
+		}
 		switch {
 		case strings.HasPrefix(line, ":"):
 			continue
@@ -310,13 +349,11 @@ func (r *eventReader) next() (string, map[string]any) {
 				t.Fatalf("event %s does not match schema %s: %v\n%s", typ, name, err, data)
 			}
 			m, _ := v.(map[string]any)
-			return typ, m
+			return typ, m, true
 		default:
 			t.Fatalf("event stream: unexpected line %q", line)
 		}
 	}
-	t.Fatalf("event stream ended: %v", r.sc.Err())
-	return "", nil
 }
 
 // routePattern matches a method and path in an http.ServeMux pattern.
@@ -672,6 +709,56 @@ func TestControlAPILive(t *testing.T) {
 		if msg := c.refused(carolHome, reqValid, "POST", r.path, js, []byte(r.body), 403, false); !strings.Contains(msg, "role too low") {
 			t.Fatalf("observer %s: %q", r.path, msg)
 		}
+	}
+
+	// A reader that stops reading is told it lagged: a few large items
+	// fill its socket, 256 more its queue, and meshd drops the rest for
+	// it rather than wait. It says so before the next item it delivers.
+	slow := c.openEvents(bob)
+	defer slow.close()
+	big := strings.Repeat("x", 250<<10)
+	for range 3 {
+		c.json(alice, "POST", "/v1/send", map[string]string{"to": "#ops", "body": big}, 200, nil)
+	}
+	const smalls = 300
+	for i := range smalls {
+		c.json(alice, "POST", "/v1/send", map[string]string{"to": "#ops", "body": fmt.Sprint("small ", i)}, 200, nil)
+	}
+	// Wait until bob has them all, so the reader's queue overflowed.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var h struct{ Messages []struct{ Body string } }
+		c.json(bob, "GET", "/v1/history?channel=ops&limit=1", nil, 200, &h)
+		if len(h.Messages) == 1 && h.Messages[0].Body == fmt.Sprint("small ", smalls-1) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob did not store the last message within 30s: %+v", h)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	drained := 0
+	for {
+		typ, _, ok := slow.nextWithin(time.Second)
+		if !ok {
+			break
+		}
+		if typ != "item" {
+			t.Fatalf("slow reader: %s event before it caught up", typ)
+		}
+		if drained++; drained > 3+smalls {
+			t.Fatal("slow reader: more items than were sent")
+		}
+	}
+	if drained >= 3+smalls {
+		t.Fatalf("slow reader got all %d items: nothing was dropped, so this tests nothing", drained)
+	}
+	var marker struct{ ID string }
+	c.json(alice, "POST", "/v1/send", map[string]string{"to": "#ops", "body": "after the gap"}, 200, &marker)
+	if typ, _ := slow.next(); typ != "lagged" {
+		t.Fatalf("slow reader, after %d of %d items: %s event, want lagged", drained, 3+smalls, typ)
+	}
+	if typ, it := slow.next(); typ != "item" || it["id"] != marker.ID {
+		t.Fatalf("slow reader after lagged: %s %v, want item %s", typ, it, marker.ID)
 	}
 
 	// Every documented operation answered, with every documented status
