@@ -28,12 +28,12 @@ func Check(r *roster.Roster, p *Policy) error {
 	}
 	for _, k := range signers {
 		if !r.IsAdmin(k) {
-			return fmt.Errorf("%w: %s is signed by %s, not an admin of %s", ErrNotAdmin, p, label(r, k), r)
+			return fmt.Errorf("%w: %s is signed by %s, not an admin of %s", ErrNotAdmin, p, r.Label(k), r)
 		}
 	}
 	for _, k := range p.Admins {
 		if !r.IsAdmin(k) {
-			return fmt.Errorf("%w: %s lists channel admin %s, not an admin of %s", ErrNotAdmin, p, label(r, k), r)
+			return fmt.Errorf("%w: %s lists channel admin %s, not an admin of %s", ErrNotAdmin, p, r.Label(k), r)
 		}
 	}
 	return nil
@@ -53,13 +53,4 @@ func CheckUpdate(r *roster.Roster, cur, next *Policy) error {
 		return fmt.Errorf("%w: %s is not newer than the current v%d", ErrRollback, next, cur.Version)
 	}
 	return nil
-}
-
-// label names k for messages: the roster label (name and fingerprint) of
-// a member, the fingerprint of anyone else.
-func label(r *roster.Roster, k proto.PubKey) string {
-	if m, ok := r.Member(k); ok {
-		return m.Label()
-	}
-	return k.Fingerprint()
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// Retention defaults (seed 004), used when a policy leaves its retention
+// Retention defaults (PROTOCOL.md), used when a policy leaves its retention
 // at 0.
 const (
 	DefaultRetentionHours    = 72

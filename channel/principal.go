@@ -29,9 +29,6 @@ func KeyPrincipal(k proto.PubKey) Principal { return Principal{Key: k} }
 // RolePrincipal returns the principal of every member with role r or higher.
 func RolePrincipal(r roster.Role) Principal { return Principal{MinRole: r} }
 
-// IsKey reports whether p names a key (rather than a role).
-func (p Principal) IsKey() bool { return !p.Key.IsZero() }
-
 // Validate checks that exactly one field is set and that a role is one of
 // the four roles.
 func (p Principal) Validate() error {

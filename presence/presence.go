@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultTTL is how long a member may stay silent before it is shown as
-// offline (seed 004: five minutes).
+// offline: five minutes.
 const DefaultTTL = 5 * time.Minute
 
 // Entry is one member's presence as this node sees it.

@@ -47,14 +47,14 @@ const (
 	MaxBodySize = 256 << 10
 	// MaxIntentLen bounds Request.Intent.
 	MaxIntentLen = 256
-	// MaxHop is the highest Request hop accepted (seed 004: hop > 3 is rejected).
+	// MaxHop is the highest Request hop accepted (hop > 3 is rejected).
 	MaxHop = 3
 	// DefaultTTL is the default envelope lifetime in seconds.
 	DefaultTTL = 300
 	// MaxClockSkew is how far in the future an envelope's ts may be.
 	MaxClockSkew = 30 * time.Second
 	// DefaultHistoryMessages and MaxHistoryBytes are the per-response
-	// history limits of seed 004; MaxHistoryMessages caps what a peer may ask.
+	// history limits; MaxHistoryMessages caps what a peer may ask.
 	DefaultHistoryMessages = 100
 	MaxHistoryMessages     = 1000
 	MaxHistoryBytes        = 1 << 20

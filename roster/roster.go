@@ -332,6 +332,15 @@ func (r *Roster) Member(k proto.PubKey) (Member, bool) {
 	return Member{}, false
 }
 
+// Label names k for messages: the [Member.Label] of a member, the
+// fingerprint of anyone else.
+func (r *Roster) Label(k proto.PubKey) string {
+	if m, ok := r.Member(k); ok {
+		return m.Label()
+	}
+	return k.Fingerprint()
+}
+
 // Role returns the role of key k, and false if k is not a member.
 func (r *Roster) Role(k proto.PubKey) (Role, bool) {
 	m, ok := r.Member(k)

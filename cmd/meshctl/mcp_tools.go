@@ -17,8 +17,9 @@ import (
 
 // Tool inputs. Field tags give each parameter's description; fields
 // without omitempty are required. The tools and their parameters are
-// those of seed 004 ("Comms Tools via MCP"), plus read_inbox and the
-// optional in_reply_to and reply_to that the CLI has too.
+// the design's comms tools (send, request, respond and the rest), plus
+// read_inbox and the optional in_reply_to and reply_to that the CLI has
+// too.
 
 type sendMessageIn struct {
 	Target    string `json:"target" jsonschema:"where to send: '#name' for a channel, or a peer (roster name, fingerprint or key) for a direct message"`

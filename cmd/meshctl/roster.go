@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/meshd/meshd/node/home"
-	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
 
@@ -72,14 +71,6 @@ func requireAdmin(id home.Identity, r *roster.Roster) error {
 	}
 	return withHint(fmt.Errorf("this node (%s) is %w of roster org %q v%d", who, errNotAdmin, r.Org, r.Version),
 		"only an admin can sign roster changes; 'meshctl roster show' lists them")
-}
-
-// label names a key for messages: "name (fingerprint)" if r knows it.
-func label(r *roster.Roster, k proto.PubKey) string {
-	if m, ok := r.Member(k); ok {
-		return m.Label()
-	}
-	return k.Fingerprint()
 }
 
 // resolveMember resolves what the user typed to exactly one member.
@@ -174,7 +165,7 @@ func (a *app) editRoster(f editFlags, edit func(cur, next *roster.Roster) (strin
 		return a.printJSON(res)
 	}
 	fmt.Fprintf(a.Stdout, "roster %q v%d: %s\n", next.Org, next.Version, change)
-	fmt.Fprintf(a.Stdout, "signed by %s: %d of %d required admin signatures\n", label(cur, id.Pub), res.Signatures, res.Required)
+	fmt.Fprintf(a.Stdout, "signed by %s: %d of %d required admin signatures\n", cur.Label(id.Pub), res.Signatures, res.Required)
 	if complete {
 		fmt.Fprintf(a.Stdout, "wrote %s\n", out)
 		return nil

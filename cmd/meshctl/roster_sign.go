@@ -80,7 +80,7 @@ func runRosterSign(a *app, args []string) error {
 	if a.json {
 		return a.printJSON(res)
 	}
-	fmt.Fprintf(a.Stdout, "signed roster %q v%d as %s\n", r.Org, r.Version, label(auth, id.Pub))
+	fmt.Fprintf(a.Stdout, "signed roster %q v%d as %s\n", r.Org, r.Version, auth.Label(id.Pub))
 	fmt.Fprintf(a.Stdout, "%d of %d required admin signatures (quorum of %s)\n", res.Signatures, res.Required, authName)
 	fmt.Fprintf(a.Stdout, "wrote %s\n", file)
 	if !res.Complete {

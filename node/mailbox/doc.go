@@ -1,5 +1,5 @@
-// Package mailbox is the plain-text face of a node (seed 000, "the
-// filesystem is truth"): a mirror that writes every delivered envelope as
+// Package mailbox is the plain-text face of a node ("the filesystem
+// is truth"): a mirror that writes every delivered envelope as
 // a text file an agent can read with cat and grep, an offline verifier that
 // checks such a file against the signed envelope it carries, and an outbox
 // from which an agent sends by dropping a file.

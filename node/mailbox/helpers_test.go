@@ -130,7 +130,7 @@ func testChannels(t testing.TB, r *roster.Roster) (*channel.Set, uuid.UUID) {
 
 // testConfig is DefaultConfig without fsync, for speed where durability
 // is not what is tested.
-func testConfig() Config { return Config{SyncFiles: false, BatchDirSync: true} }
+func testConfig() Config { return Config{SyncFiles: false} }
 
 func openMirror(t *testing.T, cfg Config) (*Mirror, string) {
 	t.Helper()

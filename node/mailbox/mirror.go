@@ -36,11 +36,6 @@ type Config struct {
 	// and then, and after a power loss rewrite the files [Complete]
 	// rejects.
 	SyncFiles bool
-	// BatchDirSync fsyncs each directory once per [Mirror.Write], after all
-	// its renames, instead of after each one. Default true: a directory
-	// fsync costs about as much as a file's, so doing one per file nearly
-	// doubles the cost of a busy inbox. False exists to measure that.
-	BatchDirSync bool
 	// Access says who may read the mailbox besides its owner; the zero
 	// value is the owner alone.
 	Access Access
@@ -50,7 +45,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration meshd uses.
 func DefaultConfig() Config {
-	return Config{SyncFiles: true, BatchDirSync: true}
+	return Config{SyncFiles: true}
 }
 
 // tempPrefix starts the name of every temporary file the package writes;
@@ -623,15 +618,11 @@ func (m *Mirror) publishLocked(p *pending, dirs *dirSet) (string, error) {
 		os.Remove(tmp)
 		return "", wrapFS("write "+tmp, err)
 	}
-	if m.cfg.SyncFiles {
-		if m.cfg.BatchDirSync {
-			dirs.add(p.dir)
-		} else if err := fsutil.SyncDir(p.dir); err != nil {
-			return "", wrapFS("fsync directory", err)
-		}
-	} else {
-		dirs.add(p.dir)
-	}
+	// Each directory is fsynced once per Write, after all its renames: a
+	// directory fsync costs about as much as a file's, so one per file
+	// would nearly double the cost of a busy inbox (BenchmarkMirror's
+	// "perfile" case, a Write per file, measures that).
+	dirs.add(p.dir)
 	return path, nil
 }
 

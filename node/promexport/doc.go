@@ -57,6 +57,7 @@
 //	mdns.start_failed         meshd_mdns_start_failures_total
 //	peers.ignored.<reason>    meshd_peer_exchange_ignored_total        reason
 //	peers.malformed           meshd_peer_exchange_ignored_total        reason="malformed"
+//	addr.ignored              meshd_addresses_ignored_total
 //	roster.accepted           meshd_roster_updates_accepted_total
 //	roster.rejected.<reason>  meshd_roster_updates_rejected_total      reason
 //	roster.pushed             meshd_roster_pushes_total
@@ -71,6 +72,8 @@
 //	mirror.batches            meshd_mirror_batches_total
 //	mirror.failed             meshd_mirror_failures_total              reason="error"
 //	mirror.disk_full          meshd_mirror_failures_total              reason="disk_full"
+//	mirror.files_failed       meshd_mirror_files_failed_total
+//	mirror.retries            meshd_mirror_retries_total
 //	mirror.reconciled         meshd_mirror_reconciled_files_total
 //	mirror.torn_rewritten     meshd_mirror_torn_files_rewritten_total
 //	mirror.reindexed          meshd_mirror_index_lines_restored_total

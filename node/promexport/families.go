@@ -71,6 +71,9 @@ var (
 	famMirrorFiles    = counter("meshd_mirror_files_written_total", "Mailbox mirror files written.")
 	famMirrorBatches  = counter("meshd_mirror_batches_total", "Mailbox mirror batches written without error.")
 	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
+	famMirrorFilesBad = counter("meshd_mirror_files_failed_total", "Mailbox mirror files not written when their batch failed; they are written again on retry.")
+	famMirrorRetries  = counter("meshd_mirror_retries_total", "Retries of mailbox files a failed batch left unwritten (after a full disk, with backoff).")
+	famAddrIgnored    = counter("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
 	famSyncHeld       = counter("meshd_sync_envelopes_already_held_total", "Envelopes in catch-up pages that this node already held (not counted as drops).")
@@ -168,6 +171,7 @@ var rules = []rule{
 	{name: "mdns.start_failed", fam: famMDNSFailed},
 	{name: "peers.ignored.", fam: famPeersIgnored},
 	{name: "peers.malformed", fam: famPeersIgnored, values: []string{"malformed"}},
+	{name: "addr.ignored", fam: famAddrIgnored},
 
 	{name: "roster.accepted", fam: famRosterAccepted},
 	{name: "roster.rejected.", fam: famRosterRejected},
@@ -184,6 +188,8 @@ var rules = []rule{
 	{name: "mirror.batches", fam: famMirrorBatches},
 	{name: "mirror.failed", fam: famMirrorFailures, values: []string{"error"}},
 	{name: "mirror.disk_full", fam: famMirrorFailures, values: []string{"disk_full"}},
+	{name: "mirror.files_failed", fam: famMirrorFilesBad},
+	{name: "mirror.retries", fam: famMirrorRetries},
 	{name: "mirror.reconciled", fam: famMirrorRecon},
 	{name: "mirror.torn_rewritten", fam: famMirrorTorn},
 	{name: "mirror.reindexed", fam: famMirrorReindex},
