@@ -35,6 +35,9 @@ func (n *Node) Counters() map[string]uint64 {
 		for r, v := range st.FailedByReason {
 			c["outbox.failed."+r] = v
 		}
+		if st.ScanOnly {
+			c["outbox.scan_only"] = 1
+		}
 	}
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -100,7 +101,19 @@ type OutboxStats struct {
 	Malformed uint64
 	// FailedByReason splits Failed by reason (see ReasonMalformed...).
 	FailedByReason map[string]uint64
+	// ScanOnly is set while the outbox could not be watched (no inotify
+	// instance left, a file system without it): Run then scans every
+	// [ScanOnlyInterval] instead.
+	ScanOnly bool
 }
+
+// ScanOnlyInterval is how often Run scans an outbox it could not watch.
+// A scan of an empty folder is one readdir, so this costs little and
+// keeps a send's delay short without notifications.
+const ScanOnlyInterval = 250 * time.Millisecond
+
+// newWatcher makes the outbox's watcher; tests replace it to fail.
+var newWatcher = fsnotify.NewWatcher
 
 // ErrClosed is returned by [Outbox.Run] after [Outbox.Close].
 var ErrClosed = errors.New("outbox closed")
@@ -218,8 +231,9 @@ func (o *Outbox) Run(ctx context.Context, send func(*OutgoingMessage) (Result, e
 	// Watch before the first scan, so no file falls between the two.
 	var events <-chan fsnotify.Event
 	var watchErrs <-chan error
+	every := o.cfg.ScanInterval
 	if !o.cfg.NoNotify {
-		w, err := fsnotify.NewWatcher()
+		w, err := newWatcher()
 		if err == nil {
 			err = w.Add(o.out)
 			if err != nil {
@@ -227,7 +241,18 @@ func (o *Outbox) Run(ctx context.Context, send func(*OutgoingMessage) (Result, e
 			}
 		}
 		if err != nil {
-			o.log.Warn("mailbox: outbox: no fsnotify, scanning only", "every", o.cfg.ScanInterval, "err", err)
+			// Scan often instead, and say why: on a host running many
+			// nodes, the per-user inotify instances (128 by default on
+			// Linux) run out.
+			every = min(every, ScanOnlyInterval)
+			attrs := []any{"every", every, "err", err}
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENOSPC) {
+				attrs = append(attrs, "hint", "the user's inotify instances or watches are used up: raise the sysctls fs.inotify.max_user_instances and fs.inotify.max_user_watches")
+			}
+			o.log.Warn("mailbox: outbox: cannot watch for new files; scanning instead", attrs...)
+			o.mu.Lock()
+			o.stats.ScanOnly = true
+			o.mu.Unlock()
 		} else {
 			defer w.Close()
 			events, watchErrs = w.Events, w.Errors
@@ -236,7 +261,7 @@ func (o *Outbox) Run(ctx context.Context, send func(*OutgoingMessage) (Result, e
 
 	o.recover(ctx, send)
 	o.scan(ctx, send)
-	tick := time.NewTicker(o.cfg.ScanInterval)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {

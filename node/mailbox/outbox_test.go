@@ -1,19 +1,24 @@
 package mailbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -320,6 +325,50 @@ func TestOutboxScanOnly(t *testing.T) {
 	e := startOutbox(t, OutboxConfig{NoNotify: true, ScanInterval: 30 * time.Millisecond}, nil, nil)
 	e.drop(t, "a.txt", "To: @bob\n---\nhi\n")
 	waitFile(t, filepath.Join(e.dir, SentDir, "a.txt"), 5*time.Second)
+}
+
+// TestOutboxWatchUnavailable: with no inotify instance left (as on a host
+// running 200 nodes as one user), the outbox says so with the fix, and
+// scans every ScanOnlyInterval rather than every ScanInterval.
+func TestOutboxWatchUnavailable(t *testing.T) {
+	saved := newWatcher
+	newWatcher = func() (*fsnotify.Watcher, error) { return nil, fmt.Errorf("inotify_init1: %w", syscall.EMFILE) }
+	defer func() { newWatcher = saved }()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	e := startOutbox(t, OutboxConfig{ScanInterval: time.Hour, Logger: log}, nil, func(dir string) {
+		if err := os.WriteFile(filepath.Join(dir, OutboxDir, "first.txt"), []byte("To: @bob\n---\nhi\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The first scan, at start, takes first.txt; a file dropped after it
+	// waits for the next scan, an hour away unless the short interval
+	// applies.
+	waitFile(t, filepath.Join(e.dir, SentDir, "first.txt"), 5*time.Second)
+	if !e.o.Stats().ScanOnly {
+		t.Error("Stats().ScanOnly not set")
+	}
+	e.drop(t, "late.txt", "To: @bob\n---\nhi\n")
+	waitFile(t, filepath.Join(e.dir, SentDir, "late.txt"), 5*time.Second)
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if !strings.Contains(out, "cannot watch for new files") || !strings.Contains(out, "fs.inotify.max_user_instances") {
+		t.Errorf("warning without the fix:\n%s", out)
+	}
+}
+
+// lockedWriter serializes writes to a buffer shared with the test.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // TestOutboxInterrupted: a send that fails because Run is stopping puts
