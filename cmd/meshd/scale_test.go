@@ -1,0 +1,311 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+// TestScaleMesh measures a full mesh of N real meshd processes on
+// loopback, for the scale figures in docs/BENCHMARKS.md. It runs only with
+// MESHD_SCALE set to the sizes to measure, one mesh after the other:
+//
+//	MESHD_SCALE=30,60,120,200 go test -run '^TestScaleMesh$' -v -timeout 60m ./cmd/meshd
+//
+// For each N it reports: the time from the last start to a full mesh (or
+// the links per node when none forms within MESHD_SCALE_FORM, default
+// 180s); over MESHD_SCALE_IDLE (default 40s) once the mesh settles, the
+// mean and largest RSS per node, the CPU of all nodes together, and the
+// bytes each node writes and reads per second (/proc/PID/io: at idle,
+// almost all of it is link traffic: keepalives, presence and peer
+// exchange); then the time one channel message takes to reach every
+// reader's mailbox file. With MESHD_SCALE_OUT=DIR each N's figures are
+// also written there as JSON.
+func TestScaleMesh(t *testing.T) {
+	spec := os.Getenv("MESHD_SCALE")
+	if spec == "" {
+		t.Skip("a measurement of N real nodes; set MESHD_SCALE=30,60 (sizes) to run it")
+	}
+	for _, s := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 2 {
+			t.Fatalf("MESHD_SCALE: %q is not a size of at least 2", s)
+		}
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) { runScale(t, n) })
+	}
+}
+
+// scaleResult is one mesh's figures.
+type scaleResult struct {
+	Nodes           int       `json:"nodes"`
+	FullMeshSeconds float64   `json:"full_mesh_seconds"` // -1: none within the limit
+	MeanLinks       float64   `json:"mean_links"`        // at full mesh or at the limit
+	MinLinks        int       `json:"min_links"`
+	IdleSeconds     float64   `json:"idle_seconds"`
+	RSSMeanMiB      float64   `json:"rss_mean_mib"`
+	RSSMaxMiB       float64   `json:"rss_max_mib"`
+	IdleCPUPercent  float64   `json:"idle_cpu_percent_of_one_core"` // all nodes together
+	WriteBytesPerS  float64   `json:"write_bytes_per_second_per_node"`
+	ReadBytesPerS   float64   `json:"read_bytes_per_second_per_node"`
+	FanoutSeconds   []float64 `json:"fanout_seconds"` // per message: send to the last reader's file; -1 if not all within 10 s
+	FanoutReached   []int     `json:"fanout_reached"` // per message: readers with the file within 10 s
+}
+
+func runScale(t *testing.T, n int) {
+	if avail := memAvailableMiB(t); avail < float64(n)*120 {
+		t.Skipf("%.0f MiB available; %d nodes want about %d MiB", avail, n, n*120)
+	}
+	formLimit := envDuration(t, "MESHD_SCALE_FORM", 180*time.Second)
+	idle := envDuration(t, "MESHD_SCALE_IDLE", 40*time.Second)
+	meshd, meshctl := buildBinaries(t)
+	tmp := meshTempDir(t)
+	homes := make([]string, n)
+	keys := make([]string, n)
+	parallel(n, 8, func(i int) {
+		homes[i] = filepath.Join(tmp, fmt.Sprintf("n%03d", i))
+		var id struct {
+			Key string `json:"key"`
+		}
+		meshctlJSON(t, meshctl, &id, "--home", homes[i], "init", "--name", fmt.Sprintf("n%03d", i))
+		keys[i] = id.Key
+	})
+	meshctlOK(t, meshctl, "--home", homes[0], "roster", "init", "--org", "scale")
+	for i := 1; i < n; i++ {
+		meshctlOK(t, meshctl, "--home", homes[0], "roster", "add", keys[i], "--role", "member", "--name", fmt.Sprintf("n%03d", i))
+	}
+	pinned := filepath.Join(tmp, "roster.cbor")
+	b, err := os.ReadFile(filepath.Join(homes[0], "roster.cbor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pinned, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Start every node, all seeded to n000; peer exchange does the rest.
+	ds := make([]*daemon, n)
+	ds[0] = startDaemon(t, meshd, homes[0], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "warn")
+	waitStatus(t, meshctl, homes[0], ds[0])
+	seed := "unix://" + filepath.Join(homes[0], "link.sock")
+	for i := 1; i < n; i++ {
+		ds[i] = startDaemon(t, meshd, homes[i], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "warn",
+			"--roster", pinned, "--seed", seed)
+	}
+	started := time.Now()
+	clients := make([]*api.Client, n)
+	for i := range clients {
+		clients[i] = api.NewClient(filepath.Join(homes[i], "meshd.sock"))
+	}
+
+	res := scaleResult{Nodes: n, FullMeshSeconds: -1}
+	links := make([]int, n)
+	for {
+		parallel(n, 16, func(i int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if p, err := clients[i].Peers(ctx); err == nil {
+				links[i] = len(p.Peers)
+			}
+		})
+		full := !slices.ContainsFunc(links, func(l int) bool { return l < n-1 })
+		if full || time.Since(started) > formLimit {
+			if full {
+				res.FullMeshSeconds = time.Since(started).Seconds()
+			}
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	sum := 0
+	for _, l := range links {
+		sum += l
+	}
+	res.MeanLinks = float64(sum) / float64(n)
+	res.MinLinks = slices.Min(links)
+	t.Logf("N=%d: full mesh after %.1f s (-1: none within %v); links per node mean %.1f, min %d",
+		n, res.FullMeshSeconds, formLimit, res.MeanLinks, res.MinLinks)
+
+	// Idle: let the formation's work finish, then measure.
+	time.Sleep(10 * time.Second)
+	before := make([]procSample, n)
+	after := make([]procSample, n)
+	parallel(n, 16, func(i int) { before[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
+	t0 := time.Now()
+	time.Sleep(idle)
+	parallel(n, 16, func(i int) { after[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
+	res.IdleSeconds = time.Since(t0).Seconds()
+	var cpu, wr, rd, rss float64
+	for i := range n {
+		cpu += after[i].cpuSeconds - before[i].cpuSeconds
+		wr += float64(after[i].wchar - before[i].wchar)
+		rd += float64(after[i].rchar - before[i].rchar)
+		rss += after[i].rssMiB
+		res.RSSMaxMiB = max(res.RSSMaxMiB, after[i].rssMiB)
+	}
+	res.RSSMeanMiB = rss / float64(n)
+	res.IdleCPUPercent = 100 * cpu / res.IdleSeconds
+	res.WriteBytesPerS = wr / res.IdleSeconds / float64(n)
+	res.ReadBytesPerS = rd / res.IdleSeconds / float64(n)
+	t.Logf("N=%d idle over %.0f s: RSS mean %.1f MiB max %.1f MiB; CPU of all nodes %.0f%% of a core; per node %.0f B/s written, %.0f B/s read",
+		n, res.IdleSeconds, res.RSSMeanMiB, res.RSSMaxMiB, res.IdleCPUPercent, res.WriteBytesPerS, res.ReadBytesPerS)
+
+	// Fan-out: one channel every node reads, then five messages from n000,
+	// each timed to the last reader's mailbox file.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	meshctlOK(t, meshctl, "--home", homes[0], "channel", "create", "scale")
+	parallel(n, 8, func(i int) {
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			err := clients[i].Do(ctx, "POST", "/v1/subscriptions", "application/json", []byte(`{"channel":"scale","state":"subscribed"}`), nil)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("n%03d: subscribe: %v", i, err)
+				return
+			}
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	for k := range 5 {
+		body, _ := json.Marshal(api.Send{To: "#scale", Body: fmt.Sprintf("scale message %d", k)})
+		var sent api.Sent
+		start := time.Now()
+		if err := clients[0].Do(ctx, "POST", "/v1/send", "application/json", body, &sent); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		id12 := sent.ID[len(sent.ID)-12:]
+		var mu sync.Mutex
+		last, reached := time.Duration(0), 0
+		parallel(n-1, 32, func(j int) {
+			if at, ok := waitMailboxFile(homes[j+1], id12, start, 10*time.Second); ok {
+				mu.Lock()
+				last, reached = max(last, at), reached+1
+				mu.Unlock()
+			}
+		})
+		res.FanoutReached = append(res.FanoutReached, reached)
+		if reached == n-1 {
+			res.FanoutSeconds = append(res.FanoutSeconds, last.Seconds())
+		} else {
+			res.FanoutSeconds = append(res.FanoutSeconds, -1)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("N=%d fan-out of one channel message to %d readers: time to the last reader's file %v s; readers reached within 10 s %v",
+		n, n-1, res.FanoutSeconds, res.FanoutReached)
+
+	if dir := os.Getenv("MESHD_SCALE_OUT"); dir != "" {
+		out, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("scale-%d.json", n)), out, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// parallel runs f(0..n-1), at most width at a time, and waits.
+func parallel(n, width int, f func(i int)) {
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// waitMailboxFile waits up to limit for home's mailbox file of the
+// envelope whose id ends in id12, and returns when it appeared (its
+// modification time) after start.
+func waitMailboxFile(home, id12 string, start time.Time, limit time.Duration) (time.Duration, bool) {
+	pattern := filepath.Join(home, "mailbox", "*", "inbox", "*-"+id12+"*.txt")
+	for deadline := start.Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			if fi, err := os.Stat(m[0]); err == nil {
+				return fi.ModTime().Sub(start), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// procSample is what /proc says of a process at one moment.
+type procSample struct {
+	cpuSeconds   float64 // utime + stime
+	rssMiB       float64
+	wchar, rchar uint64
+}
+
+func sampleProc(t *testing.T, pid int) procSample {
+	var s procSample
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// Fields after the command name, which is in parentheses.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		ut, _ := strconv.ParseUint(f[11], 10, 64)
+		st, _ := strconv.ParseUint(f[12], 10, 64)
+		s.cpuSeconds = float64(ut+st) / 100 // USER_HZ
+	} else {
+		t.Errorf("pid %d: %v", pid, err)
+	}
+	s.rssMiB = procField(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:") / 1024
+	s.wchar = uint64(procField(fmt.Sprintf("/proc/%d/io", pid), "wchar:"))
+	s.rchar = uint64(procField(fmt.Sprintf("/proc/%d/io", pid), "rchar:"))
+	return s
+}
+
+// procField returns the number after name in a /proc file of "name value"
+// lines, or 0.
+func procField(path, name string) float64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name); ok {
+			v, _ := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func memAvailableMiB(t *testing.T) float64 {
+	kib := procField("/proc/meminfo", "MemAvailable:")
+	if kib == 0 {
+		t.Skip("no MemAvailable in /proc/meminfo")
+	}
+	return kib / 1024
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a duration like 90s", name, v)
+	}
+	return d
+}
