@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -474,11 +473,11 @@ func checkLocked(path string, timeout time.Duration) error {
 	defer f.Close()
 	deadline := time.Now().Add(timeout)
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		err := lockShared(f)
 		if err == nil {
 			break
 		}
-		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
+		if !lockBusy(err) {
 			return fmt.Errorf("lock history store %s: %w", path, err)
 		}
 		if time.Now().After(deadline) {

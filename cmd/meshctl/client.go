@@ -126,11 +126,10 @@ func ownerOf(path, homeDir string) (string, int) {
 		if err != nil {
 			continue
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
+		uid, ok := fileUID(fi)
 		if !ok {
 			break
 		}
-		uid := int(st.Uid)
 		if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
 			return u.Username, uid
 		}
