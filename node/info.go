@@ -12,7 +12,10 @@ import (
 // plain arguments and API types.
 
 // Counters returns the node's counters plus the listeners' handshake
-// tallies ("handshake.accepted", "handshake.failed").
+// tallies ("handshake.accepted", "handshake.failed", and the
+// unauthenticated connections shed: "handshake.shed.source_limit",
+// "handshake.shed.idle", "handshake.shed.full",
+// "handshake.first_message_timeout").
 func (n *Node) Counters() map[string]uint64 {
 	c := n.metrics.Snapshot()
 	for _, ln := range n.listeners {
@@ -20,8 +23,12 @@ func (n *Node) Counters() map[string]uint64 {
 		if st.Accepted > 0 {
 			c["handshake.accepted"] += st.Accepted
 		}
-		if st.Failed > 0 {
-			c["handshake.failed"] += st.Failed
+		for k, v := range map[string]uint64{"handshake.failed": st.Failed,
+			"handshake.shed.source_limit": st.ShedSourceLimit, "handshake.shed.idle": st.ShedIdle,
+			"handshake.shed.full": st.ShedFull, "handshake.first_message_timeout": st.FirstMessageTimeout} {
+			if v > 0 {
+				c[k] += v
+			}
 		}
 	}
 	if n.outbox != nil {
