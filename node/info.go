@@ -77,7 +77,7 @@ func (n *Node) PeerList() []api.Peer {
 			LinkAgeSeconds: time.Since(est).Seconds(),
 			LastSeen:       pl.link.LastRecv().UTC(),
 			RosterVersion:  pl.payload.RosterVersion,
-			Listen:         pl.payload.Listen,
+			Listen:         pl.listenAddrs(),
 		})
 	}
 	slices.SortFunc(out, func(a, b api.Peer) int {
