@@ -17,10 +17,12 @@ import (
 //     or TCP from a loopback or local address): a socket path means
 //     nothing on another host. Peer lists and mDNS never add one.
 //   - TCP addresses from third parties (peer lists, mDNS) are kept only
-//     for the member they are claimed for (the dial expects its key), at
-//     most maxGossipAddrs per member, and are evicted after
-//     maxGossipFails failed dials in a row; an evicted address is not
-//     taken again from a third party for evictedFor.
+//     for the member they are claimed for (the dial expects its key), and
+//     are evicted after maxGossipFails failed dials in a row. A member
+//     takes at most maxGossipAddrs third-party addresses per evictedFor:
+//     an evicted one counts against the budget until then. So gossip
+//     makes a node dial at most maxGossipAddrs*maxGossipFails endpoints
+//     of a hostile member's choosing per member per evictedFor.
 //   - The member's own claims (its handshake, its own entry in its peer
 //     list) come first and may displace third-party addresses.
 
@@ -93,7 +95,7 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string, src addrSource
 				ignored++
 				continue
 			}
-			if p.countSrc(addrGossip) >= maxGossipAddrs {
+			if p.countSrc(addrGossip)+p.liveEvicted(now) >= maxGossipAddrs {
 				ignored++
 				continue
 			}
@@ -115,6 +117,18 @@ func (p *peer) countSrc(src addrSource) int {
 	c := 0
 	for _, in := range p.info {
 		if in.src == src {
+			c++
+		}
+	}
+	return c
+}
+
+// liveEvicted counts p's third-party addresses evicted within evictedFor:
+// they use up the member's third-party budget until then.
+func (p *peer) liveEvicted(now time.Time) int {
+	c := 0
+	for _, until := range p.evicted {
+		if now.Before(until) {
 			c++
 		}
 	}

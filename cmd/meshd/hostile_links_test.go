@@ -426,3 +426,186 @@ func TestLogFloodBounded(t *testing.T) {
 		t.Fatalf("the first presence change was not logged:\n%s", log)
 	}
 }
+
+// rawMember starts a meshd whose roster holds a raw member ("raw", whose
+// key the test holds) and an offline member ("bob"), and links to it as
+// the raw member. handler receives the node's frames.
+func rawMember(t *testing.T, handler func([]byte)) (d *daemon, h string, raw *transport.Link, bob proto.PubKey, meshctl string) {
+	t.Helper()
+	meshd, meshctl := buildBinaries(t)
+	h = filepath.Join(t.TempDir(), "target")
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobPub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob = proto.PubKey(bobPub)
+	meshctlOK(t, meshctl, "--home", h, "init")
+	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
+	meshctlOK(t, meshctl, "--home", h, "roster", "add", proto.PubKey(pub).String(), "--role", "member", "--name", "raw")
+	meshctlOK(t, meshctl, "--home", h, "roster", "add", bob.String(), "--role", "member", "--name", "bob")
+	d = startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	s := waitStatus(t, meshctl, h, d)
+	target, err := proto.ParsePubKey(s.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := transport.DefaultConfig()
+	cfg.Identity = key
+	cfg.Org = "acme"
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err = transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, &target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	raw.Start(handler)
+	return d, h, raw, bob, meshctl
+}
+
+// trap counts the connections made to a listener.
+type trap struct {
+	ln   net.Listener
+	hits atomic.Int64
+}
+
+func newTrap(t *testing.T, network, addr string) *trap {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &trap{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tr.hits.Add(1)
+			c.Close()
+		}
+	}()
+	return tr
+}
+
+// TestGossipCannotSteerDials: a member tells the node, again and again,
+// that an offline member can be reached at a Unix socket and at eight TCP
+// endpoints of its choosing. The node never dials the socket, keeps at
+// most four of the TCP addresses, and drops each after three failed
+// dials, for good.
+func TestGossipCannotSteerDials(t *testing.T) {
+	d, h, raw, bob, meshctl := rawMember(t, nil)
+	sock := newTrap(t, "unix", filepath.Join(t.TempDir(), "trap.sock"))
+	var tcps []*trap
+	addrs := []string{"unix://" + sock.ln.Addr().String()}
+	for i := range 8 {
+		tr := newTrap(t, "tcp", fmt.Sprintf("127.0.0.%d:0", 3+i))
+		tcps = append(tcps, tr)
+		addrs = append(addrs, "tcp://"+tr.ln.Addr().String())
+	}
+	b, err := proto.Marshal(&proto.PeerList{Peers: []proto.PeerInfo{{Key: bob, Addrs: addrs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := append([]byte{byte(proto.FramePeers)}, b...)
+	start := time.Now()
+	for time.Since(start) < 12*time.Second {
+		if err := raw.Send(frame); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var hits []int64
+	touched := 0
+	for _, tr := range tcps {
+		n := tr.hits.Load()
+		hits = append(hits, n)
+		if n > 0 {
+			touched++
+		}
+	}
+	var st struct {
+		Counters map[string]uint64 `json:"counters"`
+	}
+	meshctlJSON(t, meshctl, &st, "--home", h, "status")
+	t.Logf("60 peer lists in 12 s claiming 1 unix + 8 tcp addresses for an offline member: unix dials %d, tcp dials per address %v, addr.evicted %d, addr.ignored %d",
+		sock.hits.Load(), hits, st.Counters["addr.evicted"], st.Counters["addr.ignored"])
+	if sock.hits.Load() != 0 {
+		t.Errorf("the node dialled a Unix socket named by gossip %d times", sock.hits.Load())
+	}
+	if touched > 4 {
+		t.Errorf("the node dialled %d gossiped addresses of one member, want at most 4", touched)
+	}
+	for i, n := range hits {
+		if n > 3 {
+			t.Errorf("gossiped address %d dialled %d times, want at most 3", i, n)
+		}
+	}
+	if st.Counters["addr.evicted"] == 0 {
+		t.Errorf("no address evicted: %v\n%s", st.Counters, d.stderr.String())
+	}
+}
+
+// TestMessage2RevealsLittle: anyone who knows the org id can complete
+// message 2. It tells them the node's identity and roster version, not
+// its name or listen addresses, and a stranger's refused link gets a
+// goodbye but not the roster.
+func TestMessage2RevealsLittle(t *testing.T) {
+	meshd, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "target")
+	meshctlOK(t, meshctl, "--home", h, "init", "--name", "secret-name")
+	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
+	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	s := waitStatus(t, meshctl, h, d)
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := transport.DefaultConfig()
+	cfg.Identity = key
+	cfg.Org = "acme"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := l.Peer()
+	if p.Identity.String() != s.Key || p.RosterVersion != s.RosterVersion {
+		t.Fatalf("message 2: identity %s v%d", p.Identity, p.RosterVersion)
+	}
+	if p.Name != "" || len(p.Listen) != 0 {
+		t.Fatalf("message 2 told a stranger name %q and addresses %v", p.Name, p.Listen)
+	}
+	frames := make(chan []byte, 8)
+	l.Start(func(f []byte) { frames <- f })
+	var got []proto.FrameType
+	for {
+		select {
+		case f := <-frames:
+			got = append(got, proto.FrameType(f[0]))
+			continue
+		case <-l.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("refused link not closed")
+		}
+		break
+	}
+	for len(frames) > 0 {
+		got = append(got, proto.FrameType((<-frames)[0]))
+	}
+	if len(got) != 1 || got[0] != proto.FrameGoodbye {
+		t.Fatalf("a stranger got frames %v, want only a goodbye", got)
+	}
+	if strings.Contains(d.stderr.String(), "panic") {
+		t.Fatal(d.stderr.String())
+	}
+}
