@@ -104,6 +104,27 @@ func (o *linkOrg) waitLinked(n, peer string, within time.Duration) time.Duration
 	return time.Since(start)
 }
 
+// procCPU returns the CPU time (user + system) process pid has used, and
+// how many file descriptors it holds, from /proc (zero elsewhere).
+func procCPU(pid int) (time.Duration, int) {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, len(fds)
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks of 10 ms.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, len(fds)
+	}
+	var u, st int64
+	fmt.Sscan(f[11], &u)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(u+st) * 10 * time.Millisecond, len(fds)
+}
+
 // attackAddr is the admin's TCP host:port.
 func (o *linkOrg) attackAddr() string { return strings.TrimPrefix(o.seed, "tcp://") }
 
@@ -163,14 +184,23 @@ func TestIdleConnectionsFromOneSource(t *testing.T) {
 	if opened.Load() < 1000 {
 		t.Fatalf("attacker opened only %d connections", opened.Load())
 	}
+	pid := o.ds["admin"].cmd.Process.Pid
+	cpu0, _ := procCPU(pid)
+	opened0, t0 := opened.Load(), time.Now()
 
 	start := time.Now()
 	o.start("carol")
 	o.waitLinked("carol", "admin", 5*time.Second)
 	took := time.Since(start)
+	for time.Since(t0) < 3*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	cpu1, fds := procCPU(pid)
+	rate := float64(opened.Load()-opened0) / time.Since(t0).Seconds()
 	c := o.counters("admin")
-	t.Logf("1,000 idle connections from 127.0.0.2 (%d opened): new member linked in %v; admin counters: shed.source_limit %d, shed.idle %d, first_message_timeout %d",
-		opened.Load(), took.Round(time.Millisecond), c["handshake.shed.source_limit"], c["handshake.shed.idle"], c["handshake.first_message_timeout"])
+	t.Logf("1,000 idle connections from 127.0.0.2 (%d opened, %.0f/s): new member linked in %v; admin: %.0f%% of a core, %d fds; counters: shed.source_limit %d, shed.idle %d, first_message_timeout %d",
+		opened.Load(), rate, took.Round(time.Millisecond), 100*cpu1.Seconds()/time.Since(t0).Seconds()-100*cpu0.Seconds()/time.Since(t0).Seconds(), fds,
+		c["handshake.shed.source_limit"], c["handshake.shed.idle"], c["handshake.first_message_timeout"])
 	if took > 5*time.Second {
 		t.Fatalf("new member linked after %v, want within 5s", took)
 	}
@@ -229,8 +259,9 @@ func TestHalfOpenBurst(t *testing.T) {
 	o.waitLinked("carol", "admin", 5*time.Second)
 	took := time.Since(start)
 	c := o.counters("admin")
-	t.Logf("burst of %d idle connections from 250 addresses: new member linked in %v; admin counters: shed.idle %d, shed.full %d, first_message_timeout %d",
-		len(conns), took.Round(time.Millisecond), c["handshake.shed.idle"], c["handshake.shed.full"], c["handshake.first_message_timeout"])
+	_, fds := procCPU(o.ds["admin"].cmd.Process.Pid)
+	t.Logf("burst of %d idle connections from 250 addresses: new member linked in %v; admin holds %d fds; counters: shed.idle %d, shed.full %d, first_message_timeout %d",
+		len(conns), took.Round(time.Millisecond), fds, c["handshake.shed.idle"], c["handshake.shed.full"], c["handshake.first_message_timeout"])
 	if took > 5*time.Second {
 		t.Fatalf("new member linked after %v, want within 5s", took)
 	}
@@ -285,6 +316,7 @@ func TestRemovedNodeBacksOff(t *testing.T) {
 		t.Fatalf("carol holds roster v%d, the admin v%d", st.RosterVersion, admin.RosterVersion)
 	}
 	txt := meshctlOK(t, o.meshctl, "--home", o.homes["carol"], "status")
+	t.Logf("carol's status:\n%s", txt[:strings.Index(txt, "counters:")])
 	if !strings.Contains(txt, fmt.Sprintf("removed from the org by roster v%d", st.RosterVersion)) {
 		t.Fatalf("status does not say carol was removed:\n%s", txt)
 	}
