@@ -71,6 +71,10 @@ func (n *Node) isMember() bool {
 func (n *Node) refuse(l *transport.Link, err error) {
 	p := l.Peer()
 	r := n.Roster()
+	if p.Identity.Equal(n.id.Pub) {
+		_ = l.Send(goodbyeFrame("this is the node itself"))
+		return
+	}
 	if p.RosterVersion < r.Version && n.wasMember(p.Identity) {
 		if b, eerr := r.Encode(); eerr == nil {
 			n.metrics.Inc("roster.pushed_refused")
