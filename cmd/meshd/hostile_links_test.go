@@ -447,6 +447,7 @@ func TestLogFloodBounded(t *testing.T) {
 	took := time.Since(start)
 	log := d.stderr.String()
 	lines := strings.Count(log, "\n") - linesBefore
+	t.Logf("the lines:\n%s", strings.Join(strings.Split(log, "\n")[linesBefore:], "\n"))
 	presenceLines := strings.Count(log, "msg=presence ")
 	t.Logf("%d presence + %d forged envelopes sent in %v, taken in within %v: %d log lines (%d presence lines)",
 		presences, forged, sent.Round(time.Millisecond), took.Round(time.Millisecond), lines, presenceLines)
