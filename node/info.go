@@ -14,7 +14,7 @@ import (
 // Counters returns the node's counters plus the listeners' handshake
 // tallies ("handshake.accepted", "handshake.failed", and the
 // unauthenticated connections shed: "handshake.shed.source_limit",
-// "handshake.shed.idle", "handshake.shed.full",
+// "handshake.shed.idle", "handshake.shed.stalled", "handshake.shed.full",
 // "handshake.first_message_timeout").
 func (n *Node) Counters() map[string]uint64 {
 	c := n.metrics.Snapshot()
@@ -25,7 +25,7 @@ func (n *Node) Counters() map[string]uint64 {
 		}
 		for k, v := range map[string]uint64{"handshake.failed": st.Failed,
 			"handshake.shed.source_limit": st.ShedSourceLimit, "handshake.shed.idle": st.ShedIdle,
-			"handshake.shed.full": st.ShedFull, "handshake.first_message_timeout": st.FirstMessageTimeout} {
+			"handshake.shed.stalled": st.ShedStalled, "handshake.shed.full": st.ShedFull, "handshake.first_message_timeout": st.FirstMessageTimeout} {
 			if v > 0 {
 				c[k] += v
 			}

@@ -77,13 +77,15 @@ type Config struct {
 	// MaxHandshakes bounds the unauthenticated connections a [Listener]
 	// holds: in handshake, or linked and waiting for Accept. When it is
 	// reached, the oldest connection that has sent nothing is closed to
-	// make room, and if there is none the new connection is. Default 128:
+	// make room, else the oldest handshake running for over a second,
+	// else the new connection. Default 128:
 	// a LAN of a few hundred members linking at once fits, and the file
 	// descriptors a flood can hold stay well under the usual 1,024 limit.
 	MaxHandshakes int
 	// MaxHandshakesPerSource bounds the handshakes in progress from one
-	// remote IP; further connections from it are closed at once. Unix
-	// socket peers (this user's processes) are not limited per source.
+	// remote IPv4 address or IPv6 /64; further connections from it are
+	// closed at once. Unix socket peers (this user's processes) are not
+	// limited per source.
 	// Default 8: a host dials each member once, so even a host running
 	// several nodes that restart together stays under it, while one
 	// hostile host holds at most 8 of the MaxHandshakes places.

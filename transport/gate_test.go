@@ -159,3 +159,68 @@ func TestListenerRefusedSendsFrames(t *testing.T) {
 	}
 	waitDone(t, out, 5*time.Second)
 }
+
+// TestListenerShedsStalled: with every place taken by connections that
+// sent message 1 and then stalled, a new connection makes the listener
+// close the oldest one that has run for over a second.
+func TestListenerShedsStalled(t *testing.T) {
+	checkLeaks(t)
+	cfg := testConfig(t, testOrg)
+	cfg.MaxHandshakes = 2
+	cfg.MaxHandshakesPerSource = 4
+	cfg.HandshakeTimeout = time.Minute
+	ln := listen(t, "tcp", cfg)
+	msg1 := append([]byte{0, msg1Len}, make([]byte, msg1Len)...)
+	msg1[2] = 9 // any 32 bytes are an X25519 public key
+	var stalled []net.Conn
+	for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := idleFrom(t, ln, src)
+		c.Write(msg1)
+		stalled = append(stalled, c)
+	}
+	waitStat(t, ln, "full", func(s ListenerStats) bool { return s.Pending == 2 })
+	// Before a second has passed, a newcomer finds no place.
+	if c := idleFrom(t, ln, "127.0.0.4"); !closedByPeer(c, 2*time.Second) {
+		t.Fatal("newcomer got a place next to fresh handshakes")
+	}
+	time.Sleep(stallAfter)
+	out, _ := pair(t, ln, testConfig(t, testOrg), nil)
+	if out == nil {
+		t.Fatal("no link")
+	}
+	if s := ln.Stats(); s.ShedStalled != 1 || s.ShedFull != 1 {
+		t.Fatalf("stats %+v, want one stalled shed and one refused", s)
+	}
+	if !closedByPeer(stalled[0], 2*time.Second) {
+		t.Error("oldest stalled handshake not shed")
+	}
+}
+
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestSourceOf: IPv4 sources are addresses, IPv6 sources /64 prefixes,
+// Unix peers one unlimited source.
+func TestSourceOf(t *testing.T) {
+	tcp := func(s string) net.Conn { return addrConn{remote: &net.TCPAddr{IP: net.ParseIP(s), Port: 1}} }
+	for _, tc := range []struct {
+		conn    net.Conn
+		src     string
+		limited bool
+	}{
+		{tcp("192.0.2.7"), "192.0.2.7", true},
+		{tcp("::ffff:192.0.2.7"), "192.0.2.7", true},
+		{tcp("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64", true},
+		{tcp("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::/64", true},
+		{addrConn{remote: &net.UnixAddr{Name: "", Net: "unix"}}, "local", false},
+	} {
+		src, limited := sourceOf(tc.conn)
+		if src != tc.src || limited != tc.limited {
+			t.Errorf("%v: %q %v, want %q %v", tc.conn.RemoteAddr(), src, limited, tc.src, tc.limited)
+		}
+	}
+}

@@ -55,8 +55,11 @@ type ListenerStats struct {
 	// ShedIdle counts idle connections (nothing sent yet) closed to make
 	// room for a new one when MaxHandshakes were pending.
 	ShedIdle uint64
+	// ShedStalled counts handshakes closed, when MaxHandshakes were
+	// pending and none was idle, because they had run for over a second.
+	ShedStalled uint64
 	// ShedFull counts connections refused because MaxHandshakes were
-	// pending and none was idle.
+	// pending and none was idle or stalled.
 	ShedFull uint64
 	// FirstMessageTimeout counts connections closed because message 1
 	// did not arrive within FirstMessageTimeout.
@@ -153,6 +156,7 @@ func (l *Listener) Stats() ListenerStats {
 		Failed:              l.rejected.Load(),
 		ShedSourceLimit:     l.gate.shedSource.Load(),
 		ShedIdle:            l.gate.shedIdle.Load(),
+		ShedStalled:         l.gate.shedStalled.Load(),
 		ShedFull:            l.gate.shedFull.Load(),
 		FirstMessageTimeout: l.firstTimeout.Load(),
 		Pending:             l.gate.pending(),
@@ -250,6 +254,14 @@ func (l *Listener) serve(pc *pendingConn) {
 	} else {
 		conn.Close()
 	}
+	if err == nil {
+		pc.done.Store(true)
+		if pc.shed.Load() {
+			// Shed as stalled just as it finished: its conn is closed.
+			link.Close()
+			err = fmt.Errorf("%w: shed while waiting for a place", ErrHandshake)
+		}
+	}
 	if err != nil {
 		l.rejected.Add(1)
 		if pc.shed.Load() {
@@ -321,7 +333,7 @@ func (l *Listener) logShed() {
 		st := l.Stats()
 		l.ep.cfg.Logger.Warn("unauthenticated connections shed",
 			"addr", l.addr.String(), "source_limit", st.ShedSourceLimit,
-			"idle", st.ShedIdle, "full", st.ShedFull, "suppressed", suppressed)
+			"idle", st.ShedIdle, "stalled", st.ShedStalled, "full", st.ShedFull, "suppressed", suppressed)
 	}
 }
 

@@ -268,6 +268,17 @@ func TestHalfOpenBurst(t *testing.T) {
 	if c["handshake.shed.idle"] == 0 {
 		t.Fatalf("no idle connection shed: %v", c)
 	}
+	// Every connection fails at the first-message deadline or is shed:
+	// the log holds a bounded number of lines about them.
+	waitFor := time.Now().Add(10 * time.Second)
+	for o.counters("admin")["handshake.first_message_timeout"] == 0 && time.Now().Before(waitFor) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := strings.Count(o.ds["admin"].stderr.String(), "\n"); n > 150 {
+		t.Fatalf("admin logged %d lines for the burst", n)
+	} else {
+		t.Logf("admin logged %d lines in all", n)
+	}
 	if !o.linked("bob", "admin") || c["link.down"] != downBefore {
 		t.Fatalf("existing link dropped (link.down %d -> %d)", downBefore, c["link.down"])
 	}

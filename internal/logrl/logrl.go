@@ -2,7 +2,9 @@
 // flood of bad input must not be able to flood the log: the first line of
 // each kind (a key, usually peer and reason) is logged, later ones within
 // the interval are counted, and the next line logged for that key carries
-// the count of lines suppressed since.
+// the count of lines suppressed since. All keys together write at most a
+// budget of lines per interval; lines past it go to one shared overflow
+// key, whose count then covers lines of many keys.
 package logrl
 
 import (
@@ -21,7 +23,14 @@ const DefaultInterval = 10 * time.Second
 // source addresses, say) gets no more lines than one key would.
 const DefaultMaxKeys = 4096
 
-// overflowKey is shared by every key that finds the table full.
+// DefaultBudget bounds the lines all keys together may write per
+// interval; past it, lines count against the overflow key. It caps what
+// a peer that varies its key (a flood from many addresses) can write:
+// 100 lines per 10 s.
+const DefaultBudget = 100
+
+// overflowKey is shared by every key that finds the table full, or the
+// budget spent.
 const overflowKey = "\x00overflow"
 
 // Limiter decides which log lines to write. The zero value is not ready;
@@ -29,9 +38,12 @@ const overflowKey = "\x00overflow"
 type Limiter struct {
 	interval time.Duration
 	maxKeys  int
+	budget   int
 
-	mu   sync.Mutex // guards keys
-	keys map[string]*entry
+	mu          sync.Mutex // guards the fields below
+	keys        map[string]*entry
+	windowStart time.Time // start of the current budget window
+	windowLines int       // lines written in it
 }
 
 type entry struct {
@@ -48,7 +60,7 @@ func New(interval time.Duration, maxKeys int) *Limiter {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &Limiter{interval: interval, maxKeys: maxKeys, keys: map[string]*entry{}}
+	return &Limiter{interval: interval, maxKeys: maxKeys, budget: DefaultBudget, keys: map[string]*entry{}}
 }
 
 // Allow reports whether a line for key may be written at now, and if so
@@ -57,7 +69,23 @@ func New(interval time.Duration, maxKeys int) *Limiter {
 func (l *Limiter) Allow(key string, now time.Time) (ok bool, suppressed uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if now.Sub(l.windowStart) >= l.interval {
+		l.windowStart, l.windowLines = now, 0
+	}
 	e := l.keys[key]
+	if l.windowLines >= l.budget && key != overflowKey && (e == nil || now.Sub(e.last) >= l.interval) {
+		// This line would be written, but the budget is spent: it counts
+		// against the overflow key, which writes once per interval.
+		if e != nil {
+			e.suppressed++
+		}
+		key, e = overflowKey, l.keys[overflowKey]
+		if e == nil {
+			e = &entry{last: now}
+			l.keys[key] = e
+			return true, 0
+		}
+	}
 	if e == nil {
 		if len(l.keys) >= l.maxKeys {
 			l.pruneLocked(now)
@@ -70,6 +98,7 @@ func (l *Limiter) Allow(key string, now time.Time) (ok bool, suppressed uint64) 
 			e = &entry{}
 			l.keys[key] = e
 			e.last = now
+			l.windowLines++
 			return true, 0
 		}
 	}
@@ -79,6 +108,7 @@ func (l *Limiter) Allow(key string, now time.Time) (ok bool, suppressed uint64) 
 	}
 	suppressed = e.suppressed
 	e.last, e.suppressed = now, 0
+	l.windowLines++
 	return true, suppressed
 }
 

@@ -44,3 +44,28 @@ func TestKeysBounded(t *testing.T) {
 		t.Fatalf("new key after the interval: %v %d", ok, n)
 	}
 }
+
+func TestBudgetAcrossKeys(t *testing.T) {
+	l := New(time.Second, 100000)
+	t0 := time.Unix(1000, 0)
+	allowed := 0
+	for i := range 10000 {
+		if ok, _ := l.Allow(fmt.Sprint(i), t0.Add(time.Duration(i)*time.Microsecond)); ok {
+			allowed++
+		}
+	}
+	// DefaultBudget keys, then one overflow line.
+	if allowed != DefaultBudget+1 {
+		t.Fatalf("allowed %d lines in one interval, want %d", allowed, DefaultBudget+1)
+	}
+	// The next interval has a new budget, and the overflow line tells
+	// what it held back.
+	ok, n := l.Allow("x", t0.Add(2*time.Second))
+	if !ok || n != 0 {
+		t.Fatalf("new key in a new interval: %v %d", ok, n)
+	}
+	ok, n = l.Allow(overflowKey, t0.Add(2*time.Second))
+	if !ok || n != 10000-DefaultBudget-1 {
+		t.Fatalf("overflow: %v, suppressed %d", ok, n)
+	}
+}
