@@ -182,7 +182,7 @@ func (n *Node) removeLink(pl *peerLink) {
 	if p := n.peers.byKey[pl.key]; p != nil && p.link == pl {
 		p.link = nil
 		now := time.Now()
-		if pl.refused.Load() || !n.isMember() {
+		if pl.refused.Load() || !n.isMember() || silentlyRefused(pl) {
 			// The peer turned us away: back off as from a failed dial.
 			p.refusals++
 			p.next = now.Add(refusedBackoff(p.refusals))

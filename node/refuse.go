@@ -24,10 +24,20 @@ import (
 //     ([Node.refuse]): a former member gets the current signed roster,
 //     which it verifies and applies like any roster update, and so learns
 //     it was removed; everyone gets a goodbye.
-//   - An outbound link that the peer ends with a goodbye within
-//     refusedWithin of the handshake counts as a refused dial, and the
-//     dialler backs off on refusedBackoff: at most ten dials in the first
-//     ten seconds, then one per 30 s.
+//   - An outbound link that the peer ends with a goodbye, or without any
+//     frame at all, within refusedWithin of the handshake counts as a
+//     refused dial, and the dialler backs off on refusedBackoff: at most
+//     ten dials in the first ten seconds, then one per 30 s.
+
+// silentlyRefused reports whether pl is an outbound link the peer closed
+// soon after the handshake without sending a single frame: a responder
+// that refuses without saying so (meshd before refusals were explained
+// closed at once), since an admitted link always brings at least a
+// policy digest frame (PROTOCOL.md §14.3).
+func silentlyRefused(pl *peerLink) bool {
+	return pl.link.Outbound() && pl.link.Stats().FramesIn == 0 &&
+		time.Since(pl.link.Established()) < refusedWithin
+}
 
 // refusedWithin is how soon after the handshake a goodbye marks an
 // outbound link as refused. A refusal arrives in the first round trip;
