@@ -19,17 +19,15 @@ import (
 
 // Status is the answer to GET /v1/status.
 type Status struct {
-	Key           proto.PubKey `json:"key"`
-	Fingerprint   string       `json:"fingerprint"`
-	NodeID        string       `json:"node_id"`
-	Name          string       `json:"name,omitempty"`
-	Role          string       `json:"role"`
-	Org           string       `json:"org"`
-	RosterVersion uint64       `json:"roster_version"`
-	RosterMembers int          `json:"roster_members"`
-	// Member is false when this node is not in its roster: an admin
-	// removed it (RosterVersion names the roster that did).
-	Member        bool              `json:"member"`
+	Key           proto.PubKey      `json:"key"`
+	Fingerprint   string            `json:"fingerprint"`
+	NodeID        string            `json:"node_id"`
+	Name          string            `json:"name,omitempty"`
+	Role          string            `json:"role"`
+	Org           string            `json:"org"`
+	RosterVersion uint64            `json:"roster_version"`
+	RosterMembers int               `json:"roster_members"`
+	Member        bool              `json:"member"` // false: this node is not in its roster (removed by the roster named by RosterVersion)
 	Listen        []string          `json:"listen"`
 	Advertised    []string          `json:"advertised"`
 	Home          string            `json:"home"`
