@@ -39,7 +39,7 @@ type fileConfig struct {
 	Keepalive   string
 	IdleTimeout string
 	// Unauthenticated connections: at most HandshakesPerSource in
-	// handshake per remote IP, at most MaxHandshakes in all.
+	// handshake per remote IPv4 address or IPv6 /64, at most MaxHandshakes in all.
 	HandshakesPerSource int
 	MaxHandshakes       int
 	// History: how long an archive node keeps channel history at least,
@@ -156,7 +156,7 @@ var configKeys = []configKey{
 			return err
 		}},
 	{key: "handshakes_per_source", field: func(c *fileConfig) any { return &c.HandshakesPerSource }, def: 8,
-		help: "most unauthenticated connections one remote IP may have in handshake",
+		help: "most unauthenticated connections one remote IPv4 address or IPv6 /64 may have in handshake",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.HandshakesPerSource < 1 || c.HandshakesPerSource > 1024 {
 				return fmt.Errorf("handshakes per source %d: want 1 to 1024", c.HandshakesPerSource)
