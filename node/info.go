@@ -12,7 +12,10 @@ import (
 // plain arguments and API types.
 
 // Counters returns the node's counters plus the listeners' handshake
-// tallies ("handshake.accepted", "handshake.failed").
+// tallies ("handshake.accepted", "handshake.failed", and the
+// unauthenticated connections shed: "handshake.shed.source_limit",
+// "handshake.shed.idle", "handshake.shed.stalled", "handshake.shed.full",
+// "handshake.first_message_timeout").
 func (n *Node) Counters() map[string]uint64 {
 	c := n.metrics.Snapshot()
 	for _, ln := range n.listeners {
@@ -20,8 +23,12 @@ func (n *Node) Counters() map[string]uint64 {
 		if st.Accepted > 0 {
 			c["handshake.accepted"] += st.Accepted
 		}
-		if st.Failed > 0 {
-			c["handshake.failed"] += st.Failed
+		for k, v := range map[string]uint64{"handshake.failed": st.Failed,
+			"handshake.shed.source_limit": st.ShedSourceLimit, "handshake.shed.idle": st.ShedIdle,
+			"handshake.shed.stalled": st.ShedStalled, "handshake.shed.full": st.ShedFull, "handshake.first_message_timeout": st.FirstMessageTimeout} {
+			if v > 0 {
+				c[k] += v
+			}
 		}
 	}
 	if n.outbox != nil {
@@ -73,7 +80,7 @@ func (n *Node) PeerList() []api.Peer {
 			LinkAgeSeconds: time.Since(est).Seconds(),
 			LastSeen:       pl.link.LastRecv().UTC(),
 			RosterVersion:  pl.payload.RosterVersion,
-			Listen:         pl.payload.Listen,
+			Listen:         pl.listenAddrs(),
 		})
 	}
 	slices.SortFunc(out, func(a, b api.Peer) int {

@@ -26,11 +26,18 @@ type peer struct {
 	link *peerLink
 	// addrs is where to dial, in the order learnt; a seed has its one.
 	addrs []transport.Addr
+	// info says where each of addrs came from and how its dials went;
+	// evicted holds addresses dropped after failing, until when they are
+	// not taken again from third parties (see addrs.go). Nil for seeds.
+	info    map[transport.Addr]*addrInfo
+	evicted map[transport.Addr]time.Time
 
 	// The dial backoff.
 	fails   int       // dials failed in a row
 	next    time.Time // earliest next dial
 	dialing bool      // a dial is running
+	// refusals counts links in a row the member refused (see refuse.go).
+	refusals int
 }
 
 // linkedLocked returns the link to k, or nil.
@@ -50,9 +57,6 @@ func (n *Node) memberLocked(k proto.PubKey) *peer {
 	}
 	return p
 }
-
-// maxDialAddrs bounds what peer exchange and mDNS can make us store.
-const maxDialAddrs = 8
 
 func (n *Node) acceptLoop(ln *transport.Listener) {
 	defer n.wg.Done()
@@ -115,10 +119,10 @@ func (n *Node) addLink(l *transport.Link) {
 			s.fails = 0
 		}
 	}
-	n.mergeAddrsLocked(key, pl.payload.Listen)
+	ignored := n.mergeAddrsLocked(key, pl.payload.Listen, selfSource(l))
 	n.peers.Unlock()
-	if pl.payload.IgnoredListen > 0 {
-		n.metrics.Add("addr.ignored", uint64(pl.payload.IgnoredListen))
+	if pl.payload.IgnoredListen+ignored > 0 {
+		n.metrics.Add("addr.ignored", uint64(pl.payload.IgnoredListen+ignored))
 	}
 	if loser != nil {
 		n.metrics.Inc("link.duplicate")
@@ -177,8 +181,22 @@ func (n *Node) removeLink(pl *peerLink) {
 	n.peers.Lock()
 	if p := n.peers.byKey[pl.key]; p != nil && p.link == pl {
 		p.link = nil
-		// Redial soon: a dropped link is usually a restart or a blip.
-		p.next = time.Now().Add(n.backoff(0))
+		now := time.Now()
+		if pl.refused.Load() || !n.isMember() || silentlyRefused(pl) {
+			// The peer turned us away: back off as from a failed dial.
+			p.refusals++
+			p.next = now.Add(refusedBackoff(p.refusals))
+			n.metrics.Inc("dial.refused")
+		} else {
+			// Redial soon: a dropped link is usually a restart or a blip.
+			p.refusals = 0
+			p.next = now.Add(n.backoff(0))
+		}
+		for _, s := range n.peers.seeds {
+			if s.key.Equal(pl.key) && s.next.Before(p.next) {
+				s.next = p.next
+			}
+		}
 		if _, member := n.Roster().Member(pl.key); !member {
 			delete(n.peers.byKey, pl.key)
 		}
@@ -231,30 +249,6 @@ func (n *Node) backoff(fails int) time.Duration {
 	}
 	d = min(d, n.cfg.DialBackoffMax)
 	return time.Duration(float64(d) * (0.5 + 0.5*rand.Float64()))
-}
-
-// mergeAddrsLocked records addresses a member can be reached at.
-func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string) {
-	if key.Equal(n.id.Pub) {
-		return
-	}
-	if _, ok := n.Roster().Member(key); !ok {
-		return
-	}
-	p := n.memberLocked(key)
-	for _, s := range addrs {
-		a, err := transport.ParseAddr(s)
-		if err != nil {
-			continue
-		}
-		if slices.Contains(p.addrs, a) {
-			continue
-		}
-		if len(p.addrs) >= maxDialAddrs {
-			break
-		}
-		p.addrs = append(p.addrs, a)
-	}
 }
 
 func (n *Node) dialLoop() {
@@ -319,14 +313,18 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	}
 	var l *transport.Link
 	var err error
+	var failed []transport.Addr
+	var linked transport.Addr
 	for _, a := range addrs {
 		l, err = n.dial(a, expect)
 		if err != nil && p.seed && expect != nil && errors.Is(err, transport.ErrUnexpectedPeer) {
 			l, err = n.dial(a, nil)
 		}
 		if err == nil {
+			linked = a
 			break
 		}
+		failed = append(failed, a)
 	}
 	if err == nil {
 		// Registered before dialing is cleared, so that dialDue does not
@@ -335,6 +333,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	}
 	n.peers.Lock()
 	p.dialing = false
+	n.dialResultLocked(p, failed, linked)
 	if err != nil {
 		p.fails++
 		p.next = time.Now().Add(n.backoff(p.fails))
@@ -497,10 +496,14 @@ func (n *Node) discoveryLoop() {
 			}
 			n.peers.Lock()
 			_, member := n.Roster().Member(p.Key)
+			ignored := 0
 			if member {
-				n.mergeAddrsLocked(p.Key, p.Addrs)
+				ignored = n.mergeAddrsLocked(p.Key, p.Addrs, addrGossip)
 			}
 			n.peers.Unlock()
+			if ignored > 0 {
+				n.metrics.Add("addr.ignored", uint64(ignored))
+			}
 			if !member {
 				n.metrics.Inc("mdns.ignored.not_member")
 				n.log.Debug("mdns peer not in roster", "peer", p.Key.Fingerprint())
@@ -529,16 +532,23 @@ func (n *Node) exchangeLoop() {
 	}
 }
 
-// sendPeers tells pl the addresses of the other members we are linked to.
+// sendPeers tells pl our own addresses and those of the other members we
+// are linked to, as each member told us. Our own entry is how a peer that
+// dialled us learns them: handshake message 2 does not carry them.
 func (n *Node) sendPeers(pl *peerLink) {
 	n.peers.Lock()
 	var list proto.PeerList
+	if len(n.advertised) > 0 {
+		list.Peers = append(list.Peers, proto.PeerInfo{Key: n.id.Pub, Addrs: n.advertised})
+	}
 	for k, p := range n.peers.byKey {
 		other := p.link
-		if other == nil || k.Equal(pl.key) || len(other.payload.Listen) == 0 {
+		if other == nil || k.Equal(pl.key) {
 			continue
 		}
-		list.Peers = append(list.Peers, proto.PeerInfo{Key: k, Addrs: other.payload.Listen})
+		if ls := other.listenAddrs(); len(ls) > 0 {
+			list.Peers = append(list.Peers, proto.PeerInfo{Key: k, Addrs: ls})
+		}
 	}
 	n.peers.Unlock()
 	if len(list.Peers) == 0 {
@@ -589,7 +599,11 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 	case proto.FramePeers:
 		n.handlePeers(pl, payload)
 	case proto.FrameGoodbye:
-		n.log.Info("peer said goodbye", "peer", pl.key.Fingerprint(), "reason", sanitize(payload))
+		if pl.link.Outbound() && time.Since(pl.link.Established()) < refusedWithin {
+			pl.refused.Store(true)
+		}
+		n.logRL.log(n.log, "peer said goodbye", pl.key.Fingerprint(), "goodbye",
+			"peer", pl.key.Fingerprint(), "reason", sanitize(payload))
 		n.closeLinkAsync(pl, "goodbye")
 	case proto.FrameEnvelope:
 		n.receive(payload, rxSource{link: pl})
@@ -601,7 +615,7 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.handleAck(pl, payload)
 	default:
 		n.metrics.Inc("frame.unknown")
-		n.log.Debug("unhandled frame", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
+		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
 	}
 }
 
@@ -609,14 +623,21 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 	list, err := proto.ParsePeerList(payload)
 	if err != nil {
 		n.metrics.Inc("peers.malformed")
-		n.log.Warn("bad peer list", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "bad peer list", pl.key.Fingerprint(), "peers.malformed", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
 	if list.IgnoredAddrs > 0 {
 		n.metrics.Add("addr.ignored", uint64(list.IgnoredAddrs))
 	}
-	n.recordLinkReport(pl.key, list.Peers) // for the status page's link graph
+	others := make([]proto.PeerInfo, 0, len(list.Peers))
+	for _, p := range list.Peers {
+		if !p.Key.Equal(pl.key) {
+			others = append(others, p)
+		}
+	}
+	n.recordLinkReport(pl.key, others) // for the status page's link graph
 	added := false
+	ignored := 0
 	n.peers.Lock()
 	for _, p := range list.Peers {
 		// Only roster members' addresses are taken (receive step 4).
@@ -627,10 +648,19 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 		if p.Key.Equal(n.id.Pub) {
 			continue
 		}
-		n.mergeAddrsLocked(p.Key, p.Addrs)
+		src := addrGossip
+		if p.Key.Equal(pl.key) {
+			// The peer's own entry: its claim about itself.
+			src = selfSource(pl.link)
+			pl.setListen(p.Addrs)
+		}
+		ignored += n.mergeAddrsLocked(p.Key, p.Addrs, src)
 		added = true
 	}
 	n.peers.Unlock()
+	if ignored > 0 {
+		n.metrics.Add("addr.ignored", uint64(ignored))
+	}
 	if added {
 		n.wake()
 	}
@@ -641,4 +671,14 @@ func sanitize(b []byte) string {
 		b = b[:200]
 	}
 	return strings.ToValidUTF8(string(b), "?")
+}
+
+// selfSource is the source of addresses a member claims for itself on l:
+// local when the link runs on a Unix socket or comes from an address of
+// this host.
+func selfSource(l *transport.Link) addrSource {
+	if l.Network() == "unix" || isLocalHostPort(l.RemoteAddr()) {
+		return addrSelfLocal
+	}
+	return addrSelf
 }

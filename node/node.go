@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +99,14 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// former holds the members removed by roster updates this node
+	// applied (see refuse.go).
+	former struct {
+		sync.Mutex // guards keys
+		keys       map[proto.PubKey]bool
+	}
+	logRL rateLog // repetitive log lines, per peer and reason
 }
 
 // peerLink is an admitted link and what we learnt of the peer at the handshake.
@@ -105,6 +114,25 @@ type peerLink struct {
 	link    *transport.Link
 	key     proto.PubKey
 	payload *proto.HandshakePayload
+	// listen is what the peer last said its addresses are: from message 3
+	// when it dialled us, else from its own peer list entry.
+	listen atomic.Pointer[[]string]
+	// refused is set when the peer ended our outbound link with a goodbye
+	// right after the handshake (see refuse.go).
+	refused atomic.Bool
+}
+
+// listenAddrs returns the peer's addresses as it last told them.
+func (pl *peerLink) listenAddrs() []string {
+	if p := pl.listen.Load(); p != nil {
+		return *p
+	}
+	return pl.payload.Listen
+}
+
+func (pl *peerLink) setListen(addrs []string) {
+	c := slices.Clone(addrs)
+	pl.listen.Store(&c)
 }
 
 // New starts a node: it locks the home, loads or creates the identity,
@@ -125,6 +153,7 @@ func New(cfg Config) (*Node, error) {
 		rxq:     make(chan rxItem, rxQueueLen),
 	}
 	n.peers.byKey = map[proto.PubKey]*peer{}
+	n.logRL = newRateLog()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.setup(); err != nil {
 		n.cancel()
@@ -167,6 +196,7 @@ func (n *Node) setup() error {
 			n.id.Pub.Fingerprint(), r.Org, r.Version, n.id.Pub)
 	}
 	n.roster.Store(r)
+	n.loadFormerMembers()
 
 	if err := n.openState(); err != nil {
 		return err
@@ -183,6 +213,7 @@ func (n *Node) setup() error {
 	}
 	n.linkCfg.Org = r.Org
 	n.linkCfg.Admit = n.admit
+	n.linkCfg.Refused = n.refuse
 	n.linkCfg.Payload = n.payload
 	n.linkCfg.Logger = n.log.With("component", "transport")
 

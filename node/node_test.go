@@ -391,7 +391,8 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	// b learns a's addresses (tcp and unix) as a candidate, as from mDNS.
+	// b learns a's addresses (tcp and unix) as a's own claim over a link
+	// from this host (a Unix socket address is taken from nothing else).
 	cb := cfg(1)
 	b, err := New(cb)
 	if err != nil {
@@ -399,7 +400,7 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 	}
 	defer b.Close()
 	b.peers.Lock()
-	b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen)
+	b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen, addrSelfLocal)
 	b.peers.Unlock()
 	b.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })

@@ -113,11 +113,11 @@ func (n *Node) handlePolicy(pl *peerLink, payload []byte) {
 	p, err := channel.Parse(payload)
 	if err != nil {
 		n.metrics.Inc("policy.rejected.malformed")
-		n.log.Warn("channel policy from peer rejected", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "channel policy from peer rejected", pl.key.Fingerprint(), "policy.rejected", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
 	if _, err := n.applyPolicy(p, pl); err != nil && !errors.Is(err, channel.ErrRollback) {
-		n.log.Warn("channel policy from peer rejected", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "channel policy from peer rejected", pl.key.Fingerprint(), "policy.rejected", "peer", pl.key.Fingerprint(), "err", err)
 	}
 }
 

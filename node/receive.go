@@ -66,7 +66,7 @@ func (n *Node) drop(reason string, se *proto.SignedEnvelope, src rxSource, err e
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
-	n.log.Debug("envelope dropped", attrs...)
+	n.logRL.debug(n.log, "envelope dropped", rxPeer(src, se), reason, attrs...)
 }
 
 // receive runs the receive pipeline on one wire envelope and, if it
@@ -231,7 +231,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 	}
 	if se.Kind == proto.KindPresence {
 		if n.presence.Observe(se.From, *se.Presence, now) {
-			n.log.Info("presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
+			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}
 		n.metrics.Inc("rx.presence")
 		return true

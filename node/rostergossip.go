@@ -26,7 +26,7 @@ func (n *Node) handleRoster(pl *peerLink, payload []byte) {
 	r, err := roster.Parse(payload)
 	if err != nil {
 		n.metrics.Inc("roster.rejected.malformed")
-		n.log.Warn("roster from peer rejected", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "roster from peer rejected", pl.key.Fingerprint(), "roster.malformed", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
 	cur := n.Roster()
@@ -40,7 +40,7 @@ func (n *Node) handleRoster(pl *peerLink, payload []byte) {
 		return
 	}
 	if _, err := n.applyRoster(r, pl); err != nil {
-		n.log.Warn("roster from peer rejected", "peer", pl.key.Fingerprint(), "version", r.Version, "err", err)
+		n.logRL.warn(n.log, "roster from peer rejected", pl.key.Fingerprint(), "roster.rejected", "peer", pl.key.Fingerprint(), "version", r.Version, "err", err)
 	}
 }
 
@@ -88,6 +88,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 		n.metrics.Inc("roster.rejected." + rosterReason(err))
 		return nil, fmt.Errorf("%w: %w", ErrRosterRefused, err)
 	}
+	n.noteRemoved(cur, r)
 	if _, ok := r.Member(n.id.Pub); !ok {
 		// We were removed. Accept the truth, keep no links; the operator
 		// learns it from the log and the status.
@@ -102,7 +103,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	for k, p := range n.peers.byKey {
 		if _, ok := r.Member(k); !ok {
 			// Not dialled again; the entry goes once its link is down.
-			p.addrs = nil
+			p.clearAddrs()
 			if p.link == nil {
 				delete(n.peers.byKey, k)
 			} else {

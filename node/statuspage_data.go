@@ -22,7 +22,8 @@ func (n *Node) StatusInfo() api.Status {
 	links := len(n.linkList())
 	adv := slices.Clone(n.advertised)
 	role := "none"
-	if m, ok := r.Member(n.id.Pub); ok {
+	m, member := r.Member(n.id.Pub)
+	if member {
 		role = m.Role.String()
 	}
 	var seeds []string
@@ -38,6 +39,7 @@ func (n *Node) StatusInfo() api.Status {
 		Org:           r.Org,
 		RosterVersion: r.Version,
 		RosterMembers: len(r.Members),
+		Member:        member,
 		Listen:        n.ListenAddrs(),
 		Advertised:    adv,
 		Home:          n.cfg.Home,

@@ -66,10 +66,35 @@ type Config struct {
 	// Default 1024: about a second of fan-out at a busy node's envelope
 	// rate, while a stuck peer costs at most that many queued frames.
 	SendQueue int
-	// MaxHandshakes bounds the handshakes a [Listener] runs at once.
-	// Default 64: enough that a few slow or hostile peers cannot block
-	// others, few enough to bound the CPU a connection flood can take.
+	// Refused, if set, runs on a responder whose Admit refused a peer
+	// that completed the handshake. The link is authenticated but not
+	// started: frames sent on it with [Link.Send] (say, what the peer
+	// needs to learn why) are written before the connection closes, for
+	// at most a second. It must not Start or Close the link. err wraps
+	// [ErrNotAdmitted] and Admit's error.
+	Refused func(l *Link, err error)
+
+	// MaxHandshakes bounds the unauthenticated connections a [Listener]
+	// holds: in handshake, or linked and waiting for Accept. When it is
+	// reached, the oldest connection that has sent nothing is closed to
+	// make room, else the oldest handshake running for over a second,
+	// else the new connection. Default 128:
+	// a LAN of a few hundred members linking at once fits, and the file
+	// descriptors a flood can hold stay well under the usual 1,024 limit.
 	MaxHandshakes int
+	// MaxHandshakesPerSource bounds the handshakes in progress from one
+	// remote IPv4 address or IPv6 /64; further connections from it are
+	// closed at once. Unix socket peers (this user's processes) are not
+	// limited per source.
+	// Default 8: a host dials each member once, so even a host running
+	// several nodes that restart together stays under it, while one
+	// hostile host holds at most 8 of the MaxHandshakes places.
+	MaxHandshakesPerSource int
+	// FirstMessageTimeout bounds the wait for handshake message 1 after a
+	// connection is accepted. Default 3s: an initiator sends it with its
+	// first packet, one round trip after connecting, while a connection
+	// that says nothing frees its place sooner than HandshakeTimeout.
+	FirstMessageTimeout time.Duration
 	// Logger receives handshake failures and link teardowns. Default: a
 	// logger that discards, since a library must not print unless asked.
 	Logger *slog.Logger
@@ -78,12 +103,14 @@ type Config struct {
 // DefaultConfig returns a Config with every default set and no identity.
 func DefaultConfig() Config {
 	return Config{
-		HandshakeTimeout:  5 * time.Second,
-		KeepaliveInterval: 5 * time.Second,
-		IdleTimeout:       15 * time.Second,
-		SendQueue:         1024,
-		MaxHandshakes:     64,
-		Logger:            slog.New(slog.DiscardHandler),
+		HandshakeTimeout:       5 * time.Second,
+		KeepaliveInterval:      5 * time.Second,
+		IdleTimeout:            15 * time.Second,
+		SendQueue:              1024,
+		MaxHandshakes:          128,
+		MaxHandshakesPerSource: 8,
+		FirstMessageTimeout:    3 * time.Second,
+		Logger:                 slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -111,6 +138,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = d.MaxHandshakes
+	}
+	if c.MaxHandshakesPerSource <= 0 {
+		c.MaxHandshakesPerSource = d.MaxHandshakesPerSource
+	}
+	if c.FirstMessageTimeout <= 0 {
+		c.FirstMessageTimeout = d.FirstMessageTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = d.Logger

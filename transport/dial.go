@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -68,9 +69,22 @@ func (e *endpoint) client(ctx context.Context, conn net.Conn, expect *proto.PubK
 }
 
 func (e *endpoint) server(ctx context.Context, conn net.Conn) (*Link, error) {
-	br := bufio.NewReaderSize(conn, readBufferSize)
+	return e.serverBuffered(ctx, conn, bufio.NewReaderSize(conn, readBufferSize))
+}
+
+// serverBuffered is server reading through br, which may hold message 1
+// already. A peer that completed the handshake but was refused by Admit
+// is handed to Config.Refused on a link that can send frames before it
+// closes.
+func (e *endpoint) serverBuffered(ctx context.Context, conn net.Conn, br *bufio.Reader) (*Link, error) {
 	res, err := e.handshake(ctx, conn, br, false, nil)
 	if err != nil {
+		if res.send != nil && e.cfg.Refused != nil && errors.Is(err, ErrNotAdmitted) {
+			l := newLink(conn, br, res, false, e.cfg)
+			e.cfg.Refused(l, err)
+			_ = l.Close() // writes what Refused sent, for at most a second
+			return nil, err
+		}
 		conn.Close()
 		return nil, err
 	}

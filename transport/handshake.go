@@ -51,10 +51,20 @@ func newEndpoint(cfg Config) (*endpoint, error) {
 // localPayload encodes our handshake payload. It runs our own payload
 // through the peer's parser so that a bad local value (too many listen
 // addresses, say) fails here with a clear error, not at the peer.
-func (e *endpoint) localPayload() ([]byte, error) {
+//
+// The responder's payload (message 2) goes to anyone who knows the org
+// id, before the initiator has said who it is, so it carries only what
+// the initiator needs to decide: identity, binding, org and roster
+// version (and policy digest). Name and listen addresses are left out;
+// the roster names members, and a node tells its peers its addresses
+// once linked (a peer list entry for itself).
+func (e *endpoint) localPayload(initiator bool) ([]byte, error) {
 	var p proto.HandshakePayload
 	if e.cfg.Payload != nil {
 		p = e.cfg.Payload()
+	}
+	if !initiator {
+		p.Listen, p.Name = nil, ""
 	}
 	p.Version = proto.ProtocolVersion
 	p.Identity = e.id
@@ -206,6 +216,9 @@ func (e *endpoint) handshake(ctx context.Context, conn net.Conn, br *bufio.Reade
 		res, err = e.respond(h, hs)
 	}
 	if err != nil {
+		if !errors.Is(err, ErrNotAdmitted) {
+			res = hsResult{}
+		}
 		return res, fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
 	return res, nil
@@ -240,7 +253,7 @@ func (e *endpoint) initiate(h *hsConn, hs *noise.HandshakeState, expect *proto.P
 		return res, err
 	}
 
-	ours, err := e.localPayload()
+	ours, err := e.localPayload(true)
 	if err != nil {
 		return res, err
 	}
@@ -267,7 +280,7 @@ func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error
 		return res, fmt.Errorf("message 1: %w: %w", ErrProtocol, err)
 	}
 
-	ours, err := e.localPayload()
+	ours, err := e.localPayload(false)
 	if err != nil {
 		return res, err
 	}
@@ -291,8 +304,11 @@ func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error
 	if err != nil {
 		return res, fmt.Errorf("message 3: %w", err)
 	}
+	res = hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding(), static: hs.PeerStatic()}
 	if err := e.admit(peer); err != nil {
+		// The session is complete: the caller may tell the peer why
+		// (Config.Refused) before closing.
 		return res, err
 	}
-	return hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding(), static: hs.PeerStatic()}, nil
+	return res, nil
 }

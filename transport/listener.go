@@ -1,9 +1,12 @@
 package transport
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -11,11 +14,16 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/meshd/meshd/internal/logrl"
 )
 
 // Listener accepts links. Handshakes run concurrently in goroutines the
-// listener owns, at most Config.MaxHandshakes at once, so a slow or hostile
-// peer holds up only its own handshake.
+// listener owns. Unauthenticated connections are limited per source
+// (Config.MaxHandshakesPerSource) and in all (Config.MaxHandshakes, the
+// oldest idle one shed first), and must deliver message 1 within
+// Config.FirstMessageTimeout, so hostile or broken peers cannot keep
+// members from linking.
 type Listener struct {
 	ln   net.Listener
 	ep   *endpoint
@@ -23,8 +31,9 @@ type Listener struct {
 
 	ctx    context.Context // cancelled by Close; bounds handshakes
 	cancel context.CancelFunc
-	sem    chan struct{} // one token per running handshake or undelivered link
+	gate   *gate // unauthenticated connections and undelivered links
 	links  chan *Link
+	logs   *logrl.Limiter // handshake failures, per source and reason
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -33,13 +42,31 @@ type Listener struct {
 	failErr   error         // written before failed is closed
 	wg        sync.WaitGroup
 
-	accepted, rejected atomic.Uint64
+	accepted, rejected, firstTimeout atomic.Uint64
 }
 
 // ListenerStats is a snapshot of a listener's counters.
 type ListenerStats struct {
 	Accepted uint64 // handshakes that produced a link
-	Failed   uint64 // handshakes that failed (each one is logged)
+	Failed   uint64 // handshakes that failed (logged, rate-limited per source and reason)
+	// ShedSourceLimit counts connections closed at once because their
+	// source had MaxHandshakesPerSource handshakes in progress.
+	ShedSourceLimit uint64
+	// ShedIdle counts idle connections (nothing sent yet) closed to make
+	// room for a new one when MaxHandshakes were pending.
+	ShedIdle uint64
+	// ShedStalled counts handshakes closed, when MaxHandshakes were
+	// pending and none was idle, because they had run for over a second.
+	ShedStalled uint64
+	// ShedFull counts connections refused because MaxHandshakes were
+	// pending and none was idle or stalled.
+	ShedFull uint64
+	// FirstMessageTimeout counts connections closed because message 1
+	// did not arrive within FirstMessageTimeout.
+	FirstMessageTimeout uint64
+	// Pending is the number of connections in handshake or waiting for
+	// Accept now.
+	Pending int
 }
 
 // Listen listens on addr and starts accepting links. ctx bounds only the
@@ -80,8 +107,9 @@ func Listen(ctx context.Context, addr Addr, cfg Config) (*Listener, error) {
 		addr:    bound,
 		ctx:     hctx,
 		cancel:  cancel,
-		sem:     make(chan struct{}, ep.cfg.MaxHandshakes),
+		gate:    newGate(ep.cfg.MaxHandshakes, ep.cfg.MaxHandshakesPerSource),
 		links:   make(chan *Link),
+		logs:    logrl.New(0, 0),
 		closing: make(chan struct{}),
 		failed:  make(chan struct{}),
 	}
@@ -123,7 +151,16 @@ func (l *Listener) Addr() Addr { return l.addr }
 
 // Stats returns a snapshot of the listener's counters.
 func (l *Listener) Stats() ListenerStats {
-	return ListenerStats{Accepted: l.accepted.Load(), Failed: l.rejected.Load()}
+	return ListenerStats{
+		Accepted:            l.accepted.Load(),
+		Failed:              l.rejected.Load(),
+		ShedSourceLimit:     l.gate.shedSource.Load(),
+		ShedIdle:            l.gate.shedIdle.Load(),
+		ShedStalled:         l.gate.shedStalled.Load(),
+		ShedFull:            l.gate.shedFull.Load(),
+		FirstMessageTimeout: l.firstTimeout.Load(),
+		Pending:             l.gate.pending(),
+	}
 }
 
 // Accept returns the next link whose handshake succeeded, not yet started.
@@ -158,14 +195,8 @@ func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
 	var delay time.Duration
 	for {
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.closing:
-			return
-		}
 		conn, err := l.ln.Accept()
 		if err != nil {
-			<-l.sem
 			if errors.Is(err, net.ErrClosed) {
 				select {
 				case <-l.closing:
@@ -187,25 +218,66 @@ func (l *Listener) acceptLoop() {
 			}
 		}
 		delay = 0
+		pc, shed := l.gate.admit(conn, time.Now())
+		if shed != nil {
+			// The goroutine serving the shed connection sees its reads
+			// fail and returns.
+			shed.conn.Close()
+		}
+		if pc == nil {
+			conn.Close()
+			l.logShed()
+			continue
+		}
 		l.wg.Add(1)
-		go l.serve(conn)
+		go l.serve(pc)
 	}
 }
 
-// serve runs one responder handshake and hands the link to Accept. It
-// holds its semaphore token until the link is delivered, so links nobody
-// accepts also count against MaxHandshakes.
-func (l *Listener) serve(conn net.Conn) {
+// serve runs one responder handshake and hands the link to Accept. The
+// connection keeps its place in the gate until the link is delivered, so
+// links nobody accepts also count against MaxHandshakes. Nothing costly
+// happens before message 1 has arrived in full, within
+// FirstMessageTimeout: until then the connection is idle and the first
+// to be shed.
+func (l *Listener) serve(pc *pendingConn) {
 	defer l.wg.Done()
-	defer func() { <-l.sem }()
+	defer l.gate.release(pc)
+	conn := pc.conn
 	remote := conn.RemoteAddr().String()
 	start := time.Now()
-	link, err := l.ep.server(l.ctx, conn)
+	br := bufio.NewReaderSize(conn, readBufferSize)
+	err := l.awaitFirstMessage(pc, br)
+	var link *Link
+	if err == nil {
+		link, err = l.ep.serverBuffered(l.ctx, conn, br)
+	} else {
+		conn.Close()
+	}
+	if err == nil {
+		pc.done.Store(true)
+		if pc.shed.Load() {
+			// Shed as stalled just as it finished: its conn is closed.
+			link.Close()
+			err = fmt.Errorf("%w: shed while waiting for a place", ErrHandshake)
+		}
+	}
 	if err != nil {
 		l.rejected.Add(1)
-		l.ep.cfg.Logger.Info("handshake failed",
-			"addr", l.addr.String(), "remote", remote, "err", err,
-			"reason", reason(err), "elapsed", time.Since(start))
+		if pc.shed.Load() {
+			// Counted as shed, and logged in one line per interval.
+			l.logShed()
+			return
+		}
+		key := pc.src + "|" + reason(err)
+		if ok, suppressed := l.logs.Allow(key, time.Now()); ok {
+			args := []any{"addr", l.addr.String(), "remote", remote, "err", err,
+				"reason", reason(err), "elapsed", time.Since(start)}
+			if suppressed > 0 {
+				args = append(args, "suppressed", suppressed)
+			}
+			l.ep.cfg.Logger.Info("handshake failed", args...)
+		}
 		return
 	}
 	select {
@@ -213,6 +285,55 @@ func (l *Listener) serve(conn net.Conn) {
 		l.accepted.Add(1)
 	case <-l.closing:
 		link.Close()
+	}
+}
+
+// awaitFirstMessage waits, within FirstMessageTimeout, until message 1
+// (its length prefix and 32 bytes) is buffered. The first byte marks the
+// connection as no longer idle.
+func (l *Listener) awaitFirstMessage(pc *pendingConn, br *bufio.Reader) error {
+	conn := pc.conn
+	stop := context.AfterFunc(l.ctx, func() { _ = conn.SetReadDeadline(aLongTimeAgo) })
+	defer stop()
+	if err := conn.SetReadDeadline(time.Now().Add(l.ep.cfg.FirstMessageTimeout)); err != nil {
+		return fmt.Errorf("%w: message 1: %w", ErrHandshake, err)
+	}
+	if l.ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, context.Cause(l.ctx))
+	}
+	_, err := br.Peek(1)
+	if err == nil {
+		pc.active.Store(true)
+		var hdr []byte
+		if hdr, err = br.Peek(2); err == nil {
+			if n := int(binary.BigEndian.Uint16(hdr)); n != msg1Len {
+				return fmt.Errorf("%w: message 1: %w: %d bytes, want %d", ErrHandshake, ErrProtocol, n, msg1Len)
+			}
+			_, err = br.Peek(2 + msg1Len)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case l.ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", ErrHandshake, context.Cause(l.ctx))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		l.firstTimeout.Add(1)
+		return fmt.Errorf("%w: message 1: %w: not received within %v", ErrHandshake, ErrTimeout, l.ep.cfg.FirstMessageTimeout)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: message 1: connection closed by peer: %w", ErrHandshake, err)
+	}
+	return fmt.Errorf("%w: message 1: %w", ErrHandshake, err)
+}
+
+// logShed logs shed connections at most once per log interval, with the
+// counts so far.
+func (l *Listener) logShed() {
+	if ok, suppressed := l.logs.Allow("|shed", time.Now()); ok {
+		st := l.Stats()
+		l.ep.cfg.Logger.Warn("unauthenticated connections shed",
+			"addr", l.addr.String(), "source_limit", st.ShedSourceLimit,
+			"idle", st.ShedIdle, "stalled", st.ShedStalled, "full", st.ShedFull, "suppressed", suppressed)
 	}
 }
 

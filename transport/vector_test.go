@@ -123,8 +123,8 @@ func TestHandshakeVector(t *testing.T) {
 	line("responder_identity_seed", fixed(0x11))
 	line("responder_static_private", fixed(0x12))
 	line("responder_ephemeral_private", fixed(0x13))
-	line("initiator_payload", mustPayload(t, ini))
-	line("responder_payload", mustPayload(t, res))
+	line("initiator_payload", mustPayload(t, ini, true))
+	line("responder_payload", mustPayload(t, res, false))
 	line("message_1", up[0])
 	line("message_2", down[0])
 	line("message_3", up[1])
@@ -153,8 +153,8 @@ func TestHandshakeVector(t *testing.T) {
 	}
 }
 
-func mustPayload(t *testing.T, e *endpoint) []byte {
-	b, err := e.localPayload()
+func mustPayload(t *testing.T, e *endpoint, initiator bool) []byte {
+	b, err := e.localPayload(initiator)
 	if err != nil {
 		t.Fatal(err)
 	}

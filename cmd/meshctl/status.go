@@ -14,7 +14,9 @@ const usageStatus = `usage: meshctl status [--json]
 
 Show the running meshd: its identity, org and roster version, listen
 addresses, number of links, uptime and counters (drops by reason, link and
-roster events). Needs a running meshd on this home.
+roster events). A node an admin removed from the roster says so, naming
+the roster version ("member": false in --json). Needs a running meshd on
+this home.
 
 examples:
   meshctl status
@@ -34,6 +36,9 @@ func runStatus(a *app, args []string) error {
 	fmt.Fprintf(tw, "node\t%s (%s)\n", name, s.Fingerprint)
 	fmt.Fprintf(tw, "key\t%s\n", s.Key)
 	fmt.Fprintf(tw, "org\t%s (roster v%d, %d members, role %s)\n", s.Org, s.RosterVersion, s.RosterMembers, s.Role)
+	if !s.Member {
+		fmt.Fprintf(tw, "member\tno: removed from the org by roster v%d; peers refuse its links (ask an admin to add it back)\n", s.RosterVersion)
+	}
 	fmt.Fprintf(tw, "listen\t%s\n", strings.Join(s.Listen, " "))
 	if len(s.Advertised) > 0 {
 		fmt.Fprintf(tw, "advertised\t%s\n", strings.Join(s.Advertised, " "))

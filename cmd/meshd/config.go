@@ -38,6 +38,10 @@ type fileConfig struct {
 	// nothing for IdleTimeout is closed and redialled.
 	Keepalive   string
 	IdleTimeout string
+	// Unauthenticated connections: at most HandshakesPerSource in
+	// handshake per remote IPv4 address or IPv6 /64, at most MaxHandshakes in all.
+	HandshakesPerSource int
+	MaxHandshakes       int
 	// History: how long an archive node keeps channel history at least,
 	// how often retention runs, how many peers a catch-up round asks.
 	ArchiveRetention  string
@@ -150,6 +154,24 @@ var configKeys = []configKey{
 			nc.Transport.IdleTimeout, err = parseDuration("idle timeout", c.IdleTimeout, 2*ka,
 				fmt.Sprintf("at least twice the keepalive (%v), like 15s", ka))
 			return err
+		}},
+	{key: "handshakes_per_source", field: func(c *fileConfig) any { return &c.HandshakesPerSource }, def: 8,
+		help: "most unauthenticated connections one remote IPv4 address or IPv6 /64 may have in handshake",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.HandshakesPerSource < 1 || c.HandshakesPerSource > 1024 {
+				return fmt.Errorf("handshakes per source %d: want 1 to 1024", c.HandshakesPerSource)
+			}
+			nc.Transport.MaxHandshakesPerSource = c.HandshakesPerSource
+			return nil
+		}},
+	{key: "max_handshakes", field: func(c *fileConfig) any { return &c.MaxHandshakes }, def: 128,
+		help: "most unauthenticated connections held in all; the oldest idle one is closed to make room",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.MaxHandshakes < 1 || c.MaxHandshakes > 65536 {
+				return fmt.Errorf("max handshakes %d: want 1 to 65536", c.MaxHandshakes)
+			}
+			nc.Transport.MaxHandshakes = c.MaxHandshakes
+			return nil
 		}},
 	{key: "archive_retention", field: func(c *fileConfig) any { return &c.ArchiveRetention }, def: "720h",
 		help: "how long an archive node (roster archive flag) keeps channel history at least",

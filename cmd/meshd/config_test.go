@@ -276,6 +276,8 @@ func TestPrintConfig(t *testing.T) {
   "presence_ttl": "5m",
   "keepalive": "5s",
   "idle_timeout": "15s",
+  "handshakes_per_source": 8,
+  "max_handshakes": 128,
   "archive_retention": "720h",
   "retention_interval": "1m",
   "sync_peers": 5,

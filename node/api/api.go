@@ -27,6 +27,7 @@ type Status struct {
 	Org           string            `json:"org"`
 	RosterVersion uint64            `json:"roster_version"`
 	RosterMembers int               `json:"roster_members"`
+	Member        bool              `json:"member"` // false: this node is not in its roster (removed by the roster named by RosterVersion)
 	Listen        []string          `json:"listen"`
 	Advertised    []string          `json:"advertised"`
 	Home          string            `json:"home"`

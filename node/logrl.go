@@ -1,0 +1,60 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/meshd/meshd/internal/logrl"
+	"github.com/meshd/meshd/proto"
+)
+
+// rateLog writes repetitive log lines at most once per interval per
+// (peer, reason), so a peer that floods us with bad input cannot flood
+// the log: the first line is written, later ones are counted, and the
+// next line written carries "suppressed", the count. Counters still count
+// every event.
+type rateLog struct{ l *logrl.Limiter }
+
+func newRateLog() rateLog { return rateLog{l: logrl.New(0, 0)} }
+
+// log writes msg at Info level unless (peer, reason) logged recently.
+func (r rateLog) log(lg *slog.Logger, msg, peer, reason string, args ...any) {
+	r.logAt(lg, slog.LevelInfo, msg, peer, reason, args...)
+}
+
+// warn is log at Warn level.
+func (r rateLog) warn(lg *slog.Logger, msg, peer, reason string, args ...any) {
+	r.logAt(lg, slog.LevelWarn, msg, peer, reason, args...)
+}
+
+// debug is log at Debug level.
+func (r rateLog) debug(lg *slog.Logger, msg, peer, reason string, args ...any) {
+	r.logAt(lg, slog.LevelDebug, msg, peer, reason, args...)
+}
+
+func (r rateLog) logAt(lg *slog.Logger, lvl slog.Level, msg, peer, reason string, args ...any) {
+	if r.l == nil || !lg.Enabled(context.Background(), lvl) {
+		return
+	}
+	ok, suppressed := r.l.Allow(peer+"|"+reason, time.Now())
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	lg.Log(context.Background(), lvl, msg, args...)
+}
+
+// rxPeer names whom a received envelope's log lines are limited by: the
+// link it came on, else its sender.
+func rxPeer(src rxSource, se *proto.SignedEnvelope) string {
+	switch {
+	case src.link != nil:
+		return src.link.key.Fingerprint()
+	case se != nil:
+		return se.From.Fingerprint()
+	}
+	return ""
+}
