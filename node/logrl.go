@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/meshd/meshd/internal/logrl"
 	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport/logrl"
 )
 
 // rateLog writes repetitive log lines at most once per interval per

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshd/meshd/internal/logrl"
+	"github.com/meshd/meshd/transport/logrl"
 )
 
 // Listener accepts links. Handshakes run concurrently in goroutines the

@@ -1,4 +1,5 @@
-// Package logrl rate-limits repetitive log lines. A peer that sends a
+// Package logrl rate-limits repetitive log lines (the transport's and the
+// node's). A peer that sends a
 // flood of bad input must not be able to flood the log: the first line of
 // each kind (a key, usually peer and reason) is logged, later ones within
 // the interval are counted, and the next line logged for that key carries
