@@ -1,11 +1,11 @@
-// Package logrl rate-limits repetitive log lines (the transport's and the
-// node's). A peer that sends a
-// flood of bad input must not be able to flood the log: the first line of
-// each kind (a key, usually peer and reason) is logged, later ones within
-// the interval are counted, and the next line logged for that key carries
-// the count of lines suppressed since. All keys together write at most a
-// budget of lines per interval; lines past it go to one shared overflow
-// key, whose count then covers lines of many keys.
+// Package logrl rate-limits repetitive log lines, the transport's and the
+// node's. A peer that sends a flood of bad input must not be able to flood
+// the log: the first line of each kind (a key, usually peer and reason) is
+// logged, later ones within the interval are counted, and the next line
+// logged for that key carries the count of lines suppressed since. All
+// keys together write at most a budget of lines per interval; lines past
+// it go to one shared overflow key, whose count then covers lines of many
+// keys.
 package logrl
 
 import (
