@@ -15,6 +15,7 @@ import (
 // tallies ("handshake.accepted", "handshake.failed").
 func (n *Node) Counters() map[string]uint64 {
 	c := n.metrics.Snapshot()
+	n.addLinkStats(c)
 	for _, ln := range n.listeners {
 		st := ln.Stats()
 		if st.Accepted > 0 {
