@@ -104,11 +104,9 @@ func (n *Node) refuseSlow(l *transport.Link) bool {
 	n.log.Debug("link refused: the peer did not read on its last link", "peer", l.PeerKey().Fingerprint(),
 		"addr", l.RemoteAddr(), "until", until.UTC().Format(time.RFC3339))
 	_ = l.Send(goodbyeFrame("not reading: try again later"))
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		_ = l.Close() // flushes the goodbye for at most a second
-	}()
+	// The link is new, so the goodbye fits the socket's buffer and Close
+	// (which flushes for at most a second) returns at once.
+	_ = l.Close()
 	return true
 }
 
