@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,53 +12,11 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// maxInboxAnswer bounds one inbox answer when no limit is given.
-const maxInboxAnswer = 1000
-
-// Inbox lists inbox items (unread only unless all). With wait it blocks,
-// up to timeout or until ctx ends, until an unread waking item exists.
+// Inbox lists inbox items (unread only unless all): the first page of
+// the newest limit (1000 if 0). With wait it blocks, up to timeout or
+// until ctx ends, until an unread waking item exists.
 func (n *Node) Inbox(ctx context.Context, all bool, limit int, wait bool, timeout time.Duration) (*api.Inbox, error) {
-	if limit <= 0 || limit > maxInboxAnswer {
-		limit = maxInboxAnswer
-	}
-	var deadline <-chan time.Time
-	if wait {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		// Take the notifier before looking, so an item arriving in between
-		// still wakes us.
-		woke := n.inbox.wait()
-		items, err := n.store.Inbox(history.InboxFilter{UnreadOnly: !all, Limit: limit})
-		if err != nil {
-			return nil, err
-		}
-		if !wait || hasUnreadWaking(items) {
-			return n.renderItems(items), nil
-		}
-		select {
-		case <-woke:
-		case <-deadline:
-			out := n.renderItems(items)
-			out.TimedOut = true
-			return out, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-n.ctx.Done():
-			return nil, fmt.Errorf("meshd is shutting down")
-		}
-	}
-}
-
-func hasUnreadWaking(items []history.InboxItem) bool {
-	for _, it := range items {
-		if it.Wakes && !it.Read {
-			return true
-		}
-	}
-	return false
+	return n.InboxPage(ctx, api.InboxQuery{All: all, Limit: limit, Wait: wait, Timeout: timeout})
 }
 
 func (n *Node) renderItems(items []history.InboxItem) *api.Inbox {

@@ -18,6 +18,7 @@ import (
 // "handshake.first_message_timeout").
 func (n *Node) Counters() map[string]uint64 {
 	c := n.metrics.Snapshot()
+	n.addLinkStats(c)
 	for _, ln := range n.listeners {
 		st := ln.Stats()
 		if st.Accepted > 0 {

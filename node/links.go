@@ -83,6 +83,9 @@ func (n *Node) acceptLoop(ln *transport.Listener) {
 // addLink registers an admitted link, resolving duplicates so that each
 // peer pair keeps exactly one link, and starts serving it.
 func (n *Node) addLink(l *transport.Link) {
+	if n.refuseSlow(l) {
+		return
+	}
 	key := l.PeerKey()
 	pl := &peerLink{link: l, key: key, payload: l.Peer()}
 	n.peers.Lock()
@@ -203,6 +206,7 @@ func (n *Node) removeLink(pl *peerLink) {
 	}
 	closed := n.peers.closed
 	n.peers.Unlock()
+	n.linkClosed(pl)
 	n.metrics.Inc("link.down")
 	if !closed {
 		n.log.Info("link down", "peer", pl.key.Fingerprint(), "name", pl.payload.Name, "reason", errString(pl.link.Err()))

@@ -76,6 +76,7 @@ type Node struct {
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
 	requests          *requestBook
+	slow              slowPeers // peers closed for not reading; see slowpeers.go
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery

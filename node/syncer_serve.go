@@ -80,6 +80,9 @@ func (s *syncer) serve(pl *peerLink, se *proto.SignedEnvelope, wait time.Duratio
 			return
 		}
 	}
+	if !s.serveRoom(pl, se) {
+		return
+	}
 	resp := s.answer(se)
 	if resp == nil {
 		return

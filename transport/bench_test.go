@@ -50,6 +50,9 @@ func BenchmarkHandshake(b *testing.B) {
 func benchPair(b *testing.B, network string) (out, in *Link) {
 	a, c := testConfig(b, testOrg), testConfig(b, testOrg)
 	a.SendQueue, c.SendQueue = 4096, 4096
+	// The receive limiter runs but never binds: these measure the link,
+	// not the default policy of 32 MiB/s a peer.
+	a.RecvRate, c.RecvRate = 1<<40, 1<<40
 	addr := Addr{Network: "tcp", Address: "127.0.0.1:0"}
 	if network == "unix" {
 		addr = Addr{Network: "unix", Address: filepath.Join(testDir(b), "b.sock")}

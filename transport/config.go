@@ -66,6 +66,27 @@ type Config struct {
 	// Default 1024: about a second of fan-out at a busy node's envelope
 	// rate, while a stuck peer costs at most that many queued frames.
 	SendQueue int
+	// SendQueueBytes bounds the frame bytes waiting in each link's send
+	// queue. Default 8 MiB: a history page is up to 1 MiB and a channel
+	// message up to proto.MaxFrameSize, so frames alone bound nothing (a
+	// thousand 1 MiB pages is a gigabyte); 8 MiB holds about a second of a
+	// busy link's traffic, eight history pages, and costs at most that
+	// per peer that stops reading. A frame always fits an empty queue, so
+	// a value below proto.MaxFrameSize still lets every frame through.
+	SendQueueBytes int
+	// RecvRate bounds the bytes a link reads from its peer per second, as
+	// a token bucket holding RecvBurst bytes: past it the reader stops
+	// reading the socket until tokens are back, so TCP flow control slows
+	// the sender down; nothing is dropped. Zero means [DefaultConfig]'s;
+	// negative means no limit. Default 32 MiB/s: a quarter of a gigabit
+	// link, above the node's own ceiling of about 10,000 envelopes a
+	// second of small messages (see docs/BENCHMARKS.md), while one member
+	// can no longer push 200 MB a second at a node.
+	RecvRate float64
+	// RecvBurst is the token bucket's depth in bytes. Default 4 MiB:
+	// history pages (up to 1 MiB) and bursts of large messages arrive at
+	// full speed. It is raised to at least one record (64 KiB).
+	RecvBurst int
 	// Refused, if set, runs on a responder whose Admit refused a peer
 	// that completed the handshake. The link is authenticated but not
 	// started: frames sent on it with [Link.Send] (say, what the peer
@@ -107,6 +128,9 @@ func DefaultConfig() Config {
 		KeepaliveInterval:      5 * time.Second,
 		IdleTimeout:            15 * time.Second,
 		SendQueue:              1024,
+		SendQueueBytes:         8 << 20,
+		RecvRate:               32 << 20,
+		RecvBurst:              4 << 20,
 		MaxHandshakes:          128,
 		MaxHandshakesPerSource: 8,
 		FirstMessageTimeout:    3 * time.Second,
@@ -136,6 +160,16 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SendQueue <= 0 {
 		c.SendQueue = d.SendQueue
 	}
+	if c.SendQueueBytes <= 0 {
+		c.SendQueueBytes = d.SendQueueBytes
+	}
+	if c.RecvRate == 0 {
+		c.RecvRate = d.RecvRate
+	}
+	if c.RecvBurst <= 0 {
+		c.RecvBurst = d.RecvBurst
+	}
+	c.RecvBurst = max(c.RecvBurst, 2+maxRecord) // one record and its length
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = d.MaxHandshakes
 	}

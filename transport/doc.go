@@ -80,4 +80,13 @@
 // [ErrTimeout]. A Noise nonce
 // reaching its maximum closes the link (noise.ErrMaxNonce); there is no
 // rekeying, reconnecting is cheap.
+//
+// Slow and flooding peers. A link's send queue is bounded in frames
+// ([Config.SendQueue]) and in bytes ([Config.SendQueueBytes]); [Link.Send]
+// refuses past either, [Link.SendWait] and [Link.WaitRoom] wait for room.
+// A write that stays blocked for [Config.IdleTimeout] (the peer does not
+// read) closes the link with [ErrTimeout] and [ErrSlowReader]. The reader
+// takes at most [Config.RecvRate] bytes a second from the socket: past it
+// it stops reading until its token bucket refills, so TCP flow control
+// slows the sender and nothing is dropped.
 package transport

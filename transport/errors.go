@@ -28,6 +28,10 @@ var (
 	ErrClosed = errors.New("closed")
 	// ErrTimeout: a handshake step, a write, or the idle timer ran out.
 	ErrTimeout = errors.New("timed out")
+	// ErrSlowReader: a write to the peer stayed blocked past the write
+	// deadline (the idle timeout), so the peer is not reading. It is
+	// reported together with [ErrTimeout].
+	ErrSlowReader = errors.New("peer is not reading")
 	// ErrProtocol: the peer broke the wire format (bad length, header or
 	// authentication tag).
 	ErrProtocol = errors.New("protocol violation")

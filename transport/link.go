@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flynn/noise"
+	"golang.org/x/time/rate"
 
 	"github.com/meshd/meshd/proto"
 )
@@ -55,6 +56,19 @@ type Link struct {
 	sendq chan []byte
 	pongq chan struct{} // capacity 1: the reader asks the writer for a pong
 
+	// qbytes is the frame bytes in sendq, at most maxQBytes unless one
+	// frame alone is larger. Senders add before queueing; the writer
+	// subtracts as it takes a frame and then, if waiters > 0, closes room
+	// to wake them.
+	qbytes    atomic.Int64
+	maxQBytes int64
+	waiters   atomic.Int32
+	roomMu    sync.Mutex
+	room      chan struct{} // guarded by roomMu: closed when bytes leave the queue
+
+	// recvLimit paces the reader; nil without a limit. Reader only.
+	recvLimit *rate.Limiter
+
 	lastRecv atomic.Int64 // unix nanoseconds
 	stats    linkCounters
 
@@ -79,6 +93,8 @@ type linkCounters struct {
 	queueFull           atomic.Uint64
 	tooLarge            atomic.Uint64
 	pingsIn, pingsOut   atomic.Uint64
+	recvThrottled       atomic.Uint64
+	recvThrottledNanos  atomic.Int64
 }
 
 // LinkStats is a snapshot of a link's counters.
@@ -88,6 +104,10 @@ type LinkStats struct {
 	QueueFull           uint64 // frames refused by Send with ErrQueueFull
 	FrameTooLarge       uint64 // frames refused by Send, or torn down on receipt, as too large
 	PingsIn, PingsOut   uint64 // keepalive pings received and sent
+	// RecvThrottled counts the times the reader stopped reading to keep
+	// within [Config.RecvRate]; RecvThrottledTime is how long in all.
+	RecvThrottled     uint64
+	RecvThrottledTime time.Duration
 }
 
 func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg Config) *Link {
@@ -107,10 +127,15 @@ func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg C
 		send:        res.send,
 		recv:        res.recv,
 		sendq:       make(chan []byte, cfg.SendQueue),
+		maxQBytes:   int64(cfg.SendQueueBytes),
+		room:        make(chan struct{}),
 		pongq:       make(chan struct{}, 1),
 		closing:     make(chan struct{}),
 		writerDone:  make(chan struct{}),
 		done:        make(chan struct{}),
+	}
+	if cfg.RecvRate > 0 {
+		l.recvLimit = rate.NewLimiter(rate.Limit(cfg.RecvRate), cfg.RecvBurst)
 	}
 	copy(l.session[:], res.hash)
 	l.peerStatic = append([]byte(nil), res.static...)
@@ -179,6 +204,9 @@ func (l *Link) Stats() LinkStats {
 		FrameTooLarge: l.stats.tooLarge.Load(),
 		PingsIn:       l.stats.pingsIn.Load(),
 		PingsOut:      l.stats.pingsOut.Load(),
+
+		RecvThrottled:     l.stats.recvThrottled.Load(),
+		RecvThrottledTime: time.Duration(l.stats.recvThrottledNanos.Load()),
 	}
 }
 
@@ -186,8 +214,91 @@ func (l *Link) Stats() LinkStats {
 // queue's capacity.
 func (l *Link) QueueLen() (n, capacity int) { return len(l.sendq), cap(l.sendq) }
 
+// QueueBytes returns the frame bytes waiting in the link's send queue and
+// the queue's bound in bytes ([Config.SendQueueBytes]).
+func (l *Link) QueueBytes() (n, capacity int) { return int(l.qbytes.Load()), int(l.maxQBytes) }
+
+// reserve takes n bytes of the queue's byte budget. The budget may be
+// overrun only by a frame that finds the queue empty, so that every frame
+// up to proto.MaxFrameSize can be sent whatever the bound.
+func (l *Link) reserve(n int) bool {
+	for {
+		cur := l.qbytes.Load()
+		if cur > 0 && cur+int64(n) > l.maxQBytes {
+			return false
+		}
+		if l.qbytes.CompareAndSwap(cur, cur+int64(n)) {
+			return true
+		}
+	}
+}
+
+// hasRoom reports whether n more bytes fit the queue's byte budget now.
+func (l *Link) hasRoom(n int) bool {
+	cur := l.qbytes.Load()
+	return cur == 0 || cur+int64(n) <= l.maxQBytes
+}
+
+// release returns n bytes to the budget: the writer took a frame, or a
+// reserved frame was not queued after all.
+func (l *Link) release(n int) {
+	l.qbytes.Add(-int64(n))
+	if l.waiters.Load() > 0 {
+		l.roomMu.Lock()
+		close(l.room)
+		l.room = make(chan struct{})
+		l.roomMu.Unlock()
+	}
+}
+
+// roomChan returns the channel closed at the next release.
+func (l *Link) roomChan() <-chan struct{} {
+	l.roomMu.Lock()
+	defer l.roomMu.Unlock()
+	return l.room
+}
+
+// waitRoom waits until ok() holds, re-checking it at every release, until
+// ctx is done or the link closes.
+func (l *Link) waitRoom(ctx context.Context, ok func() bool) error {
+	l.waiters.Add(1)
+	defer l.waiters.Add(-1)
+	for {
+		// Take the channel before checking, so a release in between
+		// still wakes us.
+		ch := l.roomChan()
+		if ok() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-l.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// WaitRoom waits until n more bytes fit the send queue's byte bound (or
+// the queue is empty), until ctx is done (returning its error) or the
+// link closes ([ErrClosed]). It reserves nothing: a caller that is about
+// to build a large frame, such as a history page read from the store,
+// calls it first so that a peer that does not read makes it build
+// nothing.
+func (l *Link) WaitRoom(ctx context.Context, n int) error {
+	if l.isClosing() {
+		return ErrClosed
+	}
+	if l.hasRoom(n) {
+		return nil
+	}
+	return l.waitRoom(ctx, func() bool { return l.hasRoom(n) })
+}
+
 // Send queues frame for the peer without blocking. It returns
-// [ErrQueueFull] if the queue is full (the frame is dropped and counted),
+// [ErrQueueFull] if the queue is full, in frames ([Config.SendQueue]) or
+// in bytes ([Config.SendQueueBytes]) (the frame is dropped and counted),
 // [ErrFrameTooLarge] if frame exceeds proto.MaxFrameSize, and [ErrClosed]
 // once the link is closing. A nil error means queued, not delivered: a
 // frame still queued when the link fails is lost. Send does not copy
@@ -204,10 +315,15 @@ func (l *Link) Send(frame []byte) error {
 		return ErrClosed
 	default:
 	}
+	if !l.reserve(len(frame)) {
+		l.stats.queueFull.Add(1)
+		return ErrQueueFull
+	}
 	select {
 	case l.sendq <- frame:
 		return nil
 	default:
+		l.release(len(frame))
 		l.stats.queueFull.Add(1)
 		return ErrQueueFull
 	}
@@ -226,12 +342,24 @@ func (l *Link) SendWait(ctx context.Context, frame []byte) error {
 		return ErrClosed
 	default:
 	}
+	if !l.reserve(len(frame)) {
+		reserved := false
+		err := l.waitRoom(ctx, func() bool {
+			reserved = l.reserve(len(frame))
+			return reserved
+		})
+		if !reserved {
+			return err
+		}
+	}
 	select {
 	case l.sendq <- frame:
 		return nil
 	case <-l.closing:
+		l.release(len(frame))
 		return ErrClosed
 	case <-ctx.Done():
+		l.release(len(frame))
 		return ctx.Err()
 	}
 }
@@ -391,6 +519,13 @@ func (l *Link) readLoop(handler func([]byte)) {
 			err = l.readErr(rerr)
 			return
 		}
+		if l.recvLimit != nil {
+			if waited, werr := l.pace(2 + len(rec)); werr != nil {
+				return // closing
+			} else if waited {
+				deadlineAt = time.Time{} // push the read deadline below
+			}
+		}
 		now := time.Now()
 		l.lastRecv.Store(now.UnixNano())
 		if now.Sub(deadlineAt) > slack {
@@ -436,6 +571,32 @@ func (l *Link) readLoop(handler func([]byte)) {
 			default: // a pong is already due
 			}
 		}
+	}
+}
+
+// pace takes n bytes from the receive token bucket, waiting for them when
+// it is empty: the reader then reads nothing, so the socket's receive
+// buffer fills and TCP flow control stops the peer. It reports whether it
+// waited; an error means the link is closing.
+func (l *Link) pace(n int) (bool, error) {
+	now := time.Now()
+	r := l.recvLimit.ReserveN(now, n)
+	if !r.OK() {
+		return false, nil // n above the burst: cannot happen: the burst holds a record
+	}
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return false, nil
+	}
+	l.stats.recvThrottled.Add(1)
+	l.stats.recvThrottledNanos.Add(int64(d))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-l.closing:
+		return true, ErrClosed
 	}
 }
 
@@ -512,7 +673,7 @@ func (l *Link) writeErr(err error) error {
 	case errors.Is(err, noise.ErrMaxNonce):
 		return fmt.Errorf("send: %w", err)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("%w: write blocked for %v", ErrTimeout, l.idle)
+		return fmt.Errorf("%w: %w: a write blocked for %v", ErrTimeout, ErrSlowReader, l.idle)
 	}
 	return fmt.Errorf("write: %w", err)
 }
@@ -529,6 +690,7 @@ type writer struct {
 // batch fills.
 func (w *writer) frame(f []byte) error {
 	n := len(f)
+	w.l.release(n)
 	for len(f) > maxChunk {
 		if err := w.seal(hdrChunk, f[:maxChunk]); err != nil {
 			return err

@@ -24,9 +24,12 @@ import (
 type fakeMeshd struct {
 	home string
 
-	mu      sync.Mutex            // guards reqs and answers
+	mu      sync.Mutex            // guards reqs, answers and byQuery
 	reqs    []fakeRequest         // in arrival order
 	answers map[string]fakeAnswer // by route, "POST /v1/send"
+	// byQuery answers a route from the request's query, for paged
+	// answers; it takes precedence over answers.
+	byQuery map[string]func(url.Values) fakeAnswer
 }
 
 // fakeRequest is one request meshctl made.
@@ -59,7 +62,7 @@ func newFakeMeshd(t *testing.T) *fakeMeshd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeMeshd{home: home, answers: map[string]fakeAnswer{}}
+	f := &fakeMeshd{home: home, answers: map[string]fakeAnswer{}, byQuery: map[string]func(url.Values) fakeAnswer{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	srv.Listener.Close()
 	srv.Listener = ln
@@ -71,6 +74,13 @@ func newFakeMeshd(t *testing.T) *fakeMeshd {
 // answer sets the answer of route ("GET /v1/channels").
 func (f *fakeMeshd) answer(route string, status int, body any) {
 	f.answerAfter(route, 0, status, body)
+}
+
+// answerQuery answers route with what fn makes of each request's query.
+func (f *fakeMeshd) answerQuery(route string, fn func(url.Values) fakeAnswer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.byQuery[route] = fn
 }
 
 // answerAfter sets the answer of route, given after delay.
@@ -86,6 +96,9 @@ func (f *fakeMeshd) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, fakeRequest{Route: route, Query: r.URL.Query(), ContentType: r.Header.Get("Content-Type"), Body: string(body)})
 	a, ok := f.answers[route]
+	if fn := f.byQuery[route]; fn != nil {
+		a, ok = fn(r.URL.Query()), true
+	}
 	f.mu.Unlock()
 	if !ok {
 		a = fakeAnswer{status: http.StatusNotFound, body: api.Error{Error: "no such endpoint: " + route}}

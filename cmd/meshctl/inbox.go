@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
@@ -38,7 +39,11 @@ flags:
   --all          include items already read
   --wait         wait for a waking item first
   --timeout D    how long to wait, such as 90s or 10m (default 30s)
-  --limit N      list at most N items
+  --limit N      list only the newest N items
+
+An inbox of any size lists in full: meshctl reads it from meshd a page
+(at most 1000 items, about 4 MiB) at a time and prints each page as it
+comes.
 
 exit status: 0 when the list was made, 1 on error, 2 on a usage error, and
 3 when --wait timed out with nothing to list.
@@ -79,40 +84,98 @@ func runInbox(a *app, args []string) error {
 	case *limit < 0:
 		return a.usageErrorf("--limit must not be negative")
 	}
+	// Without --limit every item, from the oldest; with it the newest N.
 	q := api.InboxQuery{All: *all, Limit: *limit}
+	if *limit == 0 {
+		q.Cursor = api.CursorStart
+	}
 	callTimeout := api.DefaultTimeout
 	if *wait {
 		q.Wait, q.Timeout = true, *timeout
 		callTimeout = *timeout + waitSlack
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	in, err := a.client().Inbox(ctx, q)
-	if err != nil {
+	out := inboxWriter{a: a, wait: *wait, all: *all}
+	err = a.client().InboxPages(context.Background(), q, callTimeout, out.page)
+	if err != nil && out.pages == 0 {
 		return a.remoteErr(err)
 	}
-	var done error
-	if *wait && len(in.Items) == 0 {
-		done = exitStatus(exitTimeout)
+	if err != nil {
+		// Items are printed already: end the output as it began, then fail.
+		_ = out.end()
+		return a.remoteErr(err)
 	}
-	if a.json {
-		if err := a.printJSON(in); err != nil {
-			return err
-		}
-		return done
+	if err := out.end(); err != nil {
+		return err
 	}
-	switch {
-	case *wait && len(in.Items) == 0:
-		fmt.Fprintln(a.Stdout, "no new items")
-	case len(in.Items) == 0 && *all:
-		fmt.Fprintln(a.Stdout, "the inbox is empty")
-	case len(in.Items) == 0:
-		fmt.Fprintln(a.Stdout, "no unread items")
+	if *wait && out.items == 0 {
+		return exitStatus(exitTimeout)
 	}
+	return nil
+}
+
+// inboxWriter prints the pages of an inbox listing as they come, in
+// the formats of a single answer: the text lines, or with --json the
+// JSON that printJSON makes of one api.Inbox holding every item.
+type inboxWriter struct {
+	a         *app
+	wait, all bool
+	pages     int
+	items     int
+	timedOut  bool
+}
+
+func (w *inboxWriter) page(in *api.Inbox) error {
+	a := w.a
+	w.pages++
+	w.timedOut = w.timedOut || in.TimedOut
 	for i := range in.Items {
-		if err := writeItem(a.Stdout, &in.Items[i], false); err != nil {
+		it := &in.Items[i]
+		if a.json {
+			b, err := json.MarshalIndent(it, "    ", "  ")
+			if err != nil {
+				return fmt.Errorf("encode json: %w", err)
+			}
+			sep := ",\n    "
+			if w.items == 0 {
+				sep = "{\n  \"items\": [\n    "
+			}
+			if _, err := fmt.Fprintf(a.Stdout, "%s%s", sep, b); err != nil {
+				return err
+			}
+		} else if err := writeItem(a.Stdout, it, false); err != nil {
 			return err
 		}
+		w.items++
 	}
-	return done
+	return nil
+}
+
+// end finishes the listing: the closing JSON, or the line that says
+// there was nothing.
+func (w *inboxWriter) end() error {
+	a := w.a
+	if a.json {
+		tail := "\n  ]"
+		if w.items == 0 {
+			tail = "{\n  \"items\": []"
+		}
+		if w.timedOut {
+			tail += ",\n  \"timed_out\": true"
+		}
+		_, err := fmt.Fprintf(a.Stdout, "%s\n}\n", tail)
+		return err
+	}
+	var msg string
+	switch {
+	case w.items > 0:
+		return nil
+	case w.wait:
+		msg = "no new items"
+	case w.all:
+		msg = "the inbox is empty"
+	default:
+		msg = "no unread items"
+	}
+	_, err := fmt.Fprintln(a.Stdout, msg)
+	return err
 }

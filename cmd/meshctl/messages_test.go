@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -359,7 +361,7 @@ func TestInbox(t *testing.T) {
 	f.answer("GET /v1/inbox", 200, api.Inbox{Items: items})
 	out := f.ok(t, "", "inbox")
 	r := f.one(t, "GET /v1/inbox")
-	if len(r.Query) != 0 {
+	if r.Query.Encode() != "cursor=start" {
 		t.Errorf("inbox query %v", r.Query)
 	}
 	ts := func(d time.Duration) string { return at.Add(d).Local().Format("2006-01-02 15:04:05") }
@@ -418,7 +420,7 @@ func TestInboxWait(t *testing.T) {
 	if r.code != 3 || r.stdout != "no new items\n" || r.stderr != "" {
 		t.Fatalf("timed-out wait: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if q := f.one(t, "GET /v1/inbox").Query; q.Encode() != "timeout=2s&wait=1" {
+	if q := f.one(t, "GET /v1/inbox").Query; q.Encode() != "cursor=start&timeout=2s&wait=1" {
 		t.Errorf("inbox --wait query %v", q)
 	}
 	r = f.mc(t, "", "inbox", "--wait", "--json")
@@ -546,5 +548,86 @@ func TestPrintable(t *testing.T) {
 		if got := printable(tc.in, tc.multiline); got != tc.want {
 			t.Errorf("printable(%q, %v) = %q, want %q", tc.in, tc.multiline, got, tc.want)
 		}
+	}
+}
+
+// TestInboxPages: meshctl inbox follows the answers' next cursors and
+// prints the pages as one listing: the text and the --json output are
+// those of a single answer holding every item; --limit N asks for the
+// newest N and stops at N items; a page that fails ends the JSON
+// output well-formed and exits 1.
+func TestInboxPages(t *testing.T) {
+	f := newFakeMeshd(t)
+	items, _ := inboxItems()
+	pages := map[string]api.Inbox{
+		"start": {Items: items[:2], Next: "c1"},
+		"":      {Items: items[:2], Next: "c1"},
+		"c1":    {Items: items[2:4], Next: "c2"},
+		"c2":    {Items: items[4:]},
+	}
+	f.answerQuery("GET /v1/inbox", func(q url.Values) fakeAnswer {
+		p, ok := pages[q.Get("cursor")]
+		if !ok {
+			return fakeAnswer{status: 400, body: api.Error{Error: "bad cursor"}}
+		}
+		return fakeAnswer{status: 200, body: p}
+	})
+	cursors := func() []string {
+		var out []string
+		for _, r := range f.take() {
+			out = append(out, r.Query.Encode())
+		}
+		return out
+	}
+
+	single := newFakeMeshd(t)
+	single.answer("GET /v1/inbox", 200, api.Inbox{Items: items})
+	if got, want := f.ok(t, "", "inbox"), single.ok(t, "", "inbox"); got != want {
+		t.Errorf("paged text output:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := cursors(), []string{"cursor=start", "cursor=c1", "cursor=c2"}; !slices.Equal(got, want) {
+		t.Errorf("queries %v, want %v", got, want)
+	}
+	want, err := json.MarshalIndent(api.Inbox{Items: items}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ok(t, "", "inbox", "--all", "--json"); got != string(want)+"\n" {
+		t.Errorf("paged --json output:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := cursors(), []string{"all=1&cursor=start", "all=1&cursor=c1", "all=1&cursor=c2"}; !slices.Equal(got, want) {
+		t.Errorf("queries %v, want %v", got, want)
+	}
+	// The wait goes with the first call only.
+	f.ok(t, "", "inbox", "--wait", "--timeout", "1s")
+	if got, want := cursors(), []string{"cursor=start&timeout=1s&wait=1", "cursor=c1", "cursor=c2"}; !slices.Equal(got, want) {
+		t.Errorf("queries %v, want %v", got, want)
+	}
+
+	// --limit 3: the newest three, the second page asked for one more.
+	got := decode[api.Inbox](t, f.ok(t, "", "inbox", "--limit", "3", "--json"))
+	if len(got.Items) != 3 || got.Items[0].ID != "e1" || got.Items[2].ID != "e3" {
+		t.Errorf("--limit 3: %+v", got.Items)
+	}
+	if got, want := cursors(), []string{"limit=3", "cursor=c1&limit=1"}; !slices.Equal(got, want) {
+		t.Errorf("queries %v, want %v", got, want)
+	}
+
+	// A failing page: what was listed stays well-formed JSON, exit 1.
+	pages["c1"] = api.Inbox{Items: items[2:4], Next: "gone"}
+	r := f.mc(t, "", "inbox", "--json")
+	if r.code != 1 || !strings.Contains(r.stderr, "bad cursor") {
+		t.Fatalf("failing page: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if in := decode[api.Inbox](t, r.stdout); len(in.Items) != 4 {
+		t.Errorf("failing page: %d items listed, want 4", len(in.Items))
+	}
+	// The empty inbox, through the same path.
+	pages["start"] = api.Inbox{Items: []api.Item{}}
+	if out := f.ok(t, "", "inbox", "--json"); out != "{\n  \"items\": []\n}\n" {
+		t.Errorf("empty --json: %q", out)
+	}
+	if out := f.ok(t, "", "inbox"); out != "no unread items\n" {
+		t.Errorf("empty: %q", out)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,20 +62,21 @@ func runTail(a *app, args []string) error {
 	// what is in both is printed once.
 	seen := map[string]bool{}
 	if *history > 0 {
-		cctx, cancel := context.WithTimeout(ctx, api.DefaultTimeout)
-		in, err := c.Inbox(cctx, api.InboxQuery{All: true, Limit: *history})
-		cancel()
+		// Page by page: the newest N may be more than one answer holds.
+		err := c.InboxPages(ctx, api.InboxQuery{All: true, Limit: *history}, api.DefaultTimeout, func(in *api.Inbox) error {
+			for i := range in.Items {
+				seen[in.Items[i].ID] = true
+				if err := a.printTailItem(&in.Items[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return a.remoteErr(err)
-		}
-		for i := range in.Items {
-			seen[in.Items[i].ID] = true
-			if err := a.printTailItem(&in.Items[i]); err != nil {
-				return err
-			}
 		}
 	}
 	for {

@@ -42,6 +42,10 @@ type fileConfig struct {
 	// handshake per remote IPv4 address or IPv6 /64, at most MaxHandshakes in all.
 	HandshakesPerSource int
 	MaxHandshakes       int
+	// Per-link limits: the bytes a link's send queue holds, and the
+	// bytes a second it reads from its peer (0: no limit).
+	LinkSendQueueMiB int
+	LinkRecvRateMiB  int
 	// History: how long an archive node keeps channel history at least,
 	// how often retention runs, how many peers a catch-up round asks.
 	ArchiveRetention  string
@@ -171,6 +175,28 @@ var configKeys = []configKey{
 				return fmt.Errorf("max handshakes %d: want 1 to 65536", c.MaxHandshakes)
 			}
 			nc.Transport.MaxHandshakes = c.MaxHandshakes
+			return nil
+		}},
+	{key: "link_send_queue_mib", field: func(c *fileConfig) any { return &c.LinkSendQueueMiB }, def: 8,
+		help: "MiB of frames a link's send queue holds; a peer that does not read costs at most this",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.LinkSendQueueMiB < 1 || c.LinkSendQueueMiB > 1024 {
+				return fmt.Errorf("link send queue %d MiB: want 1 to 1024", c.LinkSendQueueMiB)
+			}
+			nc.Transport.SendQueueBytes = c.LinkSendQueueMiB << 20
+			return nil
+		}},
+	{key: "link_recv_rate_mib", field: func(c *fileConfig) any { return &c.LinkRecvRateMiB }, def: 32,
+		help: "MiB a second a link reads from its peer; past it the link stops reading until the rate allows; 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			switch {
+			case c.LinkRecvRateMiB < 0:
+				return fmt.Errorf("link receive rate %d MiB/s: want 0 (no limit) or more", c.LinkRecvRateMiB)
+			case c.LinkRecvRateMiB == 0:
+				nc.Transport.RecvRate = -1
+			default:
+				nc.Transport.RecvRate = float64(c.LinkRecvRateMiB) * (1 << 20)
+			}
 			return nil
 		}},
 	{key: "archive_retention", field: func(c *fileConfig) any { return &c.ArchiveRetention }, def: "720h",

@@ -278,6 +278,8 @@ func TestPrintConfig(t *testing.T) {
   "idle_timeout": "15s",
   "handshakes_per_source": 8,
   "max_handshakes": 128,
+  "link_send_queue_mib": 8,
+  "link_recv_rate_mib": 32,
   "archive_retention": "720h",
   "retention_interval": "1m",
   "sync_peers": 5,
@@ -297,5 +299,45 @@ func TestPrintConfig(t *testing.T) {
 	stdout.Reset()
 	if code := run([]string{"--home", home, "--print-config"}, &stdout, &stderr, envOf(nil)); code != 0 || !strings.Contains(stdout.String(), `"seeds": null,`) {
 		t.Errorf("--print-config without seeds: exit %d\n%s", code, stdout.String())
+	}
+}
+
+// TestConfigLinkLimits: the send queue's bytes and the receive rate
+// reach the transport config; 0 turns the rate limit off; bad values
+// are refused naming the key's range.
+func TestConfigLinkLimits(t *testing.T) {
+	t.Parallel()
+	home := filepath.Join(t.TempDir(), "h")
+	for _, c := range []struct {
+		args      []string
+		env       map[string]string
+		queue     int
+		rate      float64
+		wantError string
+	}{
+		{args: nil, queue: 8 << 20, rate: 32 << 20},
+		{args: []string{"--link-send-queue-mib", "2", "--link-recv-rate-mib", "100"}, queue: 2 << 20, rate: 100 << 20},
+		{env: map[string]string{"MESH_LINK_RECV_RATE_MIB": "0"}, queue: 8 << 20, rate: -1},
+		{args: []string{"--link-send-queue-mib", "0"}, wantError: "want 1 to 1024"},
+		{args: []string{"--link-send-queue-mib", "2048"}, wantError: "want 1 to 1024"},
+		{args: []string{"--link-recv-rate-mib", "-1"}, wantError: "want 0 (no limit) or more"},
+	} {
+		cfg, err := resolve(t, append([]string{"--home", home}, c.args...), c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, _, err := nodeConfig(cfg, io.Discard)
+		if c.wantError != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantError) {
+				t.Errorf("%v: err %v, want one that says %q", c.args, err, c.wantError)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v %v: %v", c.args, c.env, err)
+		}
+		if nc.Transport.SendQueueBytes != c.queue || nc.Transport.RecvRate != c.rate {
+			t.Errorf("%v %v: queue %d rate %v, want %d and %v", c.args, c.env, nc.Transport.SendQueueBytes, nc.Transport.RecvRate, c.queue, c.rate)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -621,6 +622,27 @@ func TestControlAPILive(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Paging alice's inbox one item at a time lists what one answer does.
+	var whole struct{ Items []struct{ ID string } }
+	c.json(alice, "GET", "/v1/inbox?all=1", nil, 200, &whole)
+	var paged []string
+	for cursor := "start"; cursor != ""; {
+		var page struct {
+			Items []struct{ ID string }
+			Next  string
+		}
+		c.json(alice, "GET", "/v1/inbox?all=1&limit=1&cursor="+url.QueryEscape(cursor), nil, 200, &page)
+		if len(page.Items) != 1 || len(paged) > len(whole.Items) {
+			t.Fatalf("inbox page after %q: %+v", cursor, page)
+		}
+		paged = append(paged, page.Items[0].ID)
+		cursor = page.Next
+	}
+	if len(whole.Items) < 2 || len(paged) != len(whole.Items) || paged[0] != whole.Items[0].ID || paged[len(paged)-1] != whole.Items[len(whole.Items)-1].ID {
+		t.Fatalf("paged %v, one answer %+v", paged, whole.Items)
+	}
+	c.refused(alice, reqValid, "GET", "/v1/inbox?cursor=AAAA", "", nil, 400, false)
+	c.refused(alice, reqValid, "GET", "/v1/inbox?cursor=%21%21", "", nil, 400, false)
 	c.refused(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"0f8f7b0e-3a43-4d8e-9b55-6c1e0b8f2a11","status":"completed"}`), 404, true)
 	c.refused(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"`+rq.RequestID+`","status":"maybe"}`), 400, false)
 

@@ -143,7 +143,13 @@ type Inbox struct {
 	Items []Item `json:"items"`
 	// TimedOut is set when a wait ended without a waking item.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Next, when set, is the cursor of the page that follows: more items
+	// passing the query come after the last of Items.
+	Next string `json:"next,omitempty"`
 }
+
+// CursorStart is the [InboxQuery] cursor that starts at the oldest item.
+const CursorStart = "start"
 
 // PresenceEntry is one row of the presence table.
 type PresenceEntry struct {
@@ -221,7 +227,14 @@ type InboxQuery struct {
 	All     bool          // include read items
 	Wait    bool          // block until an unread waking item exists
 	Timeout time.Duration // for Wait; 0 means 30 s
-	Limit   int
+	// Limit without Cursor: list the newest Limit items (0: 1000); with
+	// it: at most Limit items in this answer (0: 1000).
+	Limit int
+	// Cursor continues after an earlier answer's Next; [CursorStart]
+	// starts at the oldest item. An answer holds at most 1000 items and
+	// about 4 MiB of envelopes: follow Next for the rest, or use
+	// [Client.InboxPages].
+	Cursor string
 }
 
 // Inbox calls GET /v1/inbox. With Wait, ctx must outlive the timeout.
@@ -239,8 +252,51 @@ func (c *Client) Inbox(ctx context.Context, q InboxQuery) (*Inbox, error) {
 	if q.Limit > 0 {
 		v.Set("limit", itoa(q.Limit))
 	}
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
 	var out Inbox
 	return &out, c.Get(ctx, "/v1/inbox?"+v.Encode(), &out)
+}
+
+// InboxPages lists the items q selects page by page, calling page for
+// each answer in turn (the first one made with q, waiting if q.Wait),
+// until an answer has no Next, page returns an error, or, when q.Limit
+// is set without q.Cursor, q.Limit items have been passed. The first
+// call is bounded by first (with Wait, longer than q.Timeout), each
+// later one by [DefaultTimeout]. Memory stays at one page however large
+// the inbox. Items delivered while it pages are listed too.
+func (c *Client) InboxPages(ctx context.Context, q InboxQuery, first time.Duration, page func(*Inbox) error) error {
+	want := 0
+	if q.Cursor == "" && q.Limit > 0 {
+		want = q.Limit
+	}
+	got := 0
+	bound := first
+	for {
+		cctx, cancel := context.WithTimeout(ctx, bound)
+		in, err := c.Inbox(cctx, q)
+		cancel()
+		if err != nil {
+			return err
+		}
+		bound = DefaultTimeout
+		if want > 0 && got+len(in.Items) >= want {
+			in.Items = in.Items[:want-got]
+			in.Next = ""
+		}
+		got += len(in.Items)
+		if err := page(in); err != nil {
+			return err
+		}
+		if in.Next == "" {
+			return nil
+		}
+		q.Cursor, q.Wait = in.Next, false
+		if want > 0 {
+			q.Limit = min(want-got, 1000)
+		}
+	}
 }
 
 // MarkRead calls POST /v1/inbox/{id}/read and returns the item.

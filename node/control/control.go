@@ -45,9 +45,10 @@ type Backend interface {
 	Request(req api.Request) (*api.Sent, error)
 	Respond(req api.Respond) (*api.Sent, error)
 
-	// Inbox lists inbox items; with wait it blocks, up to timeout or
-	// until ctx ends, until an unread waking item exists.
-	Inbox(ctx context.Context, all bool, limit int, wait bool, timeout time.Duration) (*api.Inbox, error)
+	// InboxPage lists one page of inbox items (see api.InboxQuery); with
+	// q.Wait it blocks, up to q.Timeout or until ctx ends, until an
+	// unread waking item exists.
+	InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, error)
 	MarkRead(id uuid.UUID) (api.Item, error)
 	// SubscribeEvents returns the inbox items delivered from now on,
 	// lagged (which reports, and resets, whether items were lost since

@@ -95,7 +95,7 @@ func (s *Server) getInbox(w http.ResponseWriter, req *http.Request) {
 		}
 		timeout = min(d, maxWait)
 	}
-	out, err := s.b.Inbox(req.Context(), all, limit, wait, timeout)
+	out, err := s.b.InboxPage(req.Context(), api.InboxQuery{All: all, Wait: wait, Timeout: timeout, Limit: limit, Cursor: q.Get("cursor")})
 	if err != nil {
 		writeRefusal(w, err)
 		return

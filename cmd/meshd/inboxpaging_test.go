@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// TestLargeInboxListsFully fills a real meshd's inbox, through a real
+// link from a roster member, with 350 DMs of 200 KB and 800 small ones:
+// 1,150 items (more than the 1,000 one answer holds) and 70 MB of
+// bodies (more than the 64 MiB meshctl reads of one answer). The link's
+// receive rate is capped at 16 MiB/s: the sender is slowed, nothing is
+// dropped, and the waits are counted. Then meshctl inbox --json lists
+// every item, in delivery order, in the format of one answer; --limit
+// lists the newest N across pages; the text listing holds every item.
+func TestLargeInboxListsFully(t *testing.T) {
+	meshd, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "target")
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := proto.PubKey(pub)
+	meshctlOK(t, meshctl, "--home", h, "init")
+	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
+	meshctlOK(t, meshctl, "--home", h, "roster", "add", me.String(), "--role", "member", "--name", "sender")
+	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--link-recv-rate-mib", "16")
+	s := waitStatus(t, meshctl, h, d)
+	target, err := proto.ParsePubKey(s.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := transport.DefaultConfig()
+	cfg.Identity = key
+	cfg.Org = "acme"
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, &target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Start(nil)
+
+	const big, small = 350, 800
+	epoch := proto.NewEpoch()
+	sent := map[uuid.UUID]bool{}
+	start := time.Now()
+	for i := range big + small {
+		body := fmt.Sprintf("dm %04d", i)
+		if i < big {
+			body = strings.Repeat(body+" ", 200<<10/8)
+		}
+		se, err := proto.SignEnvelope(key, &proto.Envelope{ID: proto.NewID(), From: me, To: proto.ToPeer(target),
+			Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 3600, Seq: uint64(i + 1), Epoch: epoch,
+			Message: &proto.Message{Body: body}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SendWait(ctx, append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+			t.Fatal(err)
+		}
+		sent[se.ID] = true
+	}
+	counters := func() map[string]uint64 {
+		var st struct {
+			Counters map[string]uint64 `json:"counters"`
+		}
+		if err := json.Unmarshal([]byte(meshctlOK(t, meshctl, "--home", h, "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Counters
+	}
+	for deadline := time.Now().Add(90 * time.Second); counters()["inbox.items"] < big+small; {
+		if time.Now().After(deadline) {
+			t.Fatalf("inbox.items %d of %d after 90 s\n%v", counters()["inbox.items"], big+small, counters())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	took := time.Since(start)
+	c := counters()
+	t.Logf("%d DMs (%d MB) delivered in %v at a receive cap of 16 MiB/s; link.recv_throttled %d (%d ms)",
+		big+small, big*200<<10/1_000_000, took.Round(time.Millisecond), c["link.recv_throttled"], c["link.recv_throttled_ms"])
+	if c["link.recv_throttled"] == 0 {
+		t.Error("link.recv_throttled = 0 at 16 MiB/s for 70 MB")
+	}
+	// 70 MB at 16 MiB/s after a 4 MiB burst: at least 3.5 s.
+	if took < 3500*time.Millisecond {
+		t.Errorf("70 MB arrived in %v, faster than 16 MiB/s", took)
+	}
+	for name, v := range c {
+		if strings.HasPrefix(name, "drop.") && v > 0 {
+			t.Errorf("%s = %d: the paced link dropped envelopes", name, v)
+		}
+	}
+
+	// Every item, through meshctl's paging.
+	out := exec.Command(meshctl, "--home", h, "inbox", "--json")
+	out.Env = cleanEnv()
+	raw, err := out.Output()
+	if err != nil {
+		t.Fatalf("meshctl inbox --json: %v", err)
+	}
+	if len(raw) <= 64<<20 {
+		t.Fatalf("the listing is %d bytes, not beyond the old 64 MiB cap", len(raw))
+	}
+	var in api.Inbox
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatalf("meshctl inbox --json is not one JSON document: %v", err)
+	}
+	if len(in.Items) != big+small {
+		t.Fatalf("meshctl inbox --json listed %d items, want %d", len(in.Items), big+small)
+	}
+	seen := map[string]bool{}
+	for i, it := range in.Items {
+		id, err := uuid.Parse(it.ID)
+		if err != nil || !sent[id] || seen[it.ID] {
+			t.Fatalf("item %d: %s not sent, or listed twice", i, it.ID)
+		}
+		seen[it.ID] = true
+		if i > 0 && it.Delivered.Before(in.Items[i-1].Delivered) {
+			t.Fatalf("item %d delivered before item %d: not in delivery order", i, i-1)
+		}
+	}
+	if in.Next != "" {
+		t.Errorf("the listing carries a cursor %q", in.Next)
+	}
+	t.Logf("meshctl inbox --json: %d items, %d bytes", len(in.Items), len(raw))
+
+	// The newest 1,100: beyond one answer's 1,000 items and 4 MiB.
+	var newest api.Inbox
+	meshctlJSON(t, meshctl, &newest, "--home", h, "inbox", "--limit", "1100")
+	if len(newest.Items) != 1100 {
+		t.Fatalf("--limit 1100 listed %d items", len(newest.Items))
+	}
+	ids := func(items []api.Item) []string {
+		var out []string
+		for _, it := range items {
+			out = append(out, it.ID)
+		}
+		return out
+	}
+	if !slices.Equal(ids(newest.Items), ids(in.Items[len(in.Items)-1100:])) {
+		t.Error("--limit 1100 is not the newest 1,100 items, oldest first")
+	}
+
+	// The text listing: a header line an item.
+	text := meshctlOK(t, meshctl, "--home", h, "inbox")
+	if n := len(regexp.MustCompile(`(?m)^\* \[\w+\] .* dm from `).FindAllStringIndex(text, -1)); n != big+small {
+		t.Errorf("text listing holds %d items, want %d", n, big+small)
+	}
+}

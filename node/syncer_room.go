@@ -1,0 +1,28 @@
+package node
+
+import (
+	"context"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// serveRoom waits, up to sendWait, until the page a HistoryRequest asks
+// for fits the link's send queue (bounded in bytes, transport
+// Config.SendQueueBytes). A peer that does not read its link fills the
+// queue; its requests are then dropped before the store is read, so it
+// cannot make us read and hold pages it will never take. The drop is
+// counted as history.serve_no_room.
+func (s *syncer) serveRoom(pl *peerLink, se *proto.SignedEnvelope) bool {
+	page := int(se.HistoryRequest.MaxBytes)
+	if page == 0 || page > proto.MaxHistoryBytes {
+		page = proto.MaxHistoryBytes
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, sendWait)
+	defer cancel()
+	if err := pl.link.WaitRoom(ctx, page); err != nil {
+		s.metrics.Inc("history.serve_no_room")
+		s.log.Debug("history request dropped: the peer's send queue is full", "peer", se.From.Fingerprint(), "err", err)
+		return false
+	}
+	return true
+}
