@@ -58,6 +58,16 @@
 //	peers.ignored.<reason>    meshd_peer_exchange_ignored_total        reason
 //	peers.malformed           meshd_peer_exchange_ignored_total        reason="malformed"
 //	addr.ignored              meshd_addresses_ignored_total
+//	addr.evicted              meshd_addresses_evicted_total
+//	handshake.shed.<r>        meshd_handshakes_shed_total              reason
+//	handshake.first_message_timeout meshd_handshakes_shed_total        reason="first_message_timeout"
+//	dial.refused              meshd_dials_refused_total
+//	roster.pushed_refused     meshd_roster_pushes_refused_total
+//	history.serve_no_room     meshd_history_requests_no_room_total
+//	link.closed_slow          meshd_link_events_total                  event="closed_slow"
+//	link.refused_slow         meshd_link_events_total                  event="refused_slow"
+//	link.recv_throttled       meshd_link_receive_throttled_total
+//	link.send_queue_full      meshd_link_send_queue_full_total
 //	roster.accepted           meshd_roster_updates_accepted_total
 //	roster.rejected.<reason>  meshd_roster_updates_rejected_total      reason
 //	roster.pushed             meshd_roster_pushes_total

@@ -73,6 +73,13 @@ var (
 	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
 	famMirrorFilesBad = counter("meshd_mirror_files_failed_total", "Mailbox mirror files not written when their batch failed; they are written again on retry.")
 	famMirrorRetries  = counter("meshd_mirror_retries_total", "Retries of mailbox files a failed batch left unwritten (after a full disk, with backoff).")
+	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
+	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
+	famDialRefused    = counter("meshd_dials_refused_total", "Dials that ended in a refusal (the peer holds us not a member); they back off like failures.")
+	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
+	famHistNoRoom     = counter("meshd_history_requests_no_room_total", "History requests from peers left unanswered because the peer's send queue stayed full.")
+	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
+	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
 	famAddrIgnored    = counter("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
@@ -172,6 +179,16 @@ var rules = []rule{
 	{name: "peers.ignored.", fam: famPeersIgnored},
 	{name: "peers.malformed", fam: famPeersIgnored, values: []string{"malformed"}},
 	{name: "addr.ignored", fam: famAddrIgnored},
+	{name: "addr.evicted", fam: famAddrEvicted},
+	{name: "handshake.shed.", fam: famHsShed},
+	{name: "handshake.first_message_timeout", fam: famHsShed, values: []string{"first_message_timeout"}},
+	{name: "dial.refused", fam: famDialRefused},
+	{name: "roster.pushed_refused", fam: famRosterRefused},
+	{name: "history.serve_no_room", fam: famHistNoRoom},
+	{name: "link.closed_slow", fam: famLinkEvents, values: []string{"closed_slow"}},
+	{name: "link.refused_slow", fam: famLinkEvents, values: []string{"refused_slow"}},
+	{name: "link.recv_throttled", fam: famRecvThrottled},
+	{name: "link.send_queue_full", fam: famQueueFull},
 
 	{name: "roster.accepted", fam: famRosterAccepted},
 	{name: "roster.rejected.", fam: famRosterRejected},
