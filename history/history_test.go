@@ -266,7 +266,7 @@ func TestHistoryGapFill(t *testing.T) {
 	if n := countTrue(added); n != 2 {
 		t.Errorf("requester added %d envelopes from the page, want 2 (6 and 7)", n)
 	}
-	if m, err := b.Get(aliceEnvs[5].ID); err != nil || !m.FromHistory {
+	if m, err := b.Get(aliceEnvs[5].From, aliceEnvs[5].ID); err != nil || !m.FromHistory {
 		t.Errorf("filled envelope: %+v, %v; want it marked as history", m, err)
 	}
 	gaps, _ = b.Gaps(proto.ToChannel(ch))

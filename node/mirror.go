@@ -449,7 +449,7 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.
 		if path != "" && !recheck {
 			continue
 		}
-		st, err := n.store.Get(it.ID)
+		st, err := n.store.Get(it.From, it.ID)
 		if err != nil {
 			continue
 		}
