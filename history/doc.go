@@ -106,7 +106,8 @@
 // removes envelopes, and [Store.PruneSeen] forgets an entry only when its
 // envelope's ts is older than Config.SeenMaxAge (default twice the default
 // retention), when no copy can come back live (ts + ttl has long passed)
-// or through history (every peer has pruned it).
+// or through history (every peer has pruned it). That holds only for a
+// ttl no longer than SeenMaxAge: the node refuses longer ones at receive.
 //
 // # Sequence tracking and catch-up
 //
