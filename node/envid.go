@@ -22,20 +22,17 @@ const (
 	dropTTLTooLong = "ttl_too_long"
 )
 
-// dedupeHorizon is how long the store remembers a (from, id), counted
-// from the envelope's ts (history.Config.SeenMaxAge, 144 h).
-var dedupeHorizon = history.DefaultConfig().SeenMaxAge
-
-// MaxTTL is the longest ttl_secs this node accepts: its dedupe horizon.
-// An envelope that lived longer could arrive again, live, after its
-// (from, id) was forgotten, and be delivered twice.
-var MaxTTL = uint32(dedupeHorizon / time.Second)
+// maxTTL is the longest ttl_secs this node accepts: its dedupe horizon,
+// history.Config.SeenMaxAge (144 h), which the store counts from the
+// envelope's ts. An envelope that lived longer could arrive again, live,
+// after its (from, id) was forgotten, and be delivered twice.
+const maxTTL = 144 * 3600
 
 // ttlWithinHorizon reports whether se expires before its dedupe entry is
 // forgotten: ts + ttl ≤ ts + horizon. The store forgets an entry once ts
 // is older than the horizon, and a live copy is refused once ts + ttl has
 // passed, so no copy is ever both unexpired and forgotten.
-func ttlWithinHorizon(se *proto.SignedEnvelope) bool { return se.TTL <= MaxTTL }
+func ttlWithinHorizon(se *proto.SignedEnvelope) bool { return se.TTL <= maxTTL }
 
 // ackable reports whether se, arriving as src, is acknowledged once it is
 // stored: a peer-addressed envelope to this node that came live on a
