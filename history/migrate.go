@@ -142,7 +142,10 @@ func rekey(b *bolt.Bucket, oldLen int, newKey func(k []byte) ([]byte, error)) er
 		if err != nil {
 			return err
 		}
-		v := bytes.Clone(b.Get(k))
+		// Not copied: v points into the mapped file or into a node of
+		// this transaction, and bbolt copies what its nodes reference
+		// before it remaps the file.
+		v := b.Get(k)
 		if err := b.Put(nk, v); err != nil {
 			return err
 		}
