@@ -355,8 +355,27 @@ func TestSenderStoreBudget(t *testing.T) {
 		}
 		return fromAlice == 20
 	})
+	// The mailbox mirrors what was stored, no more.
+	var mailFiles int
+	var mailBytes int64
+	waitFor(t, "the mailbox to mirror mal's stored DMs", 20*time.Second, func() bool {
+		files, _ := filepath.Glob(filepath.Join(o.homes["bob"], "mailbox", "*", "inbox", "*.txt"))
+		mailFiles, mailBytes = 0, 0
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "\nFrom-Key: "+mal.pub.String()+"\n") {
+				mailFiles++
+				mailBytes += int64(len(b))
+			}
+		}
+		return mailFiles == fromMal
+	})
 	c := counters(t, o.meshctl, o.homes["bob"])
 	after := fileSize()
+	t.Logf("mailbox: %d files of mal's, %d bytes", mailFiles, mailBytes)
 	stored := fromMal * wireSize
 	t.Logf("flood: %d DMs of %d bytes in %v; bob stored %d of them (%d bytes, budget %d), drop.quota %d; store file %d -> %d bytes (+%d)",
 		flooded, wireSize, flooding, fromMal, stored, quota, c["drop.quota"], before, after, after-before)
