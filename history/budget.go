@@ -90,6 +90,17 @@ func (s *Store) SenderUsage(from proto.PubKey) (Usage, error) {
 	return Usage{Bytes: u.bytes, Envelopes: u.count}, err
 }
 
+// WithinBudget reports whether from may store a DM, Request or Response
+// of size more bytes now. [Store.Deliver] decides; this lets a receiver
+// refuse what Deliver would refuse before it spends a signature check.
+func (s *Store) WithinBudget(from proto.PubKey, size int) (bool, error) {
+	u, err := s.SenderUsage(from)
+	if err != nil {
+		return false, err
+	}
+	return s.withinBudget(usage{u.Bytes, u.Envelopes}, size), nil
+}
+
 // SenderUsages returns the usage of every sender holding any.
 func (s *Store) SenderUsages() (map[proto.PubKey]Usage, error) {
 	out := map[proto.PubKey]Usage{}

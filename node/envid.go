@@ -47,6 +47,21 @@ func (n *Node) ackable(se *proto.SignedEnvelope, src rxSource) bool {
 		src.link != nil && !src.history && se.From.Equal(src.link.key)
 }
 
+// overBudget reports whether se is a peer-addressed envelope the commit
+// stage would refuse by its sender's budget. It is asked before the
+// signature check, so a flood past the budget costs a lookup per
+// envelope, not a signature check over up to 1 MiB; from is not yet
+// verified, but refusing (without an ack) what claims to come from a
+// sender past its budget is what the commit stage does to that sender's
+// own envelopes anyway.
+func (n *Node) overBudget(se *proto.SignedEnvelope) bool {
+	if se.To.Kind != proto.DestPeer {
+		return false
+	}
+	ok, err := n.store.WithinBudget(se.From, len(se.Raw))
+	return err == nil && !ok
+}
+
 // quotaLogEvery is how often refusals of one sender's envelopes are
 // logged: the first at once, then a count at most this often.
 const quotaLogEvery = time.Minute
@@ -68,7 +83,9 @@ type quotaLogState struct {
 const maxQuotaLogSenders = 4096
 
 // refuseOverBudget counts and logs an envelope refused by the sender's
-// budget. It is neither stored nor acknowledged.
+// budget. It is neither stored nor acknowledged. Before the signature
+// check its from is unverified, but the sender it names is past its
+// budget either way, which is what the log says.
 func (n *Node) refuseOverBudget(se *proto.SignedEnvelope, src rxSource) {
 	n.drop(dropQuota, se, src, nil)
 	now := time.Now()

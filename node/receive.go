@@ -101,6 +101,10 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 			return false
 		}
 	}
+	if n.overBudget(se) {
+		n.refuseOverBudget(se, src) // as the commit stage would, unacked
+		return false
+	}
 	// 1. Signature, over the received bytes, by the key in from.
 	if err := se.Verify(); err != nil {
 		n.drop(dropBadSignature, se, src, err)
