@@ -53,6 +53,18 @@ type Config struct {
 	// Enqueue refuses more with [ErrQueueFull]; nothing is dropped silently.
 	MaxQueuePerPeer int
 
+	// MaxSenderBytes and MaxSenderEnvelopes bound what one sender's
+	// stored DMs, Requests and Responses may take, in wire bytes and in
+	// envelopes. [Store.Deliver] refuses a peer-addressed envelope past
+	// either ([OverBudget]); retention gives the room back. Defaults
+	// 256 MiB and 50,000: a quarter of the default MaxBytes, so three
+	// members flooding at once still leave room for everyone else, and
+	// far above what an agent sends in the 72 h DMs are kept (50,000 is
+	// one every 5 s for three days). Channel Messages are bounded by the
+	// channel's retention instead.
+	MaxSenderBytes     int64
+	MaxSenderEnvelopes int
+
 	// SeqReserve is how many sequence numbers a [SendCounter] reserves
 	// per destination with one durable write. Default 64: one commit per
 	// 64 sends to a destination, and after a crash receivers see a gap of
@@ -86,18 +98,20 @@ type Config struct {
 // DefaultConfig returns the defaults described on each [Config] field.
 func DefaultConfig() Config {
 	return Config{
-		MaxBytes:        1 << 30,
-		CommitWindow:    2 * time.Millisecond,
-		MaxBatch:        1024,
-		SeenCacheSize:   1 << 16,
-		SeenMaxAge:      144 * time.Hour,
-		MaxQueuePerPeer: 10000,
-		SeqReserve:      64,
-		MaxPendingSeqs:  1024,
-		PruneChunk:      1000,
-		LockTimeout:     time.Second,
-		Now:             time.Now,
-		Logger:          slog.New(slog.DiscardHandler),
+		MaxBytes:           1 << 30,
+		CommitWindow:       2 * time.Millisecond,
+		MaxBatch:           1024,
+		SeenCacheSize:      1 << 16,
+		SeenMaxAge:         144 * time.Hour,
+		MaxQueuePerPeer:    10000,
+		MaxSenderBytes:     256 << 20,
+		MaxSenderEnvelopes: 50000,
+		SeqReserve:         64,
+		MaxPendingSeqs:     1024,
+		PruneChunk:         1000,
+		LockTimeout:        time.Second,
+		Now:                time.Now,
+		Logger:             slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -123,6 +137,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueuePerPeer <= 0 {
 		c.MaxQueuePerPeer = d.MaxQueuePerPeer
+	}
+	if c.MaxSenderBytes <= 0 {
+		c.MaxSenderBytes = d.MaxSenderBytes
+	}
+	if c.MaxSenderEnvelopes <= 0 {
+		c.MaxSenderEnvelopes = d.MaxSenderEnvelopes
 	}
 	if c.SeqReserve == 0 {
 		c.SeqReserve = d.SeqReserve

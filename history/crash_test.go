@@ -145,7 +145,7 @@ func TestDurabilityAfterSIGKILL(t *testing.T) {
 	s := openAt(t, db, Config{})
 	checkDB(t, s)
 	for _, id := range acked {
-		if _, err := s.Get(id); err != nil {
+		if _, err := getID(s, id); err != nil {
 			t.Errorf("acknowledged envelope %s missing after SIGKILL: %v", id, err)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package history is the node's durable store, one bbolt file: envelopes
-// by id, a per-channel time index for history sync, the dedupe set,
+// by (id, sender), a per-channel time index for history sync, the dedupe set,
 // per-(sender, destination, epoch) sequence tracking, our own send
 // counters, store-and-forward queues for offline peers, and inbox state.
 //
@@ -47,14 +47,14 @@
 // byte followed by the channel id (16 bytes), the peer key (32 bytes) or
 // SHA-256 of the org id (32 bytes).
 //
-//	meta         "schema" → version (8)
+//	meta         "schema" → version (8), 2
 //	             "counters" → epoch(16) | n(4) | n × (destination | last(8))
-//	env          id(16) → version(1) | flags(1) | received(8) | kind(1) |
-//	             ts(8) | ttl(4) | seq(8) | epoch(16) | from(32) |
+//	env          id(16) | from(32) → version(1) | flags(1) | received(8) |
+//	             kind(1) | ts(8) | ttl(4) | seq(8) | epoch(16) | from(32) |
 //	             destination | wire bytes
 //	chan         channel(16) | ts(8) | sender(32) | epoch(16) | seq(8) | id(16)
 //	             → wire length(4)
-//	direct       ts(8) | id(16) → 1       envelopes not sent to a channel
+//	direct       ts(8) | id(16) | from(32) → 1   envelopes not sent to a channel
 //	counts       channel(16) → n(8), and 0x00 → n(8) for the direct ones
 //	seen         from(32) | id(16) → ts(8)
 //	seen-age     ts(8) | from(32) | id(16) → 1
@@ -65,8 +65,32 @@
 //	queue        peer(32) | qseq(8) → expires(8) | id(16) | wire bytes
 //	queue-id     peer(32) | id(16) → qseq(8)
 //	queue-count  peer(32) → n(8)
-//	inbox        id(16) → priority(1) | flags(1) | delivered(8) | read at(8)
-//	inbox-time   delivered(8) | id(16) → 1
+//	inbox        id(16) | from(32) → priority(1) | flags(1) | delivered(8) |
+//	             read at(8)
+//	inbox-time   delivered(8) | id(16) | from(32) → 1
+//	senders      from(32) → bytes(8) | n(8)   the sender's direct envelopes
+//
+// # Envelope identity
+//
+// An envelope is (sender, id): the sender's key and the id it chose. Two
+// senders' envelopes that share an id are two envelopes, stored, deduped,
+// indexed and put in the inbox apart, so a member cannot suppress another
+// member's envelope by reusing its id. Envelope and inbox keys put the id
+// first ([Store.GetByID] and [Store.InboxByID] find every sender's
+// envelope with an id). The store-and-forward queues hold only this
+// node's own envelopes, so (peer, id) there is (peer, this node, id).
+// Schema 1 (meshd up to 9798b00) keyed envelopes and inbox state by id
+// alone; [Open] upgrades such a store in place, in one transaction.
+//
+// # Per-sender budget
+//
+// The senders bucket holds, per sender, the wire bytes and the number of
+// its stored envelopes that are not channel Messages (DMs, Requests and
+// Responses), updated in the transaction that stores or deletes one.
+// [Store.Deliver] refuses such an envelope ([OverBudget]) that would take
+// its sender past Config.MaxSenderBytes or Config.MaxSenderEnvelopes;
+// retention ([Store.PruneDirect]) gives the room back. A refused envelope
+// leaves no dedupe entry: its sender keeps it and re-sends it later.
 //
 // The channel index carries sender, epoch and seq in its key, so a history
 // request is filtered on keys alone, and ties on ts are broken in each
@@ -82,7 +106,8 @@
 // removes envelopes, and [Store.PruneSeen] forgets an entry only when its
 // envelope's ts is older than Config.SeenMaxAge (default twice the default
 // retention), when no copy can come back live (ts + ttl has long passed)
-// or through history (every peer has pruned it).
+// or through history (every peer has pruned it). That holds only for a
+// ttl no longer than SeenMaxAge: the node refuses longer ones at receive.
 //
 // # Sequence tracking and catch-up
 //

@@ -27,11 +27,12 @@ var (
 	bucketQCount  = []byte("queue-count")
 	bucketInbox   = []byte("inbox")
 	bucketInboxT  = []byte("inbox-time")
+	bucketSenders = []byte("senders")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketEnv, bucketChanIdx, bucketDirIdx, bucketCounts,
 		bucketSeen, bucketSeenAge, bucketMarks, bucketSeqs, bucketQueue,
-		bucketQueueID, bucketQCount, bucketInbox, bucketInboxT,
+		bucketQueueID, bucketQCount, bucketInbox, bucketInboxT, bucketSenders,
 	}
 )
 
@@ -42,7 +43,10 @@ var (
 )
 
 // schemaVersion is the on-disk layout version stored under meta/schema.
-const schemaVersion = 1
+// Version 1 (meshd up to 9798b00) keyed envelopes and inbox state by id
+// alone; version 2 keys them by (id, sender) and adds the senders bucket.
+// [Open] upgrades a version 1 store in place (see migrate.go).
+const schemaVersion = 2
 
 // countDirect is the counts key of envelopes not addressed to a channel.
 var countDirect = []byte{0}
@@ -56,6 +60,8 @@ const (
 	keyLen   = 32
 	tsLen    = 8
 	seenKLen = keyLen + idLen
+	// envKLen: id | sender, the key of an envelope and of its inbox state.
+	envKLen = idLen + keyLen
 	// chanKeyLen: channel | ts | sender | epoch | seq | id.
 	chanKeyLen = idLen + tsLen + keyLen + idLen + 8 + idLen
 )
@@ -75,13 +81,6 @@ func u64(v uint64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
 	return b[:]
-}
-
-func msOf(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
 }
 
 func timeOf(ms int64) time.Time {
@@ -185,7 +184,8 @@ func encodeEnv(se *proto.SignedEnvelope, received int64, fromHistory bool) []byt
 }
 
 // decodeEnv parses an envelope record. Raw aliases b: copy it before the
-// transaction ends if it must outlive it.
+// transaction ends if it must outlive it. The sender is read from the
+// record (the key's sender part repeats it).
 func decodeEnv(id uuid.UUID, b []byte) (Stored, error) {
 	var s Stored
 	const fixed = 2 + 8 + 1 + 8 + 4 + 8 + idLen + keyLen
@@ -237,6 +237,11 @@ type chanEntry struct {
 	id     uuid.UUID
 }
 
+// envKey returns the key of the entry's envelope.
+func (e *chanEntry) envKey() []byte {
+	return append(append(make([]byte, 0, envKLen), e.id[:]...), e.stream[:keyLen]...)
+}
+
 func parseChanKey(k []byte) chanEntry {
 	var e chanEntry
 	e.ts = getTS(k[idLen:])
@@ -246,13 +251,29 @@ func parseChanKey(k []byte) chanEntry {
 	return e
 }
 
-func directKey(ts int64, id uuid.UUID) []byte {
-	return appendDirectKey(make([]byte, 0, tsLen+idLen), ts, id)
+// envKey is the key of an envelope, and of its inbox state: its id, then
+// its sender. Two senders' envelopes that share an id are two envelopes;
+// the id first keeps keys in time order (UUIDv7) and puts every envelope
+// with one id side by side.
+func envKey(id uuid.UUID, from proto.PubKey) [envKLen]byte {
+	var k [envKLen]byte
+	copy(k[:], id[:])
+	copy(k[idLen:], from[:])
+	return k
 }
 
-// appendDirectKey appends directKey(ts, id) to dst.
-func appendDirectKey(dst []byte, ts int64, id uuid.UUID) []byte {
-	return append(appendTS(dst, ts), id[:]...)
+// appendEnvKey appends envKey(id, from) to dst.
+func appendEnvKey(dst []byte, id uuid.UUID, from proto.PubKey) []byte {
+	return append(append(dst, id[:]...), from[:]...)
+}
+
+func directKey(ts int64, id uuid.UUID, from proto.PubKey) []byte {
+	return appendDirectKey(make([]byte, 0, tsLen+envKLen), ts, id, from)
+}
+
+// appendDirectKey appends directKey(ts, id, from) to dst.
+func appendDirectKey(dst []byte, ts int64, id uuid.UUID, from proto.PubKey) []byte {
+	return appendEnvKey(appendTS(dst, ts), id, from)
 }
 
 func seenKey(from proto.PubKey, id uuid.UUID) [seenKLen]byte {
@@ -262,11 +283,7 @@ func seenKey(from proto.PubKey, id uuid.UUID) [seenKLen]byte {
 	return k
 }
 
-func seenAgeKey(ts int64, sk [seenKLen]byte) []byte {
-	return appendSeenAgeKey(make([]byte, 0, tsLen+seenKLen), ts, sk)
-}
-
-// appendSeenAgeKey appends seenAgeKey(ts, sk) to dst.
+// appendSeenAgeKey appends the seen-age key of sk, ts | sk, to dst.
 func appendSeenAgeKey(dst []byte, ts int64, sk [seenKLen]byte) []byte {
 	return append(appendTS(dst, ts), sk[:]...)
 }

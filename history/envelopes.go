@@ -57,7 +57,8 @@ func (s *Stored) Envelope() (*proto.SignedEnvelope, error) {
 // before. fromHistory marks envelopes that arrived through history sync.
 //
 // Put updates the dedupe set, the destination's index and the per-(sender,
-// destination, epoch) sequence tracking in the same transaction.
+// destination, epoch) sequence tracking in the same transaction. It does
+// not apply the per-sender budget; [Store.Deliver] does.
 func (s *Store) Put(se *proto.SignedEnvelope, fromHistory bool) (added bool, err error) {
 	a, err := s.PutBatch([]*proto.SignedEnvelope{se}, fromHistory)
 	if len(a) == 1 {
@@ -68,9 +69,8 @@ func (s *Store) Put(se *proto.SignedEnvelope, fromHistory bool) (added bool, err
 
 // PutBatch stores several envelopes as one write request (a history page,
 // say): all of them share one commit. added[i] reports whether ses[i] was
-// new. An envelope whose id is stored for another sender is skipped and
-// reported with an error wrapping [ErrIDConflict]; the others are stored
-// and added is still returned. On any other error nothing was stored and
+// new. Envelopes are keyed by (sender, id): another sender's envelope
+// with the same id is another envelope. On error nothing was stored and
 // added is nil.
 func (s *Store) PutBatch(ses []*proto.SignedEnvelope, fromHistory bool) (added []bool, err error) {
 	for i, se := range ses {
@@ -80,35 +80,34 @@ func (s *Store) PutBatch(ses []*proto.SignedEnvelope, fromHistory bool) (added [
 	}
 	added = make([]bool, len(ses))
 	apply := func(w *wtx) (error, error) {
-		var conflict error
 		for i, se := range ses {
-			ok, res, fatal := w.putEnv(se, fromHistory)
-			if fatal != nil {
-				return nil, fatal
+			out, err := w.putEnv(se, fromHistory, false)
+			if err != nil {
+				return nil, err
 			}
-			added[i] = ok
-			if res != nil && conflict == nil {
-				conflict = res
-			}
+			added[i] = out == Added
 		}
-		return conflict, nil
+		return nil, nil
 	}
 	onCommit := func() {
 		for i, se := range ses {
-			if added[i] {
-				s.st.envelopes.Add(1)
-				s.seen.add(seenKey(se.From, se.ID))
-			} else {
-				s.st.duplicates.Add(1)
-			}
+			s.counted(se, added[i])
 		}
 	}
-	err = s.submit(&request{apply: apply, onCommit: onCommit, envs: len(ses)})
-	if err != nil && !errors.Is(err, ErrIDConflict) {
-		// Nothing was committed; added may hold a failed attempt's view.
+	if err := s.submit(&request{apply: apply, onCommit: onCommit, envs: len(ses)}); err != nil {
 		return nil, err
 	}
-	return added, err
+	return added, nil
+}
+
+// counted updates the statistics and the seen cache for a committed put.
+func (s *Store) counted(se *proto.SignedEnvelope, added bool) {
+	if added {
+		s.st.envelopes.Add(1)
+		s.seen.add(seenKey(se.From, se.ID))
+	} else {
+		s.st.duplicates.Add(1)
+	}
 }
 
 func checkEnvelope(se *proto.SignedEnvelope) error {
@@ -125,50 +124,86 @@ func checkEnvelope(se *proto.SignedEnvelope) error {
 	return nil
 }
 
-// putEnv stores one envelope unless it is a duplicate.
-func (w *wtx) putEnv(se *proto.SignedEnvelope, fromHistory bool) (added bool, result, fatal error) {
+// Outcome is what became of one envelope handed to [Store.Deliver].
+type Outcome uint8
+
+const (
+	// Added: stored (and put in the inbox if asked).
+	Added Outcome = iota + 1
+	// Duplicate: its (sender, id) was stored or seen before; nothing
+	// changed.
+	Duplicate
+	// OverBudget: a peer-addressed envelope refused because its sender's
+	// stored peer-addressed envelopes would pass Config.MaxSenderBytes or
+	// Config.MaxSenderEnvelopes. Nothing was stored and no dedupe entry
+	// was made, so a later copy is judged afresh.
+	OverBudget
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Added:
+		return "added"
+	case Duplicate:
+		return "duplicate"
+	case OverBudget:
+		return "over_budget"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// putEnv stores one envelope unless it is a duplicate or, with budget
+// set, a peer-addressed envelope past its sender's budget.
+func (w *wtx) putEnv(se *proto.SignedEnvelope, fromHistory, budget bool) (Outcome, error) {
 	sk := seenKey(se.From, se.ID)
 	if w.seen.Get(sk[:]) != nil {
-		return false, nil, nil
+		return Duplicate, nil
 	}
-	if old := w.env.Get(se.ID[:]); old != nil {
+	w.key = appendEnvKey(w.key[:0], se.ID, se.From)
+	if w.env.Get(w.key) != nil {
 		// Stored, but its seen entry was pruned (archive retention can
-		// outlive SeenMaxAge): a duplicate if the sender matches.
-		m, err := decodeEnv(se.ID, old)
-		if err != nil {
-			return false, nil, err
-		}
-		if m.From != se.From {
-			return false, fmt.Errorf("%w: %s", ErrIDConflict, se.ID), nil
-		}
-		return false, nil, w.putSeen(sk, se.TS)
+		// outlive SeenMaxAge).
+		return Duplicate, w.putSeen(sk, se.TS)
 	}
-	if err := w.env.Put(se.ID[:], encodeEnv(se, w.now.UnixMilli(), fromHistory)); err != nil {
-		return false, nil, err
+	direct := se.To.Kind != proto.DestChannel
+	if direct {
+		u := w.senderUsage(se.From)
+		if budget && !w.s.withinBudget(u, len(se.Raw)) {
+			return OverBudget, nil
+		}
+		u.bytes += uint64(len(se.Raw))
+		u.count++
+		if err := w.putSenderUsage(se.From, u); err != nil {
+			return 0, err
+		}
+	}
+	w.key = appendEnvKey(w.key[:0], se.ID, se.From)
+	if err := w.env.Put(w.key, encodeEnv(se, w.now.UnixMilli(), fromHistory)); err != nil {
+		return 0, err
 	}
 	var err error
-	if se.To.Kind == proto.DestChannel {
+	if !direct {
 		l := w.value(4)
 		binary.BigEndian.PutUint32(l, uint32(len(se.Raw)))
 		w.key = appendChanKey(w.key[:0], se.To.Channel, se.TS, se.From, se.Epoch, se.Seq, se.ID)
 		err = w.chanIdx.Put(w.key, l)
 	} else {
-		w.key = appendDirectKey(w.key[:0], se.TS, se.ID)
+		w.key = appendDirectKey(w.key[:0], se.TS, se.ID, se.From)
 		err = w.dirIdx.Put(w.key, present)
 	}
 	if err != nil {
-		return false, nil, err
+		return 0, err
 	}
 	if err := w.addCount(w.counts, countKey(&se.To), 1); err != nil {
-		return false, nil, err
+		return 0, err
 	}
 	if err := w.putSeen(sk, se.TS); err != nil {
-		return false, nil, err
+		return 0, err
 	}
 	if err := w.observeSeq(se.To, se.From, se.Epoch, se.Seq); err != nil {
-		return false, nil, err
+		return 0, err
 	}
-	return true, nil, nil
+	return Added, nil
 }
 
 func (w *wtx) putSeen(sk [seenKLen]byte, ts int64) error {
@@ -183,35 +218,40 @@ func (w *wtx) putSeen(sk [seenKLen]byte, ts int64) error {
 	return w.seenAge.Put(w.key, present)
 }
 
-// deleteEnv removes an envelope, its index entry and its inbox state. Its
+// deleteEnv removes an envelope, its index entry and its inbox state, and
+// gives a peer-addressed one's bytes back to its sender's budget. Its
 // dedupe entry stays until PruneSeen.
 func (w *wtx) deleteEnv(m *Stored) error {
+	ek := envKey(m.ID, m.From)
 	var err error
 	if m.To.Kind == proto.DestChannel {
 		err = w.chanIdx.Delete(chanKey(m.To.Channel, m.TS, m.From, m.Epoch, m.Seq, m.ID))
 	} else {
-		err = w.dirIdx.Delete(directKey(m.TS, m.ID))
+		err = w.dirIdx.Delete(directKey(m.TS, m.ID, m.From))
+		if err == nil {
+			err = w.releaseBudget(ek)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	if err := w.env.Delete(m.ID[:]); err != nil {
+	if err := w.env.Delete(ek[:]); err != nil {
 		return err
 	}
 	if err := w.addCount(w.counts, countKey(&m.To), -1); err != nil {
 		return err
 	}
-	return w.deleteInbox(m.ID)
+	return w.deleteInbox(ek)
 }
 
-// Get returns the stored envelope with id, or an error wrapping
-// [ErrNotFound].
-func (s *Store) Get(id uuid.UUID) (*Stored, error) {
+// Get returns the envelope (from, id), or an error wrapping [ErrNotFound].
+func (s *Store) Get(from proto.PubKey, id uuid.UUID) (*Stored, error) {
 	var out *Stored
+	ek := envKey(id, from)
 	err := s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketEnv).Get(id[:])
+		v := tx.Bucket(bucketEnv).Get(ek[:])
 		if v == nil {
-			return fmt.Errorf("envelope %s: %w", id, ErrNotFound)
+			return fmt.Errorf("envelope %s from %s: %w", id, from.Fingerprint(), ErrNotFound)
 		}
 		m, err := decodeEnv(id, v)
 		if err != nil {
@@ -219,6 +259,29 @@ func (s *Store) Get(id uuid.UUID) (*Stored, error) {
 		}
 		m.Raw = bytes.Clone(m.Raw)
 		out = &m
+		return nil
+	})
+	return out, err
+}
+
+// GetByID returns every stored envelope with id, of any sender, in
+// bytewise order of sender: usually one, and none (with no error) when
+// the id is not stored.
+func (s *Store) GetByID(id uuid.UUID) ([]Stored, error) {
+	var out []Stored
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEnv).Cursor()
+		for k, v := c.Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]); k, v = c.Next() {
+			if len(k) != envKLen {
+				return fmt.Errorf("%w: envelope key of %d bytes", ErrCorrupt, len(k))
+			}
+			m, err := decodeEnv(id, v)
+			if err != nil {
+				return err
+			}
+			m.Raw = bytes.Clone(m.Raw)
+			out = append(out, m)
+		}
 		return nil
 	})
 	return out, err
@@ -269,7 +332,7 @@ func (s *Store) ChannelMessages(channel uuid.UUID, since time.Time, limit int) (
 			if e.ts < sinceMS || (limit > 0 && len(out) >= limit) {
 				break
 			}
-			v := env.Get(e.id[:])
+			v := env.Get(e.envKey())
 			if v == nil {
 				return fmt.Errorf("%w: index entry without envelope %s", ErrCorrupt, e.id)
 			}

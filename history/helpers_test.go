@@ -3,6 +3,7 @@ package history
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -134,3 +135,15 @@ func checkDB(tb testing.TB, s *Store) {
 func body(n int) string { return strings.Repeat("x", n) }
 
 func slicesSortMarks(m []proto.SeqMark) { slices.SortFunc(m, compareMarks) }
+
+// getID returns the one stored envelope with id, whatever its sender.
+func getID(s *Store, id uuid.UUID) (*Stored, error) {
+	got, err := s.GetByID(id)
+	if err != nil {
+		return nil, err
+	}
+	if len(got) != 1 {
+		return nil, fmt.Errorf("%d envelopes with id %s: %w", len(got), id, ErrNotFound)
+	}
+	return &got[0], nil
+}

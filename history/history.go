@@ -92,7 +92,7 @@ func (s *Store) History(req *proto.HistoryRequest) (msgs [][]byte, more bool, er
 				more = true
 				return nil
 			}
-			rec := env.Get(e.id[:])
+			rec := env.Get(e.envKey())
 			if rec == nil {
 				return fmt.Errorf("%w: index entry without envelope %s", ErrCorrupt, e.id)
 			}

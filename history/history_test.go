@@ -266,7 +266,7 @@ func TestHistoryGapFill(t *testing.T) {
 	if n := countTrue(added); n != 2 {
 		t.Errorf("requester added %d envelopes from the page, want 2 (6 and 7)", n)
 	}
-	if m, err := b.Get(aliceEnvs[5].ID); err != nil || !m.FromHistory {
+	if m, err := b.Get(aliceEnvs[5].From, aliceEnvs[5].ID); err != nil || !m.FromHistory {
 		t.Errorf("filled envelope: %+v, %v; want it marked as history", m, err)
 	}
 	gaps, _ = b.Gaps(proto.ToChannel(ch))
@@ -383,5 +383,41 @@ func TestHistoryRawIsWireBytes(t *testing.T) {
 	}
 	if _, _, err := s.History(nil); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("nil request: %v", err)
+	}
+}
+
+// TestHistorySharedID: two senders' channel messages that share an id
+// are two envelopes: a page serves both, a requester that holds one
+// stores the other, and paging by marks does not repeat either.
+func TestHistorySharedID(t *testing.T) {
+	a, _ := openTest(t, Config{})
+	b, _ := openTest(t, Config{})
+	ch := uuid.New()
+	alice, mallory := newSender(t, "alice"), newSender(t, "mallory")
+	x := alice.msg(t, ch, t0.UnixMilli(), "x")
+	e := mallory.msg(t, ch, t0.UnixMilli()+1, "same id").Envelope
+	e.ID = x.ID
+	reused, err := proto.SignEnvelope(mallory.key, &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, a, x, reused)
+	mustPut(t, b, reused) // b got mallory's first
+	req := historyReq(ch, t0.UnixMilli()-1000, 100, proto.MaxHistoryBytes)
+	page, more := mustHistory(t, a, req)
+	if more || len(page) != 2 {
+		t.Fatalf("page of %d envelopes (more %v), want both", len(page), more)
+	}
+	added, err := b.PutBatch(page, true)
+	if err != nil || countTrue(added) != 1 {
+		t.Fatalf("requester added %v, %v; want alice's only", added, err)
+	}
+	if got, err := b.Get(alice.pub, x.ID); err != nil || !bytes.Equal(got.Raw, x.Raw) {
+		t.Fatalf("alice's message after the page: %v", err)
+	}
+	if next := NextHistoryRequest(req, page); next != nil {
+		if page, _ := mustHistory(t, a, next); len(page) != 0 {
+			t.Fatalf("the next page repeats %d envelopes", len(page))
+		}
 	}
 }

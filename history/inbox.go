@@ -3,7 +3,6 @@ package history
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,11 +37,11 @@ func (p Priority) String() string {
 // MarshalText implements encoding.TextMarshaler for JSON output.
 func (p Priority) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
-// Inbox record (bucket inbox, key id):
+// Inbox record (bucket inbox, key id(16) | sender(32), as the envelope's):
 //
 //	priority(1) | flags(1): bit0 read, bit1 wakes | delivered ms(8) | read ms(8)
 //
-// inbox-time indexes it by delivered ms(8) | id(16).
+// inbox-time indexes it by delivered ms(8) | id(16) | sender(32).
 const inboxRecLen = 2 + 8 + 8
 
 type inboxRec struct {
@@ -84,13 +83,13 @@ func decodeInbox(b []byte) (inboxRec, error) {
 	}, nil
 }
 
-func inboxTimeKey(ms int64, id uuid.UUID) []byte {
-	return appendInboxTimeKey(make([]byte, 0, tsLen+idLen), ms, id)
+func inboxTimeKey(ms int64, ek [envKLen]byte) []byte {
+	return appendInboxTimeKey(make([]byte, 0, tsLen+envKLen), ms, ek)
 }
 
-// appendInboxTimeKey appends inboxTimeKey(ms, id) to dst.
-func appendInboxTimeKey(dst []byte, ms int64, id uuid.UUID) []byte {
-	return append(appendTS(dst, ms), id[:]...)
+// appendInboxTimeKey appends inboxTimeKey(ms, ek) to dst.
+func appendInboxTimeKey(dst []byte, ms int64, ek [envKLen]byte) []byte {
+	return append(appendTS(dst, ms), ek[:]...)
 }
 
 // InboxItem is a delivered envelope's inbox state with its metadata.
@@ -112,40 +111,42 @@ type InboxFilter struct {
 	Limit int
 }
 
-// SetInbox records that the stored envelope id was delivered to the inbox
-// with priority p, and whether it wakes the agent. Setting it again
-// updates priority and wakes and keeps the delivery time and read state.
-// An id that is not stored fails with [ErrNotFound].
-func (s *Store) SetInbox(id uuid.UUID, p Priority, wakes bool) error {
+// SetInbox records that the stored envelope (from, id) was delivered to
+// the inbox with priority p, and whether it wakes the agent. Setting it
+// again updates priority and wakes and keeps the delivery time and read
+// state. An envelope that is not stored fails with [ErrNotFound].
+func (s *Store) SetInbox(from proto.PubKey, id uuid.UUID, p Priority, wakes bool) error {
 	if p < PriorityHigh || p > PriorityLow {
 		return fmt.Errorf("set inbox %s: unknown %s", id, p)
 	}
+	ek := envKey(id, from)
 	return s.write(func(w *wtx) (error, error) {
-		if w.env.Get(id[:]) == nil {
+		if w.env.Get(ek[:]) == nil {
 			return fmt.Errorf("set inbox: envelope %s: %w", id, ErrNotFound), nil
 		}
-		return nil, w.setInbox(id, p, wakes)
+		return nil, w.setInbox(ek, p, wakes)
 	}, nil)
 }
 
 // setInbox records inbox state for a stored envelope in the write tx.
-func (w *wtx) setInbox(id uuid.UUID, p Priority, wakes bool) error {
+func (w *wtx) setInbox(ek [envKLen]byte, p Priority, wakes bool) error {
 	r := inboxRec{delivered: w.now.UnixMilli()}
-	if v := w.inbox.Get(id[:]); v != nil {
+	w.key = append(w.key[:0], ek[:]...)
+	if v := w.inbox.Get(w.key); v != nil {
 		old, err := decodeInbox(v)
 		if err != nil {
 			return err
 		}
 		r = old
 	} else {
-		w.key = appendInboxTimeKey(w.key[:0], r.delivered, id)
+		w.key = appendInboxTimeKey(w.key[:0], r.delivered, ek)
 		if err := w.inboxT.Put(w.key, present); err != nil {
 			return err
 		}
 	}
 	r.priority, r.wakes = p, wakes
-	// Through w.key: id[:] would move id to the heap.
-	w.key = append(w.key[:0], id[:]...)
+	// Through w.key: ek[:] would move ek to the heap.
+	w.key = append(w.key[:0], ek[:]...)
 	return w.inbox.Put(w.key, r.put(w.value(inboxRecLen)))
 }
 
@@ -161,9 +162,11 @@ type Delivery struct {
 
 // Deliver stores a batch of received envelopes and their inbox state in
 // one write request, so a receiver that batches pays one commit for many
-// deliveries. added[i] reports whether ds[i] was new (a duplicate is
-// neither stored again nor put in the inbox).
-func (s *Store) Deliver(ds []Delivery) (added []bool, err error) {
+// deliveries. out[i] says what became of ds[i]: [Added], [Duplicate]
+// (neither stored again nor put in the inbox) or [OverBudget] (a
+// peer-addressed envelope past its sender's budget: not stored, and not
+// remembered as seen). On error nothing was stored and out is nil.
+func (s *Store) Deliver(ds []Delivery) (out []Outcome, err error) {
 	for i, d := range ds {
 		if err := checkEnvelope(d.Env); err != nil {
 			return nil, fmt.Errorf("deliver envelope #%d: %w", i, err)
@@ -172,48 +175,44 @@ func (s *Store) Deliver(ds []Delivery) (added []bool, err error) {
 			return nil, fmt.Errorf("deliver envelope #%d: unknown %s", i, d.Priority)
 		}
 	}
-	added = make([]bool, len(ds))
+	out = make([]Outcome, len(ds))
 	apply := func(w *wtx) (error, error) {
-		var conflict error
 		for i, d := range ds {
-			ok, res, fatal := w.putEnv(d.Env, d.FromHistory)
-			if fatal != nil {
-				return nil, fatal
+			o, err := w.putEnv(d.Env, d.FromHistory, true)
+			if err != nil {
+				return nil, err
 			}
-			added[i] = ok
-			if res != nil && conflict == nil {
-				conflict = res
-			}
-			if ok && d.Inbox {
-				if err := w.setInbox(d.Env.ID, d.Priority, d.Wakes); err != nil {
+			out[i] = o
+			if o == Added && d.Inbox {
+				if err := w.setInbox(envKey(d.Env.ID, d.Env.From), d.Priority, d.Wakes); err != nil {
 					return nil, err
 				}
 			}
 		}
-		return conflict, nil
+		return nil, nil
 	}
 	onCommit := func() {
 		for i, d := range ds {
-			if added[i] {
-				s.st.envelopes.Add(1)
-				s.seen.add(seenKey(d.Env.From, d.Env.ID))
-			} else {
-				s.st.duplicates.Add(1)
+			switch out[i] {
+			case Added, Duplicate:
+				s.counted(d.Env, out[i] == Added)
+			case OverBudget:
+				s.st.overBudget.Add(1)
 			}
 		}
 	}
-	err = s.submit(&request{apply: apply, onCommit: onCommit, envs: len(ds)})
-	if err != nil && !errors.Is(err, ErrIDConflict) {
+	if err := s.submit(&request{apply: apply, onCommit: onCommit, envs: len(ds)}); err != nil {
 		return nil, err
 	}
-	return added, err
+	return out, nil
 }
 
-// MarkRead marks the inbox item id read. An id without inbox state fails
-// with [ErrNotFound].
-func (s *Store) MarkRead(id uuid.UUID) error {
+// MarkRead marks the inbox item (from, id) read. An envelope without
+// inbox state fails with [ErrNotFound].
+func (s *Store) MarkRead(from proto.PubKey, id uuid.UUID) error {
+	ek := envKey(id, from)
 	return s.write(func(w *wtx) (error, error) {
-		v := w.inbox.Get(id[:])
+		v := w.inbox.Get(ek[:])
 		if v == nil {
 			return fmt.Errorf("mark read: inbox item %s: %w", id, ErrNotFound), nil
 		}
@@ -225,7 +224,7 @@ func (s *Store) MarkRead(id uuid.UUID) error {
 			return nil, nil
 		}
 		r.read, r.readAt = true, w.now.UnixMilli()
-		return nil, w.inbox.Put(id[:], r.encode())
+		return nil, w.inbox.Put(ek[:], r.encode())
 	}, nil)
 }
 
@@ -243,21 +242,21 @@ func (s *Store) Inbox(f InboxFilter) ([]InboxItem, error) {
 			if f.Limit > 0 && len(out) >= f.Limit {
 				break
 			}
-			if len(k) != tsLen+idLen {
+			if len(k) != tsLen+envKLen {
 				return fmt.Errorf("%w: inbox index key of %d bytes", ErrCorrupt, len(k))
 			}
 			if getTS(k) < sinceMS {
 				break
 			}
-			id := uuid.UUID(k[tsLen:])
-			r, err := decodeInbox(inbox.Get(id[:]))
+			ek := [envKLen]byte(k[tsLen:])
+			r, err := decodeInbox(inbox.Get(ek[:]))
 			if err != nil {
 				return err
 			}
 			if f.UnreadOnly && r.read {
 				continue
 			}
-			m, err := inboxEnv(env, id)
+			m, err := inboxEnv(env, ek)
 			if err != nil {
 				return err
 			}
@@ -278,19 +277,20 @@ func (s *Store) Inbox(f InboxFilter) ([]InboxItem, error) {
 	return out, nil
 }
 
-// inboxEnv returns the stored envelope of the inbox item id from the
+// inboxEnv returns the stored envelope of the inbox item ek from the
 // envelope bucket env; its Raw is valid only in the transaction.
-func inboxEnv(env *bolt.Bucket, id uuid.UUID) (Stored, error) {
-	v := env.Get(id[:])
+func inboxEnv(env *bolt.Bucket, ek [envKLen]byte) (Stored, error) {
+	id := uuid.UUID(ek[:idLen])
+	v := env.Get(ek[:])
 	if v == nil {
 		return Stored{}, fmt.Errorf("%w: inbox item without envelope %s", ErrCorrupt, id)
 	}
 	return decodeEnv(id, v)
 }
 
-// deleteInbox removes id's inbox state, if any.
-func (w *wtx) deleteInbox(id uuid.UUID) error {
-	v := w.inbox.Get(id[:])
+// deleteInbox removes ek's inbox state, if any.
+func (w *wtx) deleteInbox(ek [envKLen]byte) error {
+	v := w.inbox.Get(ek[:])
 	if v == nil {
 		return nil
 	}
@@ -298,33 +298,62 @@ func (w *wtx) deleteInbox(id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	if err := w.inboxT.Delete(inboxTimeKey(r.delivered, id)); err != nil {
+	if err := w.inboxT.Delete(inboxTimeKey(r.delivered, ek)); err != nil {
 		return err
 	}
-	return w.inbox.Delete(id[:])
+	return w.inbox.Delete(ek[:])
 }
 
-// InboxEntry returns one inbox item, or an error wrapping [ErrNotFound].
-func (s *Store) InboxEntry(id uuid.UUID) (InboxItem, error) {
+// InboxEntry returns the inbox item (from, id), or an error wrapping
+// [ErrNotFound].
+func (s *Store) InboxEntry(from proto.PubKey, id uuid.UUID) (InboxItem, error) {
 	var out InboxItem
+	ek := envKey(id, from)
 	err := s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketInbox).Get(id[:])
+		v := tx.Bucket(bucketInbox).Get(ek[:])
 		if v == nil {
 			return fmt.Errorf("inbox item %s: %w", id, ErrNotFound)
 		}
-		r, err := decodeInbox(v)
-		if err != nil {
-			return err
+		var err error
+		out, err = inboxItemOf(tx, ek, v)
+		return err
+	})
+	return out, err
+}
+
+// InboxByID returns the inbox items whose envelope id is id, of any
+// sender, in bytewise order of sender: usually one, none when no item
+// has that id.
+func (s *Store) InboxByID(id uuid.UUID) ([]InboxItem, error) {
+	var out []InboxItem
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketInbox).Cursor()
+		for k, v := c.Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]); k, v = c.Next() {
+			if len(k) != envKLen {
+				return fmt.Errorf("%w: inbox key of %d bytes", ErrCorrupt, len(k))
+			}
+			it, err := inboxItemOf(tx, [envKLen]byte(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, it)
 		}
-		m, err := inboxEnv(tx.Bucket(bucketEnv), id)
-		if err != nil {
-			return err
-		}
-		out = InboxItem{Meta: m.Meta, Priority: r.priority, Wakes: r.wakes, Read: r.read,
-			Delivered: timeOf(r.delivered), ReadAt: timeOf(r.readAt)}
 		return nil
 	})
 	return out, err
+}
+
+func inboxItemOf(tx *bolt.Tx, ek [envKLen]byte, v []byte) (InboxItem, error) {
+	r, err := decodeInbox(v)
+	if err != nil {
+		return InboxItem{}, err
+	}
+	m, err := inboxEnv(tx.Bucket(bucketEnv), ek)
+	if err != nil {
+		return InboxItem{}, err
+	}
+	return InboxItem{Meta: m.Meta, Priority: r.priority, Wakes: r.wakes, Read: r.read,
+		Delivered: timeOf(r.delivered), ReadAt: timeOf(r.readAt)}, nil
 }
 
 // FindRequest returns the Request in the inbox whose request id (not its
@@ -338,10 +367,10 @@ func (s *Store) FindRequest(requestID uuid.UUID) (*proto.SignedEnvelope, error) 
 		env := tx.Bucket(bucketEnv)
 		c := tx.Bucket(bucketInboxT).Cursor()
 		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-			if len(k) != tsLen+idLen {
+			if len(k) != tsLen+envKLen {
 				return fmt.Errorf("%w: inbox index key of %d bytes", ErrCorrupt, len(k))
 			}
-			st, err := inboxEnv(env, uuid.UUID(k[tsLen:]))
+			st, err := inboxEnv(env, [envKLen]byte(k[tsLen:]))
 			if err != nil {
 				return err
 			}

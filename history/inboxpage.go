@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -48,7 +47,7 @@ type InboxPage struct {
 // after the cursor of a page already read, so paging to the end misses
 // nothing that was there at the start.
 func (s *Store) InboxPage(q InboxPageQuery) (InboxPage, error) {
-	if q.After != nil && len(q.After) != tsLen+idLen {
+	if q.After != nil && len(q.After) != tsLen+envKLen {
 		return InboxPage{}, fmt.Errorf("%w: %d bytes", ErrBadCursor, len(q.After))
 	}
 	q.Limit = max(q.Limit, 1)
@@ -58,11 +57,11 @@ func (s *Store) InboxPage(q InboxPageQuery) (InboxPage, error) {
 		c := tx.Bucket(bucketInboxT).Cursor()
 		// pass decodes the item at k and says whether it passes the filter.
 		pass := func(k []byte) (inboxRec, bool, error) {
-			if len(k) != tsLen+idLen {
+			if len(k) != tsLen+envKLen {
 				return inboxRec{}, false, fmt.Errorf("%w: inbox index key of %d bytes", ErrCorrupt, len(k))
 			}
-			id := uuid.UUID(k[tsLen:])
-			r, err := decodeInbox(inbox.Get(id[:]))
+			ek := [envKLen]byte(k[tsLen:])
+			r, err := decodeInbox(inbox.Get(ek[:]))
 			if err != nil {
 				return inboxRec{}, false, err
 			}
@@ -107,8 +106,7 @@ func (s *Store) InboxPage(q InboxPageQuery) (InboxPage, error) {
 				continue
 			}
 			if !full {
-				id := uuid.UUID(k[tsLen:])
-				m, err := inboxEnv(env, id)
+				m, err := inboxEnv(env, [envKLen]byte(k[tsLen:]))
 				if err != nil {
 					return err
 				}

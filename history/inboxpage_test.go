@@ -26,13 +26,13 @@ func TestInboxPage(t *testing.T) {
 		se := alice.env(t, proto.ToPeer(us.pub), t0.UnixMilli()+int64(i), strings.Repeat("x", 100*(i+1)))
 		mustPut(t, s, se)
 		clk.t = t0.Add(time.Duration(i) * time.Second)
-		if err := s.SetInbox(se.ID, PriorityNormal, i != 4 && i != 8); err != nil {
+		if err := s.SetInbox(alice.pub, se.ID, PriorityNormal, i != 4 && i != 8); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, se.ID)
 	}
 	for i := 0; i < 10; i += 3 {
-		if err := s.MarkRead(ids[i]); err != nil {
+		if err := s.MarkRead(alice.pub, ids[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,7 +119,7 @@ func TestInboxPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := inboxTimeKey(t0.Add(9*time.Second).UnixMilli(), last.Items[0].ID)
+	key := inboxTimeKey(t0.Add(9*time.Second).UnixMilli(), envKey(last.Items[0].ID, alice.pub))
 	if p, err := s.InboxPage(InboxPageQuery{After: key, Limit: 10, MaxBytes: 1 << 20}); err != nil || len(p.Items) != 0 || p.Next != nil {
 		t.Fatalf("after the last item: %d items, next %x, %v", len(p.Items), p.Next, err)
 	}

@@ -1,7 +1,6 @@
 package history
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,47 +36,39 @@ func (s *Store) Restore(rs []Restored) (added []bool, err error) {
 	}
 	added = make([]bool, len(rs))
 	apply := func(w *wtx) (error, error) {
-		var conflict error
 		for i, r := range rs {
-			ok, res, fatal := w.putEnv(r.Env, r.FromHistory)
-			if fatal != nil {
-				return nil, fatal
+			// No budget: these were stored within it before.
+			o, err := w.putEnv(r.Env, r.FromHistory, false)
+			if err != nil {
+				return nil, err
 			}
-			added[i] = ok
-			if res != nil && conflict == nil {
-				conflict = res
-			}
-			if !ok {
+			added[i] = o == Added
+			if !added[i] {
 				continue
 			}
 			rec := inboxRec{priority: r.Priority, delivered: r.Delivered.UnixMilli(), read: r.Read}
 			if r.Read {
 				rec.readAt = rec.delivered
 			}
-			if err := w.inboxT.Put(inboxTimeKey(rec.delivered, r.Env.ID), present); err != nil {
+			ek := envKey(r.Env.ID, r.Env.From)
+			if err := w.inboxT.Put(inboxTimeKey(rec.delivered, ek), present); err != nil {
 				return nil, err
 			}
-			if err := w.inbox.Put(append([]byte(nil), r.Env.ID[:]...), rec.encode()); err != nil {
+			if err := w.inbox.Put(ek[:], rec.encode()); err != nil {
 				return nil, err
 			}
 		}
-		return conflict, nil
+		return nil, nil
 	}
 	onCommit := func() {
 		for i, r := range rs {
-			if added[i] {
-				s.st.envelopes.Add(1)
-				s.seen.add(seenKey(r.Env.From, r.Env.ID))
-			} else {
-				s.st.duplicates.Add(1)
-			}
+			s.counted(r.Env, added[i])
 		}
 	}
-	err = s.submit(&request{apply: apply, onCommit: onCommit, envs: len(rs)})
-	if err != nil && !errors.Is(err, ErrIDConflict) {
+	if err := s.submit(&request{apply: apply, onCommit: onCommit, envs: len(rs)}); err != nil {
 		return nil, err
 	}
-	return added, err
+	return added, nil
 }
 
 // ForgetSeqMarks drops every stream's sequence marks and pending numbers.

@@ -76,12 +76,12 @@ func (s *Store) PruneDirect(maxAge time.Duration, now time.Time) (removed int, e
 			if len(victims) == w.s.cfg.PruneChunk {
 				break
 			}
-			if k == nil || len(k) != tsLen+idLen || getTS(k) >= cutoff {
+			if k == nil || len(k) != tsLen+envKLen || getTS(k) >= cutoff {
 				done = true
 				break
 			}
 			var m Stored
-			m.TS, m.ID = getTS(k), uuid.UUID(k[tsLen:])
+			m.TS, m.ID, m.From = getTS(k), uuid.UUID(k[tsLen:]), proto.PubKey(k[tsLen+idLen:])
 			m.To.Kind = proto.DestPeer // any kind but channel: the direct index
 			victims = append(victims, m)
 		}

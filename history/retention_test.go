@@ -23,7 +23,7 @@ func TestPruneByAgeAndCount(t *testing.T) {
 	mustPut(t, s, envs...)
 	mustPut(t, s, alice.msg(t, other, t0.Add(-time.Hour).UnixMilli(), "other channel"))
 	old := envs[0]
-	if err := s.SetInbox(old.ID, PriorityNormal, true); err != nil {
+	if err := s.SetInbox(old.From, old.ID, PriorityNormal, true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -33,10 +33,10 @@ func TestPruneByAgeAndCount(t *testing.T) {
 	if err != nil || n != 20 {
 		t.Fatalf("prune by age: removed %d, %v; want 20", n, err)
 	}
-	if _, err := s.Get(envs[19].ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(envs[19].From, envs[19].ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("envelope older than the cutoff still stored")
 	}
-	if _, err := s.Get(envs[20].ID); err != nil {
+	if _, err := s.Get(envs[20].From, envs[20].ID); err != nil {
 		t.Errorf("envelope inside the window pruned: %v", err)
 	}
 	// By count: keep 25.
@@ -59,7 +59,7 @@ func TestPruneByAgeAndCount(t *testing.T) {
 		t.Errorf("remaining messages start at %v, want the newest 20", msgs[0].ID)
 	}
 	// Pruned envelopes lose their inbox state but stay deduplicated.
-	if err := s.MarkRead(old.ID); !errors.Is(err, ErrNotFound) {
+	if err := s.MarkRead(old.From, old.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("mark read of a pruned envelope: %v, want ErrNotFound", err)
 	}
 	if items, _ := s.Inbox(InboxFilter{}); len(items) != 0 {
@@ -80,7 +80,7 @@ func TestPruneStreamsSeenAndDirect(t *testing.T) {
 	oldMsg := alice.msg(t, ch, t0.UnixMilli(), "old")
 	oldDM := alice.env(t, proto.ToPeer(us.pub), t0.UnixMilli(), "old dm")
 	mustPut(t, s, oldMsg, oldDM)
-	if err := s.SetInbox(oldDM.ID, PriorityHigh, true); err != nil {
+	if err := s.SetInbox(oldDM.From, oldDM.ID, PriorityHigh, true); err != nil {
 		t.Fatal(err)
 	}
 	clk.t = t0.Add(2 * time.Hour)
@@ -94,10 +94,10 @@ func TestPruneStreamsSeenAndDirect(t *testing.T) {
 	if n, err := s.PruneDirect(time.Hour, clk.t); err != nil || n != 1 {
 		t.Fatalf("prune direct: removed %d, %v; want 1", n, err)
 	}
-	if _, err := s.Get(oldDM.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(oldDM.From, oldDM.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("old DM still stored")
 	}
-	if _, err := s.Get(newDM.ID); err != nil {
+	if _, err := s.Get(newDM.From, newDM.ID); err != nil {
 		t.Errorf("new DM pruned: %v", err)
 	}
 	if items, _ := s.Inbox(InboxFilter{}); len(items) != 0 {
@@ -211,28 +211,28 @@ func TestInbox(t *testing.T) {
 		envs = append(envs, alice.env(t, proto.ToPeer(us.pub), t0.UnixMilli()+int64(i), "dm"))
 	}
 	mustPut(t, s, envs...)
-	if err := s.SetInbox(uuid.New(), PriorityHigh, true); !errors.Is(err, ErrNotFound) {
+	if err := s.SetInbox(alice.pub, uuid.New(), PriorityHigh, true); !errors.Is(err, ErrNotFound) {
 		t.Errorf("set inbox of an unknown envelope: %v, want ErrNotFound", err)
 	}
-	if err := s.MarkRead(envs[0].ID); !errors.Is(err, ErrNotFound) {
+	if err := s.MarkRead(envs[0].From, envs[0].ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("mark read without inbox state: %v, want ErrNotFound", err)
 	}
 	prios := []Priority{PriorityHigh, PriorityNormal, PriorityLow, PriorityNormal}
 	for i, p := range prios {
 		clk.t = t0.Add(time.Duration(i) * time.Second)
-		if err := s.SetInbox(envs[i].ID, p, p != PriorityLow); err != nil {
+		if err := s.SetInbox(envs[i].From, envs[i].ID, p, p != PriorityLow); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk.t = t0.Add(time.Minute)
-	if err := s.MarkRead(envs[1].ID); err != nil {
+	if err := s.MarkRead(envs[1].From, envs[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkRead(envs[1].ID); err != nil {
+	if err := s.MarkRead(envs[1].From, envs[1].ID); err != nil {
 		t.Fatalf("mark read twice: %v", err)
 	}
 	// Setting it again changes priority, keeps delivery time and read state.
-	if err := s.SetInbox(envs[1].ID, PriorityLow, false); err != nil {
+	if err := s.SetInbox(envs[1].From, envs[1].ID, PriorityLow, false); err != nil {
 		t.Fatal(err)
 	}
 
@@ -266,7 +266,7 @@ func TestInbox(t *testing.T) {
 	if len(since) != 2 || since[0].ID != envs[2].ID {
 		t.Errorf("since +2s unread: %d items, want 2", len(since))
 	}
-	if err := s.SetInbox(envs[4].ID, Priority(9), true); err == nil {
+	if err := s.SetInbox(envs[4].From, envs[4].ID, Priority(9), true); err == nil {
 		t.Error("unknown priority accepted")
 	}
 }

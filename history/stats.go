@@ -39,6 +39,10 @@ type Stats struct {
 
 	Stored     uint64 // envelopes added by Put
 	Duplicates uint64 // envelopes Put refused as already seen
+	// OverBudget counts peer-addressed envelopes Deliver refused because
+	// their sender's budget (Config.MaxSenderBytes, MaxSenderEnvelopes)
+	// was used up.
+	OverBudget uint64
 	Pruned     uint64 // envelopes removed by retention
 	SeenPruned uint64 // dedupe entries forgotten by PruneSeen
 	// QueueExpired counts store-and-forward entries dropped as expired.
@@ -62,6 +66,7 @@ func (s *Store) Stats() (Stats, error) {
 		FailedTx:        s.st.failedTx.Load(),
 		Stored:          s.st.envelopes.Load(),
 		Duplicates:      s.st.duplicates.Load(),
+		OverBudget:      s.st.overBudget.Load(),
 		Pruned:          s.st.pruned.Load(),
 		SeenPruned:      s.st.seenPruned.Load(),
 		QueueExpired:    s.st.queueExpired.Load(),

@@ -38,8 +38,6 @@ var (
 	// this one does not read. It is not damaged; an error wrapping it also
 	// wraps [ErrCorrupt], since this build cannot use it either.
 	ErrNewerFormat = errors.New("history store from a newer format")
-	// ErrIDConflict: an envelope id is already stored for another sender.
-	ErrIDConflict = errors.New("envelope id already stored for another sender")
 )
 
 // Store is the node's durable store. All writes go through one writer
@@ -79,6 +77,7 @@ type storeCounters struct {
 	cacheHits    atomic.Uint64
 	cacheMisses  atomic.Uint64
 	histSkipped  atomic.Uint64
+	overBudget   atomic.Uint64
 }
 
 // request is one caller's write. apply runs inside the batch transaction
@@ -115,12 +114,21 @@ func Open(path string, cfg Config) (*Store, error) {
 	if err := checkLocked(path, cfg.LockTimeout); err != nil {
 		return nil, err
 	}
-	db, err := openBolt(path, &bolt.Options{
-		Timeout:        cfg.LockTimeout,
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-		MaxSize:        int(cfg.MaxBytes),
-	})
+	db, err := openBolt(path, boltOptions(cfg))
+	if err == nil {
+		// A store of an older schema is upgraded in place, then opened
+		// again (see migrate.go).
+		var v uint64
+		if v, err = schemaOf(db); err == nil && v != 0 && v < schemaVersion {
+			db.Close()
+			if err := upgradeFile(path, v, cfg); err != nil {
+				return nil, err
+			}
+			db, err = openBolt(path, boltOptions(cfg))
+		} else if err != nil {
+			db.Close()
+		}
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, berrors.ErrTimeout):
@@ -154,6 +162,15 @@ func Open(path string, cfg Config) (*Store, error) {
 	s.wg.Add(1)
 	go s.writer()
 	return s, nil
+}
+
+func boltOptions(cfg Config) *bolt.Options {
+	return &bolt.Options{
+		Timeout:        cfg.LockTimeout,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+		MaxSize:        int(cfg.MaxBytes),
+	}
 }
 
 // init creates the buckets, checks the schema version and warms the seen
@@ -394,7 +411,7 @@ type wtx struct {
 	now time.Time
 
 	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, seqs,
-	queue, queueID, qcount, inbox, inboxT *bolt.Bucket
+	queue, queueID, qcount, inbox, inboxT, senders *bolt.Bucket
 
 	// key is scratch space for one key at a time: bbolt copies the key of
 	// a Put and keeps no reference to the key of a Get, Seek or Delete.
@@ -444,6 +461,7 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 		qcount:  tx.Bucket(bucketQCount),
 		inbox:   tx.Bucket(bucketInbox),
 		inboxT:  tx.Bucket(bucketInboxT),
+		senders: tx.Bucket(bucketSenders),
 	}
 	// Keys in these buckets grow with time (UUIDv7 ids, timestamps first,
 	// or per-sender and per-peer sequences), so inserts land at or near the

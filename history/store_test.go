@@ -36,7 +36,7 @@ func TestPutGetRoundTrip(t *testing.T) {
 		se          *proto.SignedEnvelope
 		fromHistory bool
 	}{{m, false}, {dm, true}} {
-		got, err := s.Get(tc.se.ID)
+		got, err := s.Get(tc.se.From, tc.se.ID)
 		if err != nil {
 			t.Fatalf("get %s: %v", tc.se.ID, err)
 		}
@@ -62,7 +62,7 @@ func TestPutGetRoundTrip(t *testing.T) {
 			t.Errorf("stored envelope does not verify: %v", err)
 		}
 	}
-	if _, err := s.Get(uuid.New()); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(proto.PubKey{}, uuid.New()); !errors.Is(err, ErrNotFound) {
 		t.Errorf("get unknown id: err = %v, want ErrNotFound", err)
 	}
 	st := mustStats(t, s)
@@ -89,17 +89,26 @@ func TestDedupe(t *testing.T) {
 	if seen, err := s.Seen(m.From, m.ID); err != nil || !seen {
 		t.Fatalf("seen after put: %v, %v", seen, err)
 	}
-	// Same id, other sender: refused, not stored over the original.
+	// Same id, other sender: another envelope, stored beside the first.
 	mallory := newSender(t, "mallory")
-	forged := *mallory.msg(t, ch, t0.UnixMilli(), "forged")
-	forged.Envelope.ID = m.ID
-	e := forged.Envelope
-	fse, err := proto.SignEnvelope(mallory.key, &e)
+	reused := *mallory.msg(t, ch, t0.UnixMilli(), "same id")
+	reused.Envelope.ID = m.ID
+	e := reused.Envelope
+	rse, err := proto.SignEnvelope(mallory.key, &e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(fse, false); !errors.Is(err, ErrIDConflict) {
-		t.Fatalf("put with another sender's id: err = %v, want ErrIDConflict", err)
+	if added, err := s.Put(rse, false); err != nil || !added {
+		t.Fatalf("put with another sender's id: added=%v err=%v, want added", added, err)
+	}
+	for _, want := range []*proto.SignedEnvelope{m, rse} {
+		got, err := s.Get(want.From, want.ID)
+		if err != nil || !bytes.Equal(got.Raw, want.Raw) {
+			t.Fatalf("get %s from %s: %v", want.ID, want.From.Fingerprint(), err)
+		}
+	}
+	if both, err := s.GetByID(m.ID); err != nil || len(both) != 2 {
+		t.Fatalf("get by id: %d envelopes, %v; want 2", len(both), err)
 	}
 	// Duplicates within one batch.
 	m2 := alice.msg(t, ch, t0.UnixMilli()+1, "twice in a batch")
@@ -107,8 +116,8 @@ func TestDedupe(t *testing.T) {
 	if err != nil || !added[0] || added[1] || added[2] {
 		t.Fatalf("batch with duplicates: added=%v err=%v", added, err)
 	}
-	if n := mustStats(t, s).Channels[ch]; n != 2 {
-		t.Fatalf("channel holds %d envelopes, want 2", n)
+	if n := mustStats(t, s).Channels[ch]; n != 3 {
+		t.Fatalf("channel holds %d envelopes, want 3", n)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -276,12 +285,12 @@ func TestCloseDrainsAndIsIdempotent(t *testing.T) {
 	if _, err := s.Put(envs[0], false); !errors.Is(err, ErrClosed) {
 		t.Errorf("put after close: err = %v, want ErrClosed", err)
 	}
-	if _, err := s.Get(envs[0].ID); !errors.Is(err, ErrClosed) {
+	if _, err := s.Get(envs[0].From, envs[0].ID); !errors.Is(err, ErrClosed) {
 		t.Errorf("get after close: err = %v, want ErrClosed", err)
 	}
 	s2 := openAt(t, path, Config{})
 	for _, id := range acked {
-		if _, err := s2.Get(id); err != nil {
+		if _, err := getID(s2, id); err != nil {
 			t.Errorf("acknowledged %s lost across close: %v", id, err)
 		}
 	}
@@ -372,7 +381,7 @@ func TestCompact(t *testing.T) {
 		t.Errorf("compacted copy holds %d envelopes, want 30", st.Channels[ch])
 	}
 	for _, se := range keep {
-		got, err := c.Get(se.ID)
+		got, err := c.Get(se.From, se.ID)
 		if err != nil || !bytes.Equal(got.Raw, se.Raw) {
 			t.Fatalf("compacted copy lost %s: %v", se.ID, err)
 		}
@@ -404,7 +413,7 @@ func TestCompactFile(t *testing.T) {
 	}
 	c := openAt(t, path, Config{})
 	for _, se := range all[270:] {
-		if got, err := c.Get(se.ID); err != nil || !bytes.Equal(got.Raw, se.Raw) {
+		if got, err := c.Get(se.From, se.ID); err != nil || !bytes.Equal(got.Raw, se.Raw) {
 			t.Fatalf("compacted store lost %s: %v", se.ID, err)
 		}
 	}

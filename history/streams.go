@@ -49,13 +49,6 @@ func decodeMark(b []byte) (markRec, error) {
 	return m, nil
 }
 
-func streamKey(dk []byte, from proto.PubKey, epoch uuid.UUID) []byte {
-	k := make([]byte, 0, len(dk)+keyLen+idLen)
-	k = append(k, dk...)
-	k = append(k, from[:]...)
-	return append(k, epoch[:]...)
-}
-
 func seqKey(sk []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(bytes.Clone(sk), seq)
 }
@@ -63,8 +56,8 @@ func seqKey(sk []byte, seq uint64) []byte {
 // observeSeq records the arrival of seq in the stream (from, d, epoch)
 // and keeps the run [lo, hi] as long as the arrivals allow.
 func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID, seq uint64) error {
-	// The stream key, streamKey(destKey(d), from, epoch), lives in w.key
-	// until the end: the keys made below are their own (seqKey copies sk).
+	// The stream key, destKey(d) | from | epoch, lives in w.key until the
+	// end: the keys made below are their own (seqKey copies sk).
 	w.key = appendDestKey(w.key[:0], d)
 	w.key = append(append(w.key, from[:]...), epoch[:]...)
 	sk := w.key

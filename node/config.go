@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
@@ -108,6 +109,13 @@ type Config struct {
 	// DirectRetention is how long DMs, Requests and Responses are kept in
 	// the store (and the inbox).
 	DirectRetention time.Duration
+	// SenderStoreBytes and SenderStoreEnvelopes bound the DMs, Requests
+	// and Responses one sender may have stored here (and so mirrored in
+	// the mailbox), in wire bytes and in envelopes. Past either, its
+	// envelopes are refused without an ack (drop.quota): the sender keeps
+	// them and re-sends them once retention has made room.
+	SenderStoreBytes     int64
+	SenderStoreEnvelopes int
 
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.
@@ -177,7 +185,12 @@ func DefaultConfig() Config {
 		// 72 h: DMs, Requests and Responses are kept as long as channel
 		// history is by default (the protocol's DefaultRetentionHours).
 		DirectRetention: 72 * time.Hour,
-		Transport:       transport.DefaultConfig(),
+		// 256 MiB and 50,000 envelopes: a quarter of the store's 1 GiB, so
+		// one member flooding DMs cannot fill it, and far above what an
+		// agent sends in the 72 h DMs are kept.
+		SenderStoreBytes:     history.DefaultConfig().MaxSenderBytes,
+		SenderStoreEnvelopes: history.DefaultConfig().MaxSenderEnvelopes,
+		Transport:            transport.DefaultConfig(),
 	}
 }
 
@@ -225,6 +238,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DirectRetention <= 0 {
 		c.DirectRetention = d.DirectRetention
+	}
+	if c.SenderStoreBytes <= 0 {
+		c.SenderStoreBytes = d.SenderStoreBytes
+	}
+	if c.SenderStoreEnvelopes <= 0 {
+		c.SenderStoreEnvelopes = d.SenderStoreEnvelopes
 	}
 	return c
 }

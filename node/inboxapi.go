@@ -32,14 +32,6 @@ func (n *Node) renderItems(items []history.InboxItem) *api.Inbox {
 	return out
 }
 
-func (n *Node) inboxItem(id uuid.UUID) (api.Item, error) {
-	it, err := n.store.InboxEntry(id)
-	if err != nil {
-		return api.Item{}, err
-	}
-	return n.renderItem(it)
-}
-
 // party names a key for the API, with its roster name and role.
 func (n *Node) party(k proto.PubKey) api.Party {
 	p := api.Party{Key: k, Fingerprint: k.Fingerprint()}
@@ -68,7 +60,7 @@ func (n *Node) destText(d proto.Destination) string {
 
 // renderItem renders a stored inbox item, reading its envelope.
 func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
-	st, err := n.store.Get(it.ID)
+	st, err := n.store.Get(it.From, it.ID)
 	if err != nil {
 		return api.Item{}, err
 	}
@@ -143,15 +135,28 @@ func (n *Node) PresenceTable() api.Presence {
 	return out
 }
 
-// MarkRead marks inbox item id read and returns it.
+// MarkRead marks inbox item id read and returns it. Envelopes are
+// (sender, id): should two senders' items share the id, both are marked,
+// since the caller named that id, and the first (bytewise by sender key)
+// is returned.
 func (n *Node) MarkRead(id uuid.UUID) (api.Item, error) {
-	if err := n.store.MarkRead(id); err != nil {
-		if errors.Is(err, history.ErrNotFound) {
-			return api.Item{}, notFound("list items with: meshctl inbox --all", "no inbox item %s", id)
-		}
+	items, err := n.store.InboxByID(id)
+	if err != nil {
 		return api.Item{}, err
 	}
-	return n.inboxItem(id)
+	if len(items) == 0 {
+		return api.Item{}, notFound("list items with: meshctl inbox --all", "no inbox item %s", id)
+	}
+	for _, it := range items {
+		if err := n.store.MarkRead(it.From, it.ID); err != nil && !errors.Is(err, history.ErrNotFound) {
+			return api.Item{}, err
+		}
+	}
+	it, err := n.store.InboxEntry(items[0].From, id)
+	if err != nil {
+		return api.Item{}, err
+	}
+	return n.renderItem(it)
 }
 
 // SetPresence announces our presence state to the org and returns the

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -427,13 +428,17 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.
 	}
 	var missing, torn, recent []mailbox.Item
 	var recentPaths []string
-	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string]string{}}
+	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string][]string{}}
+	shared := sharedIDs(items)
 	var newest time.Time
 	for _, it := range items {
 		if it.Delivered.After(newest) {
 			newest = it.Delivered
 		}
 		path := files.path(it.ID, it.Delivered)
+		if shared[it.ID] {
+			path = files.pathFrom(it.ID, it.From, it.Delivered)
+		}
 		cut := false
 		if path != "" && it.Delivered.After(checkFrom) {
 			if ok, err := mailbox.Complete(path); err == nil && !ok {
@@ -449,7 +454,7 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.
 		if path != "" && !recheck {
 			continue
 		}
-		st, err := n.store.Get(it.ID)
+		st, err := n.store.Get(it.From, it.ID)
 		if err != nil {
 			continue
 		}
@@ -509,32 +514,75 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.
 // item.
 type mirrorFiles struct {
 	root    string
-	folders map[string]map[string]string // inbox folder → tag → path
+	folders map[string]map[string][]string // inbox folder → tag → paths, by name
 }
 
 // path returns id's file in the inbox folders of the days around its
 // delivery; "" when there is none. Of several (a tag shared within a
 // second), the first by name.
 func (f *mirrorFiles) path(id uuid.UUID, at time.Time) string {
+	if ps := f.paths(id, at); len(ps) > 0 {
+		return ps[0]
+	}
+	return ""
+}
+
+// paths returns the files with id's tag in the inbox folders of the days
+// around its delivery, by day and then by name.
+func (f *mirrorFiles) paths(id uuid.UUID, at time.Time) []string {
 	tag := mailbox.Tag(id.String())
+	var out []string
 	for _, d := range []time.Time{at.Add(-24 * time.Hour), at, at.Add(24 * time.Hour)} {
 		dir := mailbox.InboxDir(f.root, d)
 		files, ok := f.folders[dir]
 		if !ok {
-			files = map[string]string{}
+			files = map[string][]string{}
 			ents, _ := os.ReadDir(dir) // sorted by name; a missing folder holds nothing
 			for _, e := range ents {
-				if t, ok := mailbox.TagOf(e.Name()); ok && files[t] == "" {
-					files[t] = filepath.Join(dir, e.Name())
+				if t, ok := mailbox.TagOf(e.Name()); ok {
+					files[t] = append(files[t], filepath.Join(dir, e.Name()))
 				}
 			}
 			f.folders[dir] = files
 		}
-		if p := files[tag]; p != "" {
+		out = append(out, files[tag]...)
+	}
+	return out
+}
+
+// pathFrom is path for an id that several senders' items share (an
+// envelope is its sender and its id): the file with id's tag whose
+// From-Key header names from, or "".
+func (f *mirrorFiles) pathFrom(id uuid.UUID, from proto.PubKey, at time.Time) string {
+	want := "\nFrom-Key: " + from.String() + "\n"
+	for _, p := range f.paths(id, at) {
+		fh, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		head := make([]byte, 1024) // From and From-Key are the first two lines
+		k, _ := io.ReadFull(fh, head)
+		fh.Close()
+		if strings.Contains("\n"+string(head[:k]), want) {
 			return p
 		}
 	}
 	return ""
+}
+
+// sharedIDs returns the ids that more than one of items have.
+func sharedIDs(items []history.InboxItem) map[uuid.UUID]bool {
+	n := make(map[uuid.UUID]int, len(items))
+	var out map[uuid.UUID]bool
+	for _, it := range items {
+		if n[it.ID]++; n[it.ID] == 2 {
+			if out == nil {
+				out = map[uuid.UUID]bool{}
+			}
+			out[it.ID] = true
+		}
+	}
+	return out
 }
 
 // sendFromOutbox signs and sends a file an agent dropped in the outbox,

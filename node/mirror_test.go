@@ -1,14 +1,19 @@
 package node
 
 import (
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/mailbox"
+	"github.com/meshd/meshd/proto"
 )
 
 // mailboxFiles lists the mirror files under a home.
@@ -261,5 +266,60 @@ func TestMirrorCheckpointFailureCounted(t *testing.T) {
 	})
 	if got := b.mirrorCheckpoint(); got.IsZero() {
 		t.Fatal("checkpoint file unreadable after recovery")
+	}
+}
+
+// TestMirrorReconcilesSharedID: two senders' DMs that share an id are two
+// inbox items and two mailbox files; a start that finds only one of the
+// files writes the other, matching files by their From-Key, not by the
+// id's tag alone.
+func TestMirrorReconcilesSharedID(t *testing.T) {
+	m, a, b := linkedPair(t)
+	sent, err := a.Send(api.Send{To: "b", Body: "from a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "mirror file", func() bool { return len(mailboxFiles(t, m.home(1))) == 1 })
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Another sender's DM with the same id, stored while the mirror was
+	// not running (as a crash between commit and mirror would leave it).
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := proto.PubKeyOf(key)
+	se, err := proto.SignEnvelope(key, &proto.Envelope{ID: uuid.MustParse(sent.ID), From: other, To: proto.ToPeer(m.ids[1].Pub),
+		Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+		Message: &proto.Message{Body: "from another sender, same id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := history.Open(filepath.Join(m.home(1), "history.db"), history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := st.Deliver([]history.Delivery{{Env: se, Inbox: true, Priority: history.PriorityHigh, Wakes: true}}); err != nil || out[0] != history.Added {
+		t.Fatalf("deliver: %v %v", out, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := m.start(1, tcpAddr(t, a))
+	waitFor(t, 5*time.Second, "reconciled file", func() bool { return len(mailboxFiles(t, m.home(1))) == 2 })
+	if c := b2.Counters()["mirror.reconciled"]; c != 1 {
+		t.Fatalf("mirror.reconciled %d, want 1", c)
+	}
+	var all string
+	for _, f := range mailboxFiles(t, m.home(1)) {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all += string(body)
+	}
+	if !strings.Contains(all, "from a\n") || !strings.Contains(all, "from another sender, same id") {
+		t.Fatalf("mailbox files:\n%s", all)
 	}
 }

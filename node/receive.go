@@ -88,7 +88,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 			// copy is acked only if it verifies (§16.3): anyone can forge
 			// an unsigned copy of a held id, and an ack for it would tell
 			// the sender that bytes it never signed were stored.
-			if se.To.Kind == proto.DestPeer && se.To.Peer.Equal(n.id.Pub) && src.link != nil && !src.history {
+			if n.ackable(se, src) {
 				if err := se.Verify(); err != nil {
 					n.drop(dropBadSignature, se, src, err)
 					return false
@@ -100,6 +100,10 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 			n.drop(dropDuplicate, se, src, nil)
 			return false
 		}
+	}
+	if n.overBudget(se) {
+		n.refuseOverBudget(se, src) // as the commit stage would, unacked
+		return false
 	}
 	// 1. Signature, over the received bytes, by the key in from.
 	if err := se.Verify(); err != nil {
@@ -114,6 +118,10 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	}
 	if !src.history && se.Expires().Before(now) {
 		n.drop(dropExpired, se, src, nil)
+		return false
+	}
+	if !ttlWithinHorizon(se) {
+		n.drop(dropTTLTooLong, se, src, nil)
 		return false
 	}
 	// 3. The sender must be in the current roster.
@@ -300,11 +308,11 @@ func (n *Node) commit(batch []rxItem) {
 		}
 		ds[i] = history.Delivery{Env: it.se, FromHistory: it.src.history, Inbox: inbox, Priority: prio, Wakes: wakes}
 	}
-	added, err := n.store.Deliver(ds)
+	out, err := n.store.Deliver(ds)
 	if c := n.committed.Swap(nil); c != nil {
 		close(*c) // wake awaitStored
 	}
-	if err != nil && added == nil {
+	if err != nil {
 		for _, it := range batch {
 			n.drop(dropStore, it.se, it.src, err)
 		}
@@ -317,15 +325,20 @@ func (n *Node) commit(batch []rxItem) {
 	var acks map[*peerLink][]uuid.UUID
 	for i, it := range batch {
 		se, d := it.se, ds[i]
+		if out[i] == history.OverBudget {
+			// Not stored and not acknowledged: its sender keeps it.
+			n.refuseOverBudget(se, it.src)
+			continue
+		}
 		// Peer-addressed envelopes are acknowledged once durable, even
 		// when they were duplicates: the sender keeps them until then.
-		if se.To.Kind == proto.DestPeer && it.src.link != nil && !it.src.history {
+		if n.ackable(se, it.src) {
 			if acks == nil {
 				acks = map[*peerLink][]uuid.UUID{}
 			}
 			acks[it.src.link] = append(acks[it.src.link], se.ID)
 		}
-		if !added[i] {
+		if out[i] != history.Added {
 			n.drop(dropDuplicate, se, it.src, nil)
 			continue
 		}

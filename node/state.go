@@ -18,6 +18,7 @@ import (
 func (n *Node) openState() error {
 	hc := history.DefaultConfig()
 	hc.Logger = n.log.With("component", "history")
+	hc.MaxSenderBytes, hc.MaxSenderEnvelopes = n.cfg.SenderStoreBytes, n.cfg.SenderStoreEnvelopes
 	st, err := history.Open(n.home.DBPath(), hc)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)

@@ -546,11 +546,11 @@ func TestHistoryResponseAdmission(t *testing.T) {
 		t.Fatalf("drop.history_foreign = %d, want 2", got)
 	}
 	for _, se := range []*proto.SignedEnvelope{dm, elsewhere, req, answer} {
-		if _, err := a.store.Get(se.ID); err == nil {
+		if _, err := a.store.Get(se.From, se.ID); err == nil {
 			t.Fatalf("%s %s was stored", se.Kind, se.ID)
 		}
 	}
-	st, err := a.store.Get(old.ID)
+	st, err := a.store.Get(old.From, old.ID)
 	if err != nil || !st.FromHistory {
 		t.Fatalf("old envelope: %+v, %v; want it stored, from history", st, err)
 	}

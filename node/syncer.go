@@ -158,7 +158,7 @@ type syncer struct {
 	due     map[uuid.UUID]bool            // channels due for a round
 	joins   map[uuid.UUID]bool            // channels joined and not yet backfilled without marks
 	serving map[proto.PubKey]*serveBudget // what each peer is being served
-	served  *fifoMap[uuid.UUID, struct{}] // request ids served recently
+	served  *fifoMap[envRef, struct{}]    // requests (from, id) served recently
 	rounds  []syncRound                   // finished rounds, oldest first
 }
 
@@ -227,7 +227,7 @@ func newSyncer(ctx context.Context, n *Node) *syncer {
 		due:      map[uuid.UUID]bool{},
 		joins:    map[uuid.UUID]bool{},
 		serving:  map[proto.PubKey]*serveBudget{},
-		served:   newFIFOMap[uuid.UUID, struct{}](servedMemory),
+		served:   newFIFOMap[envRef, struct{}](servedMemory),
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.checkJoins(true)

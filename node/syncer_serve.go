@@ -22,7 +22,7 @@ func (s *syncer) takeRequest(se *proto.SignedEnvelope, src rxSource, now time.Ti
 		return false
 	}
 	s.mu.Lock()
-	if _, dup := s.served.get(se.ID); dup {
+	if _, dup := s.served.get(refOf(se)); dup {
 		s.mu.Unlock()
 		s.host.drop(dropDuplicate, se, src, nil)
 		return false
@@ -37,7 +37,7 @@ func (s *syncer) takeRequest(se *proto.SignedEnvelope, src rxSource, now time.Ti
 		s.host.drop(dropHistoryBusy, se, src, nil)
 		return false
 	}
-	s.served.put(se.ID, struct{}{})
+	s.served.put(refOf(se), struct{}{})
 	wait := b.pages.ReserveN(now, 1).DelayFrom(now)
 	if wait > 0 {
 		s.metrics.Inc("history.serve_paced")

@@ -96,7 +96,7 @@ func TestCompact(t *testing.T) {
 	}
 	defer st.Close()
 	for _, m := range kept {
-		got, err := st.Get(m.ID)
+		got, err := st.Get(m.From, m.ID)
 		if err != nil || string(got.Raw) != string(m.Raw) {
 			t.Fatalf("envelope %s after compact: %v", m.ID, err)
 		}

@@ -204,7 +204,7 @@ func repairStore(h home.Home, force, markRead bool, now time.Time) (res repairRe
 			return nil
 		}
 		added, err := st.Restore(batch)
-		if err != nil && !errors.Is(err, history.ErrIDConflict) {
+		if err != nil {
 			return fmt.Errorf("restore into the new store: %w", err)
 		}
 		for _, ok := range added {

@@ -54,8 +54,12 @@ type fileConfig struct {
 	// CompactAtStartMiB: a history store of at least this many MiB that is
 	// at least half free pages is compacted at start; 0 never.
 	CompactAtStartMiB int
-	LogLevel          string
-	LogFormat         string
+	// SenderStoreMiB and SenderStoreEnvelopes bound the DMs, Requests
+	// and Responses one member may have stored here.
+	SenderStoreMiB       int
+	SenderStoreEnvelopes int
+	LogLevel             string
+	LogFormat            string
 	// HTTP is the address of the read-only status page (HOST:PORT, empty:
 	// none); beyond loopback only with HTTPAllowRemote.
 	HTTP            string
@@ -227,6 +231,24 @@ var configKeys = []configKey{
 				return fmt.Errorf("compact at start %d MiB: want 0 (never) or more", c.CompactAtStartMiB)
 			}
 			nc.CompactAtStart = int64(c.CompactAtStartMiB) << 20
+			return nil
+		}},
+	{key: "sender_store_mib", field: func(c *fileConfig) any { return &c.SenderStoreMiB }, def: 256,
+		help: "MiB of DMs, requests and responses one member may have stored here; more are refused unacknowledged (drop.quota) until retention makes room",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.SenderStoreMiB < 1 || c.SenderStoreMiB > 1<<20 {
+				return fmt.Errorf("sender store %d MiB: want 1 to 1048576", c.SenderStoreMiB)
+			}
+			nc.SenderStoreBytes = int64(c.SenderStoreMiB) << 20
+			return nil
+		}},
+	{key: "sender_store_envelopes", field: func(c *fileConfig) any { return &c.SenderStoreEnvelopes }, def: 50000,
+		help: "DMs, requests and responses one member may have stored here; more are refused unacknowledged (drop.quota)",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.SenderStoreEnvelopes < 1 {
+				return fmt.Errorf("sender store envelopes %d: want 1 or more", c.SenderStoreEnvelopes)
+			}
+			nc.SenderStoreEnvelopes = c.SenderStoreEnvelopes
 			return nil
 		}},
 	{key: "log_level", field: func(c *fileConfig) any { return &c.LogLevel }, def: "info",

@@ -284,6 +284,8 @@ func TestPrintConfig(t *testing.T) {
   "retention_interval": "1m",
   "sync_peers": 5,
   "compact_at_start_mib": 64,
+  "sender_store_mib": 256,
+  "sender_store_envelopes": 50000,
   "log_level": "info",
   "log_format": "text",
   "http": "",

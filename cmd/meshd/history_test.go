@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
 )
 
 // histOrg is a set of real meshd processes on loopback: the first node is
@@ -34,6 +35,13 @@ type histOrg struct {
 
 func newHistOrg(t *testing.T, names ...string) *histOrg {
 	t.Helper()
+	return newHistOrgWith(t, nil, names...)
+}
+
+// newHistOrgWith is newHistOrg with further roster members that run no
+// meshd (raw clients of a test), by name.
+func newHistOrgWith(t *testing.T, extra map[string]proto.PubKey, names ...string) *histOrg {
+	t.Helper()
 	meshd, meshctl := buildBinaries(t)
 	o := &histOrg{t: t, meshd: meshd, meshctl: meshctl, names: names,
 		homes: map[string]string{}, args: map[string][]string{}, ds: map[string]*daemon{}}
@@ -51,6 +59,9 @@ func newHistOrg(t *testing.T, names ...string) *histOrg {
 	meshctlOK(t, meshctl, "--home", admin, "roster", "init", "--org", "acme")
 	for _, n := range names[1:] {
 		meshctlOK(t, meshctl, "--home", admin, "roster", "add", keys[n], "--role", "member", "--name", n)
+	}
+	for n, k := range extra {
+		meshctlOK(t, meshctl, "--home", admin, "roster", "add", k.String(), "--role", "member", "--name", n)
 	}
 	pinned := filepath.Join(tmp, "roster.cbor")
 	b, err := os.ReadFile(filepath.Join(admin, "roster.cbor"))

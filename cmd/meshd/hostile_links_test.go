@@ -472,10 +472,10 @@ func TestLogFloodBounded(t *testing.T) {
 	}
 }
 
-// rawMember starts a meshd whose roster holds a raw member ("raw", whose
+// startWithRawMember starts a meshd whose roster holds a raw member ("raw", whose
 // key the test holds) and an offline member ("bob"), and links to it as
 // the raw member. handler receives the node's frames.
-func rawMember(t *testing.T, handler func([]byte)) (d *daemon, h string, raw *transport.Link, bob proto.PubKey, meshctl string) {
+func startWithRawMember(t *testing.T, handler func([]byte)) (d *daemon, h string, raw *transport.Link, bob proto.PubKey, meshctl string) {
 	t.Helper()
 	meshd, meshctl := buildBinaries(t)
 	h = filepath.Join(t.TempDir(), "target")
@@ -546,7 +546,7 @@ func newTrap(t *testing.T, network, addr string) *trap {
 // most four of the TCP addresses, and drops each after three failed
 // dials, for good.
 func TestGossipCannotSteerDials(t *testing.T) {
-	d, h, raw, bob, meshctl := rawMember(t, nil)
+	d, h, raw, bob, meshctl := startWithRawMember(t, nil)
 	sock := newTrap(t, "unix", filepath.Join(t.TempDir(), "trap.sock"))
 	var tcps []*trap
 	addrs := []string{"unix://" + sock.ln.Addr().String()}

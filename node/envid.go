@@ -1,0 +1,127 @@
+package node
+
+import (
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/proto"
+)
+
+// Envelope identity, acks and per-sender budgets (docs/PROTOCOL.md §15,
+// §16.3; docs/SECURITY.md "Envelope ids and per-sender budgets").
+const (
+	// dropQuota: a DM, Request or Response refused because its sender's
+	// stored envelopes reached Config.SenderStoreBytes or
+	// SenderStoreEnvelopes. It is not acknowledged: the sender keeps it.
+	dropQuota = "quota"
+	// dropTTLTooLong: ttl_secs beyond the dedupe horizon, after which a
+	// copy could be accepted again.
+	dropTTLTooLong = "ttl_too_long"
+)
+
+// maxTTL is the longest ttl_secs this node accepts: its dedupe horizon,
+// history.Config.SeenMaxAge (144 h), which the store counts from the
+// envelope's ts. An envelope that lived longer could arrive again, live,
+// after its (from, id) was forgotten, and be delivered twice.
+const maxTTL = 144 * 3600
+
+// ttlWithinHorizon reports whether se expires before its dedupe entry is
+// forgotten: ts + ttl ≤ ts + horizon. The store forgets an entry once ts
+// is older than the horizon, and a live copy is refused once ts + ttl has
+// passed, so no copy is ever both unexpired and forgotten.
+func ttlWithinHorizon(se *proto.SignedEnvelope) bool { return se.TTL <= maxTTL }
+
+// ackable reports whether se, arriving as src, is acknowledged once it is
+// stored: a peer-addressed envelope to this node that came live on a
+// link from its own sender. Acks name ids alone and are scoped to the
+// link: an ack on the link to P stands for (P, id), the entry P keeps in
+// its queue for us. A peer-addressed envelope relayed by another member
+// (meshd never relays) is stored like any other but not acknowledged,
+// since the link's peer keeps no such entry and an ack for the id would
+// clear an envelope of its own that shares it.
+func (n *Node) ackable(se *proto.SignedEnvelope, src rxSource) bool {
+	return se.To.Kind == proto.DestPeer && se.To.Peer.Equal(n.id.Pub) &&
+		src.link != nil && !src.history && se.From.Equal(src.link.key)
+}
+
+// overBudget reports whether se is a peer-addressed envelope the commit
+// stage would refuse by its sender's budget. It is asked before the
+// signature check, so a flood past the budget costs a lookup per
+// envelope, not a signature check over up to 1 MiB; from is not yet
+// verified, but refusing (without an ack) what claims to come from a
+// sender past its budget is what the commit stage does to that sender's
+// own envelopes anyway.
+func (n *Node) overBudget(se *proto.SignedEnvelope) bool {
+	if se.To.Kind != proto.DestPeer {
+		return false
+	}
+	ok, err := n.store.WithinBudget(se.From, len(se.Raw))
+	return err == nil && !ok
+}
+
+// quotaLogEvery is how often refusals of one sender's envelopes are
+// logged: the first at once, then a count at most this often.
+const quotaLogEvery = time.Minute
+
+// quotaLog rate-limits the warning logged for refused envelopes, per
+// sender.
+type quotaLog struct {
+	mu      sync.Mutex // guards senders
+	senders map[proto.PubKey]*quotaLogState
+}
+
+type quotaLogState struct {
+	last       time.Time
+	suppressed uint64
+}
+
+// maxQuotaLogSenders bounds the senders quotaLog remembers; senders are
+// roster members, so it is never reached in practice.
+const maxQuotaLogSenders = 4096
+
+// refuseOverBudget counts and logs an envelope refused by the sender's
+// budget. It is neither stored nor acknowledged. Before the signature
+// check its from is unverified, but the sender it names is past its
+// budget either way, which is what the log says.
+func (n *Node) refuseOverBudget(se *proto.SignedEnvelope, src rxSource) {
+	n.drop(dropQuota, se, src, nil)
+	now := time.Now()
+	q := &n.quotaLog
+	q.mu.Lock()
+	if q.senders == nil || len(q.senders) >= maxQuotaLogSenders {
+		q.senders = map[proto.PubKey]*quotaLogState{}
+	}
+	st := q.senders[se.From]
+	if st == nil {
+		st = &quotaLogState{}
+		q.senders[se.From] = st
+	}
+	if !st.last.IsZero() && now.Sub(st.last) < quotaLogEvery {
+		st.suppressed++
+		q.mu.Unlock()
+		return
+	}
+	suppressed := st.suppressed
+	st.last, st.suppressed = now, 0
+	q.mu.Unlock()
+	var used history.Usage
+	if u, err := n.store.SenderUsage(se.From); err == nil {
+		used = u
+	}
+	n.log.Warn("envelope refused: its sender's store budget is used up; the sender keeps it and re-sends it later",
+		"from", se.From.Fingerprint(), "id", se.ID, "kind", se.Kind.String(), "size", len(se.Raw),
+		"stored_bytes", used.Bytes, "stored_envelopes", used.Envelopes,
+		"limit_bytes", n.cfg.SenderStoreBytes, "limit_envelopes", n.cfg.SenderStoreEnvelopes,
+		"refused_since_last_log", suppressed)
+}
+
+// envRef names an envelope: its sender and its id.
+type envRef struct {
+	from proto.PubKey
+	id   uuid.UUID
+}
+
+func refOf(se *proto.SignedEnvelope) envRef { return envRef{se.From, se.ID} }
