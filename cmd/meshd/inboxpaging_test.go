@@ -98,8 +98,10 @@ func TestLargeInboxListsFully(t *testing.T) {
 	c := counters()
 	t.Logf("%d DMs (%d MB) delivered in %v at a receive cap of 16 MiB/s; link.recv_throttled %d (%d ms)",
 		big+small, big*200<<10/1_000_000, took.Round(time.Millisecond), c["link.recv_throttled"], c["link.recv_throttled_ms"])
-	if c["link.recv_throttled"] == 0 {
-		t.Error("link.recv_throttled = 0 at 16 MiB/s for 70 MB")
+	// The reader waits only when the sender outruns 16 MiB/s; on a busy
+	// host it may not (70 MB then takes over 6 s at most 12 MB/s).
+	if c["link.recv_throttled"] == 0 && took < 6*time.Second {
+		t.Errorf("link.recv_throttled = 0, yet 70 MB arrived in %v", took)
 	}
 	// 70 MB at 16 MiB/s after a 4 MiB burst: at least 3.5 s.
 	if took < 3500*time.Millisecond {
