@@ -98,11 +98,9 @@ func TestLargeInboxListsFully(t *testing.T) {
 	c := counters()
 	t.Logf("%d DMs (%d MB) delivered in %v at a receive cap of 16 MiB/s; link.recv_throttled %d (%d ms)",
 		big+small, big*200<<10/1_000_000, took.Round(time.Millisecond), c["link.recv_throttled"], c["link.recv_throttled_ms"])
-	// The reader waits only when the sender outruns 16 MiB/s; on a busy
-	// host it may not (70 MB then takes over 6 s at most 12 MB/s).
-	if c["link.recv_throttled"] == 0 && took < 6*time.Second {
-		t.Errorf("link.recv_throttled = 0, yet 70 MB arrived in %v", took)
-	}
+	// The reader waits (link.recv_throttled) only when the sender outruns
+	// 16 MiB/s, which a busy host's sender may not; the time bound below
+	// holds either way. transport's TestRecvRate checks the waits.
 	// 70 MB at 16 MiB/s after a 4 MiB burst: at least 3.5 s.
 	if took < 3500*time.Millisecond {
 		t.Errorf("70 MB arrived in %v, faster than 16 MiB/s", took)
