@@ -291,6 +291,7 @@ func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error
 	if err != nil {
 		return res, fmt.Errorf("message 3: %w", err)
 	}
+	peer.Remote = h.conn.RemoteAddr().String()
 	if err := e.admit(peer); err != nil {
 		return res, err
 	}
