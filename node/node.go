@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,8 @@ type Node struct {
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
 	requests          *requestBook
+	invites           *inviteBook  // invites this node made (invite.go)
+	pending           *pendingBook // non-members it refused (pending.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -123,7 +126,9 @@ func New(cfg Config) (*Node, error) {
 		started: time.Now(),
 		kick:    make(chan struct{}, 1),
 		rxq:     make(chan rxItem, rxQueueLen),
+		pending: newPendingBook(),
 	}
+	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.setup(); err != nil {
@@ -162,11 +167,8 @@ func (n *Node) setup() error {
 	if err != nil {
 		return err
 	}
-	if _, ok := r.Member(n.id.Pub); !ok {
-		return fmt.Errorf("this node (%s) is not a member of roster %q v%d: ask an admin to add it (meshctl roster add %s --role member)",
-			n.id.Pub.Fingerprint(), r.Org, r.Version, n.id.Pub)
-	}
 	n.roster.Store(r)
+	n.warnNotMember(r)
 
 	if err := n.openState(); err != nil {
 		return err
@@ -206,7 +208,7 @@ func (n *Node) setup() error {
 	}
 	n.advertised = advertiseAddrs(n.listeners)
 
-	for _, s := range n.cfg.Seeds {
+	for _, s := range append(n.cfg.Seeds, n.joinedSeeds()...) {
 		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: []transport.Addr{s}})
 	}
 
@@ -464,6 +466,10 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		return errors.New("peer is this node itself")
 	}
 	if _, ok := r.Member(p.Identity); !ok {
+		if p.Invite != nil {
+			return n.admitInvite(p)
+		}
+		n.refusedNonMember(p)
 		n.metrics.Inc("handshake.rejected.not_member")
 		return fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
 	}

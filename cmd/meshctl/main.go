@@ -46,10 +46,16 @@ type command struct {
 var commands = []*command{
 	{name: "init", args: "[--name NAME]", summary: "create this node's identity", usage: usageInit, run: runInit},
 	{name: "id", summary: "show this node's identity", usage: usageID, run: runID},
+	{name: "join", args: "TOKEN|- [--name NAME] [--force]", summary: "join an org with an admin's invite token", usage: usageJoin, run: runJoin},
+	{name: "invite", args: "--role ROLE [--name NAME] [--expires D]", summary: "make a one-line token that lets a new node join (admins)", usage: usageInvite, run: runInvite, sub: []*command{
+		{name: "invite list", summary: "list the invites this node made", usage: usageInviteList, run: runInviteList},
+		{name: "invite revoke", args: "ID", summary: "make an unused invite unusable", usage: usageInviteRevoke, run: runInviteRevoke},
+	}},
 	{name: "roster", summary: "create, edit, sign and check the org roster", usage: usageRoster, sub: []*command{
 		{name: "roster init", args: "--org ORG", summary: "create a roster with this node as its admin", usage: usageRosterInit, run: runRosterInit},
 		{name: "roster show", args: "[FILE]", summary: "show a roster", usage: usageRosterShow, run: runRosterShow},
-		{name: "roster add", args: "KEY --role ROLE", summary: "add a member", usage: usageRosterAdd, run: runRosterAdd},
+		{name: "roster pending", summary: "list nodes refused as non-members, to add with roster add", usage: usageRosterPending, run: runRosterPending},
+		{name: "roster add", args: "KEY|FINGERPRINT --role ROLE", summary: "add a member", usage: usageRosterAdd, run: runRosterAdd},
 		{name: "roster remove", args: "MEMBER", summary: "remove a member", usage: usageRosterRemove, run: runRosterRemove},
 		{name: "roster role", args: "MEMBER ROLE", summary: "change a member's role", usage: usageRosterRole, run: runRosterRole},
 		{name: "roster quorum", args: "N", summary: "set how many admins must sign an update", usage: usageRosterQuorum, run: runRosterQuorum},
@@ -171,6 +177,11 @@ func (a *app) dispatch(args []string) (*command, []string, error) {
 	table := a.commands
 	var group *command
 	for {
+		if group != nil && group.run != nil && ownFlags(args) {
+			// A group that runs on its own takes its own flags
+			// (invite --role member) when no subcommand follows.
+			return group, args, nil
+		}
 		fs := flag.NewFlagSet("meshctl", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		fs.Usage = func() {}
@@ -209,6 +220,29 @@ func (a *app) dispatch(args []string) (*command, []string, error) {
 		}
 		group, table = found, found.sub
 	}
+}
+
+// ownFlags reports whether args start with a flag of the group itself
+// (invite --role member) rather than a global flag, before any word: such
+// a group runs on its own with them.
+func ownFlags(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w == "--" || !strings.HasPrefix(w, "-") {
+			return false
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		switch name {
+		case "home":
+			if !hasValue {
+				i++
+			}
+		case "json", "h", "help":
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) globalFlags(fs *flag.FlagSet) {

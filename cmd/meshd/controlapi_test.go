@@ -761,6 +761,8 @@ func TestControlAPILive(t *testing.T) {
 		t.Fatalf("slow reader after lagged: %s %v, want item %s", typ, it, marker.ID)
 	}
 
+	c.exerciseJoinRoutes(alice, bob)
+
 	// Every documented operation answered, with every documented status
 	// but those listed in notExercised.
 	for route, op := range c.documentedRoutes() {
