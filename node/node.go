@@ -78,6 +78,7 @@ type Node struct {
 	requests          *requestBook
 	invites           *inviteBook  // invites this node made (invite.go)
 	pending           *pendingBook // non-members it refused (pending.go)
+	diag              *diagnosis   // what meshctl doctor reports (doctor.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -127,6 +128,7 @@ func New(cfg Config) (*Node, error) {
 		kick:    make(chan struct{}, 1),
 		rxq:     make(chan rxItem, rxQueueLen),
 		pending: newPendingBook(),
+		diag:    newDiagnosis(),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
@@ -244,6 +246,7 @@ func (n *Node) setup() error {
 			mc.Port = port
 			mc.IPs = ips
 			mc.Logger = n.log.With("component", "mdns")
+			mc.AllOrgs = true // other orgs are counted for meshctl doctor, then ignored
 			if n.cfg.MDNSInterface != "" {
 				ifi, err := net.InterfaceByName(n.cfg.MDNSInterface)
 				if err != nil {
@@ -254,7 +257,8 @@ func (n *Node) setup() error {
 			d, err := mdns.New(mc)
 			if err != nil {
 				// Discovery is a convenience; seeds and peer exchange still work.
-				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err)
+				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err, "hint", mdnsHint)
+				n.mdnsFailed(err)
 				n.metrics.Inc("mdns.start_failed")
 			} else {
 				n.disc = d

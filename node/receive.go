@@ -230,6 +230,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 		return n.syncer.handle(se, src, now)
 	}
 	if se.Kind == proto.KindPresence {
+		n.observeClock(se, src, now)
 		if n.presence.Observe(se.From, *se.Presence, now) {
 			n.log.Info("presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}

@@ -65,6 +65,7 @@ var commands = []*command{
 	}},
 	{name: "status", summary: "show the running meshd", usage: usageStatus, run: runStatus},
 	{name: "peers", summary: "list linked peers", usage: usagePeers, run: runPeers},
+	{name: "doctor", summary: "explain why this node has no or few peers, and name the fix", usage: usageDoctor, run: runDoctor},
 	{name: "ui", summary: "print the address that opens the status page (owner only)", usage: usageUI, run: runUI},
 	{name: "top", args: "[--once] [--interval D]", summary: "watch peers, traffic rates and drops, live", usage: usageTop, run: runTop},
 	{name: "channel", summary: "create, list and show channels", usage: usageChannel, sub: []*command{

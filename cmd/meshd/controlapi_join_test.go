@@ -26,4 +26,12 @@ func (c *apiChecker) exerciseJoinRoutes(alice, bob string) {
 	c.refused(alice, reqValid, "POST", "/v1/invites/"+inv.ID+"/revoke", "", nil, 409, false)
 	c.refused(alice, reqValid, "POST", "/v1/invites/0000000000000000/revoke", "", nil, 404, true)
 	c.json(alice, "GET", "/v1/pending", nil, 200, nil)
+	var doc struct {
+		Problems int
+		Checks   []struct{ Name, Status string }
+	}
+	c.json(alice, "GET", "/v1/doctor", nil, 200, &doc)
+	if doc.Problems != 0 || len(doc.Checks) < 6 {
+		t.Fatalf("doctor on a healthy node: %+v", doc)
+	}
 }

@@ -83,3 +83,26 @@ func (c *Client) Pending(ctx context.Context) (*Pending, error) {
 	var out Pending
 	return &out, c.Get(ctx, "/v1/pending", &out)
 }
+
+// DoctorCheck is one check of GET /v1/doctor.
+type DoctorCheck struct {
+	Name   string `json:"name"`   // membership, org, discovery, seeds, links, clock, disk, mailbox
+	Status string `json:"status"` // ok, warn or problem
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Doctor is the answer to GET /v1/doctor: why the node has the peers it
+// has. Problems counts the checks with status problem.
+type Doctor struct {
+	Problems int           `json:"problems"`
+	Links    int           `json:"links"`
+	Members  int           `json:"members"`
+	Checks   []DoctorCheck `json:"checks"`
+}
+
+// Doctor calls GET /v1/doctor.
+func (c *Client) Doctor(ctx context.Context) (*Doctor, error) {
+	var out Doctor
+	return &out, c.Get(ctx, "/v1/doctor", &out)
+}

@@ -13,6 +13,7 @@ type JoinBackend interface {
 	InviteList() (api.Invites, error)
 	RevokeInvite(id string) (*api.Invite, error)
 	PendingList() api.Pending
+	Doctor() api.Doctor
 }
 
 func (s *Server) joinRoutes(mux *http.ServeMux) {
@@ -20,6 +21,11 @@ func (s *Server) joinRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/invites", s.listInvites)
 	mux.HandleFunc("POST /v1/invites/{id}/revoke", s.revokeInvite)
 	mux.HandleFunc("GET /v1/pending", s.getPending)
+	mux.HandleFunc("GET /v1/doctor", s.getDoctor)
+}
+
+func (s *Server) getDoctor(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.b.Doctor())
 }
 
 func (s *Server) createInvite(w http.ResponseWriter, req *http.Request) {
