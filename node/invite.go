@@ -56,12 +56,18 @@ type storedInvite struct {
 	Used    *time.Time   `json:"used,omitempty"`
 	UsedBy  proto.PubKey `json:"used_by,omitzero"`
 	Revoked *time.Time   `json:"revoked,omitempty"`
+	// Update is the file of the roster update that adds UsedBy, written
+	// when the roster's quorum needs more admins' signatures; the invite
+	// waits until a roster naming UsedBy is in force.
+	Update string `json:"roster_update,omitempty"`
 }
 
 func (s *storedInvite) state(now time.Time) string {
 	switch {
 	case s.Used != nil:
 		return "used"
+	case s.Update != "" && s.Revoked == nil:
+		return "waiting"
 	case s.Revoked != nil:
 		return "revoked"
 	case !now.Before(s.Expires):
@@ -72,7 +78,21 @@ func (s *storedInvite) state(now time.Time) string {
 
 func (s *storedInvite) api(now time.Time) api.Invite {
 	return api.Invite{ID: s.ID, Role: s.Role, Name: s.Name, Created: s.Created, Expires: s.Expires,
-		State: s.state(now), Used: s.Used, UsedBy: s.UsedBy}
+		State: s.state(now), Used: s.Used, UsedBy: s.UsedBy, RosterUpdate: s.Update}
+}
+
+// settleLocked marks used the waiting invites whose joiner the roster in
+// force now lists: the update the other admins signed was published.
+func (b *inviteBook) settleLocked(r *roster.Roster, now time.Time) bool {
+	changed := false
+	for _, s := range b.list {
+		if s.Update != "" && s.Used == nil && s.Revoked == nil {
+			if _, ok := r.Member(s.UsedBy); ok {
+				s.Used, changed = &now, true
+			}
+		}
+	}
+	return changed
 }
 
 // inviteBook holds the invites this node made.
@@ -137,15 +157,11 @@ func (b *inviteBook) findLocked(id string) *storedInvite {
 }
 
 // invitable refuses to make or honour invites where this node cannot
-// sign the roster update alone.
+// sign the roster update.
 func (n *Node) invitable(r *roster.Roster) error {
 	if !r.IsAdmin(n.id.Pub) {
 		return refuse(http.StatusForbidden, "run 'meshctl invite' on an admin's node; 'meshctl roster show' lists the admins",
 			"this node is not an admin of roster %q v%d", r.Org, r.Version)
-	}
-	if r.Quorum() > 1 {
-		return refuse(http.StatusConflict, "add the member by hand: meshctl roster add KEY --role ROLE, then collect signatures with meshctl roster sign",
-			"roster %q needs %d admin signatures for an update; an invite can be honoured only where one admin's signature suffices", r.Org, r.Quorum())
 	}
 	return nil
 }
@@ -195,7 +211,7 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 	s := &storedInvite{ID: hex.EncodeToString(id), Hash: hex.EncodeToString(sum[:]), Role: role.String(),
 		Name: req.Name, Created: now, Expires: now.Add(ttl)}
 	tok := &proto.InviteToken{Org: r.Org, Admin: n.id.Pub, Addrs: self, Seeds: others, ID: id, Secret: secret,
-		Expires: uint64(s.Expires.Unix()), Name: req.Name, Role: s.Role}
+		Expires: uint64(s.Expires.Unix()), Name: req.Name, Role: s.Role, Quorum: uint64(r.Quorum())}
 
 	b := n.invites
 	b.mu.Lock()
@@ -246,6 +262,11 @@ func (n *Node) InviteList() (api.Invites, error) {
 		return out, err
 	}
 	now := time.Now()
+	if b.settleLocked(n.Roster(), now.UTC()) {
+		if err := b.saveLocked(now); err != nil {
+			n.log.Warn("invites", "err", err)
+		}
+	}
 	for i := len(b.list) - 1; i >= 0; i-- {
 		out.Invites = append(out.Invites, b.list[i].api(now))
 	}
@@ -313,13 +334,18 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 		return fail("bad_secret", id)
 	}
 	now := time.Now().UTC()
-	if st := s.state(now); st != "usable" {
+	st := s.state(now)
+	if st == "waiting" && s.UsedBy.Equal(p.Identity) && now.Before(s.Expires) {
+		n.log.Info("invite waits for admin signatures", "invite", id, "peer", p.Identity.Fingerprint(), "roster_update", s.Update)
+		return fail("awaiting_signatures", id)
+	}
+	if st != "usable" {
 		return fail(st, id)
 	}
 	cur := n.Roster()
 	if err := n.invitable(cur); err != nil {
 		n.log.Warn("invite cannot be honoured", "invite", id, "err", err)
-		return fail("quorum", id)
+		return fail("not_admin", id)
 	}
 	role, err := roster.ParseRole(s.Role)
 	if err != nil {
@@ -344,6 +370,9 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 	if err := next.Sign(n.id.Key); err != nil {
 		return fail("roster", id)
 	}
+	if cur.Quorum() > 1 {
+		return n.awaitSignatures(s, next, p, now, fail)
+	}
 	if _, err := n.applyRoster(next, nil); err != nil {
 		n.log.Warn("invite: apply roster", "invite", id, "err", err)
 		return fail("roster", id)
@@ -358,6 +387,29 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 	n.log.Info("invite used: member added", "invite", id, "peer", p.Identity.Fingerprint(), "name", m.Name,
 		"role", role.String(), "addr", p.Remote, "roster_version", next.Version)
 	return nil
+}
+
+// awaitSignatures handles a valid invite where this node's signature is
+// not enough: the update adding the joiner, signed by this node, is
+// written beside the roster for the other admins to sign and publish, and
+// the invite is bound to this joiner. The link is refused for now; the
+// joiner retries, and is admitted as a member once the update is in force.
+func (n *Node) awaitSignatures(s *storedInvite, next *roster.Roster, p *proto.HandshakePayload, now time.Time,
+	fail func(string, string) error) error {
+	path := filepath.Join(n.cfg.Home, fmt.Sprintf("roster-v%d-invite-%s.cbor", next.Version, s.ID))
+	if err := home.WriteRoster(path, next); err != nil {
+		n.log.Error("invite: write roster update", "invite", s.ID, "err", err)
+		return fail("roster", s.ID)
+	}
+	s.Update, s.UsedBy = path, p.Identity
+	if err := n.invites.saveLocked(now); err != nil {
+		n.log.Error("invite: save", "invite", s.ID, "err", err)
+	}
+	n.metrics.Inc("invite.awaiting_signatures")
+	n.log.Warn("invite used: the roster update adding the member needs more admin signatures",
+		"invite", s.ID, "peer", p.Identity.Fingerprint(), "name", p.Name, "quorum", next.Quorum(),
+		"roster_update", path, "hint", "other admins: meshctl roster sign FILE; then meshctl roster publish FILE")
+	return fail("awaiting_signatures", s.ID)
 }
 
 // joinedSeeds reads the seeds file 'meshctl join' wrote, skipping (and

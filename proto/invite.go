@@ -60,7 +60,7 @@ func (p *InviteProof) check() error {
 // Wire: {0: text org, 1: bstr(32) admin key, 2: [+ text admin address],
 // ?3: [* text other member address], 4: bstr(8) invite id,
 // 5: bstr(32) secret, 6: uint expiry (Unix seconds), ?7: text name,
-// 8: text role}.
+// 8: text role, ?9: uint quorum of the roster}.
 type InviteToken struct {
 	Org     string   `cbor:"0,keyasint"`
 	Admin   PubKey   `cbor:"1,keyasint"`
@@ -71,6 +71,9 @@ type InviteToken struct {
 	Expires uint64   `cbor:"6,keyasint"`
 	Name    string   `cbor:"7,keyasint,omitempty"`
 	Role    string   `cbor:"8,keyasint"`
+	// Quorum is the roster's quorum when the invite was made: above 1,
+	// the joiner waits for the other admins to sign the update.
+	Quorum uint64 `cbor:"9,keyasint,omitempty"`
 }
 
 // Proof returns the proof the joiner presents for t.

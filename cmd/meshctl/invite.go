@@ -23,9 +23,11 @@ that works once, until it expires. Treat it like a password: send it to the
 new node's operator privately. meshd keeps only a hash of the secret and
 never logs the token.
 
-Invites need a roster whose quorum is 1 (one admin's signature suffices);
-with a larger quorum, add members with 'meshctl roster add' and collect
-signatures with 'meshctl roster sign'.
+Where the roster's quorum is more than 1, the node writes the update that
+adds the joiner (signed by this node) beside its roster, and the invite
+waits: other admins sign it with 'meshctl roster sign' and one of them
+publishes it; the joiner, which keeps asking, then links. 'meshctl invite
+list' and 'meshctl roster pending' name the file.
 
 flags:
   --role ROLE    observer, member, operator or admin (required)
@@ -113,7 +115,16 @@ func runInviteList(a *app, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.Role, dash(i.Name), i.State,
 			i.Expires.Local().Format(time.DateTime), by)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, i := range l.Invites {
+		if i.State == "waiting" {
+			fmt.Fprintf(a.Stdout, "\ninvite %s waits for admin signatures on %s:\n  other admins: meshctl roster sign %s, then meshctl roster publish %s\n",
+				i.ID, i.RosterUpdate, i.RosterUpdate, i.RosterUpdate)
+		}
+	}
+	return nil
 }
 
 func runInviteRevoke(a *app, args []string) error {

@@ -29,6 +29,11 @@ the roster and sends it back; join saves it as this node's roster, and the
 token's addresses as its seeds (<home>/seeds), so that a plain 'meshd'
 then links with no --seed.
 
+Where the org's roster needs more than one admin's signature, the
+inviting node writes the update adding this node for the other admins to
+sign ('meshctl roster sign', then 'meshctl roster publish'); join waits,
+asking again every 2 seconds, until it is published.
+
 A home that holds a one-node org of its own (what a first plain 'meshd'
 creates) is switched to the new org: its roster and history are moved to
 <home>/left-ORG-TIME/. A home that belongs to another org with other
@@ -37,13 +42,18 @@ members is refused unless --force. meshd must not be running on the home.
 flags:
   --name NAME    this node's name (default: the invite's, else the host name)
   --force        leave another org this home belongs to
-  --timeout D    how long to try the admin's addresses (default 30s)
+  --timeout D    how long to try (default 30s; 1h where the org's quorum
+                 is more than 1, to wait for the other admins' signatures)
 
 examples:
   meshctl join meshinv1:omdhY21lLW9yZ...
   meshctl --home /srv/agent1 join - < token.txt
   meshctl join "$TOKEN" --name build-3 && meshd
 `
+
+// joinRetry is how often join asks again while the update adding it
+// waits for admin signatures.
+const joinRetry = 2 * time.Second
 
 // joinResult is the JSON output of join.
 type joinResult struct {
@@ -72,7 +82,7 @@ func runJoin(a *app, args []string) error {
 	flags := a.flagSet()
 	name := flags.String("name", "", "")
 	force := flags.Bool("force", false, "")
-	timeout := flags.Duration("timeout", 30*time.Second, "")
+	timeout := flags.Duration("timeout", 0, "")
 	pos, err := a.parse(flags, args)
 	if err != nil {
 		return err
@@ -134,7 +144,7 @@ func runJoin(a *app, args []string) error {
 	case err != nil:
 		return err
 	}
-	leave := false
+	leave, waitNoted := false, false
 	if cur != nil {
 		_, member := cur.Member(id.Pub)
 		switch {
@@ -155,9 +165,35 @@ func runJoin(a *app, args []string) error {
 		}
 	}
 
+	if *timeout == 0 {
+		*timeout = 30 * time.Second
+		if tok.Quorum > 1 {
+			*timeout = time.Hour
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	r, via, err := joinExchange(ctx, id, tok)
+	var r *roster.Roster
+	var via string
+	for {
+		r, via, err = joinExchange(ctx, id, tok)
+		if !errors.Is(err, errInviteRefused) || tok.Quorum <= 1 {
+			break
+		}
+		// The admin's node waits for other admins to sign the update
+		// that adds us: try again until it is published.
+		if !waitNoted && !a.json {
+			fmt.Fprintf(a.Stdout, "the org's roster needs %d admin signatures: waiting (up to %v) for the other admins to sign and publish the update adding this node (%s)\n",
+				tok.Quorum, *timeout, id.Pub.Fingerprint())
+		}
+		waitNoted = true
+		select {
+		case <-ctx.Done():
+			return withHint(fmt.Errorf("no roster update adding this node was published within %v: %w", *timeout, err),
+				"ask the org's admins to sign it (the inviting node's 'meshctl invite list' names the file), or use a longer --timeout")
+		case <-time.After(joinRetry):
+		}
+	}
 	if err != nil {
 		return err
 	}

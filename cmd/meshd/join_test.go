@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -320,5 +321,86 @@ func TestPendingJoin(t *testing.T) {
 	meshctlJSON(t, meshctl, &st, "--home", c, "status")
 	if st.Role != "member" {
 		t.Fatalf("carol's role after publish: %q", st.Role)
+	}
+}
+
+// TestInviteJoinQuorumTwo: where the roster needs two admins' signatures,
+// a valid invite makes the inviting node write the update adding the
+// joiner, signed by itself, and wait; the joiner keeps asking. A second
+// admin signs, the first publishes, and the joiner is admitted.
+func TestInviteJoinQuorumTwo(t *testing.T) {
+	t.Parallel()
+	meshd, meshctl := buildBinaries(t)
+	tmp := t.TempDir()
+	a, dv := filepath.Join(tmp, "alice"), filepath.Join(tmp, "dave")
+	var daveID struct{ Key string }
+	meshctlJSON(t, meshctl, &daveID, "--home", dv, "init", "--name", "dave")
+	meshctlOK(t, meshctl, "--home", a, "init", "--name", "alice")
+	meshctlOK(t, meshctl, "--home", a, "roster", "init", "--org", "acme")
+	meshctlOK(t, meshctl, "--home", a, "roster", "add", daveID.Key, "--role", "admin", "--name", "dave")
+	meshctlOK(t, meshctl, "--home", a, "roster", "quorum", "2")
+	da := startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	waitStatus(t, meshctl, a, da)
+
+	var inv inviteJSON
+	meshctlJSON(t, meshctl, &inv, "--home", a, "invite", "--role", "member", "--name", "erin")
+	e := filepath.Join(tmp, "erin")
+	join := exec.Command(meshctl, "--home", e, "join", inv.Token, "--timeout", "60s")
+	join.Env = cleanEnv()
+	var out syncBuffer
+	join.Stdout, join.Stderr = &out, &out
+	if err := join.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- join.Wait() }()
+	t.Cleanup(func() { join.Process.Kill() })
+
+	var list struct {
+		Invites []struct {
+			State  string
+			Update string `json:"roster_update"`
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		meshctlJSON(t, meshctl, &list, "--home", a, "invite", "list")
+		if list.Invites[0].State == "waiting" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("invite never waited for signatures: %+v\njoin: %s", list, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	upd := list.Invites[0].Update
+	var pend struct {
+		Updates []struct {
+			File                          string
+			Signatures, Required, Missing int
+		}
+	}
+	meshctlJSON(t, meshctl, &pend, "--home", a, "roster", "pending")
+	if len(pend.Updates) != 1 || pend.Updates[0].File != upd || pend.Updates[0].Missing != 1 {
+		t.Fatalf("roster pending: %+v (update %s)", pend, upd)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("join ended before the update was signed: %v\n%s", err, out.String())
+	default:
+	}
+	meshctlOK(t, meshctl, "--home", dv, "roster", "sign", upd, "--current", filepath.Join(a, "roster.cbor"))
+	meshctlOK(t, meshctl, "--home", a, "roster", "publish", upd)
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "joined org \"acme\"") || !strings.Contains(out.String(), "waiting") {
+			t.Fatalf("join: %v\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("join did not finish after the update was published:\n%s", out.String())
+	}
+	meshctlJSON(t, meshctl, &list, "--home", a, "invite", "list")
+	if list.Invites[0].State != "used" {
+		t.Fatalf("invite after publish: %+v", list)
 	}
 }

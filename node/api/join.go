@@ -25,10 +25,14 @@ type Invite struct {
 	Name    string    `json:"name,omitempty"`
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires"`
-	// State is usable, used, revoked or expired.
+	// State is usable, waiting (for other admins to sign the roster
+	// update that adds its joiner), used, revoked or expired.
 	State  string       `json:"state"`
 	Used   *time.Time   `json:"used,omitempty"`
 	UsedBy proto.PubKey `json:"used_by,omitzero"`
+	// RosterUpdate is the file of the roster update a waiting invite
+	// made, for the other admins to sign and publish.
+	RosterUpdate string `json:"roster_update,omitempty"`
 }
 
 // InviteCreated is the answer to POST /v1/invites: the invite and its
