@@ -28,7 +28,7 @@ type pendingBook struct {
 	byKey   map[proto.PubKey]*pendingEntry
 	tokens  float64   // the rate limit's bucket of new entries
 	refill  time.Time // when tokens was last refilled
-	dropped uint64    // new entries refused by the rate limit
+	dropped uint64    // new entries left out by the rate limit
 }
 
 type pendingEntry struct {
@@ -41,8 +41,9 @@ func newPendingBook() *pendingBook {
 }
 
 // record notes a refused non-member. It reports whether the refusal
-// should be logged (once a minute per key at most).
-func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (logIt bool) {
+// should be logged (once a minute per key at most), and whether a new
+// key was left out by the rate limit.
+func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (logIt, limited bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.byKey[p.Identity]
@@ -51,7 +52,7 @@ func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (logIt bo
 		b.refill = now
 		if b.tokens < 1 {
 			b.dropped++
-			return false
+			return false, true
 		}
 		b.tokens--
 		if len(b.byKey) >= maxPending {
@@ -68,9 +69,9 @@ func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (logIt bo
 	e.Attempts++
 	if now.Sub(e.logged) >= pendingLogEvery {
 		e.logged = now
-		return true
+		return true, false
 	}
-	return false
+	return false, false
 }
 
 // evictLocked drops the entry seen least recently.
@@ -123,7 +124,11 @@ func (n *Node) PendingList() api.Pending {
 // refusedNonMember records p, which admit refuses as not a member, and
 // logs it (rate-limited per key).
 func (n *Node) refusedNonMember(p *proto.HandshakePayload) {
-	if n.pending.record(p, time.Now()) {
+	logIt, limited := n.pending.record(p, time.Now())
+	if limited {
+		n.metrics.Inc("pending.rate_limited")
+	}
+	if logIt {
 		n.log.Info("refused a node that is not in the roster; an admin can add it with meshctl roster add",
 			"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote)
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -403,4 +405,70 @@ func TestInviteJoinQuorumTwo(t *testing.T) {
 	if list.Invites[0].State != "used" {
 		t.Fatalf("invite after publish: %+v", list)
 	}
+}
+
+// TestPendingFlood: an attacker dials an admin's node with many fresh
+// keys of the right org. Each is refused and counted; the pending list
+// takes at most 60 new keys a minute (the rest are counted as rate
+// limited), so the flood neither grows it without bound nor pushes out
+// a node that knocked before it.
+func TestPendingFlood(t *testing.T) {
+	t.Parallel()
+	meshd, meshctl := buildBinaries(t)
+	tmp := t.TempDir()
+	a := filepath.Join(tmp, "alice")
+	da := startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "alice")
+	sa := waitStatus(t, meshctl, a, da)
+	addr, err := transport.ParseAddr(tcpListen(t, sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	knock := func(i int) {
+		id, _, err := home.Home{Dir: filepath.Join(tmp, fmt.Sprintf("k%d", i))}.Init(fmt.Sprintf("knock%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l, err := transport.Dial(ctx, addr, transport.Config{Identity: id.Key, Org: sa.Org,
+			Payload: func() proto.HandshakePayload { return proto.HandshakePayload{Name: id.Name} }}, nil)
+		if err == nil {
+			l.Start(func([]byte) {})
+			<-l.Done()
+		}
+	}
+	knock(0) // an early, genuine knock
+	const n = 200
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			knock(i)
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	waitCounter(t, meshctl, a, "handshake.rejected.not_member", n+1)
+	cs := counters(t, meshctl, a)
+	var p struct{ Nodes []struct{ Name string } }
+	meshctlJSON(t, meshctl, &p, "--home", a, "roster", "pending")
+	// A bucket of 60, refilled at one a second while the flood lasts.
+	allowed := 60 + int(time.Since(start).Seconds()) + 1
+	if len(p.Nodes) > allowed || cs["pending.rate_limited"]+uint64(len(p.Nodes)) != n+1 {
+		t.Fatalf("pending after %d fresh keys: %d entries, %d rate limited", n+1, len(p.Nodes), cs["pending.rate_limited"])
+	}
+	found := false
+	for _, x := range p.Nodes {
+		found = found || x.Name == "knock0"
+	}
+	if !found {
+		t.Fatal("the flood pushed out the node that knocked first")
+	}
+	t.Logf("%d refused handshakes from fresh keys in %v (%.0f/s, 8 at a time); pending holds %d, %d rate limited",
+		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), len(p.Nodes), cs["pending.rate_limited"])
 }
