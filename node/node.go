@@ -36,6 +36,7 @@ type Node struct {
 	linkCfg transport.Config // the transport settings of every link, with our identity and hooks filled in
 
 	unlock func() error // releases the home lock
+	newOrg bool         // loadRoster made a one-node org, not yet saved
 
 	// roster is the current roster: set by setup, then replaced only by
 	// applyRoster, with rosterMu and the peers mutex held. Readers load it
@@ -161,6 +162,9 @@ func (n *Node) setup() error {
 	if err != nil {
 		return err
 	}
+	if id, err = n.defaultName(id); err != nil {
+		return err
+	}
 	n.id = id
 	if created {
 		n.log.Info("created identity", "key", id.Pub.String(), "fingerprint", id.Pub.Fingerprint())
@@ -209,6 +213,9 @@ func (n *Node) setup() error {
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
 	n.advertised = advertiseAddrs(n.listeners)
+	if err := n.saveNewOrg(r); err != nil {
+		return err
+	}
 
 	for _, s := range append(n.cfg.Seeds, n.joinedSeeds()...) {
 		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: []transport.Addr{s}})
@@ -326,12 +333,24 @@ func (n *Node) loadRoster() (*roster.Roster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Saved by setup once the listeners are open: a start that fails (a
+	// port in use) leaves no org of its own behind to get in the way of
+	// a later meshctl join.
+	n.newOrg = true
+	return r, nil
+}
+
+// saveNewOrg persists the one-node org loadRoster made, if it made one.
+func (n *Node) saveNewOrg(r *roster.Roster) error {
+	if !n.newOrg {
+		return nil
+	}
 	if err := n.home.SaveRoster(r); err != nil {
-		return nil, err
+		return err
 	}
 	n.log.Info("no roster found: started a one-node org with this node as admin",
-		"org", org, "roster", n.home.RosterPath())
-	return r, nil
+		"org", r.Org, "roster", n.home.RosterPath())
+	return nil
 }
 
 func readRosterFile(path string) (*roster.Roster, error) {

@@ -1,11 +1,14 @@
 package node
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -145,4 +148,22 @@ func (n *Node) warnNotMember(r *roster.Roster) {
 	n.log.Warn("this node is not a member of its roster: it links once an admin adds it "+
 		"(on an admin's node: meshctl roster pending, then meshctl roster add FINGERPRINT --role member and meshctl roster publish)",
 		"fingerprint", n.id.Pub.Fingerprint(), "org", r.Org, "version", r.Version)
+}
+
+// defaultName names a node that has no name yet after its host, so that
+// peers, rosters and pending lists show something a person recognises.
+func (n *Node) defaultName(id home.Identity) (home.Identity, error) {
+	if id.Name != "" {
+		return id, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return id, nil
+	}
+	h, _, _ = strings.Cut(h, ".")
+	if h == "" || roster.CheckName(h) != nil {
+		return id, nil
+	}
+	id, _, err = n.home.Init(h)
+	return id, err
 }

@@ -95,6 +95,7 @@ var commands = []*command{
 	{name: "mcp", args: "[--log-level L]", summary: "serve the meshd tools to an MCP host on stdio", usage: usageMCP, run: runMCP},
 	{name: "demo", args: "[--keep] [--dir DIR]", summary: "run a throwaway three-node mesh and show each step", usage: usageDemo, run: runDemo},
 	{name: "bench", args: "--readers HOME,... --channel NAME [--rate N]", summary: "measure a running mesh: latency, delivery, CPU and memory", usage: usageBench, run: runBench},
+	{name: "version", summary: "print meshctl's version", usage: usageVersion, run: runVersion},
 	{name: "help", args: "[COMMAND]", summary: "show help for a command", usage: usageHelp, run: runHelp},
 }
 

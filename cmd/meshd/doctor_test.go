@@ -88,6 +88,12 @@ func TestDoctorHealthyAndSeeds(t *testing.T) {
 	lone := filepath.Join(tmp, "lone")
 	dl := startDaemon(t, meshd, lone, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--seed", dead)
 	waitStatus(t, meshctl, lone, dl)
+	// Started without --name, the node is named after its host.
+	var st struct{ Name string }
+	meshctlJSON(t, meshctl, &st, "--home", lone, "status")
+	if host, err := os.Hostname(); err == nil && st.Name != strings.Split(host, ".")[0] {
+		t.Fatalf("default name %q, want the host name %q", st.Name, host)
+	}
 	d = waitDoctor(t, meshctl, lone, "seeds", "problem")
 	if _, detail, fix := d.check(t, "seeds"); !strings.Contains(detail, dead) || fix == "" {
 		t.Fatalf("seeds check: %q / %q", detail, fix)
