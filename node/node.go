@@ -80,6 +80,7 @@ type Node struct {
 	invites           *inviteBook  // invites this node made (invite.go)
 	pending           *pendingBook // non-members it refused (pending.go)
 	diag              *diagnosis   // what meshctl doctor reports (doctor.go)
+	answers           *answerBook  // final answers sent to requests (respond_once.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -130,6 +131,7 @@ func New(cfg Config) (*Node, error) {
 		rxq:     make(chan rxItem, rxQueueLen),
 		pending: newPendingBook(),
 		diag:    newDiagnosis(),
+		answers: newAnswerBook(),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}

@@ -295,7 +295,10 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 		return nil, fmt.Errorf("find request %s: %w", id, err)
 	}
 	if !ok {
-		return nil, notFound(hintMembers, "no received request has id %s", id)
+		return nil, notFound(n.requestIDHint(id), "no received request has id %s", id)
+	}
+	if err := n.checkAnswer(id); err != nil {
+		return nil, err
 	}
 	resp := &proto.Response{RequestID: id, Status: st}
 	if len(req.Result) > 0 {
@@ -309,6 +312,7 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.answered(id, st)
 	out.RequestID = id.String()
 	return out, nil
 }

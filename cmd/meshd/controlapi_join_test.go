@@ -35,3 +35,20 @@ func (c *apiChecker) exerciseJoinRoutes(alice, bob string) {
 		t.Fatalf("doctor on a healthy node: %+v", doc)
 	}
 }
+
+// exerciseRespondHints: responding with the request's envelope id names
+// the request id in the hint; a second final answer is refused.
+func (c *apiChecker) exerciseRespondHints(bob, requestID, envelopeID string) {
+	t := c.t
+	const js = "application/json"
+	if envelopeID == "" || envelopeID == requestID {
+		t.Fatalf("request envelope id %q, request id %q", envelopeID, requestID)
+	}
+	code, data := c.call(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"`+envelopeID+`","status":"completed"}`))
+	if code != 404 || !strings.Contains(string(data), requestID) {
+		t.Fatalf("respond with the envelope id: %d %s", code, data)
+	}
+	if msg := c.refused(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"`+requestID+`","status":"failed"}`), 409, true); !strings.Contains(msg, "already answered completed") {
+		t.Fatalf("second answer: %q", msg)
+	}
+}
