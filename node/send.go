@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -114,7 +115,8 @@ func (n *Node) myRole() roster.Role {
 // Send sends a channel message ("#name") or a DM (anything else).
 func (n *Node) Send(req api.Send) (*api.Sent, error) {
 	if len(req.Body) > proto.MaxBodySize {
-		return nil, badRequest("body of %d bytes exceeds %d", len(req.Body), proto.MaxBodySize)
+		return nil, refuse(http.StatusBadRequest, "split it into several messages, or send a path or URL to the data",
+			"body of %d bytes exceeds the message limit of 256 KiB (%d bytes)", len(req.Body), proto.MaxBodySize)
 	}
 	var reply *uuid.UUID
 	if req.InReplyTo != "" {
