@@ -50,13 +50,14 @@ func (n *Node) answered(id uuid.UUID, st proto.Status) {
 // requestIDHint names the request id when id is the envelope (inbox item)
 // id of a request this node received, the usual mix-up; else "".
 func (n *Node) requestIDHint(id uuid.UUID) string {
+	const hintRequests = "the request ids of received requests are in: meshctl inbox --all (request_id)"
 	s, err := n.store.Get(id)
 	if err != nil {
-		return hintMembers
+		return hintRequests
 	}
 	se, err := s.Envelope()
 	if err != nil || se.Kind != proto.KindRequest || se.Request == nil {
-		return hintMembers
+		return hintRequests
 	}
 	return "that is the envelope id of a request; answer its request id: meshctl respond " + se.Request.RequestID.String() + " STATUS"
 }

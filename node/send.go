@@ -83,7 +83,7 @@ func (n *Node) resolvePeer(q string) (roster.Member, error) {
 		if errors.As(err, &amb) {
 			return roster.Member{}, badRequest("%w", err)
 		}
-		return roster.Member{}, notFound(hintMembers, "peer %q: %w", q, err)
+		return roster.Member{}, notFound(hintMembers, "%w", err) // the error names q
 	}
 	if len(ms) == 0 {
 		return roster.Member{}, notFound(hintMembers, "no roster member matches %q", q)
@@ -102,7 +102,7 @@ func (n *Node) resolvePeer(q string) (roster.Member, error) {
 func (n *Node) resolveChannel(q string) (*channel.Policy, error) {
 	p, err := n.channels.Lookup(q)
 	if err != nil {
-		return nil, notFound(hintChannels, "channel %q: %w", q, err)
+		return nil, notFound(hintChannels, "%w", err) // the error names q
 	}
 	return p, nil
 }

@@ -83,3 +83,27 @@ func TestRequestWait(t *testing.T) {
 		t.Fatalf("--timeout without --wait: %+v", r)
 	}
 }
+
+// TestErrorsSayItOnce: refusals naming an unknown channel or peer say so
+// once, with the name, and names ignore case.
+func TestErrorsSayItOnce(t *testing.T) {
+	t.Parallel()
+	o := newHistOrg(t, "alice", "bob")
+	alice := o.homes["alice"]
+	for _, args := range [][]string{
+		{"subscribe", "nope"}, {"channel", "show", "nope"}, {"send", "#nope", "x"}, {"dm", "nobody", "x"},
+	} {
+		r := meshctlRun(t, o.meshctl, append([]string{"--home", alice}, args...)...)
+		msg, _, _ := strings.Cut(r.stderr, "\n")
+		if r.code != 1 || !strings.Contains(msg, "no") {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		for _, w := range []string{"unknown channel", "nope", "nobody", "member"} {
+			if strings.Count(msg, w) > 1 {
+				t.Errorf("%v: %q says %q more than once", args, msg, w)
+			}
+		}
+	}
+	// Bob by another case.
+	meshctlOK(t, o.meshctl, "--home", alice, "dm", "BOB", "hello in capitals")
+}
