@@ -153,7 +153,7 @@ type addCheck func(name, status, fix, format string, args ...any)
 
 func (n *Node) checkMembership(r *roster.Roster, add addCheck) {
 	if m, ok := r.Member(n.id.Pub); ok {
-		add("membership", "ok", "", "a %s of roster %q v%d", m.Role, r.Org, r.Version)
+		add("membership", "ok", "", "in roster %q v%d as %s", r.Org, r.Version, m.Role)
 		return
 	}
 	fix := fmt.Sprintf("ask an admin of %q to add this node: meshctl roster add %s --role member, then meshctl roster publish on their node (or have them run meshctl invite and run meshctl join TOKEN here)",

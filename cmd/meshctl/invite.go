@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/meshd/meshd/node/api"
@@ -105,7 +104,7 @@ func runInviteList(a *app, args []string) error {
 		fmt.Fprintln(a.Stdout, "no invites; make one with: meshctl invite --role member")
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.Stdout, 0, 8, 2, ' ', 0)
+	tw := table(a.Stdout)
 	fmt.Fprintln(tw, "ID\tROLE\tNAME\tSTATE\tEXPIRES\tUSED BY")
 	for _, i := range l.Invites {
 		by := ""

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/meshd/meshd/node/api"
@@ -84,7 +83,7 @@ func runRosterPending(a *app, args []string) error {
 	case len(res.Nodes) == 0:
 		fmt.Fprintln(a.Stdout, "no pending nodes: no node outside the roster tried to link since meshd started")
 	default:
-		tw := tabwriter.NewWriter(a.Stdout, 0, 8, 2, ' ', 0)
+		tw := table(a.Stdout)
 		fmt.Fprintln(tw, "FINGERPRINT\tNAME\tADDRESS\tFIRST SEEN\tLAST SEEN\tATTEMPTS")
 		now := time.Now()
 		for _, n := range res.Nodes {
