@@ -4,9 +4,11 @@ package node
 
 import "syscall"
 
-// diskSpace returns the bytes free for an unprivileged user and the size
+// diskSpace (a variable for tests) returns the bytes free for an unprivileged user and the size
 // of the file system holding path.
-func diskSpace(path string) (free, total uint64, err error) {
+var diskSpace = statDisk
+
+func statDisk(path string) (free, total uint64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, 0, err
