@@ -82,3 +82,23 @@ func TestHandshakePayloadInviteSizes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseInviteToken: whatever text is pasted, parsing never panics, and
+// a token it accepts prints back to the same text.
+func FuzzParseInviteToken(f *testing.F) {
+	f.Add(testToken().String())
+	f.Add(InviteTokenPrefix)
+	f.Add(InviteTokenPrefix + "oAA")
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, err := ParseInviteToken(s)
+		if err != nil {
+			return
+		}
+		if tok.String() != strings.TrimSpace(s) {
+			t.Fatalf("accepted %q, prints back as %q", s, tok.String())
+		}
+		if _, err := ParseInviteToken(tok.String()); err != nil {
+			t.Fatalf("printed token does not parse: %v", err)
+		}
+	})
+}
