@@ -35,8 +35,9 @@ sign ('meshctl roster sign', then 'meshctl roster publish'); join waits,
 asking again every 2 seconds, until it is published.
 
 A home that holds a one-node org of its own (what a first plain 'meshd'
-creates) is switched to the new org: its roster and history are moved to
-<home>/left-ORG-TIME/. A home that belongs to another org with other
+creates) is switched to the new org: its roster, history store, invites,
+seeds and mailbox are moved to <home>/left-ORG-TIME/ (nothing is deleted);
+the identity stays. A home that belongs to another org with other
 members is refused unless --force. meshd must not be running on the home.
 
 flags:
@@ -159,7 +160,7 @@ func runJoin(a *app, args []string) error {
 		case !*force:
 			return withHint(fmt.Errorf("this home belongs to org %q (roster v%d, %d members); joining %q would leave it",
 				cur.Org, cur.Version, len(cur.Members), tok.Org),
-				"use another --home for the new org, or add --force to leave %q (its roster and history are moved aside, not deleted)", cur.Org)
+				"use another --home for the new org, or add --force to leave %q (its roster, history and mailbox are moved aside, not deleted)", cur.Org)
 		default:
 			leave = true
 		}
@@ -221,7 +222,7 @@ func runJoin(a *app, args []string) error {
 		return a.printJSON(res)
 	}
 	if res.LeftDir != "" {
-		fmt.Fprintf(a.Stdout, "moved org %q's roster and history to %s\n", res.Left, res.LeftDir)
+		fmt.Fprintf(a.Stdout, "moved org %q's roster, history and mailbox to %s\n", res.Left, res.LeftDir)
 	}
 	if res.Already {
 		fmt.Fprintf(a.Stdout, "this node was already a member of org %q: its roster and seeds are refreshed\n", r.Org)
