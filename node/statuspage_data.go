@@ -34,24 +34,25 @@ func (n *Node) StatusInfo() api.Status {
 		skew = 0
 	}
 	return api.Status{
-		Key:              n.id.Pub,
-		Fingerprint:      n.id.Pub.Fingerprint(),
-		NodeID:           n.id.Pub.NodeID().String(),
-		Name:             n.id.Name,
-		Role:             role,
-		Org:              r.Org,
-		RosterVersion:    r.Version,
-		RosterMembers:    len(r.Members),
-		Listen:           n.ListenAddrs(),
-		Advertised:       adv,
-		Home:             n.cfg.Home,
-		Started:          n.started.UTC(),
-		UptimeSeconds:    time.Since(n.started).Seconds(),
-		Links:            links,
-		MDNS:             n.disc != nil,
-		Seeds:            seeds,
+		Key:           n.id.Pub,
+		Fingerprint:   n.id.Pub.Fingerprint(),
+		NodeID:        n.id.Pub.NodeID().String(),
+		Name:          n.id.Name,
+		Role:          role,
+		Org:           r.Org,
+		RosterVersion: r.Version,
+		RosterMembers: len(r.Members),
+		Listen:        n.ListenAddrs(),
+		Advertised:    adv,
+		Home:          n.cfg.Home,
+		Started:       n.started.UTC(),
+		UptimeSeconds: time.Since(n.started).Seconds(),
+		Links:         links,
+		MDNS:          n.disc != nil,
+		Seeds:         seeds,
+		Counters:      n.Counters(),
+
 		ClockSkewSeconds: skew.Seconds(),
-		Counters:         n.Counters(),
 	}
 }
 

@@ -19,26 +19,27 @@ import (
 
 // Status is the answer to GET /v1/status.
 type Status struct {
-	Key           proto.PubKey `json:"key"`
-	Fingerprint   string       `json:"fingerprint"`
-	NodeID        string       `json:"node_id"`
-	Name          string       `json:"name,omitempty"`
-	Role          string       `json:"role"`
-	Org           string       `json:"org"`
-	RosterVersion uint64       `json:"roster_version"`
-	RosterMembers int          `json:"roster_members"`
-	Listen        []string     `json:"listen"`
-	Advertised    []string     `json:"advertised"`
-	Home          string       `json:"home"`
-	Started       time.Time    `json:"started"`
-	UptimeSeconds float64      `json:"uptime_seconds"`
-	Links         int          `json:"links"`
-	MDNS          bool         `json:"mdns"`
-	Seeds         []string     `json:"seeds,omitempty"`
+	Key           proto.PubKey      `json:"key"`
+	Fingerprint   string            `json:"fingerprint"`
+	NodeID        string            `json:"node_id"`
+	Name          string            `json:"name,omitempty"`
+	Role          string            `json:"role"`
+	Org           string            `json:"org"`
+	RosterVersion uint64            `json:"roster_version"`
+	RosterMembers int               `json:"roster_members"`
+	Listen        []string          `json:"listen"`
+	Advertised    []string          `json:"advertised"`
+	Home          string            `json:"home"`
+	Started       time.Time         `json:"started"`
+	UptimeSeconds float64           `json:"uptime_seconds"`
+	Links         int               `json:"links"`
+	MDNS          bool              `json:"mdns"`
+	Seeds         []string          `json:"seeds,omitempty"`
+	Counters      map[string]uint64 `json:"counters"`
+
 	// ClockSkewSeconds is the largest recent clock difference to a
 	// peer (its clock minus ours), when it exceeds 10 s; else omitted.
-	ClockSkewSeconds float64           `json:"clock_skew_seconds,omitempty"`
-	Counters         map[string]uint64 `json:"counters"`
+	ClockSkewSeconds float64 `json:"clock_skew_seconds,omitempty"`
 }
 
 // Peer is one linked peer in GET /v1/peers.
