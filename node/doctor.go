@@ -112,6 +112,17 @@ func (n *Node) observeClock(se *proto.SignedEnvelope, src rxSource, now time.Tim
 	}
 }
 
+// observeFutureClock records the clock difference an envelope shows when
+// it claims to be from more than skewWarn in the future: queueing and
+// store-and-forward only ever make envelopes look older, so this is the
+// sender's clock (or ours), even for an envelope then dropped as from the
+// future. Envelopes within skewWarn cost one comparison.
+func (n *Node) observeFutureClock(se *proto.SignedEnvelope, src rxSource, now time.Time) {
+	if se.Time().Sub(now) > skewWarn {
+		n.observeClock(se, src, now)
+	}
+}
+
 // maxSkew returns the largest recent clock difference to a peer.
 func (n *Node) maxSkew(now time.Time) (time.Duration, proto.PubKey) {
 	d := n.diag

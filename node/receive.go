@@ -108,6 +108,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	}
 	// 2. TTL and clock skew; history sync skips only the expiry check.
 	now := time.Now()
+	n.observeFutureClock(se, src, now)
 	if se.Time().After(now.Add(proto.MaxClockSkew)) {
 		n.drop(dropFuture, se, src, nil)
 		return false

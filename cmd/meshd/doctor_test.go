@@ -211,4 +211,22 @@ func TestDoctorNotMemberAndClock(t *testing.T) {
 		t.Fatalf("status text lacks the clock warning:\n%s", txt)
 	}
 	da.waitLog("clock skew with a peer", 5*time.Second)
+
+	// A message from 45 s ahead is dropped as from the future, and the
+	// doctor says why: the clock.
+	m := &proto.Envelope{ID: proto.NewID(), From: bobID2.Pub, To: proto.ToPeer(aliceKey), Kind: proto.KindMessage,
+		TS: time.Now().Add(45 * time.Second).UnixMilli(), TTL: 300, Seq: 2, Epoch: e.Epoch,
+		Message: &proto.Message{Body: "from the future"}}
+	sm, err := proto.SignEnvelope(bobID2.Key, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, sm.Raw...)); err != nil {
+		t.Fatal(err)
+	}
+	waitCounter(t, meshctl, a, "drop.future", 1)
+	d, _ = doctor(t, meshctl, a)
+	if _, detail, _ := d.check(t, "clock"); !strings.Contains(detail, "+45s") {
+		t.Fatalf("clock check after a message from the future: %q", detail)
+	}
 }
