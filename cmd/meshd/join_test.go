@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,7 +67,7 @@ func TestInviteJoin(t *testing.T) {
 		t.Fatal("meshd logged the token")
 	}
 
-	// Join through the token, read from stdin, on a fresh home.
+	// Join through the token on a fresh home.
 	b := filepath.Join(tmp, "bob")
 	var joined struct {
 		Org, Role, Name string
@@ -108,6 +109,46 @@ func TestInviteJoin(t *testing.T) {
 		t.Fatalf("revoked token: %+v", r)
 	}
 	waitCounter(t, meshctl, a, "invite.rejected.revoked", 1)
+
+	// An expired invite is refused by the node, even when the token says
+	// it is still good: the node's record decides. (The invite's expiry is
+	// moved into the past while alice is stopped; the token still reaches
+	// her through her link socket, whose path survives the restart.)
+	var inv3 inviteJSON
+	meshctlJSON(t, meshctl, &inv3, "--home", a, "invite", "--role", "member", "--expires", "1m")
+	if err := da.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ipath := filepath.Join(a, "invites.json")
+	raw, err := os.ReadFile(ipath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []map[string]any
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stored {
+		if s["id"] == inv3.ID {
+			s["expires"] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if raw, err = json.Marshal(stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ipath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	da = startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	waitStatus(t, meshctl, a, da)
+	if r := meshctlRun(t, meshctl, "--home", c, "join", inv3.Token, "--timeout", "10s"); r.code != 1 || !strings.Contains(r.stderr, "refused the invite") {
+		t.Fatalf("expired invite: %+v", r)
+	}
+	waitCounter(t, meshctl, a, "invite.rejected.expired", 1)
+	meshctlJSON(t, meshctl, &list, "--home", a, "invite", "list")
+	if len(list.Invites) != 3 || list.Invites[0].State != "expired" || list.Invites[2].State != "used" {
+		t.Fatalf("invites after a restart: %+v", list)
+	}
 
 	// Nothing that failed made carol a member.
 	var ros struct{ Members []struct{ Name string } }
