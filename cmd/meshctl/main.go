@@ -54,7 +54,7 @@ var commands = []*command{
 	{name: "roster", summary: "create, edit, sign and check the org roster", usage: usageRoster, sub: []*command{
 		{name: "roster init", args: "--org ORG", summary: "create a roster with this node as its admin", usage: usageRosterInit, run: runRosterInit},
 		{name: "roster show", args: "[FILE]", summary: "show a roster", usage: usageRosterShow, run: runRosterShow},
-		{name: "roster pending", summary: "list nodes refused as non-members, to add with roster add", usage: usageRosterPending, run: runRosterPending},
+		{name: "roster pending", summary: "list refused non-members and roster updates awaiting signatures", usage: usageRosterPending, run: runRosterPending},
 		{name: "roster add", args: "KEY|FINGERPRINT --role ROLE", summary: "add a member", usage: usageRosterAdd, run: runRosterAdd},
 		{name: "roster remove", args: "MEMBER", summary: "remove a member", usage: usageRosterRemove, run: runRosterRemove},
 		{name: "roster role", args: "MEMBER ROLE", summary: "change a member's role", usage: usageRosterRole, run: runRosterRole},
