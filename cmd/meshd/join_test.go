@@ -262,11 +262,15 @@ func TestJoinReplacesOneNodeOrg(t *testing.T) {
 	solo := filepath.Join(tmp, "solo")
 	ds := startDaemon(t, meshd, solo, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "solo")
 	ss := waitStatus(t, meshctl, solo, ds)
+	var inv inviteJSON
+	meshctlJSON(t, meshctl, &inv, "--home", a, "invite", "--role", "member")
+	// Not while meshd runs on the home: join would change its files under it.
+	if r := meshctlRun(t, meshctl, "--home", solo, "join", inv.Token); r.code != 1 || !strings.Contains(r.stderr, "stop meshd") {
+		t.Fatalf("join while meshd runs: %+v", r)
+	}
 	if err := ds.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	var inv inviteJSON
-	meshctlJSON(t, meshctl, &inv, "--home", a, "invite", "--role", "member")
 	out := meshctlOK(t, meshctl, "--home", solo, "join", inv.Token)
 	if !strings.Contains(out, "one-node org") || !strings.Contains(out, ss.Org) || !strings.Contains(out, "left-") {
 		t.Fatalf("join over a one-node org:\n%s", out)
