@@ -491,7 +491,11 @@ func (n *Node) discoveryLoop() {
 			if !ok {
 				return
 			}
-			if p.Org != n.linkCfg.Org || p.Key.Equal(n.id.Pub) {
+			if p.Org != n.linkCfg.Org {
+				n.sawForeignOrg(p.Org, p.Key)
+				continue
+			}
+			if p.Key.Equal(n.id.Pub) {
 				continue
 			}
 			if p.ProtoVersion != proto.ProtocolVersion {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ type Node struct {
 	linkCfg transport.Config // the transport settings of every link, with our identity and hooks filled in
 
 	unlock func() error // releases the home lock
+	newOrg bool         // loadRoster made a one-node org, not yet saved
 
 	// roster is the current roster: set by setup, then replaced only by
 	// applyRoster, with rosterMu and the peers mutex held. Readers load it
@@ -77,7 +79,11 @@ type Node struct {
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
 	requests          *requestBook
-	slow              slowPeers // peers closed for not reading; see slowpeers.go
+	slow              slowPeers    // peers closed for not reading; see slowpeers.go
+	invites           *inviteBook  // invites this node made (invite.go)
+	pending           *pendingBook // non-members it refused (pending.go)
+	diag              *diagnosis   // what meshctl doctor reports (doctor.go)
+	answers           *answerBook  // final answers sent to requests (respond_once.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -153,7 +159,11 @@ func New(cfg Config) (*Node, error) {
 		started: time.Now(),
 		kick:    make(chan struct{}, 1),
 		rxq:     make(chan rxItem, rxQueueLen),
+		pending: newPendingBook(),
+		diag:    newDiagnosis(),
+		answers: newAnswerBook(),
 	}
+	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
 	n.logRL = newRateLog()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -185,6 +195,9 @@ func (n *Node) setup() error {
 	if err != nil {
 		return err
 	}
+	if id, err = n.defaultName(id); err != nil {
+		return err
+	}
 	n.id = id
 	if created {
 		n.log.Info("created identity", "key", id.Pub.String(), "fingerprint", id.Pub.Fingerprint())
@@ -193,12 +206,9 @@ func (n *Node) setup() error {
 	if err != nil {
 		return err
 	}
-	if _, ok := r.Member(n.id.Pub); !ok {
-		return fmt.Errorf("this node (%s) is not a member of roster %q v%d: ask an admin to add it (meshctl roster add %s --role member)",
-			n.id.Pub.Fingerprint(), r.Org, r.Version, n.id.Pub)
-	}
 	n.roster.Store(r)
 	n.loadFormerMembers()
+	n.warnNotMember(r)
 
 	if err := n.openState(); err != nil {
 		return err
@@ -238,8 +248,11 @@ func (n *Node) setup() error {
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
 	n.advertised = advertiseAddrs(n.listeners)
+	if err := n.saveNewOrg(r); err != nil {
+		return err
+	}
 
-	for _, s := range n.cfg.Seeds {
+	for _, s := range append(n.cfg.Seeds, n.joinedSeeds()...) {
 		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: []transport.Addr{s}})
 	}
 
@@ -275,6 +288,7 @@ func (n *Node) setup() error {
 			mc.Port = port
 			mc.IPs = ips
 			mc.Logger = n.log.With("component", "mdns")
+			mc.AllOrgs = true // other orgs are counted for meshctl doctor, then ignored
 			if n.cfg.MDNSInterface != "" {
 				ifi, err := net.InterfaceByName(n.cfg.MDNSInterface)
 				if err != nil {
@@ -285,7 +299,8 @@ func (n *Node) setup() error {
 			d, err := mdns.New(mc)
 			if err != nil {
 				// Discovery is a convenience; seeds and peer exchange still work.
-				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err)
+				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err, "hint", mdnsHint)
+				n.mdnsFailed(err)
 				n.metrics.Inc("mdns.start_failed")
 			} else {
 				n.disc = d
@@ -353,12 +368,24 @@ func (n *Node) loadRoster() (*roster.Roster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Saved by setup once the listeners are open: a start that fails (a
+	// port in use) leaves no org of its own behind to get in the way of
+	// a later meshctl join.
+	n.newOrg = true
+	return r, nil
+}
+
+// saveNewOrg persists the one-node org loadRoster made, if it made one.
+func (n *Node) saveNewOrg(r *roster.Roster) error {
+	if !n.newOrg {
+		return nil
+	}
 	if err := n.home.SaveRoster(r); err != nil {
-		return nil, err
+		return err
 	}
 	n.log.Info("no roster found: started a one-node org with this node as admin",
-		"org", org, "roster", n.home.RosterPath())
-	return r, nil
+		"org", r.Org, "roster", n.home.RosterPath())
+	return nil
 }
 
 func readRosterFile(path string) (*roster.Roster, error) {
@@ -497,6 +524,10 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		return errors.New("peer is this node itself")
 	}
 	if _, ok := r.Member(p.Identity); !ok {
+		if p.Invite != nil {
+			return n.admitInvite(p)
+		}
+		n.refusedNonMember(p)
 		n.metrics.Inc("handshake.rejected.not_member")
 		return fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
 	}

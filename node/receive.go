@@ -112,6 +112,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	}
 	// 2. TTL and clock skew; history sync skips only the expiry check.
 	now := time.Now()
+	n.observeFutureClock(se, src, now)
 	if se.Time().After(now.Add(proto.MaxClockSkew)) {
 		n.drop(dropFuture, se, src, nil)
 		return false
@@ -238,6 +239,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 		return n.syncer.handle(se, src, now)
 	}
 	if se.Kind == proto.KindPresence {
+		n.observeClock(se, src, now)
 		if n.presence.Observe(se.From, *se.Presence, now) {
 			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}

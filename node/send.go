@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -82,7 +83,7 @@ func (n *Node) resolvePeer(q string) (roster.Member, error) {
 		if errors.As(err, &amb) {
 			return roster.Member{}, badRequest("%w", err)
 		}
-		return roster.Member{}, notFound(hintMembers, "peer %q: %w", q, err)
+		return roster.Member{}, notFound(hintMembers, "%w", err) // the error names q
 	}
 	if len(ms) == 0 {
 		return roster.Member{}, notFound(hintMembers, "no roster member matches %q", q)
@@ -101,7 +102,7 @@ func (n *Node) resolvePeer(q string) (roster.Member, error) {
 func (n *Node) resolveChannel(q string) (*channel.Policy, error) {
 	p, err := n.channels.Lookup(q)
 	if err != nil {
-		return nil, notFound(hintChannels, "channel %q: %w", q, err)
+		return nil, notFound(hintChannels, "%w", err) // the error names q
 	}
 	return p, nil
 }
@@ -114,7 +115,8 @@ func (n *Node) myRole() roster.Role {
 // Send sends a channel message ("#name") or a DM (anything else).
 func (n *Node) Send(req api.Send) (*api.Sent, error) {
 	if len(req.Body) > proto.MaxBodySize {
-		return nil, badRequest("body of %d bytes exceeds %d", len(req.Body), proto.MaxBodySize)
+		return nil, refuse(http.StatusBadRequest, "split it into several messages, or send a path or URL to the data",
+			"body of %d bytes exceeds the message limit of 256 KiB (%d bytes)", len(req.Body), proto.MaxBodySize)
 	}
 	var reply *uuid.UUID
 	if req.InReplyTo != "" {
@@ -295,7 +297,10 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 		return nil, fmt.Errorf("find request %s: %w", id, err)
 	}
 	if !ok {
-		return nil, notFound(hintMembers, "no received request has id %s", id)
+		return nil, notFound(n.requestIDHint(id), "no received request has id %s", id)
+	}
+	if err := n.checkAnswer(id); err != nil {
+		return nil, err
 	}
 	resp := &proto.Response{RequestID: id, Status: st}
 	if len(req.Result) > 0 {
@@ -309,6 +314,7 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.answered(id, st)
 	out.RequestID = id.String()
 	return out, nil
 }

@@ -30,6 +30,10 @@ func (n *Node) StatusInfo() api.Status {
 	for _, s := range n.cfg.Seeds {
 		seeds = append(seeds, s.String())
 	}
+	skew, _ := n.maxSkew(time.Now())
+	if skew.Abs() <= skewWarn {
+		skew = 0
+	}
 	return api.Status{
 		Key:           n.id.Pub,
 		Fingerprint:   n.id.Pub.Fingerprint(),
@@ -49,6 +53,8 @@ func (n *Node) StatusInfo() api.Status {
 		MDNS:          n.disc != nil,
 		Seeds:         seeds,
 		Counters:      n.Counters(),
+
+		ClockSkewSeconds: skew.Seconds(),
 	}
 }
 

@@ -32,20 +32,27 @@ func Prologue(org string) []byte {
 //
 // Wire: {0: version, 1: bstr(32) identity, 2: bstr(64) static_sig,
 // 3: text org, 4: roster_version, ?5: [* text listen address],
-// ?6: bstr policy digest, ?7: text name}.
+// ?6: bstr policy digest, ?7: text name, ?8: invite proof}.
+//
+// Invite (field 8, an [InviteProof]) is sent only by a joiner that is not
+// yet a member, in message 3; a member never sends it.
 type HandshakePayload struct {
-	Version       uint32    `cbor:"0,keyasint"`
-	Identity      PubKey    `cbor:"1,keyasint"`
-	StaticSig     Signature `cbor:"2,keyasint"`
-	Org           string    `cbor:"3,keyasint"`
-	RosterVersion uint64    `cbor:"4,keyasint"`
-	Listen        []string  `cbor:"5,keyasint,omitempty"`
-	PolicyDigest  []byte    `cbor:"6,keyasint,omitempty"`
-	Name          string    `cbor:"7,keyasint,omitempty"`
+	Version       uint32       `cbor:"0,keyasint"`
+	Identity      PubKey       `cbor:"1,keyasint"`
+	StaticSig     Signature    `cbor:"2,keyasint"`
+	Org           string       `cbor:"3,keyasint"`
+	RosterVersion uint64       `cbor:"4,keyasint"`
+	Listen        []string     `cbor:"5,keyasint,omitempty"`
+	PolicyDigest  []byte       `cbor:"6,keyasint,omitempty"`
+	Name          string       `cbor:"7,keyasint,omitempty"`
+	Invite        *InviteProof `cbor:"8,keyasint,omitempty"`
 
 	// IgnoredListen counts the addresses [ParseHandshakePayload] left out
 	// of Listen because they fail [CheckListenAddr]. It never travels.
 	IgnoredListen int `cbor:"-"`
+	// Remote is the address the connection came from, as the transport
+	// saw it, for the admission hook's records. It never travels.
+	Remote string `cbor:"-"`
 }
 
 // MaxListenAddrs bounds the listen addresses a peer may announce.
@@ -99,6 +106,11 @@ func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
 	}
 	if len(p.PolicyDigest) > 64 || len(p.Name) > 128 {
 		return nil, fmt.Errorf("handshake payload: %w: policy digest or name too long", ErrMalformed)
+	}
+	if p.Invite != nil {
+		if err := p.Invite.check(); err != nil {
+			return nil, fmt.Errorf("handshake payload: %w", err)
+		}
 	}
 	if !printable(p.Name) || !printable(p.Org) {
 		return nil, fmt.Errorf("handshake payload: %w: control character in name or org", ErrMalformed)

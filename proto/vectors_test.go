@@ -336,6 +336,32 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
+
+	// A joiner's payload presenting an invite (PROTOCOL.md 14.9).
+	hs3 := &HandshakePayload{Version: ProtocolVersion, Org: "acme", Name: "dave",
+		Invite: &InviteProof{ID: bytes.Repeat([]byte{0x1d}, InviteIDLen), Secret: bytes.Repeat([]byte{0x5e}, InviteSecretLen)}}
+	hs3.BindStatic(keyBob, fixedStatic)
+	raw, err = hs3.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs = append(vs, vector{
+		file: "13-handshake-invite.txt", title: "HandshakePayload of a joiner presenting an invite", hs: hs3,
+		notes: []string{
+			"the identity is bob's key, not yet a member: roster_version 0, no listen, name \"dave\"",
+			"invite: id 8 x 0x1d, secret 32 x 0x5e (sent only in handshake message 3)",
+		},
+		fields: []vecField{
+			{"seed", seedOf(keyBob)},
+			{"pubkey", bob[:]},
+			{"domain", []byte(DomainNoiseStatic)},
+			{"signed", fixedStatic},
+			{"signing_input", SigningInput(DomainNoiseStatic, fixedStatic)},
+			{"sig", hs3.StaticSig[:]},
+			{"prologue", Prologue("acme")},
+			{"raw", raw},
+		},
+	})
 	return vs
 }
 

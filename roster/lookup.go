@@ -13,7 +13,8 @@ const MinFingerprintPrefix = 8
 
 // Lookup resolves what a human typed to members: the full key text
 // ("ed25519:..."), a fingerprint or any hex prefix of at least
-// [MinFingerprintPrefix] digits of the NodeID, or a display name. A query
+// [MinFingerprintPrefix] digits of the NodeID, or a display name (in any
+// case when no name matches exactly). A query
 // that matches no one fails with [ErrNotMember]. A query that matches
 // several members returns them all together with an [*AmbiguousError];
 // callers must not pick one, since names and short prefixes are not
@@ -40,9 +41,17 @@ func (r *Roster) Lookup(query string) ([]Member, error) {
 			out = append(out, m)
 		}
 	}
+	if len(out) == 0 && query != "" {
+		// Names ignore case when nothing matches exactly: "Bob" finds bob.
+		for _, m := range r.Members {
+			if strings.EqualFold(m.Name, query) {
+				out = append(out, m)
+			}
+		}
+	}
 	switch len(out) {
 	case 0:
-		return nil, fmt.Errorf("%w: no member of %s matches %q (want a key, a fingerprint or a name)", ErrNotMember, r, query)
+		return nil, fmt.Errorf("%w: no one in %s matches %q (want a key, a fingerprint or a name)", ErrNotMember, r, query)
 	case 1:
 		return out, nil
 	}

@@ -23,8 +23,9 @@ func TestLookup(t *testing.T) {
 		{pub(alice).NodeID().String(), []proto.PubKey{pub(alice)}, nil},
 		{"alice", []proto.PubKey{pub(alice)}, nil},
 		{"bob", []proto.PubKey{pub(bob)}, nil},
-		{fp(pub(dave))[:7], nil, ErrNotMember}, // too short for a prefix
-		{"Alice", nil, ErrNotMember},           // names are exact
+		{fp(pub(dave))[:7], nil, ErrNotMember},     // too short for a prefix
+		{"Alice", []proto.PubKey{pub(alice)}, nil}, // no exact name: case is ignored
+		{"BOB", []proto.PubKey{pub(bob)}, nil},
 		{"", nil, ErrNotMember},
 		{pub(eve).String(), nil, ErrNotMember},
 		{fp(pub(eve)), nil, ErrNotMember},
@@ -70,5 +71,21 @@ func TestLookupAmbiguous(t *testing.T) {
 		if !strings.Contains(err.Error(), "matches 2 members") || !strings.Contains(err.Error(), pub(alice).Fingerprint()) {
 			t.Errorf("message %q", err)
 		}
+	}
+}
+
+// TestLookupCaseExactFirst: an exact name wins over names that differ
+// only in case; without an exact one, every case-insensitive match is
+// ambiguous.
+func TestLookupCaseExactFirst(t *testing.T) {
+	r := &Roster{Org: "acme", Version: 1, Members: []Member{
+		{Key: pub(bob), Role: RoleMember, Name: "Sam"},
+		{Key: pub(alice), Role: RoleAdmin, Name: "sam"},
+	}}
+	if got, err := r.Lookup("sam"); err != nil || len(got) != 1 || !got[0].Key.Equal(pub(alice)) {
+		t.Fatalf("exact name: %v, %v", got, err)
+	}
+	if _, err := r.Lookup("SAM"); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("two names in other case: %v, want ErrAmbiguous", err)
 	}
 }

@@ -304,6 +304,7 @@ func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error
 	if err != nil {
 		return res, fmt.Errorf("message 3: %w", err)
 	}
+	peer.Remote = h.conn.RemoteAddr().String()
 	res = hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding(), static: hs.PeerStatic()}
 	if err := e.admit(peer); err != nil {
 		// The session is complete: the caller may tell the peer why

@@ -401,7 +401,7 @@ func (p *demoPrinter) mailboxes(ctx context.Context, m *demoMesh) map[string][]s
 		if len(names) == 0 {
 			continue
 		}
-		p.cmd("ls %s", quoteShell(filepath.Join(d.home, "mailbox")+"/*/inbox/"))
+		p.cmd("%s", lsInboxes(d.home))
 		for _, f := range names {
 			p.out("%s", f)
 		}
@@ -470,4 +470,10 @@ func (p *demoPrinter) done(dir string, removed bool, took time.Duration) {
 		return
 	}
 	fmt.Fprintf(p.a.Stdout, "\ndone in %s: closed the three nodes and %s\n", ago(took), what)
+}
+
+// lsInboxes is the shell line that lists a home's inbox files: the home
+// quoted, the glob outside the quotes, so that it works when pasted.
+func lsInboxes(home string) string {
+	return "ls " + quoteShell(filepath.Join(home, "mailbox")) + "/*/inbox/"
 }

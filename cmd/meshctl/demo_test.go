@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -76,6 +77,7 @@ func TestDemo(t *testing.T) {
 		"response from bob (",
 		"status=completed",
 		"== 9. the mailbox",
+		"$ ls " + dir + "/bob/mailbox/*/inbox/\n",
 		"== 10. verify a mailbox file offline",
 		"done in ",
 		"closed the three nodes and removed " + dir + "\n",
@@ -233,5 +235,22 @@ func TestDemoMailboxVerify(t *testing.T) {
 				t.Errorf("verify step does not show the command: %q", out.String())
 			}
 		}
+	}
+}
+
+// TestLsInboxesPastes: the ls line the demo prints lists the inbox files
+// when run by a shell, even for a home whose path needs quoting.
+func TestLsInboxesPastes(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "a home's dir")
+	inbox := filepath.Join(home, "mailbox", "2026-11-24", "inbox")
+	if err := os.MkdirAll(inbox, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inbox, "120001-aaaaaaaaaaaa.txt"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("sh", "-c", lsInboxes(home)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "120001-aaaaaaaaaaaa.txt") {
+		t.Fatalf("%s: %v\n%s", lsInboxes(home), err, out)
 	}
 }

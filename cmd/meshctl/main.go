@@ -46,10 +46,16 @@ type command struct {
 var commands = []*command{
 	{name: "init", args: "[--name NAME]", summary: "create this node's identity", usage: usageInit, run: runInit},
 	{name: "id", summary: "show this node's identity", usage: usageID, run: runID},
+	{name: "join", args: "TOKEN|- [--name NAME] [--force]", summary: "join an org with an admin's invite token", usage: usageJoin, run: runJoin},
+	{name: "invite", args: "--role ROLE [--name NAME] [--expires D]", summary: "make a one-line token that lets a new node join (admins)", usage: usageInvite, run: runInvite, sub: []*command{
+		{name: "invite list", summary: "list the invites this node made", usage: usageInviteList, run: runInviteList},
+		{name: "invite revoke", args: "ID", summary: "make an unused invite unusable", usage: usageInviteRevoke, run: runInviteRevoke},
+	}},
 	{name: "roster", summary: "create, edit, sign and check the org roster", usage: usageRoster, sub: []*command{
 		{name: "roster init", args: "--org ORG", summary: "create a roster with this node as its admin", usage: usageRosterInit, run: runRosterInit},
 		{name: "roster show", args: "[FILE]", summary: "show a roster", usage: usageRosterShow, run: runRosterShow},
-		{name: "roster add", args: "KEY --role ROLE", summary: "add a member", usage: usageRosterAdd, run: runRosterAdd},
+		{name: "roster pending", summary: "list refused non-members and roster updates awaiting signatures", usage: usageRosterPending, run: runRosterPending},
+		{name: "roster add", args: "KEY|FINGERPRINT --role ROLE", summary: "add a member", usage: usageRosterAdd, run: runRosterAdd},
 		{name: "roster remove", args: "MEMBER", summary: "remove a member", usage: usageRosterRemove, run: runRosterRemove},
 		{name: "roster role", args: "MEMBER ROLE", summary: "change a member's role", usage: usageRosterRole, run: runRosterRole},
 		{name: "roster quorum", args: "N", summary: "set how many admins must sign an update", usage: usageRosterQuorum, run: runRosterQuorum},
@@ -59,6 +65,7 @@ var commands = []*command{
 	}},
 	{name: "status", summary: "show the running meshd", usage: usageStatus, run: runStatus},
 	{name: "peers", summary: "list linked peers", usage: usagePeers, run: runPeers},
+	{name: "doctor", summary: "explain why this node has no or few peers, and name the fix", usage: usageDoctor, run: runDoctor},
 	{name: "ui", summary: "print the address that opens the status page (owner only)", usage: usageUI, run: runUI},
 	{name: "top", args: "[--once] [--interval D]", summary: "watch peers, traffic rates and drops, live", usage: usageTop, run: runTop},
 	{name: "channel", summary: "create, list and show channels", usage: usageChannel, sub: []*command{
@@ -88,6 +95,7 @@ var commands = []*command{
 	{name: "mcp", args: "[--log-level L]", summary: "serve the meshd tools to an MCP host on stdio", usage: usageMCP, run: runMCP},
 	{name: "demo", args: "[--keep] [--dir DIR]", summary: "run a throwaway three-node mesh and show each step", usage: usageDemo, run: runDemo},
 	{name: "bench", args: "--readers HOME,... --channel NAME [--rate N]", summary: "measure a running mesh: latency, delivery, CPU and memory", usage: usageBench, run: runBench},
+	{name: "version", summary: "print meshctl's version", usage: usageVersion, run: runVersion},
 	{name: "help", args: "[COMMAND]", summary: "show help for a command", usage: usageHelp, run: runHelp},
 }
 
@@ -171,6 +179,11 @@ func (a *app) dispatch(args []string) (*command, []string, error) {
 	table := a.commands
 	var group *command
 	for {
+		if group != nil && group.run != nil && ownFlags(args) {
+			// A group that runs on its own takes its own flags
+			// (invite --role member) when no subcommand follows.
+			return group, args, nil
+		}
 		fs := flag.NewFlagSet("meshctl", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		fs.Usage = func() {}
@@ -209,6 +222,29 @@ func (a *app) dispatch(args []string) (*command, []string, error) {
 		}
 		group, table = found, found.sub
 	}
+}
+
+// ownFlags reports whether args start with a flag of the group itself
+// (invite --role member) rather than a global flag, before any word: such
+// a group runs on its own with them.
+func ownFlags(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w == "--" || !strings.HasPrefix(w, "-") {
+			return false
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		switch name {
+		case "home":
+			if !hasValue {
+				i++
+			}
+		case "json", "h", "help":
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) globalFlags(fs *flag.FlagSet) {

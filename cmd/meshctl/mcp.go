@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -263,12 +262,4 @@ func (m *mcpServer) toolErr(err error) error {
 		return fmt.Errorf("%v\nhint: start it with: meshd --home %s", err, m.homeDir)
 	}
 	return err
-}
-
-// buildVersion is the module version meshctl was built from, or "devel".
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }

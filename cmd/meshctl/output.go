@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"text/tabwriter"
 
 	"github.com/meshd/meshd/node/home"
 )
@@ -25,6 +23,3 @@ func (a *app) printJSON(v any) error {
 	_, err = fmt.Fprintf(a.Stdout, "%s\n", b)
 	return err
 }
-
-// table returns a tab writer for aligned text columns; call Flush.
-func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }

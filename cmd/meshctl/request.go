@@ -1,14 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--json]
+const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--wait] [--timeout D] [--json]
 
 Ask PEER to do something. INTENT names the action (1 to 256 bytes, such as
 run-tests) and --params carries its arguments as one JSON value. A request
@@ -20,14 +22,22 @@ requests. PEER is a member's full key, fingerprint or roster name.
 A request made while handling another names that one with --reply-to; its
 hop is one more than its parent's, and a chain ends at hop 3.
 
+With --wait, request blocks until the peer's final answer (completed,
+rejected or failed) arrives, prints it and marks it read; an accepted
+answer on the way is printed too. It exits 1 if the answer is rejected or
+failed, and 3 if --timeout passes first.
+
 flags:
   --params JSON          the request's arguments; "-" reads them from stdin
   --reply-to REQUEST_ID  the request this one follows up
+  --wait                 wait for the final answer and print it
+  --timeout D            with --wait, give up after D (default: no limit)
 
 examples:
   meshctl request bob run-tests --params '{"branch": "main"}'
   jq -n '{pkgs: ["./..."]}' | meshctl request bob run-tests --params -
   meshctl request carol fetch-logs --reply-to 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10
+  meshctl request bob run-tests --wait --timeout 10m --json | jq .result
 `
 
 func runRequest(a *app, args []string) error {
@@ -35,6 +45,8 @@ func runRequest(a *app, args []string) error {
 	var params jsonFlag
 	fs.Var(&params, "params", "")
 	replyTo := fs.String("reply-to", "", "")
+	wait := fs.Bool("wait", false, "")
+	timeout := fs.Duration("timeout", 0, "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -54,11 +66,25 @@ func runRequest(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *timeout != 0 && !*wait {
+		return a.usageErrorf("--timeout needs --wait")
+	}
+	var events *api.EventStream
+	if *wait {
+		// Listen before sending, so that a quick answer is not missed.
+		if events, err = a.client().OpenEvents(context.Background()); err != nil {
+			return a.remoteErr(err)
+		}
+		defer events.Close()
+	}
 	ctx, cancel := a.ctx()
 	defer cancel()
 	s, err := a.client().Request(ctx, api.Request{To: peer, Intent: intent, Params: p, ReplyTo: *replyTo})
 	if err != nil {
 		return a.remoteErr(err)
+	}
+	if *wait {
+		return a.awaitResponse(events, s, *timeout)
 	}
 	if a.json {
 		return a.printJSON(s)
@@ -71,4 +97,82 @@ func runRequest(a *app, args []string) error {
 		printable(sentTo(s, peer), false), fieldValue(intent), hop, printable(s.ID, false))
 	a.printQueued(s)
 	return nil
+}
+
+// awaitResponse reads events until the final response to s arrives (or
+// timeout passes, when not 0), prints it and marks it read.
+func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.Duration) error {
+	if !a.json {
+		fmt.Fprintf(a.Stdout, "sent request %s; waiting for the answer\n", printable(s.RequestID, false))
+	}
+	type next struct {
+		ev  api.Event
+		err error
+	}
+	ch := make(chan next)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			ev, err := events.Next()
+			select {
+			case ch <- next{ev, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		select {
+		case <-expired:
+			events.Close() // ends the reader
+			if a.json {
+				_ = a.printJSON(map[string]any{"request": s, "timed_out": true})
+			} else {
+				fmt.Fprintf(a.Stdout, "no answer within %v\n", timeout)
+			}
+			return exitStatus(exitTimeout)
+		case n := <-ch:
+			if n.err != nil {
+				return a.remoteErr(n.err)
+			}
+			it := n.ev.Item
+			if n.ev.Lagged || it.Kind != "response" || it.RequestID != s.RequestID {
+				continue
+			}
+			final := it.Status != "accepted"
+			if !a.json {
+				if err := writeItem(a.Stdout, &it, true); err != nil {
+					return err
+				}
+			}
+			if !final {
+				continue
+			}
+			ctx, cancel := a.ctx()
+			_, err := a.client().MarkRead(ctx, it.ID)
+			cancel()
+			if err != nil {
+				return a.remoteErr(err)
+			}
+			if a.json {
+				if err := a.printJSON(it); err != nil {
+					return err
+				}
+			}
+			if it.Status != "completed" {
+				return exitStatus(exitError)
+			}
+			return nil
+		}
+	}
 }

@@ -57,6 +57,10 @@ func (a *app) readRoster(path string) (*roster.Roster, error) {
 		}
 		return nil, fmt.Errorf("no roster at %s", path)
 	}
+	if errors.Is(err, home.ErrBadRoster) {
+		return nil, withHint(err, "the file is damaged: copy a good roster.cbor from another member's home (or an admin) over it; "+
+			"meshd replaces the home's roster when started once with --roster FILE")
+	}
 	return r, err
 }
 

@@ -1,17 +1,23 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
+	"strings"
 
+	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
 
-const usageRosterAdd = `usage: meshctl roster add KEY --role ROLE [--name NAME] [--archive] [--file FILE] [--out FILE] [--json]
+const usageRosterAdd = `usage: meshctl roster add KEY|FINGERPRINT --role ROLE [--name NAME] [--archive] [--file FILE] [--out FILE] [--json]
 
 Add the node with public key KEY (the full "ed25519:..." text that
 'meshctl id' prints on that node) to the roster, as the next version signed
-by this admin.
+by this admin. Instead of the key, give the FINGERPRINT (or at least 8 hex
+digits of it) of a node this node's running meshd refused as a non-member,
+as 'meshctl roster pending' lists them: meshd knows its key from the
+handshake.
 
 flags:
   --role ROLE   observer, member, operator or admin (required)
@@ -21,6 +27,7 @@ flags:
 examples:
   meshctl roster add ed25519:KEY --role operator --name ci-runner
   meshctl roster add ed25519:KEY --role member --archive --name archive1
+  meshctl roster add 3f9c2a1b7e0d4c55 --role member   (from roster pending)
 `
 
 func runRosterAdd(a *app, args []string) error {
@@ -38,8 +45,18 @@ func runRosterAdd(a *app, args []string) error {
 		return err
 	}
 	key, err := proto.ParsePubKey(pos[0])
-	if err != nil {
-		return a.usageErrorf("KEY: %v (want the full key that 'meshctl id' prints)", err)
+	if err != nil && isHexPrefix(pos[0]) {
+		// A fingerprint: the key of a node meshd refused (roster pending).
+		var claimed string
+		key, claimed, err = a.pendingKey(pos[0])
+		if err != nil {
+			return err
+		}
+		if *name == "" && roster.CheckName(claimed) == nil {
+			*name = claimed // the name it gave; refused below if taken
+		}
+	} else if err != nil {
+		return a.usageErrorf("KEY: %v (want the full key that 'meshctl id' prints, or the fingerprint 'meshctl roster pending' shows)", err)
 	}
 	if *roleFlag == "" {
 		return a.usageErrorf("--role is required")
@@ -55,4 +72,46 @@ func runRosterAdd(a *app, args []string) error {
 		}
 		return fmt.Sprintf("added %s as %s", m.Label(), role), nil
 	})
+}
+
+// isHexPrefix reports whether s may be a fingerprint or a prefix of a
+// node id: at least 8 hex digits.
+func isHexPrefix(s string) bool {
+	if len(s) < 8 || len(s) > 64 {
+		return false
+	}
+	for _, c := range strings.ToLower(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingKey finds the key of the pending node whose node id starts with
+// prefix, asking the running meshd.
+func (a *app) pendingKey(prefix string) (proto.PubKey, string, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	p, err := a.client().Pending(ctx)
+	if err != nil {
+		return proto.PubKey{}, "", withHint(fmt.Errorf("%s is not a key, and meshd could not be asked for the pending node with that fingerprint: %w", prefix, err),
+			"give the full key (meshctl id on that node prints it), or start meshd here")
+	}
+	prefix = strings.ToLower(prefix)
+	var found []api.PendingNode
+	for _, n := range p.Nodes {
+		id := n.Key.NodeID()
+		if strings.HasPrefix(hex.EncodeToString(id[:]), prefix) {
+			found = append(found, n)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return proto.PubKey{}, "", withHint(fmt.Errorf("no pending node has fingerprint %s", prefix),
+			"'meshctl roster pending' lists the nodes meshd refused; the node must have tried to link since meshd started")
+	case 1:
+		return found[0].Key, found[0].Name, nil
+	}
+	return proto.PubKey{}, "", withHint(fmt.Errorf("%d pending nodes match %s", len(found), prefix), "give more hex digits")
 }

@@ -52,6 +52,9 @@ func runStatus(a *app, args []string) error {
 		fmt.Fprintf(tw, "seeds\t%s\n", strings.Join(s.Seeds, " "))
 	}
 	fmt.Fprintf(tw, "links\t%d\n", s.Links)
+	if s.ClockSkewSeconds != 0 {
+		fmt.Fprintf(tw, "clock\twarning: a peer's clock differs by %+.0fs (run meshctl doctor)\n", s.ClockSkewSeconds)
+	}
 	fmt.Fprintf(tw, "uptime\t%s\n", ago(time.Duration(s.UptimeSeconds*float64(time.Second))))
 	fmt.Fprintf(tw, "home\t%s\n", s.Home)
 	if err := tw.Flush(); err != nil {

@@ -596,12 +596,14 @@ func TestControlAPILive(t *testing.T) {
 	}
 	c.refused(alice, reqValid, "POST", "/v1/request", js, []byte(`{"to":"nobody","intent":"x"}`), 404, true)
 	c.refused(alice, reqInvalid, "POST", "/v1/request", js, []byte(`{"to":"bob"`), 400, false)
+	var reqItemID string
 	for {
 		typ, item := ev.next()
 		if typ == "item" && item["kind"] == "request" {
 			if item["request_id"] != rq.RequestID || item["intent"] != "disk.usage" {
 				t.Fatalf("request event: %v", item)
 			}
+			reqItemID, _ = item["id"].(string)
 			break
 		}
 	}
@@ -645,6 +647,7 @@ func TestControlAPILive(t *testing.T) {
 	c.refused(alice, reqValid, "GET", "/v1/inbox?cursor=%21%21", "", nil, 400, false)
 	c.refused(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"0f8f7b0e-3a43-4d8e-9b55-6c1e0b8f2a11","status":"completed"}`), 404, true)
 	c.refused(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"`+rq.RequestID+`","status":"maybe"}`), 400, false)
+	c.exerciseRespondHints(bob, rq.RequestID, reqItemID)
 
 	// Presence.
 	c.json(alice, "GET", "/v1/presence", nil, 200, nil)
@@ -782,6 +785,8 @@ func TestControlAPILive(t *testing.T) {
 	if typ, it := slow.next(); typ != "item" || it["id"] != marker.ID {
 		t.Fatalf("slow reader after lagged: %s %v, want item %s", typ, it, marker.ID)
 	}
+
+	c.exerciseJoinRoutes(alice, bob)
 
 	// Every documented operation answered, with every documented status
 	// but those listed in notExercised.

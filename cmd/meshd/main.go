@@ -9,10 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/meshd/meshd/history"
@@ -22,20 +25,66 @@ import (
 	"github.com/meshd/meshd/node/statuspage"
 )
 
-const usage = `meshd: the mesh node daemon
+const usage = `usage: meshd [--home DIR] [FLAGS]
+       meshd version
 
-Usage:
-  meshd [flags]          run a node
-  meshd version          print the version
-
-A node keeps its identity, roster and sockets in its home directory
-(--home, env MESH_HOME, default ~/.meshd). On first run it creates an
-identity and, without a roster, a one-node org with itself as admin.
+meshd is the mesh node daemon. A node keeps its identity, roster and
+sockets in its home directory (--home, env MESH_HOME, default ~/.meshd).
+On first run it creates an identity and, without a roster, a one-node org
+with itself as admin; 'meshctl join TOKEN' joins an existing org instead.
 
 Configuration precedence: config file < environment (MESH_*) < flags.
 
-Flags:
+flags:
 `
+
+const usageExamples = `
+examples:
+  meshd                                         run on the defaults (~/.meshd, port 7437, mDNS)
+  meshd --home /srv/agent1 --seed tcp://10.0.0.5:7437
+  meshd --listen tcp://127.0.0.1:0 --no-mdns    a private node for a test
+  meshd --print-config                          the configuration in force, as JSON
+  meshctl --home /srv/agent1 status             talk to it (see meshctl help)
+`
+
+// flagPlaceholders name the value of each string flag in the help.
+var flagPlaceholders = map[string]string{
+	"home": "DIR", "config": "FILE", "roster": "FILE", "name": "NAME", "org": "ORG",
+	"http": "HOST:PORT", "metrics": "HOST:PORT", "log-format": "FORMAT", "log-level": "LEVEL",
+	"mdns-interface": "IFACE", "mailbox-group": "GROUP", "keepalive": "D", "idle-timeout": "D",
+	"presence-ttl": "D", "archive-retention": "D", "retention-interval": "D",
+}
+
+// printUsage prints meshd's help as meshctl prints its own: double-dash
+// flags, their values and defaults, then examples.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, usage)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fs.VisitAll(func(fl *flag.Flag) {
+		arg, help := flag.UnquoteUsage(fl)
+		switch arg {
+		case "value":
+			arg = "ADDR"
+		case "int":
+			arg = "N"
+		case "string":
+			arg = flagPlaceholders[fl.Name]
+			if arg == "" {
+				arg = "VALUE"
+			}
+		}
+		name := "--" + fl.Name
+		if arg != "" {
+			name += " " + arg
+		}
+		if d := fl.DefValue; d != "" && d != "false" && d != "0" && d != "[]" {
+			help += " (default " + d + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", name, help)
+	})
+	tw.Flush()
+	fmt.Fprint(w, usageExamples)
+}
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)) }
 
@@ -59,15 +108,16 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 0
 	}
 	f := newFlags()
-	f.fs.SetOutput(stderr)
-	f.fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		f.fs.PrintDefaults()
-	}
+	f.fs.SetOutput(io.Discard)
+	f.fs.Usage = func() {}
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, f.fs)
 			return 0
 		}
+		// The flag package names flags with one dash; meshd's help uses two.
+		fmt.Fprintf(stderr, "meshd: %s\n\n", strings.Replace(err.Error(), ": -", ": --", 1))
+		printUsage(stderr, f.fs)
 		return 2
 	}
 	if f.fs.NArg() > 0 {
@@ -193,7 +243,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "meshd: ready. Next, in another terminal: meshctl --home %s status\n", cfg.Home)
+	fmt.Fprintf(stderr, "meshd: ready. Next, in another terminal: %s --home %s status\n", meshctlCommand(), cfg.Home)
 	if page != nil {
 		fmt.Fprintf(stderr, "meshd: the status page opens at the address that meshctl --home %s ui prints\n", cfg.Home)
 	}
@@ -314,4 +364,17 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 		}
 	}
 	return nc, log, nil
+}
+
+// meshctlCommand is how to run meshctl from here: its name when it is on
+// PATH, else the go run line that works from the source tree (where
+// 'go run ./cmd/meshd' was typed).
+func meshctlCommand() string {
+	if _, err := exec.LookPath("meshctl"); err == nil {
+		return "meshctl"
+	}
+	if _, err := os.Stat(filepath.Join("cmd", "meshctl")); err == nil {
+		return "go run ./cmd/meshctl"
+	}
+	return "meshctl"
 }

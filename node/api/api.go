@@ -37,6 +37,10 @@ type Status struct {
 	MDNS          bool              `json:"mdns"`
 	Seeds         []string          `json:"seeds,omitempty"`
 	Counters      map[string]uint64 `json:"counters"`
+
+	// ClockSkewSeconds is the largest recent clock difference to a
+	// peer (its clock minus ours), when it exceeds 10 s; else omitted.
+	ClockSkewSeconds float64 `json:"clock_skew_seconds,omitempty"`
 }
 
 // Peer is one linked peer in GET /v1/peers.

@@ -61,6 +61,8 @@ type Backend interface {
 	History(channel string, since time.Time, limit int) (*api.History, error)
 	Sequence() api.Sequence
 
+	JoinBackend
+
 	// Done is closed when the backend shuts down; event streams end.
 	Done() <-chan struct{}
 }
@@ -120,6 +122,7 @@ func (s *Server) routes() *http.ServeMux {
 
 	mux.HandleFunc("GET /v1/history", s.getHistory)
 	mux.HandleFunc("GET /v1/sequence", s.getSequence)
+	s.joinRoutes(mux)
 	return mux
 }
 

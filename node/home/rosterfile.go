@@ -46,6 +46,9 @@ type parseError struct {
 func (e *parseError) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err) }
 func (e *parseError) Unwrap() error { return e.err }
 
+// Is makes a roster file that does not parse match [ErrBadRoster].
+func (e *parseError) Is(target error) bool { return target == ErrBadRoster }
+
 // SaveRoster writes r as the home's roster, atomically.
 func (h Home) SaveRoster(r *roster.Roster) error {
 	if err := os.MkdirAll(h.Dir, 0o700); err != nil {

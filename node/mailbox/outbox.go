@@ -450,7 +450,8 @@ func (o *Outbox) read(path string) ([]byte, string, error) {
 		return nil, ReasonUnreadable, err
 	}
 	if int64(len(b)) > o.cfg.MaxFileSize {
-		return nil, ReasonTooLarge, fmt.Errorf("file exceeds %d bytes", o.cfg.MaxFileSize)
+		return nil, ReasonTooLarge, WithHint(fmt.Errorf("file exceeds %d bytes", o.cfg.MaxFileSize),
+			"a message body is at most 256 KiB (262144 bytes): split it into several files, or send a path or URL to the data")
 	}
 	return b, "", nil
 }

@@ -201,7 +201,7 @@ func TestOutboxRefusals(t *testing.T) {
 		{"badid.txt", "To: @bob\nIn-Reply-To: 42\n---\n", ReasonMalformed, `line 2: In-Reply-To "42" is not an id`, ""},
 		{"badkey.txt", "To: ed25519:abc\n---\n", ReasonMalformed, "line 1: To: invalid public key", ""},
 		{"badchan.txt", "To: #Bad Name!\n---\n", ReasonMalformed, "line 1: To:", ""},
-		{"big.txt", "To: @bob\n---\n" + strings.Repeat("x", 2000), ReasonTooLarge, "file exceeds 1024 bytes", ""},
+		{"big.txt", "To: @bob\n---\n" + strings.Repeat("x", 2000), ReasonTooLarge, "file exceeds 1024 bytes", "256 KiB"},
 	}
 	e := startOutbox(t, OutboxConfig{MaxFileSize: 1024}, s, func(dir string) {
 		for _, c := range cases {

@@ -179,7 +179,8 @@ func ParseOutgoing(b []byte) (*OutgoingMessage, error) {
 	switch m.Kind {
 	case proto.KindMessage:
 		if len(body) > proto.MaxBodySize {
-			return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrBadOutgoing, len(body), proto.MaxBodySize)
+			return nil, WithHint(fmt.Errorf("%w: body of %d bytes exceeds the message limit of 256 KiB (%d bytes)", ErrBadOutgoing, len(body), proto.MaxBodySize),
+				"split it into several files, or send a path or URL to the data")
 		}
 		if !utf8.ValidString(body) {
 			return nil, fmt.Errorf("%w: body is not valid UTF-8", ErrBadOutgoing)
@@ -232,14 +233,16 @@ func jsonPayload(what, body string) (cbor.RawMessage, error) {
 		return nil, nil
 	}
 	if len(body) > proto.MaxBodySize {
-		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", ErrBadOutgoing, what, len(body), proto.MaxBodySize)
+		return nil, WithHint(fmt.Errorf("%w: %s of %d bytes exceeds the limit of 256 KiB (%d bytes)", ErrBadOutgoing, what, len(body), proto.MaxBodySize),
+			"send a path or URL to the data instead")
 	}
 	raw, err := proto.JSONToCBOR([]byte(body))
 	if err != nil {
 		return nil, WithHint(fmt.Errorf("%w: body: %s: %w", ErrBadOutgoing, what, err), "the body of a request or response is one JSON value, or empty")
 	}
 	if len(raw) > proto.MaxBodySize {
-		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", ErrBadOutgoing, what, len(raw), proto.MaxBodySize)
+		return nil, WithHint(fmt.Errorf("%w: %s of %d bytes (as CBOR) exceeds the limit of 256 KiB (%d bytes)", ErrBadOutgoing, what, len(raw), proto.MaxBodySize),
+			"send a path or URL to the data instead")
 	}
 	return raw, nil
 }

@@ -1,0 +1,69 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/netnstest"
+)
+
+// TestDoctorWrongOrgThenJoin: on a LAN (network namespaces on a bridge,
+// mDNS only), host 1 ran plain meshd once and holds a one-node org. Its
+// doctor names the org mDNS sees next door and the fix; after an invite
+// from host 0 and meshctl join, a plain meshd on host 1 links.
+func TestDoctorWrongOrgThenJoin(t *testing.T) {
+	t.Parallel()
+	if ok, why := netnstest.Available(); !ok {
+		t.Skip(why)
+	}
+	meshd, meshctl := buildBinaries(t)
+	nw := netnstest.NewBridge(t, 2)
+	tmp := t.TempDir()
+	h0, h1 := filepath.Join(tmp, "host0"), filepath.Join(tmp, "host1")
+	meshctlOK(t, meshctl, "--home", h0, "init", "--name", "host0")
+	meshctlOK(t, meshctl, "--home", h0, "roster", "init", "--org", "lan")
+	args := []string{"--listen", "tcp://0.0.0.0:7437", "--no-unix", "--mdns-interface", netnstest.HostIface}
+	start := func(i int, h string) *daemon {
+		cmd := nw.Host(i).Command(context.Background(), meshd, append([]string{"--home", h}, args...)...)
+		d := startDaemonCmd(t, cmd, h)
+		waitStatus(t, meshctl, h, d)
+		return d
+	}
+	start(0, h0)
+	d1 := start(1, h1)
+
+	d := waitDoctor(t, meshctl, h1, "org", "problem")
+	_, detail, fix := d.check(t, "org")
+	if !strings.Contains(detail, `"lan"`) || !strings.Contains(fix, "meshctl join") {
+		t.Fatalf("org check: %q / %q", detail, fix)
+	}
+	d1.waitLog("ignoring nodes of another org", 5*time.Second)
+	if err := d1.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	var inv inviteJSON
+	meshctlJSON(t, meshctl, &inv, "--home", h0, "invite", "--role", "member")
+	join := nw.Host(1).Command(context.Background(), meshctl, "--home", h1, "join", inv.Token, "--json")
+	join.Env = cleanEnv()
+	out, err := join.Output()
+	if err != nil {
+		t.Fatalf("join on host 1: %v\n%s", err, out)
+	}
+	var res struct{ Org, Left string }
+	if err := json.Unmarshal(out, &res); err != nil || res.Org != "lan" || !strings.HasPrefix(res.Left, "org-") {
+		t.Fatalf("join: %v %s", err, out)
+	}
+	start(1, h1)
+	waitPeers(t, meshctl, h1, 1, 10*time.Second)
+	if d, code := doctor(t, meshctl, h1); code != 0 || d.Problems != 0 {
+		t.Fatalf("doctor after join: exit %d: %+v", code, d)
+	}
+}

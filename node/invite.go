@@ -1,0 +1,448 @@
+package node
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+	"github.com/meshd/meshd/transport"
+)
+
+// Invite lifetimes: the default and the bounds of what may be asked.
+const (
+	DefaultInviteTTL = 24 * time.Hour
+	minInviteTTL     = time.Minute
+	maxInviteTTL     = 30 * 24 * time.Hour
+	// maxInvites bounds the invites file: used, revoked and expired
+	// invites are dropped a week after they stopped being usable, and
+	// no more than this many are kept at all.
+	maxInvites       = 1024
+	inviteKeepExpiry = 7 * 24 * time.Hour
+)
+
+// invitesFile and seedsFile are kept in the home.
+const (
+	invitesFile = "invites.json"
+	// seedsFile holds, one a line, the addresses 'meshctl join' learnt
+	// from its token; the node dials them as static seeds, so a plain
+	// meshd links after joining.
+	seedsFile = "seeds"
+)
+
+// storedInvite is one invite in the invites file. Only the hash of the
+// secret is kept: the file alone does not let anyone join.
+type storedInvite struct {
+	ID      string       `json:"id"`          // hex of the 8-byte id
+	Hash    string       `json:"secret_hash"` // hex SHA-256 of the secret
+	Role    string       `json:"role"`
+	Name    string       `json:"name,omitempty"`
+	Created time.Time    `json:"created"`
+	Expires time.Time    `json:"expires"`
+	Used    *time.Time   `json:"used,omitempty"`
+	UsedBy  proto.PubKey `json:"used_by,omitzero"`
+	Revoked *time.Time   `json:"revoked,omitempty"`
+	// Update is the file of the roster update that adds UsedBy, written
+	// when the roster's quorum needs more admins' signatures; the invite
+	// waits until a roster naming UsedBy is in force.
+	Update string `json:"roster_update,omitempty"`
+}
+
+func (s *storedInvite) state(now time.Time) string {
+	switch {
+	case s.Used != nil:
+		return "used"
+	case s.Update != "" && s.Revoked == nil:
+		return "waiting"
+	case s.Revoked != nil:
+		return "revoked"
+	case !now.Before(s.Expires):
+		return "expired"
+	}
+	return "usable"
+}
+
+func (s *storedInvite) api(now time.Time) api.Invite {
+	return api.Invite{ID: s.ID, Role: s.Role, Name: s.Name, Created: s.Created, Expires: s.Expires,
+		State: s.state(now), Used: s.Used, UsedBy: s.UsedBy, RosterUpdate: s.Update}
+}
+
+// settleLocked marks used the waiting invites whose joiner the roster in
+// force now lists: the update the other admins signed was published.
+func (b *inviteBook) settleLocked(r *roster.Roster, now time.Time) bool {
+	changed := false
+	for _, s := range b.list {
+		if s.Update != "" && s.Used == nil && s.Revoked == nil {
+			if _, ok := r.Member(s.UsedBy); ok {
+				s.Used, changed = &now, true
+			}
+		}
+	}
+	return changed
+}
+
+// inviteBook holds the invites this node made.
+type inviteBook struct {
+	path string
+	mu   sync.Mutex      // guards list, and serialises the use of an invite with the roster update it makes
+	list []*storedInvite // loaded lazily, on first use
+	read bool            // list was loaded
+	// logged is when a refused invite was last logged.
+	logged time.Time
+}
+
+// loadLocked reads the invites file once.
+func (b *inviteBook) loadLocked() error {
+	if b.read {
+		return nil
+	}
+	data, err := os.ReadFile(b.path)
+	if errors.Is(err, os.ErrNotExist) {
+		b.read = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read invites: %w", err)
+	}
+	var list []*storedInvite
+	if err := json.Unmarshal(data, &list); err != nil {
+		return fmt.Errorf("invites file %s is damaged: %w", b.path, err)
+	}
+	b.list, b.read = list, true
+	return nil
+}
+
+func (b *inviteBook) saveLocked(now time.Time) error {
+	b.list = slices.DeleteFunc(b.list, func(s *storedInvite) bool {
+		end := s.Expires
+		if s.Used != nil {
+			end = *s.Used
+		} else if s.Revoked != nil {
+			end = *s.Revoked
+		}
+		return s.state(now) != "usable" && now.Sub(end) > inviteKeepExpiry
+	})
+	if len(b.list) > maxInvites {
+		b.list = b.list[len(b.list)-maxInvites:]
+	}
+	data, err := json.MarshalIndent(b.list, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := home.WriteFileAtomic(b.path, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save invites: %w", err)
+	}
+	return nil
+}
+
+func (b *inviteBook) findLocked(id string) *storedInvite {
+	for _, s := range b.list {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// invitable refuses to make or honour invites where this node cannot
+// sign the roster update.
+func (n *Node) invitable(r *roster.Roster) error {
+	if !r.IsAdmin(n.id.Pub) {
+		return refuse(http.StatusForbidden, "run 'meshctl invite' on an admin's node; 'meshctl roster show' lists the admins",
+			"this node is not an admin of roster %q v%d", r.Org, r.Version)
+	}
+	return nil
+}
+
+// CreateInvite makes a single-use invite and returns its token. The
+// token is returned once and never logged; the node keeps only the hash
+// of its secret.
+func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
+	r := n.Roster()
+	role, err := roster.ParseRole(req.Role)
+	if err != nil {
+		return nil, badRequest("role: %w", err)
+	}
+	if req.Name != "" {
+		if err := roster.CheckName(req.Name); err != nil {
+			return nil, badRequest("name: %w", err)
+		}
+		if _, err := r.Lookup(req.Name); err == nil {
+			return nil, refuse(http.StatusConflict, hintMembers, "the roster already has a member named %q", req.Name)
+		}
+	}
+	ttl := DefaultInviteTTL
+	if req.ExpiresSeconds != 0 {
+		ttl = time.Duration(req.ExpiresSeconds * float64(time.Second))
+	}
+	if ttl < minInviteTTL || ttl > maxInviteTTL {
+		return nil, badRequest("expiry %v: want %v to %v", ttl, minInviteTTL, maxInviteTTL)
+	}
+	if err := n.invitable(r); err != nil {
+		return nil, err
+	}
+	self, others := n.inviteAddrs()
+	if len(self) == 0 {
+		return nil, refuse(http.StatusConflict, "start meshd with a --listen address the new node can reach",
+			"this node has no address to put in the token")
+	}
+	id := make([]byte, proto.InviteIDLen)
+	secret := make([]byte, proto.InviteSecretLen)
+	if _, err := rand.Read(id); err != nil {
+		return nil, err
+	}
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	sum := sha256.Sum256(secret)
+	s := &storedInvite{ID: hex.EncodeToString(id), Hash: hex.EncodeToString(sum[:]), Role: role.String(),
+		Name: req.Name, Created: now, Expires: now.Add(ttl)}
+	tok := &proto.InviteToken{Org: r.Org, Admin: n.id.Pub, Addrs: self, Seeds: others, ID: id, Secret: secret,
+		Expires: uint64(s.Expires.Unix()), Name: req.Name, Role: s.Role, Quorum: uint64(r.Quorum())}
+
+	b := n.invites
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.loadLocked(); err != nil {
+		return nil, err
+	}
+	b.list = append(b.list, s)
+	if err := b.saveLocked(now); err != nil {
+		b.list = b.list[:len(b.list)-1]
+		return nil, err
+	}
+	n.metrics.Inc("invite.created")
+	n.log.Info("invite created", "invite", s.ID, "role", s.Role, "name", s.Name, "expires", s.Expires)
+	return &api.InviteCreated{Invite: s.api(now), Token: tok.String()}, nil
+}
+
+// inviteAddrs returns the addresses a joiner can reach this node at, and
+// those of other members it knows (the joiner's later seeds). Loopback
+// and Unix addresses are kept: a joiner on this host needs them.
+func (n *Node) inviteAddrs() (self, others []string) {
+	for _, a := range n.advertised {
+		if proto.CheckListenAddr(a) == nil && len(self) < proto.MaxListenAddrs {
+			self = append(self, a)
+		}
+	}
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	for _, p := range n.peers.byKey {
+		for _, a := range p.addrs {
+			s := a.String()
+			if proto.CheckListenAddr(s) == nil && !slices.Contains(others, s) && len(others) < proto.MaxListenAddrs {
+				others = append(others, s)
+			}
+		}
+	}
+	slices.Sort(others)
+	return self, others
+}
+
+// InviteList returns the invites this node made, newest first.
+func (n *Node) InviteList() (api.Invites, error) {
+	b := n.invites
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := api.Invites{Invites: []api.Invite{}}
+	if err := b.loadLocked(); err != nil {
+		return out, err
+	}
+	now := time.Now()
+	if b.settleLocked(n.Roster(), now.UTC()) {
+		if err := b.saveLocked(now); err != nil {
+			n.log.Warn("invites", "err", err)
+		}
+	}
+	for i := len(b.list) - 1; i >= 0; i-- {
+		out.Invites = append(out.Invites, b.list[i].api(now))
+	}
+	return out, nil
+}
+
+// RevokeInvite makes an invite unusable.
+func (n *Node) RevokeInvite(id string) (*api.Invite, error) {
+	b := n.invites
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.loadLocked(); err != nil {
+		return nil, err
+	}
+	s := b.findLocked(strings.ToLower(id))
+	if s == nil {
+		return nil, notFound("list invites with: meshctl invite list", "no invite %q", id)
+	}
+	now := time.Now().UTC()
+	if st := s.state(now); st == "used" || st == "revoked" {
+		return nil, refuse(http.StatusConflict, "", "invite %s is already %s", s.ID, st)
+	}
+	s.Revoked = &now
+	if err := b.saveLocked(now); err != nil {
+		s.Revoked = nil
+		return nil, err
+	}
+	n.metrics.Inc("invite.revoked")
+	n.log.Info("invite revoked", "invite", s.ID)
+	a := s.api(now)
+	return &a, nil
+}
+
+// errInviteRefused is what a joiner whose invite fails is told, whatever
+// the reason: the reason is logged and counted here, not revealed.
+var errInviteRefused = errors.New("invite refused")
+
+// admitInvite decides on a joiner that is not a member and presents an
+// invite (handshake message 3). A valid, unexpired, unused invite makes
+// the joiner a member: the roster's next version, signed by this node,
+// is applied and spread before the link is admitted, so the link comes
+// up as an ordinary member link and the joiner is sent the roster.
+func (n *Node) admitInvite(p *proto.HandshakePayload) error {
+	b := n.invites
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fail := func(reason string, id string) error {
+		n.metrics.Inc("invite.rejected." + reason)
+		if now := time.Now(); now.Sub(b.logged) >= time.Second || reason == "awaiting_signatures" {
+			// At most one line a second: a flood of bad invites is
+			// counted, not logged line by line.
+			b.logged = now
+			n.log.Warn("invite refused", "reason", reason, "invite", id, "peer", p.Identity.Fingerprint(),
+				"claimed_name", p.Name, "addr", p.Remote)
+		}
+		return errInviteRefused
+	}
+	if err := b.loadLocked(); err != nil {
+		n.log.Error("invites", "err", err)
+		return fail("store", "")
+	}
+	id := hex.EncodeToString(p.Invite.ID)
+	s := b.findLocked(id)
+	if s == nil {
+		return fail("unknown", id)
+	}
+	sum := sha256.Sum256(p.Invite.Secret)
+	want, err := hex.DecodeString(s.Hash)
+	if err != nil || subtle.ConstantTimeCompare(sum[:], want) != 1 {
+		return fail("bad_secret", id)
+	}
+	now := time.Now().UTC()
+	st := s.state(now)
+	if st == "waiting" && s.UsedBy.Equal(p.Identity) && now.Before(s.Expires) {
+		n.log.Info("invite waits for admin signatures", "invite", id, "peer", p.Identity.Fingerprint(), "roster_update", s.Update)
+		return fail("awaiting_signatures", id)
+	}
+	if st != "usable" {
+		return fail(st, id)
+	}
+	cur := n.Roster()
+	if err := n.invitable(cur); err != nil {
+		n.log.Warn("invite cannot be honoured", "invite", id, "err", err)
+		return fail("not_admin", id)
+	}
+	role, err := roster.ParseRole(s.Role)
+	if err != nil {
+		return fail("store", id)
+	}
+	next := cur.Next()
+	name := s.Name
+	if name == "" && roster.CheckName(p.Name) == nil {
+		name = p.Name
+	}
+	m := roster.Member{Key: p.Identity, Role: role, Name: name}
+	if err := next.Add(m); err != nil && name != "" {
+		// The name was taken meanwhile: join unnamed rather than not at all.
+		m.Name = ""
+		next = cur.Next()
+		err = next.Add(m)
+	}
+	if err != nil {
+		n.log.Warn("invite: add member", "invite", id, "err", err)
+		return fail("roster", id)
+	}
+	if err := next.Sign(n.id.Key); err != nil {
+		return fail("roster", id)
+	}
+	if cur.Quorum() > 1 {
+		return n.awaitSignatures(s, next, p, now, fail)
+	}
+	if _, err := n.applyRoster(next, nil); err != nil {
+		n.log.Warn("invite: apply roster", "invite", id, "err", err)
+		return fail("roster", id)
+	}
+	s.Used, s.UsedBy = &now, p.Identity
+	if err := b.saveLocked(now); err != nil {
+		// The roster update stands and the invite is marked used in
+		// memory, so it cannot be used twice by this process.
+		n.log.Error("invite used but not saved", "invite", id, "err", err)
+	}
+	n.metrics.Inc("invite.used")
+	n.log.Info("invite used: member added", "invite", id, "peer", p.Identity.Fingerprint(), "name", m.Name,
+		"role", role.String(), "addr", p.Remote, "roster_version", next.Version)
+	return nil
+}
+
+// awaitSignatures handles a valid invite where this node's signature is
+// not enough: the update adding the joiner, signed by this node, is
+// written beside the roster for the other admins to sign and publish, and
+// the invite is bound to this joiner. The link is refused for now; the
+// joiner retries, and is admitted as a member once the update is in force.
+func (n *Node) awaitSignatures(s *storedInvite, next *roster.Roster, p *proto.HandshakePayload, now time.Time,
+	fail func(string, string) error) error {
+	path := filepath.Join(n.cfg.Home, fmt.Sprintf("roster-v%d-invite-%s.cbor", next.Version, s.ID))
+	if err := home.WriteRoster(path, next); err != nil {
+		n.log.Error("invite: write roster update", "invite", s.ID, "err", err)
+		return fail("roster", s.ID)
+	}
+	s.Update, s.UsedBy = path, p.Identity
+	if err := n.invites.saveLocked(now); err != nil {
+		n.log.Error("invite: save", "invite", s.ID, "err", err)
+	}
+	n.metrics.Inc("invite.awaiting_signatures")
+	n.log.Warn("invite used: the roster update adding the member needs more admin signatures",
+		"invite", s.ID, "peer", p.Identity.Fingerprint(), "name", p.Name, "quorum", next.Quorum(),
+		"roster_update", path, "hint", "other admins: meshctl roster sign FILE; then meshctl roster publish FILE")
+	return fail("awaiting_signatures", s.ID)
+}
+
+// joinedSeeds reads the seeds file 'meshctl join' wrote, skipping (and
+// logging) lines that do not parse and addresses already given.
+func (n *Node) joinedSeeds() []transport.Addr {
+	data, err := os.ReadFile(filepath.Join(n.cfg.Home, seedsFile))
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			n.log.Warn("read seeds file", "err", err)
+		}
+		return nil
+	}
+	var out []transport.Addr
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		a, err := transport.ParseAddr(line)
+		if err != nil {
+			n.log.Warn("seeds file: skipping a line", "line", line, "err", err)
+			continue
+		}
+		if !slices.Contains(n.cfg.Seeds, a) && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}

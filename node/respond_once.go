@@ -1,0 +1,65 @@
+package node
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// answerBook remembers the final answer this node sent to each request,
+// so that a second one is refused: a request gets one completed, rejected
+// or failed answer (an accepted answer may come before it). It is bounded
+// like the request book and forgets at a restart.
+type answerBook struct {
+	mu sync.Mutex
+	m  *fifoMap[uuid.UUID, proto.Status] // guarded by mu
+}
+
+func newAnswerBook() *answerBook {
+	return &answerBook{m: newFIFOMap[uuid.UUID, proto.Status](maxRequests)}
+}
+
+// checkAnswer refuses a response to request id that would follow a final
+// one, and hints at the request id when id names the envelope of a
+// received request instead.
+func (n *Node) checkAnswer(id uuid.UUID) error {
+	n.answers.mu.Lock()
+	prev, ok := n.answers.m.get(id)
+	n.answers.mu.Unlock()
+	if ok && prev != proto.StatusAccepted {
+		n.metrics.Inc("respond.refused.twice")
+		return refuse(http.StatusConflict, "a request gets one final answer (completed, rejected or failed); send accepted first when the work takes time",
+			"request %s was already answered %s", id, prev)
+	}
+	return nil
+}
+
+// answered records a response sent to request id.
+func (n *Node) answered(id uuid.UUID, st proto.Status) {
+	n.answers.mu.Lock()
+	defer n.answers.mu.Unlock()
+	if prev, ok := n.answers.m.get(id); ok && prev != proto.StatusAccepted {
+		return
+	}
+	n.answers.m.put(id, st)
+}
+
+// requestIDHint names the request id when id is the envelope (inbox item)
+// id of a request this node received, the usual mix-up; else "".
+func (n *Node) requestIDHint(id uuid.UUID) string {
+	const hintRequests = "the request ids of received requests are in: meshctl inbox --all (request_id)"
+	held, err := n.store.GetByID(id) // every sender's envelope with that id
+	if err != nil {
+		return hintRequests
+	}
+	for i := range held {
+		se, err := held[i].Envelope()
+		if err == nil && se.Kind == proto.KindRequest && se.Request != nil {
+			return "that is the envelope id of a request; answer its request id: meshctl respond " + se.Request.RequestID.String() + " STATUS"
+		}
+	}
+	return hintRequests
+}
