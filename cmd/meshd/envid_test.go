@@ -346,18 +346,22 @@ func TestSenderStoreBudget(t *testing.T) {
 	defer cancel()
 	fromAlice, fromMal := 0, 0
 	waitFor(t, "alice's 20 DMs in bob's inbox", 30*time.Second, func() bool {
-		in, err := o.client("bob").Inbox(ctx, api.InboxQuery{All: true})
+		// The inbox holds 8 MB of mal's DMs: more than one answer's 4 MiB,
+		// so read every page.
+		fromAlice, fromMal = 0, 0
+		err := o.client("bob").InboxPages(ctx, api.InboxQuery{All: true}, 10*time.Second, func(in *api.Inbox) error {
+			for _, it := range in.Items {
+				switch it.From.Name {
+				case "alice":
+					fromAlice++
+				case "mal":
+					fromMal++
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		fromAlice, fromMal = 0, 0
-		for _, it := range in.Items {
-			switch it.From.Name {
-			case "alice":
-				fromAlice++
-			case "mal":
-				fromMal++
-			}
 		}
 		return fromAlice == 20
 	})
