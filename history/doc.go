@@ -138,7 +138,7 @@
 //
 // # Retention
 //
-// [Store.Prune] applies a channel's age and count limits (seed 004: 72 h
+// [Store.Prune] applies a channel's age and count limits (by default 72 h
 // or 10,000 messages, whichever keeps fewer), [Store.PruneDirect] ages out
 // DMs, Requests and Responses, [Store.PruneSeen] the dedupe set and
 // [Store.ExpireQueues] the store-and-forward queues. Each deletes in

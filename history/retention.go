@@ -14,7 +14,7 @@ import (
 
 // Prune applies a channel's retention: it removes the channel's envelopes
 // older than maxAge and, beyond that, the oldest ones until at most
-// maxCount remain, whichever keeps fewer (seed 004: 72 h or 10,000
+// maxCount remain, whichever keeps fewer (by default 72 h or 10,000
 // messages). A zero maxAge or maxCount disables that limit. It also drops
 // the channel's sequence tracking for streams silent for longer than
 // maxAge. Deletions run in transactions of at most Config.PruneChunk, each
