@@ -12,7 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Priority is an inbox item's priority (the wake rules of PROTOCOL.md). ONLY
+// Priority is an inbox item's priority (see docs/AGENTS.md for what wakes an agent). ONLY
 // APPEND: the numbers are stored.
 type Priority uint8
 
