@@ -12,8 +12,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Priority is an inbox item's priority (see docs/AGENTS.md for what wakes an agent). ONLY
-// APPEND: the numbers are stored.
+// Priority is an inbox item's priority (docs/AGENTS.md says what wakes
+// an agent). ONLY APPEND: the numbers are stored.
 type Priority uint8
 
 const (
