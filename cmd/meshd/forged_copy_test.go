@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
-	"crypto/ed25519"
 	"encoding/json"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/proto"
-	"github.com/meshd/meshd/transport"
 )
 
 // TestForgedCopyOfHeldDMNotAcked drives a real meshd over a real link as
@@ -21,33 +16,9 @@ import (
 // is counted as drop.bad_signature and not acked; an exact copy is acked
 // again and counted as drop.duplicate (PROTOCOL.md §16.3).
 func TestForgedCopyOfHeldDMNotAcked(t *testing.T) {
-	meshd, meshctl := buildBinaries(t)
-	h := filepath.Join(t.TempDir(), "target")
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	me := proto.PubKey(pub)
-	meshctlOK(t, meshctl, "--home", h, "init")
-	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
-	meshctlOK(t, meshctl, "--home", h, "roster", "add", me.String(), "--role", "member", "--name", "raw")
-	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
-	s := waitStatus(t, meshctl, h, d)
-	target, err := proto.ParsePubKey(s.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	cfg := transport.DefaultConfig()
-	cfg.Identity = key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, &target)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	meshctl, h, d, key, me, target := rt.meshctl, rt.home, rt.d, rt.key, rt.pub, rt.target
+	l := rt.dial(t, 5*time.Second)
 	defer l.Close()
 	var mu sync.Mutex
 	var acked []uuid.UUID

@@ -380,22 +380,8 @@ func TestRemovedNodeBacksOff(t *testing.T) {
 // debug level (where every drop has a line): the first of each kind, then
 // a count every 10 s.
 func TestLogFloodBounded(t *testing.T) {
-	meshd, meshctl := buildBinaries(t)
-	h := filepath.Join(t.TempDir(), "target")
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	me := proto.PubKey(pub)
-	meshctlOK(t, meshctl, "--home", h, "init")
-	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
-	meshctlOK(t, meshctl, "--home", h, "roster", "add", me.String(), "--role", "member", "--name", "flood")
-	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug")
-	s := waitStatus(t, meshctl, h, d)
-	target, err := proto.ParsePubKey(s.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := startRawTarget(t, "", "flood", "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug")
+	meshctl, h, d, key, me := rt.meshctl, rt.home, rt.d, rt.key, rt.pub
 
 	const presences, forged = 50000, 10000
 	epoch := proto.NewEpoch()
@@ -419,16 +405,9 @@ func TestLogFloodBounded(t *testing.T) {
 		frames = append(frames, append([]byte{byte(proto.FrameEnvelope)}, raw...))
 	}
 
-	cfg := transport.DefaultConfig()
-	cfg.Identity = key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, &target)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := rt.dial(t, 10*time.Second)
 	defer l.Close()
 	l.Start(nil)
 	linesBefore := strings.Count(d.stderr.String(), "\n")

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
-	"github.com/meshd/meshd/transport"
 )
 
 // TestLargeInboxListsFully fills a real meshd's inbox, through a real
@@ -29,33 +26,11 @@ import (
 // every item, in delivery order, in the format of one answer; --limit
 // lists the newest N across pages; the text listing holds every item.
 func TestLargeInboxListsFully(t *testing.T) {
-	meshd, meshctl := buildBinaries(t)
-	h := filepath.Join(t.TempDir(), "target")
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	me := proto.PubKey(pub)
-	meshctlOK(t, meshctl, "--home", h, "init")
-	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
-	meshctlOK(t, meshctl, "--home", h, "roster", "add", me.String(), "--role", "member", "--name", "sender")
-	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--link-recv-rate-mib", "16")
-	s := waitStatus(t, meshctl, h, d)
-	target, err := proto.ParsePubKey(s.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	cfg := transport.DefaultConfig()
-	cfg.Identity = key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
+	rt := startRawTarget(t, "", "sender", "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--link-recv-rate-mib", "16")
+	meshctl, h, key, me, target := rt.meshctl, rt.home, rt.key, rt.pub, rt.target
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, &target)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := rt.dial(t, 10*time.Second)
 	defer l.Close()
 	l.Start(nil)
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -58,26 +57,10 @@ func TestNonReadingMemberBoundedMemory(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("needs /proc to read the victim's memory")
 	}
-	meshd, meshctl := buildBinaries(t)
 	other := os.Getenv("MESHD_SLOWPEER_BIN")
-	if other != "" {
-		meshd = other
-	}
-	h := filepath.Join(t.TempDir(), "victim")
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	me := proto.PubKey(pub)
-	meshctlOK(t, meshctl, "--home", h, "init")
-	meshctlOK(t, meshctl, "--home", h, "roster", "init", "--org", "acme")
-	meshctlOK(t, meshctl, "--home", h, "roster", "add", me.String(), "--role", "member", "--name", "hostile")
-	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--keepalive", "1s", "--idle-timeout", "4s")
-	s := waitStatus(t, meshctl, h, d)
-	target, err := proto.ParsePubKey(s.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := startRawTarget(t, other, "hostile",
+		"--listen", "tcp://127.0.0.1:0", "--no-mdns", "--keepalive", "1s", "--idle-timeout", "4s")
+	meshctl, h, d, s, key, me, target := rt.meshctl, rt.home, rt.d, rt.status, rt.key, rt.pub, rt.target
 
 	// The channel: 200 messages of 200 KB, written through the control API.
 	cl := api.NewClient(filepath.Join(h, "meshd.sock"))
