@@ -108,21 +108,9 @@ func TestDuplicateDMIsAckedAgain(t *testing.T) {
 	rig := newPipelineRig(t)
 	var mu sync.Mutex
 	var acked []uuid.UUID
-	// Replace the rig's link handler: record acks a sends back.
-	rig.link.Close()
-	cfg := transport.DefaultConfig()
-	cfg.Identity = rig.m.ids[1].Key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: rig.m.roster.Version} }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	// Replace the rig's link: record acks a sends back.
 	ak := rig.m.ids[0].Pub
-	l, err := transport.Dial(ctx, tcpAddr(t, rig.a), cfg, &ak)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.Start(func(f []byte) {
+	rig.relink(func(f []byte) {
 		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameAck {
 			if a, err := proto.ParseAck(f[1:]); err == nil {
 				mu.Lock()
@@ -131,7 +119,6 @@ func TestDuplicateDMIsAckedAgain(t *testing.T) {
 			}
 		}
 	})
-	rig.link = l
 	b := rig.key(1)
 	e := rig.env(b, proto.ToPeer(ak), proto.KindMessage, nil)
 	raw := rig.signed(b, e)
@@ -149,20 +136,8 @@ func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
 	rig := newPipelineRig(t)
 	var mu sync.Mutex
 	var acked []uuid.UUID
-	rig.link.Close()
-	cfg := transport.DefaultConfig()
-	cfg.Identity = rig.m.ids[1].Key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: rig.m.roster.Version} }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	ak := rig.m.ids[0].Pub
-	l, err := transport.Dial(ctx, tcpAddr(t, rig.a), cfg, &ak)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.Start(func(f []byte) {
+	rig.relink(func(f []byte) {
 		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameAck {
 			if a, err := proto.ParseAck(f[1:]); err == nil {
 				mu.Lock()
@@ -171,8 +146,6 @@ func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
 			}
 		}
 	})
-	rig.link = l
-	waitFor(t, 5*time.Second, "link", func() bool { return linked(rig.a, rig.m.ids[1].Pub) })
 	b := rig.key(1)
 	raw := rig.signed(b, rig.env(b, proto.ToPeer(ak), proto.KindMessage, nil))
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }

@@ -42,22 +42,37 @@ func newPipelineRig(t *testing.T) *pipelineRig {
 		t.Fatal(err)
 	}
 	_, rig.outsider, _ = ed25519.GenerateKey(nil)
+	rig.relink(nil)
+	return rig
+}
 
+// relink links to a as b (replacing the rig's link, if any), hands the
+// frames a sends to handler (nil: discards them), and waits until a has
+// admitted a link from b.
+func (r *pipelineRig) relink(handler func([]byte)) {
+	t := r.t
+	t.Helper()
+	if r.link != nil {
+		r.link.Close()
+	}
 	cfg := transport.DefaultConfig()
-	cfg.Identity = m.ids[1].Key
+	cfg.Identity = r.m.ids[1].Key
 	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: m.roster.Version} }
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: r.m.roster.Version} }
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	akey := m.ids[0].Pub
-	rig.link, err = transport.Dial(ctx, tcpAddr(t, a), cfg, &akey)
+	akey := r.m.ids[0].Pub
+	l, err := transport.Dial(ctx, tcpAddr(t, r.a), cfg, &akey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rig.link.Start(func([]byte) {})
-	t.Cleanup(func() { rig.link.Close() })
-	waitFor(t, 5*time.Second, "link admitted", func() bool { return linked(a, m.ids[1].Pub) })
-	return rig
+	if handler == nil {
+		handler = func([]byte) {}
+	}
+	l.Start(handler)
+	t.Cleanup(func() { l.Close() })
+	r.link = l
+	waitFor(t, 5*time.Second, "link admitted", func() bool { return linked(r.a, r.m.ids[1].Pub) })
 }
 
 func (r *pipelineRig) key(i int) ed25519.PrivateKey { return r.m.ids[i].Key }

@@ -1,14 +1,12 @@
 package node
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
-	"github.com/meshd/meshd/transport"
 )
 
 // HistoryRequests take no number from the stream of DMs to their peer
@@ -16,22 +14,9 @@ import (
 // the peer sees no gap that nothing would ever fill.
 func TestHistoryRequestsTakeNoSequenceNumber(t *testing.T) {
 	rig := newPipelineRig(t) // a holds two channels b may read
-	rig.link.Close()
 	var mu sync.Mutex
 	var got []*proto.SignedEnvelope
-	cfg := transport.DefaultConfig()
-	cfg.Identity = rig.m.ids[1].Key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: rig.m.roster.Version} }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ak := rig.m.ids[0].Pub
-	l, err := transport.Dial(ctx, tcpAddr(t, rig.a), cfg, &ak)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.Start(func(f []byte) {
+	rig.relink(func(f []byte) {
 		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameEnvelope {
 			if se, err := proto.ParseEnvelope(append([]byte(nil), f[1:]...)); err == nil && se.To.Kind == proto.DestPeer {
 				mu.Lock()
@@ -40,7 +25,6 @@ func TestHistoryRequestsTakeNoSequenceNumber(t *testing.T) {
 			}
 		}
 	})
-	rig.link = l
 	kinds := func(k proto.Kind) []*proto.SignedEnvelope {
 		mu.Lock()
 		defer mu.Unlock()
