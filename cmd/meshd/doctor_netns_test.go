@@ -67,3 +67,33 @@ func TestDoctorWrongOrgThenJoin(t *testing.T) {
 		t.Fatalf("doctor after join: exit %d: %+v", code, d)
 	}
 }
+
+// TestDoctorNoMulticast: on a host whose only interfaces carry no
+// multicast (a namespace whose interface has multicast turned off, and
+// loopback), mDNS cannot start; with no seeds either, doctor names the
+// discovery problem and the fixes (--seed, or --mdns-interface lo with a
+// route), and exits 1.
+func TestDoctorNoMulticast(t *testing.T) {
+	t.Parallel()
+	if ok, why := netnstest.Available(); !ok {
+		t.Skip(why)
+	}
+	meshd, meshctl := buildBinaries(t)
+	nw := netnstest.NewBridge(t, 1)
+	off := nw.Host(0).Command(context.Background(), "ip", "link", "set", netnstest.HostIface, "multicast", "off")
+	if out, err := off.CombinedOutput(); err != nil {
+		t.Fatalf("ip link set multicast off: %v\n%s", err, out)
+	}
+	h := filepath.Join(t.TempDir(), "host0")
+	cmd := nw.Host(0).Command(context.Background(), meshd, "--home", h, "--listen", "tcp://0.0.0.0:7437", "--no-unix")
+	d := startDaemonCmd(t, cmd, h)
+	waitStatus(t, meshctl, h, d)
+	doc, code := doctor(t, meshctl, h)
+	status, detail, fix := doc.check(t, "discovery")
+	if code != 1 || status != "problem" {
+		t.Fatalf("doctor without multicast: exit %d, discovery %s: %q", code, status, detail)
+	}
+	if !strings.Contains(detail, "no usable network interface") || !strings.Contains(fix, "--seed") || !strings.Contains(fix, "--mdns-interface lo") {
+		t.Fatalf("discovery check: %q / fix %q", detail, fix)
+	}
+}
