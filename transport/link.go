@@ -676,7 +676,11 @@ func (l *Link) writeLoop() {
 				err = w.flush()
 			}
 		case now := <-timer.C:
-			idle := now.Sub(w.lastSend)
+			// Ping when nothing has been received for the interval: the
+			// pong keeps our reader's idle timer fed, and the ping the
+			// peer's. A link whose peer pings first then carries one ping
+			// and one pong per interval, not two of each.
+			idle := now.Sub(l.LastRecv())
 			if idle < l.keepalive {
 				timer.Reset(l.keepalive - idle)
 				continue
