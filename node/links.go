@@ -276,12 +276,19 @@ func (n *Node) backoff(fails int) time.Duration {
 	return time.Duration(float64(d) * (0.5 + 0.5*rand.Float64()))
 }
 
+// dialIdleWait bounds the dialler's sleep when nothing is due sooner.
+const dialIdleWait = 5 * time.Second
+
 func (n *Node) dialLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		n.dialDue()
+		// Sleep until the next dial is due, or something changes: a
+		// node with a full mesh wakes every dialIdleWait, not five times
+		// a second.
+		wait := min(max(time.Until(n.dialDue()), 10*time.Millisecond), dialIdleWait)
+		t.Reset(wait)
 		select {
 		case <-n.ctx.Done():
 			return
@@ -292,30 +299,51 @@ func (n *Node) dialLoop() {
 }
 
 // dialDue starts a dial of every member and seed that is due: not linked,
-// not being dialled, its backoff over.
-func (n *Node) dialDue() {
+// not being dialled, its backoff over. It returns when the next one not
+// started is due (far ahead when none is waiting; soon when dials in
+// flight hold it back).
+func (n *Node) dialDue() time.Time {
 	now := time.Now()
+	next := now.Add(dialIdleWait)
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	if n.peers.closed {
-		return
+		return next
 	}
 	dialing := n.dialsLocked()
 	for _, p := range n.peers.byKey {
-		if p.dialing || p.link != nil || now.Before(p.next) || len(p.addrs) == 0 {
+		if p.dialing || p.link != nil || len(p.addrs) == 0 {
+			continue
+		}
+		if now.Before(p.next) {
+			if p.next.Before(next) {
+				next = p.next
+			}
 			continue
 		}
 		if n.spreadFirstDialLocked(p, now) {
+			if p.next.Before(next) {
+				next = p.next
+			}
 			continue
 		}
 		if dialing >= maxDials {
-			break // the rest when these are done
+			// The rest when these are done (removeLink and dialPeer
+			// wake the loop).
+			next = now.Add(50 * time.Millisecond)
+			break
 		}
 		dialing++
 		n.startDialLocked(p, n.orderAddrs(p.addrs))
 	}
 	for _, s := range n.peers.seeds {
-		if s.dialing || now.Before(s.next) {
+		if s.dialing {
+			continue
+		}
+		if now.Before(s.next) {
+			if s.next.Before(next) {
+				next = s.next
+			}
 			continue
 		}
 		if !s.key.IsZero() {
@@ -325,6 +353,7 @@ func (n *Node) dialDue() {
 		}
 		n.startDialLocked(s, s.addrs)
 	}
+	return next
 }
 
 // startDialLocked marks p as being dialled and starts the dial.
@@ -378,6 +407,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	}
 	fails := p.fails
 	n.peers.Unlock()
+	n.wake() // a place for a dial held back by maxDials
 	if err == nil {
 		return
 	}
@@ -550,7 +580,11 @@ func (n *Node) discoveryLoop() {
 
 func (n *Node) exchangeLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.PeerExchangeInterval)
+	// Rounds fall on multiples of the interval on the clock, so that the
+	// digests a node receives from all its peers arrive together: one
+	// wake-up, not one per peer (see transport's keepaliveGrid).
+	iv := n.cfg.PeerExchangeInterval
+	t := time.NewTimer(alignedDelay(time.Now(), iv))
 	defer t.Stop()
 	for {
 		select {
@@ -565,6 +599,7 @@ func (n *Node) exchangeLoop() {
 			}
 			n.pxSend(n.linkList(), false)
 		case <-t.C:
+			t.Reset(alignedDelay(time.Now(), iv))
 			links := n.linkList()
 			n.pxSend(links, true)
 			for _, pl := range links {

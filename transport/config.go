@@ -51,7 +51,8 @@ type Config struct {
 	// anything before it sends a ping, which the peer answers with a
 	// pong; a peer that receives the ping has heard from us and does not
 	// ping in turn, so an idle link carries one ping and one pong per
-	// interval. Default 5s: a third of IdleTimeout, so two pings can be
+	// interval. A link that has sent nothing for two intervals pings
+	// too. Default 5s: a third of IdleTimeout, so two pings can be
 	// lost before the peer gives up on us; two 19-byte records per link
 	// every 5 s is nothing on a LAN.
 	KeepaliveInterval time.Duration

@@ -255,7 +255,7 @@ func runScale(t *testing.T, n int) {
 	time.Sleep(10 * time.Second)
 	before := make([]procSample, n)
 	after := make([]procSample, n)
-	traffic := []string{"link.pings_in", "link.pings_out", "rx.presence_bytes", "rx.frame_bytes.peers", "rx.frame_bytes.envelope",
+	traffic := []string{"link.pings_in", "link.pings_out", "rx.presence_bytes", "rx.frame_bytes.peers", "rx.frame_bytes.peer-update", "rx.frame_bytes.envelope",
 		"rx.frame_bytes.roster", "rx.frame_bytes.policy", "rx.frame_bytes.policy-digest", "rx.frame_bytes.ack", "rx.frame_bytes.goodbye", "rx.frame_bytes.unknown"}
 	cb := counterTotals(clients, traffic...)
 	parallel(n, 16, func(i int) { before[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
@@ -273,8 +273,8 @@ func runScale(t *testing.T, n int) {
 	}
 	res.KeepaliveBytesPerS = keepaliveRecord * per("link.pings_in", "link.pings_out")
 	res.PresenceBytesPerS = per("rx.presence_bytes")
-	res.PeersBytesPerS = per("rx.frame_bytes.peers")
-	res.OtherBytesPerS = per(traffic[4:]...) - res.PresenceBytesPerS
+	res.PeersBytesPerS = per("rx.frame_bytes.peers", "rx.frame_bytes.peer-update")
+	res.OtherBytesPerS = per(traffic[5:]...) - res.PresenceBytesPerS
 	t.Logf("N=%d idle control traffic received per node: keepalive %.0f B/s, presence %.0f B/s, peer exchange %.0f B/s, other frames %.0f B/s",
 		n, res.KeepaliveBytesPerS, res.PresenceBytesPerS, res.PeersBytesPerS, res.OtherBytesPerS)
 	so := counterTotals(clients, "outbox.scan_only")
