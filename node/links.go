@@ -595,7 +595,7 @@ func (n *Node) exchangeLoop() {
 			select {
 			case <-n.ctx.Done():
 				return
-			case <-time.After(pxBatchFor(len(n.linkList()), time.Now())):
+			case <-time.After(pxBatch):
 			}
 			n.pxSend(n.linkList(), false)
 		case <-t.C:

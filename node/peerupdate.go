@@ -21,13 +21,8 @@ import (
 // gets the whole list every interval, as before.
 
 const (
-	// pxBatch is the least time changes gather before they are sent;
-	// pxBatchPerLink lengthens it with the links held, up to pxBatchMax:
-	// while a mesh forms, every link up is news for every link, and
-	// each frame costs its receiver a wake-up whatever it holds.
-	pxBatch        = time.Second
-	pxBatchPerLink = 25 * time.Millisecond
-	pxBatchMax     = 10 * time.Second
+	// pxBatch is how long changes gather before they are sent.
+	pxBatch = time.Second
 	// maxTombstones bounds the removals remembered; a link told nothing
 	// since the oldest forgotten one gets the whole list instead.
 	maxTombstones = 4096
@@ -337,12 +332,4 @@ func (x *pxLink) viewKeys(peer proto.PubKey) []proto.PeerInfo {
 		}
 	}
 	return out
-}
-
-// pxBatchFor is how long changes gather on a node holding links links:
-// rounded up to a multiple of itself on the clock, so that the changes a
-// node receives from its peers arrive together.
-func pxBatchFor(links int, now time.Time) time.Duration {
-	b := min(max(pxBatch, time.Duration(links)*pxBatchPerLink), pxBatchMax)
-	return alignedDelay(now, b)
 }
