@@ -22,7 +22,7 @@ type Metrics struct {
 	// frameBytes counts the bytes of frames received, by frame type
 	// (index 0: types this node does not know), for the control-traffic
 	// figures: "rx.frame_bytes.<type>".
-	frameBytes [8]atomic.Uint64
+	frameBytes [16]atomic.Uint64
 
 	mu sync.Mutex
 	c  map[string]uint64 // guarded by mu: the counters that are not typed

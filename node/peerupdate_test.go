@@ -71,6 +71,9 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	if grown > (intervals+2)*oldList {
 		t.Errorf("b received %d bytes of whole lists over %d intervals: more than the older node's", grown, intervals)
 	}
+	if got := b.Counters()["rx.frame_bytes.peer-update"]; got == 0 {
+		t.Error("peer-update bytes not counted as such")
+	}
 	if d := b.metrics.Get("peers.digest_mismatch"); d != 0 {
 		t.Errorf("%d digest mismatches in a settled mesh", d)
 	}
