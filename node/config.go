@@ -48,8 +48,12 @@ type Config struct {
 	// DialTimeout bounds one dial including its handshake.
 	DialTimeout time.Duration
 	// PeerExchangeInterval is how often linked peers are told about the
-	// other members we hold links to.
+	// other members we hold links to (the digest of the list, to peers
+	// that take changes; the whole list to older ones).
 	PeerExchangeInterval time.Duration
+	// legacyPeers makes the node exchange peers as nodes did before
+	// peer-update frames: whole lists only (tests of interoperation).
+	legacyPeers bool
 
 	// EnvelopeTTL is the lifetime given to envelopes we send (the protocol's
 	// DefaultTTL, 300 s).

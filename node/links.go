@@ -38,6 +38,9 @@ type peer struct {
 	dialing bool      // a dial is running
 	// refusals counts links in a row the member refused (see refuse.go).
 	refusals int
+	// spread is set once the first dial of the member has been put off
+	// by firstDialDelay (see dialspread.go).
+	spread bool
 }
 
 // linkedLocked returns the link to k, or nil.
@@ -117,6 +120,7 @@ func (n *Node) addLink(l *transport.Link) {
 	}
 	p.link = pl
 	p.fails = 0
+	p.spread = true // linked: later dials are redials
 	for _, s := range n.peers.seeds {
 		if !s.dialing && s.key.Equal(key) {
 			s.fails = 0
@@ -133,6 +137,7 @@ func (n *Node) addLink(l *transport.Link) {
 		_ = loser.link.Close()
 	}
 	n.metrics.Inc("link.up")
+	n.pxChanged()
 	dir := "inbound"
 	if l.Outbound() {
 		dir = "outbound"
@@ -206,12 +211,28 @@ func (n *Node) removeLink(pl *peerLink) {
 	}
 	closed := n.peers.closed
 	n.peers.Unlock()
+	n.pxChanged()
 	n.linkClosed(pl)
 	n.metrics.Inc("link.down")
+	n.metrics.Inc("link.down." + downReason(pl.link.Err()))
 	if !closed {
 		n.log.Info("link down", "peer", pl.key.Fingerprint(), "name", pl.payload.Name, "reason", errString(pl.link.Err()))
 		n.wake()
 	}
+}
+
+// downReason classes why a link ended, for the "link.down.<class>"
+// counters.
+func downReason(err error) string {
+	switch {
+	case err == nil, errors.Is(err, transport.ErrClosed):
+		return "closed"
+	case errors.Is(err, transport.ErrSlowReader):
+		return "slow_reader"
+	case errors.Is(err, transport.ErrTimeout):
+		return "timeout"
+	}
+	return "error"
 }
 
 func errString(err error) string {
@@ -255,12 +276,19 @@ func (n *Node) backoff(fails int) time.Duration {
 	return time.Duration(float64(d) * (0.5 + 0.5*rand.Float64()))
 }
 
+// dialIdleWait bounds the dialler's sleep when nothing is due sooner.
+const dialIdleWait = 5 * time.Second
+
 func (n *Node) dialLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		n.dialDue()
+		// Sleep until the next dial is due, or something changes: a
+		// node with a full mesh wakes every dialIdleWait, not five times
+		// a second.
+		wait := min(max(time.Until(n.dialDue()), 10*time.Millisecond), dialIdleWait)
+		t.Reset(wait)
 		select {
 		case <-n.ctx.Done():
 			return
@@ -271,22 +299,51 @@ func (n *Node) dialLoop() {
 }
 
 // dialDue starts a dial of every member and seed that is due: not linked,
-// not being dialled, its backoff over.
-func (n *Node) dialDue() {
+// not being dialled, its backoff over. It returns when the next one not
+// started is due (far ahead when none is waiting; soon when dials in
+// flight hold it back).
+func (n *Node) dialDue() time.Time {
 	now := time.Now()
+	next := now.Add(dialIdleWait)
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	if n.peers.closed {
-		return
+		return next
 	}
+	dialing := n.dialsLocked()
 	for _, p := range n.peers.byKey {
-		if p.dialing || p.link != nil || now.Before(p.next) || len(p.addrs) == 0 {
+		if p.dialing || p.link != nil || len(p.addrs) == 0 {
 			continue
 		}
+		if now.Before(p.next) {
+			if p.next.Before(next) {
+				next = p.next
+			}
+			continue
+		}
+		if n.spreadFirstDialLocked(p, now) {
+			if p.next.Before(next) {
+				next = p.next
+			}
+			continue
+		}
+		if dialing >= maxDials {
+			// The rest when these are done (removeLink and dialPeer
+			// wake the loop).
+			next = now.Add(50 * time.Millisecond)
+			break
+		}
+		dialing++
 		n.startDialLocked(p, n.orderAddrs(p.addrs))
 	}
 	for _, s := range n.peers.seeds {
-		if s.dialing || now.Before(s.next) {
+		if s.dialing {
+			continue
+		}
+		if now.Before(s.next) {
+			if s.next.Before(next) {
+				next = s.next
+			}
 			continue
 		}
 		if !s.key.IsZero() {
@@ -296,6 +353,7 @@ func (n *Node) dialDue() {
 		}
 		n.startDialLocked(s, s.addrs)
 	}
+	return next
 }
 
 // startDialLocked marks p as being dialled and starts the dial.
@@ -349,6 +407,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	}
 	fails := p.fails
 	n.peers.Unlock()
+	n.wake() // a place for a dial held back by maxDials
 	if err == nil {
 		return
 	}
@@ -525,49 +584,33 @@ func (n *Node) discoveryLoop() {
 
 func (n *Node) exchangeLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.PeerExchangeInterval)
+	// Rounds fall on multiples of the interval on the clock, so that the
+	// digests a node receives from all its peers arrive together: one
+	// wake-up, not one per peer (see transport's keepaliveGrid).
+	iv := n.cfg.PeerExchangeInterval
+	t := time.NewTimer(alignedDelay(time.Now(), iv))
 	defer t.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-n.px.dirty:
+			// Let changes gather, then send them (peerupdate.go).
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-time.After(pxBatch):
+			}
+			n.pxSend(n.linkList(), false)
 		case <-t.C:
-			for _, pl := range n.linkList() {
-				n.sendPeers(pl)
+			t.Reset(alignedDelay(time.Now(), iv))
+			links := n.linkList()
+			n.pxSend(links, true)
+			for _, pl := range links {
 				n.flushQueue(pl) // re-send what the peer has not acknowledged
 			}
 		}
 	}
-}
-
-// sendPeers tells pl our own addresses and those of the other members we
-// are linked to, as each member told us. Our own entry is how a peer that
-// dialled us learns them: handshake message 2 does not carry them.
-func (n *Node) sendPeers(pl *peerLink) {
-	n.peers.Lock()
-	var list proto.PeerList
-	if len(n.advertised) > 0 {
-		list.Peers = append(list.Peers, proto.PeerInfo{Key: n.id.Pub, Addrs: n.advertised})
-	}
-	for k, p := range n.peers.byKey {
-		other := p.link
-		if other == nil || k.Equal(pl.key) {
-			continue
-		}
-		if ls := other.listenAddrs(); len(ls) > 0 {
-			list.Peers = append(list.Peers, proto.PeerInfo{Key: k, Addrs: ls})
-		}
-	}
-	n.peers.Unlock()
-	if len(list.Peers) == 0 {
-		return
-	}
-	slices.SortFunc(list.Peers, func(a, b proto.PeerInfo) int { return strings.Compare(a.Key.String(), b.Key.String()) })
-	b, err := proto.Marshal(&list)
-	if err != nil {
-		return
-	}
-	n.sendFrame(pl, proto.FramePeers, b)
 }
 
 func (n *Node) sendFrame(pl *peerLink, t proto.FrameType, payload []byte) {
@@ -587,7 +630,7 @@ func (n *Node) onLinkUp(pl *peerLink) {
 	if r.Version > pl.payload.RosterVersion {
 		n.pushRoster(pl, r)
 	}
-	n.sendPeers(pl)
+	n.pxLinkUp(pl)
 	n.sendPolicyDigest(pl)
 	n.sendPresenceTo(pl)
 	n.flushQueue(pl)
@@ -601,11 +644,18 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		return
 	}
 	payload := frame[1:]
+	n.metrics.frameIn(proto.FrameType(frame[0]), len(frame))
 	switch t := proto.FrameType(frame[0]); t {
 	case proto.FrameRoster:
 		n.handleRoster(pl, payload)
 	case proto.FramePeers:
 		n.handlePeers(pl, payload)
+	case proto.FramePeerUpdate:
+		if n.cfg.legacyPeers {
+			n.metrics.Inc("frame.unknown") // as a node without them
+			return
+		}
+		n.handlePeerUpdate(pl, payload)
 	case proto.FrameGoodbye:
 		if pl.link.Outbound() && time.Since(pl.link.Established()) < refusedWithin {
 			pl.refused.Store(true)
@@ -644,10 +694,17 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 		}
 	}
 	n.recordLinkReport(pl.key, others) // for the status page's link graph
-	added := false
+	n.pxViewReplace(pl, list.Peers)
+	n.takePeerAddrs(pl, list.Peers)
+}
+
+// takePeerAddrs records the addresses of a peers or peer-update frame's
+// entries from pl, under the rules of addrs.go.
+func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
+	added, selfChanged := false, false
 	ignored := 0
 	n.peers.Lock()
-	for _, p := range list.Peers {
+	for _, p := range entries {
 		// Only roster members' addresses are taken (receive step 4).
 		if _, ok := n.Roster().Member(p.Key); !ok {
 			n.metrics.Inc("peers.ignored.not_member")
@@ -660,6 +717,7 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 		if p.Key.Equal(pl.key) {
 			// The peer's own entry: its claim about itself.
 			src = selfSource(pl.link)
+			selfChanged = !slices.Equal(pl.listenAddrs(), p.Addrs)
 			pl.setListen(p.Addrs)
 		}
 		ignored += n.mergeAddrsLocked(p.Key, p.Addrs, src)
@@ -668,6 +726,9 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 	n.peers.Unlock()
 	if ignored > 0 {
 		n.metrics.Add("addr.ignored", uint64(ignored))
+	}
+	if selfChanged {
+		n.pxChanged()
 	}
 	if added {
 		n.wake()

@@ -19,6 +19,10 @@ import (
 // finds its atomic too, so the two kinds read and write alike.
 type Metrics struct {
 	typed [numCounters]atomic.Uint64
+	// frameBytes counts the bytes of frames received, by frame type
+	// (index 0: types this node does not know), for the control-traffic
+	// figures: "rx.frame_bytes.<type>".
+	frameBytes [16]atomic.Uint64
 
 	mu sync.Mutex
 	c  map[string]uint64 // guarded by mu: the counters that are not typed
@@ -50,6 +54,7 @@ const (
 	cTxPresence
 	cMirrorFiles
 	cMirrorBatches
+	cRxPresenceBytes
 	numCounters
 )
 
@@ -76,6 +81,7 @@ var counterNames = [numCounters]string{
 	cTxPresence:                 "tx." + proto.KindPresence.String(),
 	cMirrorFiles:                "mirror.files",
 	cMirrorBatches:              "mirror.batches",
+	cRxPresenceBytes:            "rx.presence_bytes",
 }
 
 // counterByName finds a typed counter by its name.
@@ -94,6 +100,15 @@ func (m *Metrics) inc(c counter) { m.typed[c].Add(1) }
 
 // add adds d to a typed counter.
 func (m *Metrics) add(c counter, d uint64) { m.typed[c].Add(d) }
+
+// frameIn counts a received frame of n bytes and type t.
+func (m *Metrics) frameIn(t proto.FrameType, n int) {
+	i := int(t)
+	if i >= len(m.frameBytes) {
+		i = 0
+	}
+	m.frameBytes[i].Add(uint64(n))
+}
 
 // Inc adds one to the named counter.
 func (m *Metrics) Inc(name string) { m.Add(name, 1) }
@@ -127,6 +142,15 @@ func (m *Metrics) Snapshot() map[string]uint64 {
 	for c := range m.typed {
 		if v := m.typed[c].Load(); v > 0 {
 			out[counterNames[c]] = v
+		}
+	}
+	for t := range m.frameBytes {
+		if v := m.frameBytes[t].Load(); v > 0 {
+			name := "unknown"
+			if t > 0 {
+				name = proto.FrameType(t).String()
+			}
+			out["rx.frame_bytes."+name] += v
 		}
 	}
 	return out

@@ -60,6 +60,7 @@ type Node struct {
 	// advertised are our listen addresses as peers should dial them; set
 	// by setup, read-only after.
 	advertised []string
+	px         peerExchange // incremental peer exchange (peerupdate.go)
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -128,6 +129,7 @@ type peerLink struct {
 	// refused is set when the peer ended our outbound link with a goodbye
 	// right after the handshake (see refuse.go).
 	refused atomic.Bool
+	px      pxLink // incremental peer exchange on this link (peerupdate.go)
 }
 
 // listenAddrs returns the peer's addresses as it last told them.
@@ -158,6 +160,7 @@ func New(cfg Config) (*Node, error) {
 		metrics: newMetrics(),
 		started: time.Now(),
 		kick:    make(chan struct{}, 1),
+		px:      peerExchange{dirty: make(chan struct{}, 1)},
 		rxq:     make(chan rxItem, rxQueueLen),
 		pending: newPendingBook(),
 		diag:    newDiagnosis(),

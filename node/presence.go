@@ -13,7 +13,9 @@ func (n *Node) presenceLoop() {
 	n.publishPresence(proto.Online)
 	refresh := n.cfg.PresenceTTL / 3
 	check := min(n.cfg.PresenceTTL/4, 5*time.Second)
-	rt := time.NewTicker(refresh)
+	// Refreshes fall on multiples of the period on the clock, so that a
+	// node receives its peers' refreshes together (see exchangeLoop).
+	rt := time.NewTimer(alignedDelay(time.Now(), refresh))
 	ct := time.NewTicker(check)
 	defer rt.Stop()
 	defer ct.Stop()
@@ -22,6 +24,7 @@ func (n *Node) presenceLoop() {
 		case <-n.ctx.Done():
 			return
 		case <-rt.C:
+			rt.Reset(alignedDelay(time.Now(), refresh))
 			n.publishPresence(n.pub.Current().State)
 		case now := <-ct.C:
 			for _, k := range n.presence.Expire(now) {

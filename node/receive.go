@@ -244,6 +244,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}
 		n.metrics.Inc("rx.presence")
+		n.metrics.add(cRxPresenceBytes, uint64(1+len(se.Raw)))
 		return true
 	}
 	select {

@@ -146,6 +146,8 @@ func (n *Node) addLinkStats(c map[string]uint64) {
 			"link.recv_throttled":    st.RecvThrottled,
 			"link.recv_throttled_ms": uint64(st.RecvThrottledTime.Milliseconds()),
 			"link.send_queue_full":   st.QueueFull,
+			"link.pings_in":          st.PingsIn,
+			"link.pings_out":         st.PingsOut,
 		} {
 			if v > 0 {
 				c[name] += v

@@ -133,6 +133,18 @@ func (n *Node) recordLinkReport(from proto.PubKey, peers []proto.PeerInfo) {
 	lr.mu.Unlock()
 }
 
+// touchLinkReport notes that a neighbour's list, unchanged, was
+// confirmed (a peer-update with no changes).
+func (n *Node) touchLinkReport(from proto.PubKey) {
+	lr := n.linkReports()
+	lr.mu.Lock()
+	if r, ok := lr.by[from]; ok {
+		r.at = time.Now()
+		lr.by[from] = r
+	}
+	lr.mu.Unlock()
+}
+
 // LinkReports returns, for each currently linked peer that sent a peer
 // list lately, the roster members it said it is linked to. Lists come
 // with peer exchange (every PeerExchangeInterval and on link up), so this

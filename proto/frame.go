@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -29,6 +30,10 @@ const (
 	// Responses) the sender of the frame has durably stored, so the peer
 	// that sent them may drop them from its store-and-forward queue.
 	FrameAck FrameType = 7
+	// FramePeerUpdate carries a [PeerUpdate]: what changed in the
+	// sender's peer list since it last told the link, and a digest of the
+	// whole list (incremental peer exchange).
+	FramePeerUpdate FrameType = 8
 )
 
 func (t FrameType) String() string {
@@ -47,6 +52,8 @@ func (t FrameType) String() string {
 		return "policy-digest"
 	case FrameAck:
 		return "ack"
+	case FramePeerUpdate:
+		return "peer-update"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -88,6 +95,81 @@ func ParsePeerList(b []byte) (*PeerList, error) {
 		l.IgnoredAddrs += n
 	}
 	return &l, nil
+}
+
+// PeerUpdate is the payload of FramePeerUpdate. Wire:
+// {0: [* PeerInfo] set, 1: [* bstr(32) key] removed, 2: bstr(32) digest,
+// ? 3: true resync}.
+type PeerUpdate struct {
+	// Set holds the entries added or changed since the sender's last
+	// peers or peer-update frame on the link.
+	Set []PeerInfo `cbor:"0,keyasint"`
+	// Removed names the entries gone since then.
+	Removed []PubKey `cbor:"1,keyasint"`
+	// Digest is [PeerDigest] of the sender's whole list as the receiver
+	// should now hold it.
+	Digest []byte `cbor:"2,keyasint"`
+	// Resync asks the receiver to send its whole list in a peers frame:
+	// the sender's copy of it does not match the digest.
+	Resync bool `cbor:"3,keyasint,omitempty"`
+
+	// IgnoredAddrs counts the addresses [ParsePeerUpdate] left out, as in
+	// [PeerList]. It never travels.
+	IgnoredAddrs int `cbor:"-"`
+}
+
+// PeerDigestSize is the size of a peer-list digest.
+const PeerDigestSize = sha256.Size
+
+// PeerEntryHash is the hash of one peer-list entry: SHA-256 of its
+// canonical CBOR.
+func PeerEntryHash(p PeerInfo) [PeerDigestSize]byte {
+	b, err := Marshal(&p)
+	if err != nil {
+		panic("proto: peer info does not encode: " + err.Error())
+	}
+	return sha256.Sum256(b)
+}
+
+// PeerDigest is the digest of a peer list: the XOR of [PeerEntryHash]
+// over its entries (zero for an empty list), so that it does not depend
+// on their order and an entry can be added or taken out in O(1). It
+// detects drift between honest peers; it is no defence against a peer
+// that lies, which needs none.
+func PeerDigest(entries []PeerInfo) [PeerDigestSize]byte {
+	var d [PeerDigestSize]byte
+	for _, p := range entries {
+		XorDigest(&d, PeerEntryHash(p))
+	}
+	return d
+}
+
+// XorDigest adds (or takes out) the entry hash h to or from d.
+func XorDigest(d *[PeerDigestSize]byte, h [PeerDigestSize]byte) {
+	for i := range d {
+		d[i] ^= h[i]
+	}
+}
+
+// ParsePeerUpdate decodes a peer-update payload strictly. Entries keep
+// only the addresses that pass [CheckListenAddr], as in [ParsePeerList].
+func ParsePeerUpdate(b []byte) (*PeerUpdate, error) {
+	var u PeerUpdate
+	if err := Unmarshal(b, &u); err != nil {
+		return nil, fmt.Errorf("peer update: %w", err)
+	}
+	if len(u.Digest) != PeerDigestSize {
+		return nil, fmt.Errorf("peer update: %w: %d-byte digest, want %d", ErrMalformed, len(u.Digest), PeerDigestSize)
+	}
+	for i, p := range u.Set {
+		if len(p.Addrs) > MaxListenAddrs {
+			return nil, fmt.Errorf("peer update: %w: %d addresses for one peer", ErrMalformed, len(p.Addrs))
+		}
+		var n int
+		u.Set[i].Addrs, n = filterListenAddrs(p.Addrs)
+		u.IgnoredAddrs += n
+	}
+	return &u, nil
 }
 
 // PolicyVersion names one channel policy version in a [PolicyDigest].

@@ -47,9 +47,13 @@ type Config struct {
 	// millisecond, so 5s tolerates a loaded or distant peer while a peer
 	// that stalls holds a handshake slot only briefly.
 	HandshakeTimeout time.Duration
-	// KeepaliveInterval is how long a link may be send-idle before it
-	// sends a ping. Default 5s: a third of IdleTimeout, so two pings can
-	// be lost before the peer gives up on us; one 100-byte ping per link
+	// KeepaliveInterval is how long a link may go without receiving
+	// anything before it sends a ping, which the peer answers with a
+	// pong; a peer that receives the ping has heard from us and does not
+	// ping in turn, so an idle link carries one ping and one pong per
+	// interval. A link that has sent nothing for two intervals pings
+	// too. Default 5s: a third of IdleTimeout, so two pings can be
+	// lost before the peer gives up on us; two 19-byte records per link
 	// every 5 s is nothing on a LAN.
 	KeepaliveInterval time.Duration
 	// IdleTimeout closes a link that has received nothing for this long

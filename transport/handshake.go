@@ -15,9 +15,10 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// readBufferSize is the buffered reader in front of each connection. It
-// lets one read syscall pick up many small records.
-const readBufferSize = 32 << 10
+// readBufferSize is the buffered reader in front of each connection
+// during the handshake: it holds the handshake messages. An established
+// link reads through a [recvReader] and holds no such buffer.
+const readBufferSize = 4 << 10
 
 // aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)

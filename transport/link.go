@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,7 +35,7 @@ const (
 // I/O until [Link.Start].
 type Link struct {
 	conn        net.Conn
-	br          *bufio.Reader
+	rr          *recvReader // reader goroutine only
 	peer        *proto.HandshakePayload
 	outbound    bool
 	network     string
@@ -51,10 +50,16 @@ type Link struct {
 
 	send *noise.CipherState // owned by the writer goroutine
 	recv *noise.CipherState // owned by the reader goroutine
-	wbuf []byte             // records waiting to be written; writer only
+	wbuf []byte             // records waiting to be written, pooled; writer only
 
-	sendq chan []byte
-	pongq chan struct{} // capacity 1: the reader asks the writer for a pong
+	// The send queue: frames in order, at most maxQFrames of them. An
+	// idle link's queue holds no memory (a channel of that capacity
+	// would hold its slots for the life of the link).
+	qmu        sync.Mutex
+	q          [][]byte // guarded by qmu
+	maxQFrames int
+	qready     chan struct{} // capacity 1: frames were queued
+	pongq      chan struct{} // capacity 1: the reader asks the writer for a pong
 
 	// qbytes is the frame bytes in sendq, at most maxQBytes unless one
 	// frame alone is larger. Senders add before queueing; the writer
@@ -114,7 +119,7 @@ func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg C
 	now := time.Now()
 	l := &Link{
 		conn:        conn,
-		br:          br,
+		rr:          newRecvReader(conn, br),
 		peer:        res.peer,
 		outbound:    outbound,
 		network:     conn.LocalAddr().Network(),
@@ -126,7 +131,8 @@ func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg C
 		log:         cfg.Logger,
 		send:        res.send,
 		recv:        res.recv,
-		sendq:       make(chan []byte, cfg.SendQueue),
+		maxQFrames:  cfg.SendQueue,
+		qready:      make(chan struct{}, 1),
 		maxQBytes:   int64(cfg.SendQueueBytes),
 		room:        make(chan struct{}),
 		pongq:       make(chan struct{}, 1),
@@ -212,7 +218,36 @@ func (l *Link) Stats() LinkStats {
 
 // QueueLen returns the frames waiting in the link's send queue and the
 // queue's capacity.
-func (l *Link) QueueLen() (n, capacity int) { return len(l.sendq), cap(l.sendq) }
+func (l *Link) QueueLen() (n, capacity int) {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return len(l.q), l.maxQFrames
+}
+
+// push queues frame if the queue has a free slot, and wakes the writer.
+func (l *Link) push(frame []byte) bool {
+	l.qmu.Lock()
+	if len(l.q) >= l.maxQFrames {
+		l.qmu.Unlock()
+		return false
+	}
+	l.q = append(l.q, frame)
+	l.qmu.Unlock()
+	select {
+	case l.qready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take removes and returns every queued frame.
+func (l *Link) take() [][]byte {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	fs := l.q
+	l.q = nil
+	return fs
+}
 
 // QueueBytes returns the frame bytes waiting in the link's send queue and
 // the queue's bound in bytes ([Config.SendQueueBytes]).
@@ -319,14 +354,12 @@ func (l *Link) Send(frame []byte) error {
 		l.stats.queueFull.Add(1)
 		return ErrQueueFull
 	}
-	select {
-	case l.sendq <- frame:
-		return nil
-	default:
+	if !l.push(frame) {
 		l.release(len(frame))
 		l.stats.queueFull.Add(1)
 		return ErrQueueFull
 	}
+	return nil
 }
 
 // SendWait is [Link.Send] for frames worth a wait: when the queue is full
@@ -352,16 +385,19 @@ func (l *Link) SendWait(ctx context.Context, frame []byte) error {
 			return err
 		}
 	}
-	select {
-	case l.sendq <- frame:
+	if l.push(frame) {
 		return nil
-	case <-l.closing:
-		l.release(len(frame))
-		return ErrClosed
-	case <-ctx.Done():
-		l.release(len(frame))
-		return ctx.Err()
 	}
+	pushed := false
+	err := l.waitRoom(ctx, func() bool {
+		pushed = l.push(frame)
+		return pushed
+	})
+	if !pushed {
+		l.release(len(frame))
+		return err
+	}
+	return nil
 }
 
 // Start starts the link's reader and writer goroutines. handler receives
@@ -494,14 +530,15 @@ func (l *Link) readLoop(handler func([]byte)) {
 		err = l.readErr(derr)
 		return
 	}
-	buf := make([]byte, maxRecord)
+	defer l.rr.release()
 	asm := assembler{max: proto.MaxFrameSize}
 	for {
 		if l.isClosing() {
 			return
 		}
-		// Peek consumes nothing, so a timeout here can be retried.
-		if _, perr := l.br.Peek(2); perr != nil {
+		l.rr.idle()
+		// peek2 consumes nothing, so a timeout here can be retried.
+		if perr := l.rr.peek2(); perr != nil {
 			if errors.Is(perr, os.ErrDeadlineExceeded) && !graced && !l.isClosing() {
 				graced = true
 				if derr := l.conn.SetReadDeadline(time.Now().Add(slack)); derr != nil {
@@ -514,7 +551,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 			return
 		}
 		graced = false
-		rec, rerr := readRecord(l.br, buf)
+		rec, rerr := l.rr.record()
 		if rerr != nil {
 			err = l.readErr(rerr)
 			return
@@ -632,28 +669,23 @@ func (l *Link) writeLoop() {
 				w.drain()
 			}
 			return
-		case f := <-l.sendq:
-			err = w.frame(f)
-		batch:
-			for err == nil && len(l.wbuf) < flushThreshold {
-				select {
-				case f = <-l.sendq:
-					err = w.frame(f)
-				default:
-					break batch
-				}
-			}
-			if err == nil {
-				err = w.flush()
-			}
+		case <-l.qready:
+			err = w.batch()
 		case <-l.pongq:
 			if err = w.seal(hdrPong, nil); err == nil {
 				err = w.flush()
 			}
 		case now := <-timer.C:
-			idle := now.Sub(w.lastSend)
-			if idle < l.keepalive {
-				timer.Reset(l.keepalive - idle)
+			// Ping when nothing has been received for the interval: the
+			// pong keeps our reader's idle timer fed, and the ping the
+			// peer's. A link whose peer pings first then carries one ping
+			// and one pong per interval, not two of each. Ping also when
+			// nothing has been sent for two intervals, whatever was
+			// received, for a peer that pings only when it has sent
+			// nothing (PROTOCOL.md §13.3) and is streaming to us.
+			wait := min(l.LastRecv().Add(l.keepalive).Sub(now), w.lastSend.Add(2*l.keepalive).Sub(now))
+			if wait > 0 {
+				timer.Reset(alignedWait(now, wait, min(keepaliveGrid, l.keepalive/5)))
 				continue
 			}
 			l.stats.pingsOut.Add(1)
@@ -664,6 +696,31 @@ func (l *Link) writeLoop() {
 		}
 	}
 	l.shutdown(l.writeErr(err), false)
+}
+
+// keepaliveGrid aligns keepalive pings to whole seconds of the clock.
+// An idle process pays a wake-up for each ping it sends and each ping or
+// pong it receives (some 150-190 µs of CPU on a small VM, far more than
+// the record itself); a node with hundreds of links whose pings fell at
+// random times would wake a hundred times a second for nothing. Aligned,
+// the links of a node ping in one wake-up, and since all nodes read
+// nearly the same clock, their peers' pings and pongs arrive together
+// too. A ping goes out at most one grid step late (the step is a fifth
+// of the keepalive interval when that is shorter than 5 s).
+const keepaliveGrid = time.Second
+
+// alignedWait returns how long from now until the first instant at or
+// after now+wait that is a multiple of grid.
+func alignedWait(now time.Time, wait, grid time.Duration) time.Duration {
+	if grid <= 0 {
+		return wait
+	}
+	due := now.Add(wait)
+	at := due.Truncate(grid)
+	if at.Before(due) {
+		at = at.Add(grid)
+	}
+	return at.Sub(now)
 }
 
 func (l *Link) writeErr(err error) error {
@@ -684,6 +741,23 @@ type writer struct {
 	slack      time.Duration
 	deadlineAt time.Time
 	lastSend   time.Time
+}
+
+// batch writes every queued frame, flushing as the batch fills.
+func (w *writer) batch() error {
+	fs := w.l.take()
+	for i, f := range fs {
+		fs[i] = nil
+		if err := w.frame(f); err != nil {
+			return err
+		}
+		if len(w.l.wbuf) >= flushThreshold {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return w.flush()
 }
 
 // frame appends the records of one frame to the batch, flushing as the
@@ -714,13 +788,20 @@ func (w *writer) frame(f []byte) error {
 func (w *writer) seal(header byte, body []byte) error {
 	l := w.l
 	n := 1 + len(body) + tagSize
-	l.wbuf = slices.Grow(l.wbuf, 2+n)
+	if cap(l.wbuf)-len(l.wbuf) < 2+n {
+		nb := getWriteBuf(len(l.wbuf) + 2 + n)
+		nb = append(nb, l.wbuf...)
+		if l.wbuf != nil {
+			putWriteBuf(l.wbuf)
+		}
+		l.wbuf = nb
+	}
 	start := len(l.wbuf)
 	l.wbuf = binary.BigEndian.AppendUint16(l.wbuf, uint16(n))
 	l.wbuf = append(l.wbuf, header)
 	l.wbuf = append(l.wbuf, body...)
 	pt := l.wbuf[start+2:]
-	// pt has room for the tag (Grow above), so Encrypt seals in place.
+	// pt has room for the tag (checked above), so Encrypt seals in place.
 	ct, err := l.send.Encrypt(pt[:0], nil, pt)
 	if err != nil {
 		l.wbuf = l.wbuf[:start]
@@ -752,10 +833,8 @@ func (w *writer) flush() error {
 	}
 	_, err := l.conn.Write(l.wbuf)
 	w.lastSend = now
-	l.wbuf = l.wbuf[:0]
-	if cap(l.wbuf) > 2*flushThreshold+maxRecord {
-		l.wbuf = nil // do not keep a buffer grown by a burst of large frames
-	}
+	putWriteBuf(l.wbuf) // an idle link holds no batch buffer
+	l.wbuf = nil
 	return err
 }
 
@@ -763,14 +842,15 @@ func (w *writer) flush() error {
 // the write deadline.
 func (w *writer) drain() {
 	for {
-		select {
-		case f := <-w.l.sendq:
+		fs := w.l.take()
+		if len(fs) == 0 {
+			_ = w.flush()
+			return
+		}
+		for _, f := range fs {
 			if w.frame(f) != nil {
 				return
 			}
-		default:
-			_ = w.flush()
-			return
 		}
 	}
 }

@@ -1,0 +1,335 @@
+package node
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// Incremental peer exchange (PROTOCOL.md §14.4). A node's peer list is
+// its own entry and one per linked peer that told it listen addresses.
+// Sending it whole on every link every PeerExchangeInterval costs each
+// node O(N²) bytes per interval. Instead, to a peer that speaks
+// peer-update frames (it sent one), a node sends what changed since it
+// last told that link, batched over pxBatch, and every interval a
+// peer-update with no changes: just the digest of the whole list, so a
+// receiver whose copy drifted asks for the whole list again (at most once
+// per interval). A peer that never sent a peer-update (an older node)
+// gets the whole list every interval, as before.
+
+const (
+	// pxBatch is how long changes gather before they are sent.
+	pxBatch = time.Second
+	// maxTombstones bounds the removals remembered; a link told nothing
+	// since the oldest forgotten one gets the whole list instead.
+	maxTombstones = 4096
+	// minPeerView bounds a link's copy of the peer's list at
+	// max(minPeerView, 2 × roster members) entries.
+	minPeerView = 64
+)
+
+// peerExchange is the node's peer list as last announced, versioned so
+// that each link can be sent what changed since it was last told. It is
+// guarded by the peers mutex.
+type peerExchange struct {
+	ver     uint64                    // bumped by each change
+	entries map[proto.PubKey]*pxEntry // the list
+	digest  [proto.PeerDigestSize]byte
+	tombs   map[proto.PubKey]uint64 // removed entries: version of the removal
+	floor   uint64                  // removals up to this version are forgotten
+	dirty   chan struct{}           // capacity 1: the list may have changed
+}
+
+type pxEntry struct {
+	info proto.PeerInfo
+	hash [proto.PeerDigestSize]byte
+	ver  uint64 // version of the last change
+}
+
+// pxLink is one link's peer-exchange state.
+type pxLink struct {
+	// Guarded by the peers mutex: sending side.
+	sentVer uint64 // the version this link has been told up to
+	told    bool   // it has been sent a list
+	// Set by the link's reader; read by the exchange loop.
+	speaks atomic.Bool
+	// The link's reader only: the peer's list as received.
+	view       map[proto.PubKey][proto.PeerDigestSize]byte
+	viewDigest [proto.PeerDigestSize]byte
+	askedAt    time.Time // when this node last asked for the whole list
+	answeredAt time.Time // when it last answered the peer's request (peers mutex)
+}
+
+// pxChanged notes that the peer list may have changed: a link came or
+// went, or a peer told new listen addresses.
+func (n *Node) pxChanged() {
+	select {
+	case n.px.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// pxRefreshLocked brings the list up to date with the links held.
+func (n *Node) pxRefreshLocked() {
+	px := &n.px
+	if px.entries == nil {
+		px.entries = map[proto.PubKey]*pxEntry{}
+		px.tombs = map[proto.PubKey]uint64{}
+	}
+	want := make(map[proto.PubKey][]string, len(n.peers.byKey)+1)
+	if len(n.advertised) > 0 {
+		want[n.id.Pub] = n.advertised
+	}
+	for k, p := range n.peers.byKey {
+		if p.link == nil {
+			continue
+		}
+		if ls := p.link.listenAddrs(); len(ls) > 0 {
+			want[k] = ls
+		}
+	}
+	for k, addrs := range want {
+		e := px.entries[k]
+		if e != nil && slices.Equal(e.info.Addrs, addrs) {
+			continue
+		}
+		px.ver++
+		if e != nil {
+			proto.XorDigest(&px.digest, e.hash)
+		}
+		info := proto.PeerInfo{Key: k, Addrs: slices.Clone(addrs)}
+		e = &pxEntry{info: info, hash: proto.PeerEntryHash(info), ver: px.ver}
+		px.entries[k] = e
+		proto.XorDigest(&px.digest, e.hash)
+		delete(px.tombs, k)
+	}
+	for k, e := range px.entries {
+		if _, ok := want[k]; ok {
+			continue
+		}
+		px.ver++
+		proto.XorDigest(&px.digest, e.hash)
+		delete(px.entries, k)
+		px.tombs[k] = px.ver
+	}
+	if len(px.tombs) > maxTombstones {
+		// Forget the older half.
+		vers := make([]uint64, 0, len(px.tombs))
+		for _, v := range px.tombs {
+			vers = append(vers, v)
+		}
+		slices.Sort(vers)
+		cut := vers[len(vers)/2]
+		for k, v := range px.tombs {
+			if v <= cut {
+				delete(px.tombs, k)
+			}
+		}
+		px.floor = max(px.floor, cut)
+	}
+}
+
+// digestForLocked is the digest of the list as pl's peer gets it: the
+// list without the peer's own entry.
+func (n *Node) digestForLocked(pl *peerLink) [proto.PeerDigestSize]byte {
+	d := n.px.digest
+	if e := n.px.entries[pl.key]; e != nil {
+		proto.XorDigest(&d, e.hash)
+	}
+	return d
+}
+
+// sendPeersLocked sends pl the whole list in a peers frame (unless it
+// would be empty), and marks the link told up to now.
+func (n *Node) sendPeersLocked(pl *peerLink) {
+	var list proto.PeerList
+	for k, e := range n.px.entries {
+		if !k.Equal(pl.key) {
+			list.Peers = append(list.Peers, e.info)
+		}
+	}
+	pl.px.sentVer, pl.px.told = n.px.ver, true
+	if len(list.Peers) == 0 {
+		return
+	}
+	slices.SortFunc(list.Peers, func(a, b proto.PeerInfo) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	b, err := proto.Marshal(&list)
+	if err != nil {
+		return
+	}
+	n.sendFrame(pl, proto.FramePeers, b)
+}
+
+// sendUpdateLocked sends pl what changed since it was last told, with
+// the digest; with always, even when nothing did. A link told nothing
+// yet, or told before the oldest removal remembered, gets the whole list
+// first. Frames are built and queued under the peers mutex, so that
+// those of one link go out in the order of their versions.
+func (n *Node) sendUpdateLocked(pl *peerLink, always, resync bool) {
+	px := &n.px
+	if !pl.px.told || pl.px.sentVer < px.floor {
+		n.sendPeersLocked(pl)
+		always = true
+	}
+	var u proto.PeerUpdate
+	for k, e := range px.entries {
+		if e.ver > pl.px.sentVer && !k.Equal(pl.key) {
+			u.Set = append(u.Set, e.info)
+		}
+	}
+	for k, v := range px.tombs {
+		if v > pl.px.sentVer && !k.Equal(pl.key) {
+			u.Removed = append(u.Removed, k)
+		}
+	}
+	pl.px.sentVer = px.ver
+	if len(u.Set) == 0 && len(u.Removed) == 0 && !always && !resync {
+		return
+	}
+	if u.Set == nil {
+		u.Set = []proto.PeerInfo{}
+	}
+	if u.Removed == nil {
+		u.Removed = []proto.PubKey{}
+	}
+	d := n.digestForLocked(pl)
+	u.Digest = d[:]
+	u.Resync = resync
+	b, err := proto.Marshal(&u)
+	if err != nil {
+		return
+	}
+	n.sendFrame(pl, proto.FramePeerUpdate, b)
+}
+
+// pxLinkUp tells a new link the whole list, then a peer-update saying
+// that this node speaks them.
+func (n *Node) pxLinkUp(pl *peerLink) {
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	n.pxRefreshLocked()
+	n.sendPeersLocked(pl)
+	if !n.cfg.legacyPeers {
+		n.sendUpdateLocked(pl, true, false)
+	}
+}
+
+// pxSend runs a round: with periodic, the interval's round (the whole
+// list to older peers, the digest to the others); otherwise the changes
+// only, to peers that speak peer-update.
+func (n *Node) pxSend(links []*peerLink, periodic bool) {
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	n.pxRefreshLocked()
+	for _, pl := range links {
+		if n.peers.byKey[pl.key] == nil || n.peers.byKey[pl.key].link != pl {
+			continue // gone meanwhile
+		}
+		switch {
+		case pl.px.speaks.Load() && !n.cfg.legacyPeers:
+			n.sendUpdateLocked(pl, periodic, false)
+		case periodic:
+			n.sendPeersLocked(pl)
+		}
+	}
+}
+
+// handlePeerUpdate applies a peer-update to the link's copy of the
+// peer's list and takes the addresses as a peers frame's are taken.
+func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
+	u, err := proto.ParsePeerUpdate(payload)
+	if err != nil {
+		n.metrics.Inc("peers.malformed")
+		n.logRL.warn(n.log, "bad peer update", pl.key.Fingerprint(), "peers.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		return
+	}
+	pl.px.speaks.Store(true)
+	n.metrics.Inc("peers.updates")
+	if u.IgnoredAddrs > 0 {
+		n.metrics.Add("addr.ignored", uint64(u.IgnoredAddrs))
+	}
+	if u.Resync {
+		n.metrics.Inc("peers.resync_asked")
+		n.peers.Lock()
+		if time.Since(pl.px.answeredAt) >= n.cfg.PeerExchangeInterval {
+			pl.px.answeredAt = time.Now()
+			pl.px.told = false // the whole list, then an update
+			n.sendUpdateLocked(pl, true, false)
+		}
+		n.peers.Unlock()
+	}
+	changed := len(u.Set) > 0 || len(u.Removed) > 0
+	for _, k := range u.Removed {
+		pl.px.viewDel(k)
+	}
+	for _, p := range u.Set {
+		pl.px.viewSet(p, n.viewLimit())
+	}
+	if len(u.Set) > 0 {
+		n.takePeerAddrs(pl, u.Set)
+	}
+	if changed {
+		n.recordLinkReport(pl.key, pl.px.viewKeys(pl.key))
+	} else {
+		n.touchLinkReport(pl.key)
+	}
+	if [proto.PeerDigestSize]byte(u.Digest) == pl.px.viewDigest {
+		return
+	}
+	n.metrics.Inc("peers.digest_mismatch")
+	if !pl.px.askedAt.IsZero() && time.Since(pl.px.askedAt) < n.cfg.PeerExchangeInterval {
+		return
+	}
+	pl.px.askedAt = time.Now()
+	n.peers.Lock()
+	n.sendUpdateLocked(pl, true, true)
+	n.peers.Unlock()
+}
+
+// pxViewReplace makes the link's copy of the peer's list the whole list
+// it just received.
+func (n *Node) pxViewReplace(pl *peerLink, list []proto.PeerInfo) {
+	pl.px.view = nil
+	pl.px.viewDigest = [proto.PeerDigestSize]byte{}
+	limit := n.viewLimit()
+	for _, p := range list {
+		pl.px.viewSet(p, limit)
+	}
+}
+
+func (n *Node) viewLimit() int { return max(minPeerView, 2*len(n.Roster().Members)) }
+
+func (x *pxLink) viewSet(p proto.PeerInfo, limit int) {
+	if x.view == nil {
+		x.view = map[proto.PubKey][proto.PeerDigestSize]byte{}
+	}
+	h := proto.PeerEntryHash(p)
+	if old, ok := x.view[p.Key]; ok {
+		proto.XorDigest(&x.viewDigest, old)
+	} else if len(x.view) >= limit {
+		return // a drift the digest will show, bounded
+	}
+	x.view[p.Key] = h
+	proto.XorDigest(&x.viewDigest, h)
+}
+
+func (x *pxLink) viewDel(k proto.PubKey) {
+	if old, ok := x.view[k]; ok {
+		proto.XorDigest(&x.viewDigest, old)
+		delete(x.view, k)
+	}
+}
+
+// viewKeys lists the entries of the link's copy but the peer's own.
+func (x *pxLink) viewKeys(peer proto.PubKey) []proto.PeerInfo {
+	out := make([]proto.PeerInfo, 0, len(x.view))
+	for k := range x.view {
+		if !k.Equal(peer) {
+			out = append(out, proto.PeerInfo{Key: k})
+		}
+	}
+	return out
+}

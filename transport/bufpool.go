@@ -1,0 +1,187 @@
+package transport
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// An idle link holds no large buffer. Its reader waits for the next record
+// with a small buffer of its own, and borrows a record-sized buffer from
+// recordPool only while a record larger than that is arriving or records
+// keep coming; its writer borrows a batch buffer from smallWritePool or
+// batchPool only while it has something to write. Both go back to their
+// pool as soon as the link has nothing more in hand, so the memory of a
+// node with many links follows its traffic, not its link count.
+const (
+	// idleReadSize is the reader's own buffer: keepalives and small
+	// frames are read into it without borrowing.
+	idleReadSize = 512
+	// bigReadSize holds any record with its length prefix.
+	bigReadSize = 2 + maxRecord
+	// smallWriteSize is the batch buffer for a few small records.
+	smallWriteSize = 4 << 10
+	// batchSize is the most one batch can hold: the writer flushes once a
+	// batch reaches flushThreshold, and a record adds at most 2+maxRecord.
+	batchSize = flushThreshold + 2 + maxRecord
+)
+
+var (
+	recordPool     = sync.Pool{New: func() any { b := make([]byte, bigReadSize); return &b }}
+	smallWritePool = sync.Pool{New: func() any { b := make([]byte, 0, smallWriteSize); return &b }}
+	batchPool      = sync.Pool{New: func() any { b := make([]byte, 0, batchSize); return &b }}
+)
+
+// recvReader reads length-prefixed records from a connection, buffering
+// in small while idle and in a pooled buffer while records flow.
+type recvReader struct {
+	conn  net.Conn
+	small [idleReadSize]byte
+	big   *[]byte // borrowed from recordPool; nil while idle
+	buf   []byte  // small[:] or *big
+	r, w  int     // unread bytes are buf[r:w]
+	// flowing is set when a read filled the small buffer: more is
+	// probably waiting, so the next read borrows.
+	flowing bool
+}
+
+// newRecvReader returns a reader of conn that first returns what br
+// (the handshake's reader) buffered past the handshake.
+func newRecvReader(conn net.Conn, br *bufio.Reader) *recvReader {
+	rr := &recvReader{conn: conn}
+	rr.buf = rr.small[:]
+	if n := br.Buffered(); n > 0 {
+		if n > len(rr.buf) {
+			rr.borrow()
+		}
+		b, _ := br.Peek(n)
+		rr.w = copy(rr.buf, b)
+	}
+	return rr
+}
+
+func (rr *recvReader) borrow() {
+	rr.big = recordPool.Get().(*[]byte)
+	rr.buf = *rr.big
+}
+
+// buffered returns how many unread bytes are held.
+func (rr *recvReader) buffered() int { return rr.w - rr.r }
+
+// idle gives the borrowed buffer back once nothing unread is left in it:
+// the reader calls it before waiting for the next record.
+func (rr *recvReader) idle() {
+	if rr.big == nil || rr.r < rr.w {
+		return
+	}
+	recordPool.Put(rr.big)
+	rr.big, rr.buf = nil, rr.small[:]
+	rr.r, rr.w, rr.flowing = 0, 0, false
+}
+
+// fill reads until at least n bytes are buffered (n at most bigReadSize),
+// moving to a borrowed buffer when n does not fit the small one. A read
+// that fills the whole small buffer means records are flowing: it moves
+// to the borrowed buffer too, to read them in fewer calls.
+func (rr *recvReader) fill(n int) error {
+	if rr.buffered() >= n {
+		return nil
+	}
+	if rr.big == nil && (n > len(rr.small) || rr.flowing) {
+		rr.grow()
+	}
+	if rr.r+n > len(rr.buf) {
+		rr.w = copy(rr.buf, rr.buf[rr.r:rr.w])
+		rr.r = 0
+	}
+	for rr.buffered() < n {
+		m, err := rr.conn.Read(rr.buf[rr.w:])
+		if rr.big == nil && rr.w+m == len(rr.buf) {
+			rr.flowing = true
+		}
+		rr.w += m
+		if rr.buffered() >= n {
+			break
+		}
+		if err != nil {
+			if err == io.EOF && rr.buffered() > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// grow moves the unread bytes from the small buffer to a borrowed one.
+func (rr *recvReader) grow() {
+	pending := rr.small[rr.r:rr.w]
+	rr.borrow()
+	rr.w = copy(rr.buf, pending)
+	rr.r = 0
+}
+
+// peek2 waits for a record's length prefix, consuming nothing, so that a
+// read deadline passing here can be retried.
+func (rr *recvReader) peek2() error { return rr.fill(2) }
+
+// record reads one record and returns it in place: it is valid until the
+// next call. A record longer than maxRecord cannot be encoded in the
+// prefix; anything else is read whole.
+func (rr *recvReader) record() ([]byte, error) {
+	if err := rr.fill(2); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint16(rr.buf[rr.r:]))
+	if 2+n > bigReadSize {
+		return nil, fmt.Errorf("%w: record of %d bytes exceeds %d", ErrProtocol, n, maxRecord)
+	}
+	if err := rr.fill(2 + n); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	rec := rr.buf[rr.r+2 : rr.r+2+n]
+	rr.r += 2 + n
+	if rr.r == rr.w {
+		rr.r, rr.w = 0, 0
+	}
+	return rec, nil
+}
+
+// release gives back a borrowed buffer, whatever it holds: the link is
+// done reading.
+func (rr *recvReader) release() {
+	if rr.big != nil {
+		recordPool.Put(rr.big)
+		rr.big, rr.buf = nil, rr.small[:]
+		rr.r, rr.w = 0, 0
+	}
+}
+
+// getWriteBuf returns an empty batch buffer with room for need bytes.
+func getWriteBuf(need int) []byte {
+	if need <= smallWriteSize {
+		return (*smallWritePool.Get().(*[]byte))[:0]
+	}
+	if need <= batchSize {
+		return (*batchPool.Get().(*[]byte))[:0]
+	}
+	return make([]byte, 0, need)
+}
+
+// putWriteBuf gives a batch buffer back to its pool; buffers of other
+// sizes are left to the collector.
+func putWriteBuf(b []byte) {
+	b = b[:0]
+	switch cap(b) {
+	case smallWriteSize:
+		smallWritePool.Put(&b)
+	case batchSize:
+		batchPool.Put(&b)
+	}
+}
