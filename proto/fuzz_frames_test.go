@@ -8,14 +8,17 @@ import (
 )
 
 // FuzzFramePayloads feeds arbitrary bytes to the decoders of the small
-// link frames (ack, peer list, policy digest). They must never panic, and
-// whatever they accept must re-encode to the same bytes (ack) or decode
-// within the limits (peer list).
+// link frames (ack, peer list, peer update, policy digest). They must
+// never panic, and whatever they accept must re-encode to the same bytes
+// (ack) or decode within the limits (peer list, peer update).
 func FuzzFramePayloads(f *testing.F) {
 	ack, _ := Marshal(&Ack{IDs: []uuid.UUID{idN(1), idN(2)}})
 	peers, _ := Marshal(&PeerList{Peers: []PeerInfo{{Key: alice, Addrs: []string{"tcp://10.0.0.1:7437"}}}})
 	digest, _ := Marshal(&PolicyDigest{Policies: []PolicyVersion{{Channel: idN(3), Version: 2}}})
-	for _, s := range [][]byte{ack, peers, digest, {}, {0xa0}, {0xa1, 0x00, 0x80}} {
+	set := []PeerInfo{{Key: alice, Addrs: []string{"tcp://10.0.0.1:7437"}}}
+	d := PeerDigest(set)
+	update, _ := Marshal(&PeerUpdate{Set: set, Removed: []PubKey{bob}, Digest: d[:]})
+	for _, s := range [][]byte{ack, peers, digest, update, {}, {0xa0}, {0xa1, 0x00, 0x80}} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -35,6 +38,22 @@ func FuzzFramePayloads(f *testing.F) {
 						t.Fatalf("peer list kept an unusable address: %v", err)
 					}
 				}
+			}
+		}
+		if u, err := ParsePeerUpdate(b); err == nil {
+			if len(u.Digest) != PeerDigestSize {
+				t.Fatalf("peer update accepted a %d-byte digest", len(u.Digest))
+			}
+			for _, p := range u.Set {
+				if len(p.Addrs) > MaxListenAddrs {
+					t.Fatalf("peer update accepted %d addresses", len(p.Addrs))
+				}
+				for _, a := range p.Addrs {
+					if err := CheckListenAddr(a); err != nil {
+						t.Fatalf("peer update kept an unusable address: %v", err)
+					}
+				}
+				PeerEntryHash(p) // what a receiver hashes must encode
 			}
 		}
 		var d PolicyDigest
