@@ -1,8 +1,7 @@
 package node
 
 import (
-	"sync"
-	"time"
+	"log/slog"
 
 	"github.com/google/uuid"
 
@@ -62,51 +61,19 @@ func (n *Node) overBudget(se *proto.SignedEnvelope) bool {
 	return err == nil && !ok
 }
 
-// quotaLogEvery is how often refusals of one sender's envelopes are
-// logged: the first at once, then a count at most this often.
-const quotaLogEvery = time.Minute
-
-// quotaLog rate-limits the warning logged for refused envelopes, per
-// sender.
-type quotaLog struct {
-	mu      sync.Mutex // guards senders
-	senders map[proto.PubKey]*quotaLogState
-}
-
-type quotaLogState struct {
-	last       time.Time
-	suppressed uint64
-}
-
-// maxQuotaLogSenders bounds the senders quotaLog remembers; senders are
-// roster members, so it is never reached in practice.
-const maxQuotaLogSenders = 4096
-
 // refuseOverBudget counts and logs an envelope refused by the sender's
 // budget. It is neither stored nor acknowledged. Before the signature
 // check its from is unverified, but the sender it names is past its
 // budget either way, which is what the log says.
 func (n *Node) refuseOverBudget(se *proto.SignedEnvelope, src rxSource) {
 	n.drop(dropQuota, se, src, nil)
-	now := time.Now()
-	q := &n.quotaLog
-	q.mu.Lock()
-	if q.senders == nil || len(q.senders) >= maxQuotaLogSenders {
-		q.senders = map[proto.PubKey]*quotaLogState{}
-	}
-	st := q.senders[se.From]
-	if st == nil {
-		st = &quotaLogState{}
-		q.senders[se.From] = st
-	}
-	if !st.last.IsZero() && now.Sub(st.last) < quotaLogEvery {
-		st.suppressed++
-		q.mu.Unlock()
+	// The store is read for the log line only, and that is rate-limited
+	// per sender like every line a peer can cause.
+	// (drop's debug line above is limited under its own key).
+	ok, suppressed := n.logRL.allow(n.log, slog.LevelWarn, se.From.Fingerprint(), "store_budget_warning")
+	if !ok {
 		return
 	}
-	suppressed := st.suppressed
-	st.last, st.suppressed = now, 0
-	q.mu.Unlock()
 	var used history.Usage
 	if u, err := n.store.SenderUsage(se.From); err == nil {
 		used = u
@@ -115,7 +82,7 @@ func (n *Node) refuseOverBudget(se *proto.SignedEnvelope, src rxSource) {
 		"from", se.From.Fingerprint(), "id", se.ID, "kind", se.Kind.String(), "size", len(se.Raw),
 		"stored_bytes", used.Bytes, "stored_envelopes", used.Envelopes,
 		"limit_bytes", n.cfg.SenderStoreBytes, "limit_envelopes", n.cfg.SenderStoreEnvelopes,
-		"refused_since_last_log", suppressed)
+		"suppressed", suppressed)
 }
 
 // envRef names an envelope: its sender and its id.

@@ -101,8 +101,6 @@ type inviteBook struct {
 	mu   sync.Mutex      // guards list, and serialises the use of an invite with the roster update it makes
 	list []*storedInvite // loaded lazily, on first use
 	read bool            // list was loaded
-	// logged is when a refused invite was last logged.
-	logged time.Time
 }
 
 // loadLocked reads the invites file once.
@@ -317,13 +315,12 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 	defer b.mu.Unlock()
 	fail := func(reason string, id string) error {
 		n.metrics.Inc("invite.rejected." + reason)
-		if now := time.Now(); now.Sub(b.logged) >= time.Second || reason == "awaiting_signatures" {
-			// At most one line a second: a flood of bad invites is
-			// counted, not logged line by line.
-			b.logged = now
-			n.log.Warn("invite refused", "reason", reason, "invite", id, "peer", p.Identity.Fingerprint(),
-				"claimed_name", p.Name, "addr", p.Remote)
-		}
+		// Rate-limited per (peer, reason) like every line a peer can
+		// cause: a flood of bad invites is counted, not logged line by
+		// line.
+		n.logRL.warn(n.log, "invite refused", p.Identity.Fingerprint(), "invite_"+reason,
+			"reason", reason, "invite", id, "peer", p.Identity.Fingerprint(),
+			"claimed_name", p.Name, "addr", p.Remote)
 		return errInviteRefused
 	}
 	if err := b.loadLocked(); err != nil {

@@ -34,10 +34,7 @@ func (r rateLog) debug(lg *slog.Logger, msg, peer, reason string, args ...any) {
 }
 
 func (r rateLog) logAt(lg *slog.Logger, lvl slog.Level, msg, peer, reason string, args ...any) {
-	if r.l == nil || !lg.Enabled(context.Background(), lvl) {
-		return
-	}
-	ok, suppressed := r.l.Allow(peer+"|"+reason, time.Now())
+	ok, suppressed := r.allow(lg, lvl, peer, reason)
 	if !ok {
 		return
 	}
@@ -45,6 +42,16 @@ func (r rateLog) logAt(lg *slog.Logger, lvl slog.Level, msg, peer, reason string
 		args = append(args, "suppressed", suppressed)
 	}
 	lg.Log(context.Background(), lvl, msg, args...)
+}
+
+// allow reports whether a line of (peer, reason) at lvl is to be written
+// now, and how many were suppressed since the last one: for a caller
+// that has work to do (a lookup) only for a line that is written.
+func (r rateLog) allow(lg *slog.Logger, lvl slog.Level, peer, reason string) (ok bool, suppressed uint64) {
+	if r.l == nil || !lg.Enabled(context.Background(), lvl) {
+		return false, 0
+	}
+	return r.l.Allow(peer+"|"+reason, time.Now())
 }
 
 // rxPeer names whom a received envelope's log lines are limited by: the

@@ -64,7 +64,6 @@ type Node struct {
 
 	store    *history.Store
 	counter  *history.SendCounter
-	quotaLog quotaLog // rate-limits the log of envelopes refused by a sender's budget
 	channels *channel.Set
 	subs     *channel.Subscriptions
 	presence *presence.Table

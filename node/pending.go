@@ -18,9 +18,8 @@ import (
 // the attacker a handshake) replaces old entries at most this fast, so
 // a node that knocks now and then stays listed.
 const (
-	maxPending      = 256
-	pendingPerMin   = 60 // new entries a minute, in a bucket of that size
-	pendingLogEvery = time.Minute
+	maxPending    = 256
+	pendingPerMin = 60 // new entries a minute, in a bucket of that size
 )
 
 // pendingBook remembers the nodes this node refused because they are not
@@ -28,25 +27,19 @@ const (
 // then roster add FINGERPRINT). It lives in memory only.
 type pendingBook struct {
 	mu      sync.Mutex // guards the fields below
-	byKey   map[proto.PubKey]*pendingEntry
+	byKey   map[proto.PubKey]*api.PendingNode
 	tokens  float64   // the rate limit's bucket of new entries
 	refill  time.Time // when tokens was last refilled
 	dropped uint64    // new entries left out by the rate limit
 }
 
-type pendingEntry struct {
-	api.PendingNode
-	logged time.Time // when a refusal of this key was last logged
-}
-
 func newPendingBook() *pendingBook {
-	return &pendingBook{byKey: map[proto.PubKey]*pendingEntry{}, tokens: pendingPerMin}
+	return &pendingBook{byKey: map[proto.PubKey]*api.PendingNode{}, tokens: pendingPerMin}
 }
 
-// record notes a refused non-member. It reports whether the refusal
-// should be logged (once a minute per key at most), and whether a new
-// key was left out by the rate limit.
-func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (logIt, limited bool) {
+// record notes a refused non-member. It reports whether a new key was
+// left out by the rate limit.
+func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (limited bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.byKey[p.Identity]
@@ -55,13 +48,13 @@ func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (logIt, l
 		b.refill = now
 		if b.tokens < 1 {
 			b.dropped++
-			return false, true
+			return true
 		}
 		b.tokens--
 		if len(b.byKey) >= maxPending {
 			b.evictLocked()
 		}
-		e = &pendingEntry{PendingNode: api.PendingNode{Key: p.Identity, Fingerprint: p.Identity.Fingerprint(), FirstSeen: now}}
+		e = &api.PendingNode{Key: p.Identity, Fingerprint: p.Identity.Fingerprint(), FirstSeen: now}
 		b.byKey[p.Identity] = e
 	}
 	e.Name, e.LastSeen = p.Name, now
@@ -70,16 +63,12 @@ func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (logIt, l
 		e.Address = p.Remote
 	}
 	e.Attempts++
-	if now.Sub(e.logged) >= pendingLogEvery {
-		e.logged = now
-		return true, false
-	}
-	return false, false
+	return false
 }
 
 // evictLocked drops the entry seen least recently.
 func (b *pendingBook) evictLocked() {
-	var old *pendingEntry
+	var old *api.PendingNode
 	for _, e := range b.byKey {
 		if old == nil || e.LastSeen.Before(old.LastSeen) {
 			old = e
@@ -103,7 +92,7 @@ func (b *pendingBook) list() []api.PendingNode {
 	defer b.mu.Unlock()
 	out := make([]api.PendingNode, 0, len(b.byKey))
 	for _, e := range b.byKey {
-		out = append(out, e.PendingNode)
+		out = append(out, *e)
 	}
 	slices.SortFunc(out, func(a, b api.PendingNode) int { return b.LastSeen.Compare(a.LastSeen) })
 	return out
@@ -127,14 +116,12 @@ func (n *Node) PendingList() api.Pending {
 // refusedNonMember records p, which admit refuses as not a member, and
 // logs it (rate-limited per key).
 func (n *Node) refusedNonMember(p *proto.HandshakePayload) {
-	logIt, limited := n.pending.record(p, time.Now())
-	if limited {
+	if n.pending.record(p, time.Now()) {
 		n.metrics.Inc("pending.rate_limited")
 	}
-	if logIt {
-		n.log.Info("refused a node that is not in the roster; an admin can add it with meshctl roster add",
-			"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote)
-	}
+	n.logRL.log(n.log, "refused a node that is not in the roster; an admin can add it with meshctl roster add",
+		p.Identity.Fingerprint(), "pending",
+		"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote)
 }
 
 // warnNotMember says, at start, that this node is not in its own roster:

@@ -409,7 +409,7 @@ func TestSenderStoreBudget(t *testing.T) {
 		t.Fatal("the refusals were not logged")
 	}
 	if n := strings.Count(o.ds["bob"].stderr.String(), "store budget is used up"); n > 2 {
-		t.Fatalf("refusals logged %d times in %v, want at most one a minute", n, flooding)
+		t.Fatalf("refusals logged %d times in %v, want at most one per 10 s", n, flooding)
 	}
 	// bbolt grows the file in steps of up to 16 MiB: the budget plus one
 	// step bounds the growth.
