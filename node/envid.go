@@ -67,9 +67,9 @@ func (n *Node) overBudget(se *proto.SignedEnvelope) bool {
 // budget either way, which is what the log says.
 func (n *Node) refuseOverBudget(se *proto.SignedEnvelope, src rxSource) {
 	n.drop(dropQuota, se, src, nil)
-	// The store is read for the log line only, and that is rate-limited
-	// per sender like every line a peer can cause.
-	// (drop's debug line above is limited under its own key).
+	// The store is read for the log line only, and that line is
+	// rate-limited per sender like every line a peer can cause (drop's
+	// debug line has its own key).
 	ok, suppressed := n.logRL.allow(n.log, slog.LevelWarn, se.From.Fingerprint(), "store_budget_warning")
 	if !ok {
 		return
