@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -97,7 +98,9 @@ func TestProcFigures(t *testing.T) {
 	h1 := hostBusyTicks(t)
 	between(t, "host busy", float64(h0)/100, busy, float64(h1)/100)
 	// Whole ticks, as the sum of /proc/stat's integers gives.
-	if ticks := busy * 100; ticks != float64(uint64(ticks+0.5)) {
+	// (busy is ticks/100 in floating point, so ticks come back to within
+	// rounding, not exactly: 18568.42 × 100 is 1856841.9999999998.)
+	if ticks := busy * 100; math.Abs(ticks-math.Round(ticks)) > 1e-6 {
 		t.Errorf("host busy %v s is not whole ticks", busy)
 	}
 
