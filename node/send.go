@@ -15,6 +15,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
+	"github.com/meshd/meshd/transport"
 )
 
 // sign builds, numbers and signs an envelope of ours to d.
@@ -63,7 +64,19 @@ func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 	n.peers.Unlock()
 	for _, pl := range targets {
 		f := append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)
-		if err := pl.link.Send(f); err != nil {
+		err := pl.link.Send(f)
+		if errors.Is(err, transport.ErrClosed) {
+			// The link closed since it was picked: it lost a duplicate
+			// pair, or went down. The peer's link now, if another, takes
+			// the frame.
+			n.peers.Lock()
+			cur := n.linkedLocked(pl.key)
+			n.peers.Unlock()
+			if cur != nil && cur != pl {
+				err = cur.link.Send(f)
+			}
+		}
+		if err != nil {
 			n.metrics.Inc("tx.dropped.queue")
 			n.log.Warn("send queue refused envelope", "peer", pl.key.Fingerprint(), "id", se.ID, "err", err)
 			continue
