@@ -5,10 +5,14 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +45,7 @@ type pxRig struct {
 	pinned     string // the roster, for bob's --roster
 }
 
-func startPXRig(t *testing.T) *pxRig {
+func startPXRig(t *testing.T, args ...string) *pxRig {
 	t.Helper()
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
@@ -78,7 +82,7 @@ func startPXRig(t *testing.T) *pxRig {
 	if err := os.WriteFile(r.pinned, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r.d = startDaemon(t, meshd, r.home, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	r.d = startDaemon(t, meshd, r.home, append([]string{"--listen", "tcp://127.0.0.1:0", "--no-mdns"}, args...)...)
 	r.status = waitStatus(t, meshctl, r.home, r.d)
 	if r.target, err = proto.ParsePubKey(r.status.Key); err != nil {
 		t.Fatal(err)
@@ -257,9 +261,9 @@ func pxRSS(t *testing.T, pid int) (rss, hwm float64) {
 // (peers.ignored.not_member), keeps its copy of the member's list within
 // max(64, 2 × members) entries so its memory stays flat, and never dials
 // an address given for a non-member, while it still dials an address
-// gossiped for a member.
+// gossiped for a member; its status page's link graph names members only.
 func TestPeerUpdateFloodBounded(t *testing.T) {
-	r := startPXRig(t)
+	r := startPXRig(t, "--http", "127.0.0.1:"+strconv.Itoa(freePort(t)))
 	c := r.link(t)
 	pid := r.d.cmd.Process.Pid
 	trap := newTrap(t, "tcp", "127.0.0.2:0")
@@ -325,7 +329,10 @@ func TestPeerUpdateFloodBounded(t *testing.T) {
 	waitFor(t, "a dial of the address gossiped for bob", 20*time.Second, func() bool { return control.hits.Load() > 0 })
 	after = counters(t, r.meshctl, r.home)
 
+	graph, stateBytes := pxGraph(t, r)
+
 	ignored := after["peers.ignored.not_member"] - before["peers.ignored.not_member"]
+	t.Logf("status page state %d bytes, its graph %d nodes and %d edges", stateBytes, len(graph.Nodes), len(graph.Edges))
 	t.Logf("%d peer-update and %d peers frames (%.1f MB) holding %d entries for non-members, taken in %v using %v of CPU: "+
 		"peers.ignored.not_member +%d, peers.malformed %d, RSS %.1f -> %.1f MiB (peak %.1f), dials of non-members' address %d, of bob's %d",
 		updates, lists, float64(bytes)/1e6, entries, took.Round(time.Millisecond), cpu1-cpu0, ignored, after["peers.malformed"],
@@ -345,6 +352,66 @@ func TestPeerUpdateFloodBounded(t *testing.T) {
 	if after["link.down"] != before["link.down"] {
 		t.Errorf("a link went down during the flood: %v", after)
 	}
+	// The status page's link graph names roster members only: the
+	// hostile member is on it, linked, and none of the keys it sent.
+	members := map[string]bool{r.target.String(): true, r.pub.String(): true, r.bob.String(): true, r.watcher.pub.String(): true}
+	hostileLinked := false
+	for _, n := range graph.Nodes {
+		if !members[n.Key] {
+			t.Errorf("the status page graph has a node for %s, not a member", n.Key)
+		}
+		hostileLinked = hostileLinked || (n.Key == r.pub.String() && n.Linked)
+	}
+	for _, e := range graph.Edges {
+		if !members[e.A] || !members[e.B] {
+			t.Errorf("the status page graph has an edge %s-%s (%s) to a non-member", e.A, e.B, e.Kind)
+		}
+	}
+	if !hostileLinked {
+		t.Errorf("the status page graph does not show the hostile member linked: %+v", graph.Nodes)
+	}
+}
+
+// pxGraph is the link graph of r's status page (GET /api/state), and
+// the size of the whole state in bytes.
+func pxGraph(t *testing.T, r *pxRig) (g struct {
+	Nodes []struct {
+		Key    string `json:"key"`
+		Linked bool   `json:"linked"`
+	} `json:"nodes"`
+	Edges []struct {
+		A    string `json:"a"`
+		B    string `json:"b"`
+		Kind string `json:"kind"`
+	} `json:"edges"`
+}, size int) {
+	t.Helper()
+	ui := uiOf(t, r.meshctl, r.home)
+	req, err := http.NewRequest(http.MethodGet, ui.Address+"api/state", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ui.Token)
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/state: %d, %v", resp.StatusCode, err)
+	}
+	var st struct {
+		Graph json.RawMessage `json:"graph"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("GET /api/state: %v", err)
+	}
+	if err := json.Unmarshal(st.Graph, &g); err != nil {
+		t.Fatalf("GET /api/state graph: %v", err)
+	}
+	return g, len(b)
 }
 
 // TestResyncFloodAnsweredOnce: a member asks for the node's whole list
