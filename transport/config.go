@@ -52,19 +52,23 @@ type Config struct {
 	// pong; a peer that receives the ping has heard from us and does not
 	// ping in turn, so an idle link carries one ping and one pong per
 	// interval. A link that has sent nothing for two intervals pings
-	// too. Default 5s: a third of IdleTimeout, so two pings can be
-	// lost before the peer gives up on us; two 19-byte records per link
-	// every 5 s is nothing on a LAN.
+	// too. Default 15s: a third of IdleTimeout, so two pings can be
+	// lost before the peer gives up on us. A dead TCP peer is found
+	// sooner, by the kernel's keepalive probes (see tcpalive.go); these
+	// pings are for a peer process that is alive but silent, and for
+	// Unix-socket links. Every ping and pong wakes both ends, so they are
+	// kept rare: a node with 200 idle links pays 27 wake-ups a second at
+	// 15 s, 80 at 5 s.
 	KeepaliveInterval time.Duration
 	// IdleTimeout closes a link that has received nothing for this long
 	// (up to an eighth longer: the deadline is moved lazily, and the
 	// reader looks once more before giving up, in case this process was
 	// stalled with the peer's messages waiting). It also bounds one
-	// blocked write. Default 15s: three keepalive intervals. A LAN peer
-	// silent that long is gone or cut off; dropping the link lets the
-	// node redial and resync as soon as the path is back, instead of
-	// waiting out TCP's retransmission backoff on a link that looks
-	// alive.
+	// blocked write. Default 45s: three keepalive intervals. A TCP peer
+	// that is gone or cut off is found within about 15 s by the kernel
+	// (tcpDeadAfter), and the link ends then, so the node redials and
+	// resyncs as soon as the path is back instead of waiting out TCP's
+	// retransmission backoff on a link that looks alive.
 	IdleTimeout time.Duration
 	// SendQueue is the capacity of each link's send queue, in frames.
 	// Default 1024: about a second of fan-out at a busy node's envelope
@@ -129,8 +133,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		HandshakeTimeout:       5 * time.Second,
-		KeepaliveInterval:      5 * time.Second,
-		IdleTimeout:            15 * time.Second,
+		KeepaliveInterval:      15 * time.Second,
+		IdleTimeout:            45 * time.Second,
 		SendQueue:              1024,
 		SendQueueBytes:         8 << 20,
 		RecvRate:               32 << 20,

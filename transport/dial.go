@@ -21,7 +21,7 @@ func Dial(ctx context.Context, addr Addr, cfg Config, expect *proto.PubKey) (*Li
 	if err != nil {
 		return nil, err
 	}
-	d := net.Dialer{Timeout: ep.cfg.HandshakeTimeout}
+	d := net.Dialer{Timeout: ep.cfg.HandshakeTimeout, KeepAliveConfig: tcpKeepAlive, Control: setDeadAfter}
 	conn, err := d.DialContext(ctx, addr.Network, addr.Address)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

@@ -87,7 +87,7 @@ func Listen(ctx context.Context, addr Addr, cfg Config) (*Listener, error) {
 			return nil, fmt.Errorf("listen %s: %w", addr, err)
 		}
 	}
-	var lc net.ListenConfig
+	lc := net.ListenConfig{KeepAliveConfig: tcpKeepAlive, Control: setDeadAfter}
 	ln, err := lc.Listen(ctx, addr.Network, addr.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)

@@ -149,18 +149,18 @@ var configKeys = []configKey{
 			nc.PresenceTTL, err = parseDuration("presence ttl", c.PresenceTTL, time.Second, "at least 1s, like 5m")
 			return err
 		}},
-	{key: "keepalive", field: func(c *fileConfig) any { return &c.Keepalive }, def: "5s",
-		help: "ping a link after this long without sending on it",
+	{key: "keepalive", field: func(c *fileConfig) any { return &c.Keepalive }, def: "15s",
+		help: "ping a link after this long without receiving on it",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.Transport.KeepaliveInterval, err = parseDuration("keepalive", c.Keepalive, 100*time.Millisecond, "at least 100ms, like 5s")
 			return err
 		}},
-	{key: "idle_timeout", field: func(c *fileConfig) any { return &c.IdleTimeout }, def: "15s",
+	{key: "idle_timeout", field: func(c *fileConfig) any { return &c.IdleTimeout }, def: "45s",
 		help: "close a link that has heard nothing for this long, at least twice --keepalive",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			ka := nc.Transport.KeepaliveInterval // keepalive applies first
 			nc.Transport.IdleTimeout, err = parseDuration("idle timeout", c.IdleTimeout, 2*ka,
-				fmt.Sprintf("at least twice the keepalive (%v), like 15s", ka))
+				fmt.Sprintf("at least twice the keepalive (%v), like 45s", ka))
 			return err
 		}},
 	{key: "handshakes_per_source", field: func(c *fileConfig) any { return &c.HandshakesPerSource }, def: 8,

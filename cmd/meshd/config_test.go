@@ -116,7 +116,7 @@ func TestConfigLinkTimers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nc.Transport.KeepaliveInterval != 5*time.Second || nc.Transport.IdleTimeout != 15*time.Second {
+	if nc.Transport.KeepaliveInterval != 15*time.Second || nc.Transport.IdleTimeout != 45*time.Second {
 		t.Fatalf("default timers: keepalive %v idle %v", nc.Transport.KeepaliveInterval, nc.Transport.IdleTimeout)
 	}
 	c, err = resolve(t, []string{"--home", home, "--keepalive", "20s"}, map[string]string{"MESH_IDLE_TIMEOUT": "1m"})
@@ -274,8 +274,8 @@ func TestPrintConfig(t *testing.T) {
   "mdns_interface": "",
   "mailbox_group": "",
   "presence_ttl": "5m",
-  "keepalive": "5s",
-  "idle_timeout": "15s",
+  "keepalive": "15s",
+  "idle_timeout": "45s",
   "handshakes_per_source": 8,
   "max_handshakes": 128,
   "link_send_queue_mib": 8,
