@@ -62,13 +62,14 @@ type addrInfo struct {
 
 // mergeAddrsLocked records addresses member key says (src addrSelf…) or
 // a third party says (addrGossip) it can be reached at, under the rules
-// above. It returns how many it ignored under them.
-func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string, src addrSource) (ignored int) {
+// above. It returns how many it ignored under them, and how many it
+// added.
+func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string, src addrSource) (ignored, added int) {
 	if key.Equal(n.id.Pub) {
-		return 0
+		return 0, 0
 	}
 	if _, ok := n.Roster().Member(key); !ok {
-		return 0
+		return 0, 0
 	}
 	p := n.memberLocked(key)
 	if p.info == nil {
@@ -108,8 +109,9 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string, src addrSource
 		}
 		p.addrs = append(p.addrs, a)
 		p.info[a] = &addrInfo{src: src}
+		added++
 	}
-	return ignored
+	return ignored, added
 }
 
 // countSrc counts p's addresses from src.

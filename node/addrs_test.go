@@ -32,7 +32,7 @@ func TestAddrRules(t *testing.T) {
 	for i := range 6 {
 		in = append(in, tcp(i))
 	}
-	if ign := n.mergeAddrsLocked(k, in, addrGossip); ign != 3 {
+	if ign, _ := n.mergeAddrsLocked(k, in, addrGossip); ign != 3 {
 		t.Fatalf("ignored %d, want 3 (the socket and two over the budget)", ign)
 	}
 	p := n.peers.byKey[k]
@@ -52,10 +52,10 @@ func TestAddrRules(t *testing.T) {
 	// A Unix socket only from the member over a local link.
 	sock := "unix:///home/m/.meshd/link.sock"
 	p.clearAddrs()
-	if ign := n.mergeAddrsLocked(k, []string{sock}, addrSelf); ign != 1 || len(p.addrs) != 0 {
+	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, addrSelf); ign != 1 || len(p.addrs) != 0 {
 		t.Fatalf("unix over a remote link: ignored %d, kept %v", ign, p.addrs)
 	}
-	if ign := n.mergeAddrsLocked(k, []string{sock}, addrSelfLocal); ign != 0 || len(p.addrs) != 1 {
+	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, addrSelfLocal); ign != 0 || len(p.addrs) != 1 {
 		t.Fatalf("unix over a local link: ignored %d, kept %v", ign, p.addrs)
 	}
 
@@ -70,10 +70,10 @@ func TestAddrRules(t *testing.T) {
 	if len(p.addrs) != 0 {
 		t.Fatalf("not evicted: %v", p.addrs)
 	}
-	if ign := n.mergeAddrsLocked(k, []string{tcp(1)}, addrGossip); ign != 1 {
+	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, addrGossip); ign != 1 {
 		t.Fatal("evicted address taken again from gossip")
 	}
-	if ign := n.mergeAddrsLocked(k, []string{tcp(1)}, addrSelf); ign != 0 {
+	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, addrSelf); ign != 0 {
 		t.Fatal("the member's own claim refused")
 	}
 }

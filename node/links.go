@@ -41,7 +41,20 @@ type peer struct {
 	// spread is set once the first dial of the member has been put off
 	// by firstDialDelay (see dialspread.go).
 	spread bool
+	// gossiped is the last address list a third party told for the
+	// member, merged at gossipedAt: the same list from the member's other
+	// neighbours is skipped for gossipRecheck (see takePeerAddrs).
+	gossiped      []string
+	gossipedAt    time.Time
+	gossipIgnored int // addresses of gossiped that the merge ignored
 }
+
+// gossipRecheck is how long a member's addresses, as a third party told
+// them, are not merged again when another tells the same. In a full mesh
+// of N nodes each node hears every member's list from N-1 neighbours;
+// merging (parsing) it once a minute is enough, and an address evicted
+// meanwhile is retaken at most that late.
+const gossipRecheck = time.Minute
 
 // linkedLocked returns the link to k, or nil.
 func (n *Node) linkedLocked(k proto.PubKey) *peerLink {
@@ -126,7 +139,7 @@ func (n *Node) addLink(l *transport.Link) {
 			s.fails = 0
 		}
 	}
-	ignored := n.mergeAddrsLocked(key, pl.payload.Listen, selfSource(l))
+	ignored, _ := n.mergeAddrsLocked(key, pl.payload.Listen, selfSource(l))
 	n.peers.Unlock()
 	if pl.payload.IgnoredListen+ignored > 0 {
 		n.metrics.Add("addr.ignored", uint64(pl.payload.IgnoredListen+ignored))
@@ -565,7 +578,7 @@ func (n *Node) discoveryLoop() {
 			_, member := n.Roster().Member(p.Key)
 			ignored := 0
 			if member {
-				ignored = n.mergeAddrsLocked(p.Key, p.Addrs, addrGossip)
+				ignored, _ = n.mergeAddrsLocked(p.Key, p.Addrs, addrGossip)
 			}
 			n.peers.Unlock()
 			if ignored > 0 {
@@ -599,7 +612,7 @@ func (n *Node) exchangeLoop() {
 			select {
 			case <-n.ctx.Done():
 				return
-			case <-time.After(pxBatch):
+			case <-time.After(pxBatchFor(n.linkCount())):
 			}
 			n.pxSend(n.linkList(), false)
 		case <-t.C:
@@ -687,13 +700,6 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 	if list.IgnoredAddrs > 0 {
 		n.metrics.Add("addr.ignored", uint64(list.IgnoredAddrs))
 	}
-	others := make([]proto.PeerInfo, 0, len(list.Peers))
-	for _, p := range list.Peers {
-		if !p.Key.Equal(pl.key) {
-			others = append(others, p)
-		}
-	}
-	n.recordLinkReport(pl.key, others) // for the status page's link graph
 	n.pxViewReplace(pl, list.Peers)
 	n.takePeerAddrs(pl, list.Peers)
 }
@@ -703,6 +709,7 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 	added, selfChanged := false, false
 	ignored := 0
+	now := time.Now()
 	n.peers.Lock()
 	for _, p := range entries {
 		// Only roster members' addresses are taken (receive step 4).
@@ -719,9 +726,19 @@ func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 			src = selfSource(pl.link)
 			selfChanged = !slices.Equal(pl.listenAddrs(), p.Addrs)
 			pl.setListen(p.Addrs)
+		} else if mp := n.peers.byKey[p.Key]; mp != nil {
+			if now.Sub(mp.gossipedAt) < gossipRecheck && slices.Equal(mp.gossiped, p.Addrs) {
+				ignored += mp.gossipIgnored // skipped again, counted again
+				continue
+			}
+			mp.gossiped, mp.gossipedAt = p.Addrs, now
 		}
-		ignored += n.mergeAddrsLocked(p.Key, p.Addrs, src)
-		added = true
+		ign, add := n.mergeAddrsLocked(p.Key, p.Addrs, src)
+		if mp := n.peers.byKey[p.Key]; mp != nil && src == addrGossip {
+			mp.gossipIgnored = ign
+		}
+		ignored += ign
+		added = added || add > 0
 	}
 	n.peers.Unlock()
 	if ignored > 0 {
@@ -731,7 +748,7 @@ func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 		n.pxChanged()
 	}
 	if added {
-		n.wake()
+		n.wake() // a new address to dial; known ones need no dial round
 	}
 }
 

@@ -61,6 +61,7 @@ type Node struct {
 	// by setup, read-only after.
 	advertised []string
 	px         peerExchange // incremental peer exchange (peerupdate.go)
+	pxHashes   entryHashes  // peer-list entry hashes, shared by the links' views
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -70,8 +71,7 @@ type Node struct {
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
 	events   *broadcaster
-	syncer   *syncer     // history sync and serving
-	reports  linkReports // neighbours' peer lists, for the status page's link graph
+	syncer   *syncer // history sync and serving
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
 	mirrorq  chan mailbox.Item
@@ -487,6 +487,19 @@ func (n *Node) linkList() []*peerLink {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	return n.linkListLocked()
+}
+
+// linkCount returns the number of links held.
+func (n *Node) linkCount() int {
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	c := 0
+	for _, p := range n.peers.byKey {
+		if p.link != nil {
+			c++
+		}
+	}
+	return c
 }
 
 func (n *Node) linkListLocked() []*peerLink {

@@ -400,7 +400,7 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 	}
 	defer b.Close()
 	b.peers.Lock()
-	b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen, addrSelfLocal)
+	_, _ = b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen, addrSelfLocal)
 	b.peers.Unlock()
 	b.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +23,18 @@ import (
 // gets the whole list every interval, as before.
 
 const (
-	// pxBatch is how long changes gather before they are sent.
+	// pxBatch is how long changes gather before they are sent, at least;
+	// see pxBatchFor.
 	pxBatch = time.Second
+	// pxBatchPerLink lengthens the batch with the links held, up to
+	// pxBatchMax: while a mesh of N nodes forms, every node's list
+	// changes every second, and each change goes to every link, so a
+	// node sends N frames a batch. With 200 links a batch of 10 s sends
+	// 20 frames a second, not 200, carrying the same entries; the
+	// addresses a forming mesh needs come mostly with the whole lists
+	// sent at link up.
+	pxBatchPerLink = 50 * time.Millisecond
+	pxBatchMax     = 10 * time.Second
 	// maxTombstones bounds the removals remembered; a link told nothing
 	// since the oldest forgotten one gets the whole list instead.
 	maxTombstones = 4096
@@ -45,6 +57,7 @@ type peerExchange struct {
 
 type pxEntry struct {
 	info proto.PeerInfo
+	text string // the key's text form, which whole lists are sorted by
 	hash [proto.PeerDigestSize]byte
 	ver  uint64 // version of the last change
 }
@@ -56,11 +69,19 @@ type pxLink struct {
 	told    bool   // it has been sent a list
 	// Set by the link's reader; read by the exchange loop.
 	speaks atomic.Bool
-	// The link's reader only: the peer's list as received.
-	view       map[proto.PubKey][proto.PeerDigestSize]byte
-	viewDigest [proto.PeerDigestSize]byte
-	askedAt    time.Time // when this node last asked for the whole list
-	answeredAt time.Time // when it last answered the peer's request (peers mutex)
+	// The peer's list as received: written by the link's reader, read by
+	// LinkReports for the status page's link graph.
+	viewMu     sync.Mutex
+	view       map[proto.PubKey][proto.PeerDigestSize]byte // guarded by viewMu
+	viewDigest [proto.PeerDigestSize]byte                  // guarded by viewMu
+	viewAt     time.Time                                   // last list or update received; guarded by viewMu
+	askedAt    time.Time                                   // when this node last asked for the whole list (the reader only)
+	answeredAt time.Time                                   // when it last answered the peer's request (peers mutex)
+}
+
+// pxBatchFor is how long changes gather on a node holding links links.
+func pxBatchFor(links int) time.Duration {
+	return min(max(pxBatch, time.Duration(links)*pxBatchPerLink), pxBatchMax)
 }
 
 // pxChanged notes that the peer list may have changed: a link came or
@@ -87,7 +108,7 @@ func (n *Node) pxRefreshLocked() {
 		if p.link == nil {
 			continue
 		}
-		if ls := p.link.listenAddrs(); len(ls) > 0 {
+		if ls := gossipAddrs(p.link.listenAddrs()); len(ls) > 0 {
 			want[k] = ls
 		}
 	}
@@ -101,7 +122,7 @@ func (n *Node) pxRefreshLocked() {
 			proto.XorDigest(&px.digest, e.hash)
 		}
 		info := proto.PeerInfo{Key: k, Addrs: slices.Clone(addrs)}
-		e = &pxEntry{info: info, hash: proto.PeerEntryHash(info), ver: px.ver}
+		e = &pxEntry{info: info, text: k.String(), hash: proto.PeerEntryHash(info), ver: px.ver}
 		px.entries[k] = e
 		proto.XorDigest(&px.digest, e.hash)
 		delete(px.tombs, k)
@@ -132,6 +153,53 @@ func (n *Node) pxRefreshLocked() {
 	}
 }
 
+// gossipAddrs returns the addresses of ls a node tells about another
+// member: all but Unix sockets, which receivers never take from a third
+// party (PROTOCOL.md §14.4), so they would cost every receiver bytes and
+// a parse for nothing. A node's own entry keeps them, for peers on its
+// host.
+func gossipAddrs(ls []string) []string {
+	if !slices.ContainsFunc(ls, isUnixAddr) {
+		return ls
+	}
+	return slices.DeleteFunc(slices.Clone(ls), isUnixAddr)
+}
+
+func isUnixAddr(s string) bool { return strings.HasPrefix(s, "unix:") }
+
+// entryHashes caches [proto.PeerEntryHash] by entry. Every neighbour
+// reports the same entries (a member's key and addresses), so a node with
+// N links would otherwise encode and hash each of them N times.
+type entryHashes struct {
+	mu sync.Mutex
+	m  map[string][proto.PeerDigestSize]byte // guarded by mu
+}
+
+// get returns p's hash, keeping at most limit entries (all are forgotten
+// when that is reached).
+func (c *entryHashes) get(p proto.PeerInfo, limit int) [proto.PeerDigestSize]byte {
+	b := make([]byte, 0, len(p.Key)+32*len(p.Addrs))
+	b = append(b, p.Key[:]...)
+	for _, a := range p.Addrs {
+		b = binary.AppendUvarint(b, uint64(len(a)))
+		b = append(b, a...)
+	}
+	c.mu.Lock()
+	h, ok := c.m[string(b)]
+	c.mu.Unlock()
+	if ok {
+		return h
+	}
+	h = proto.PeerEntryHash(p)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= limit {
+		c.m = map[string][proto.PeerDigestSize]byte{}
+	}
+	c.m[string(b)] = h
+	c.mu.Unlock()
+	return h
+}
+
 // digestForLocked is the digest of the list as pl's peer gets it: the
 // list without the peer's own entry.
 func (n *Node) digestForLocked(pl *peerLink) [proto.PeerDigestSize]byte {
@@ -145,17 +213,21 @@ func (n *Node) digestForLocked(pl *peerLink) [proto.PeerDigestSize]byte {
 // sendPeersLocked sends pl the whole list in a peers frame (unless it
 // would be empty), and marks the link told up to now.
 func (n *Node) sendPeersLocked(pl *peerLink) {
-	var list proto.PeerList
+	es := make([]*pxEntry, 0, len(n.px.entries))
 	for k, e := range n.px.entries {
 		if !k.Equal(pl.key) {
-			list.Peers = append(list.Peers, e.info)
+			es = append(es, e)
 		}
 	}
 	pl.px.sentVer, pl.px.told = n.px.ver, true
-	if len(list.Peers) == 0 {
+	if len(es) == 0 {
 		return
 	}
-	slices.SortFunc(list.Peers, func(a, b proto.PeerInfo) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	slices.SortFunc(es, func(a, b *pxEntry) int { return strings.Compare(a.text, b.text) })
+	list := proto.PeerList{Peers: make([]proto.PeerInfo, len(es))}
+	for i, e := range es {
+		list.Peers[i] = e.info
+	}
 	b, err := proto.Marshal(&list)
 	if err != nil {
 		return
@@ -261,22 +333,21 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 		}
 		n.peers.Unlock()
 	}
-	changed := len(u.Set) > 0 || len(u.Removed) > 0
+	pl.px.viewMu.Lock()
 	for _, k := range u.Removed {
 		pl.px.viewDel(k)
 	}
+	limit := n.viewLimit()
 	for _, p := range u.Set {
-		pl.px.viewSet(p, n.viewLimit())
+		pl.px.viewSet(p, n.pxHashes.get, limit)
 	}
+	pl.px.viewAt = time.Now()
+	drift := [proto.PeerDigestSize]byte(u.Digest) != pl.px.viewDigest
+	pl.px.viewMu.Unlock()
 	if len(u.Set) > 0 {
 		n.takePeerAddrs(pl, u.Set)
 	}
-	if changed {
-		n.recordLinkReport(pl.key, pl.px.viewKeys(pl.key))
-	} else {
-		n.touchLinkReport(pl.key)
-	}
-	if [proto.PeerDigestSize]byte(u.Digest) == pl.px.viewDigest {
+	if !drift {
 		return
 	}
 	n.metrics.Inc("peers.digest_mismatch")
@@ -292,26 +363,33 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 // pxViewReplace makes the link's copy of the peer's list the whole list
 // it just received.
 func (n *Node) pxViewReplace(pl *peerLink, list []proto.PeerInfo) {
+	limit := n.viewLimit()
+	pl.px.viewMu.Lock()
+	defer pl.px.viewMu.Unlock()
 	pl.px.view = nil
 	pl.px.viewDigest = [proto.PeerDigestSize]byte{}
-	limit := n.viewLimit()
+	pl.px.viewAt = time.Now()
 	for _, p := range list {
-		pl.px.viewSet(p, limit)
+		pl.px.viewSet(p, n.pxHashes.get, limit)
 	}
 }
 
 func (n *Node) viewLimit() int { return max(minPeerView, 2*len(n.Roster().Members)) }
 
-func (x *pxLink) viewSet(p proto.PeerInfo, limit int) {
+// viewSet and viewDel change the view; the caller holds viewMu.
+// The entry is hashed with hash, only once it is known to be kept.
+func (x *pxLink) viewSet(p proto.PeerInfo, hash func(proto.PeerInfo, int) [proto.PeerDigestSize]byte, limit int) {
 	if x.view == nil {
 		x.view = map[proto.PubKey][proto.PeerDigestSize]byte{}
 	}
-	h := proto.PeerEntryHash(p)
-	if old, ok := x.view[p.Key]; ok {
-		proto.XorDigest(&x.viewDigest, old)
-	} else if len(x.view) >= limit {
+	old, ok := x.view[p.Key]
+	if !ok && len(x.view) >= limit {
 		return // a drift the digest will show, bounded
 	}
+	if ok {
+		proto.XorDigest(&x.viewDigest, old)
+	}
+	h := hash(p, limit)
 	x.view[p.Key] = h
 	proto.XorDigest(&x.viewDigest, h)
 }
@@ -323,13 +401,22 @@ func (x *pxLink) viewDel(k proto.PubKey) {
 	}
 }
 
-// viewKeys lists the entries of the link's copy but the peer's own.
-func (x *pxLink) viewKeys(peer proto.PubKey) []proto.PeerInfo {
-	out := make([]proto.PeerInfo, 0, len(x.view))
+// viewKeys lists the keys of the link's copy, but the peer's own, up to
+// max, if the copy was confirmed since notBefore.
+func (x *pxLink) viewKeys(peer proto.PubKey, notBefore time.Time, max int) (keys []proto.PubKey, ok bool) {
+	x.viewMu.Lock()
+	defer x.viewMu.Unlock()
+	if x.viewAt.IsZero() || x.viewAt.Before(notBefore) {
+		return nil, false
+	}
+	keys = make([]proto.PubKey, 0, min(len(x.view), max))
 	for k := range x.view {
+		if len(keys) == max {
+			break
+		}
 		if !k.Equal(peer) {
-			out = append(out, proto.PeerInfo{Key: k})
+			keys = append(keys, k)
 		}
 	}
-	return out
+	return keys, true
 }

@@ -95,55 +95,9 @@ func (n *Node) SubscribeItems() (items <-chan api.Item, lagged func() bool, canc
 	return ch, lag, func() { once.Do(func() { n.events.unsubscribe(ch) }) }
 }
 
-// maxLinkReport bounds the peers kept from one neighbour's peer list; a
-// roster is rarely larger, and a peer may not make us keep more.
+// maxLinkReport bounds the peers reported from one neighbour's peer list;
+// a roster is rarely larger.
 const maxLinkReport = 256
-
-// linkReport is the latest peer-exchange list of one neighbour: the
-// members it said it is linked to.
-type linkReport struct {
-	peers []proto.PubKey
-	at    time.Time
-}
-
-// linkReports holds a node's latest [linkReport] per neighbour.
-type linkReports struct {
-	mu sync.Mutex
-	by map[proto.PubKey]linkReport // guarded by mu
-}
-
-func (n *Node) linkReports() *linkReports { return &n.reports }
-
-// recordLinkReport keeps the peers a neighbour says it is linked to (its
-// FramePeers list), for [Node.LinkReports].
-func (n *Node) recordLinkReport(from proto.PubKey, peers []proto.PeerInfo) {
-	keys := make([]proto.PubKey, 0, min(len(peers), maxLinkReport))
-	for _, p := range peers {
-		if len(keys) == maxLinkReport {
-			break
-		}
-		keys = append(keys, p.Key)
-	}
-	lr := n.linkReports()
-	lr.mu.Lock()
-	if lr.by == nil {
-		lr.by = map[proto.PubKey]linkReport{}
-	}
-	lr.by[from] = linkReport{peers: keys, at: time.Now()}
-	lr.mu.Unlock()
-}
-
-// touchLinkReport notes that a neighbour's list, unchanged, was
-// confirmed (a peer-update with no changes).
-func (n *Node) touchLinkReport(from proto.PubKey) {
-	lr := n.linkReports()
-	lr.mu.Lock()
-	if r, ok := lr.by[from]; ok {
-		r.at = time.Now()
-		lr.by[from] = r
-	}
-	lr.mu.Unlock()
-}
 
 // LinkReports returns, for each currently linked peer that sent a peer
 // list lately, the roster members it said it is linked to. Lists come
@@ -152,27 +106,24 @@ func (n *Node) touchLinkReport(from proto.PubKey) {
 // without a listen address are never reported. Reports older than three
 // intervals are left out.
 func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
-	maxAge := 3 * n.cfg.PeerExchangeInterval
-	lr := n.linkReports()
-	now := time.Now()
-	out := map[proto.PubKey][]proto.PubKey{}
+	var notBefore time.Time
+	if iv := n.cfg.PeerExchangeInterval; iv > 0 {
+		notBefore = time.Now().Add(-3 * iv)
+	}
 	r := n.Roster()
-	n.peers.Lock()
-	lr.mu.Lock()
-	for k, rep := range lr.by {
-		if n.linkedLocked(k) == nil || (maxAge > 0 && now.Sub(rep.at) > maxAge) {
-			delete(lr.by, k)
+	out := map[proto.PubKey][]proto.PubKey{}
+	for _, pl := range n.linkList() {
+		keys, ok := pl.px.viewKeys(pl.key, notBefore, maxLinkReport)
+		if !ok {
 			continue
 		}
-		var peers []proto.PubKey
-		for _, p := range rep.peers {
-			if _, ok := r.Member(p); ok {
-				peers = append(peers, p)
+		peers := keys[:0]
+		for _, k := range keys {
+			if _, ok := r.Member(k); ok {
+				peers = append(peers, k)
 			}
 		}
-		out[k] = peers
+		out[pl.key] = peers
 	}
-	lr.mu.Unlock()
-	n.peers.Unlock()
 	return out
 }

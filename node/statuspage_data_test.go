@@ -111,20 +111,20 @@ func TestStatusPageAccessors(t *testing.T) {
 	})
 }
 
-// TestLinkReportCapped: a peer list cannot make a node keep more than
-// maxLinkReport keys.
+// TestLinkReportCapped: a peer list cannot make a node report more than
+// maxLinkReport keys for one neighbour.
 func TestLinkReportCapped(t *testing.T) {
-	n := &Node{}
-	var peers []proto.PeerInfo
+	var x pxLink
 	for i := range maxLinkReport + 10 {
-		peers = append(peers, proto.PeerInfo{Key: proto.PubKey{byte(i), byte(i >> 8), 1}})
+		p := proto.PeerInfo{Key: proto.PubKey{byte(i), byte(i >> 8), 1}}
+		x.viewSet(p, func(p proto.PeerInfo, _ int) [proto.PeerDigestSize]byte { return proto.PeerEntryHash(p) }, 1<<20)
 	}
-	from := proto.PubKey{9}
-	n.recordLinkReport(from, peers)
-	lr := n.linkReports()
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	if got := len(lr.by[from].peers); got != maxLinkReport {
-		t.Fatalf("kept %d keys, want %d", got, maxLinkReport)
+	x.viewAt = time.Now()
+	keys, ok := x.viewKeys(proto.PubKey{9}, time.Time{}, maxLinkReport)
+	if !ok || len(keys) != maxLinkReport {
+		t.Fatalf("reported %d keys (%v), want %d", len(keys), ok, maxLinkReport)
+	}
+	if _, ok := x.viewKeys(proto.PubKey{9}, time.Now().Add(time.Second), maxLinkReport); ok {
+		t.Fatal("a copy older than notBefore is reported")
 	}
 }
