@@ -20,6 +20,14 @@ const (
 	// idleReadSize is the reader's own buffer: keepalives and small
 	// frames are read into it without borrowing.
 	idleReadSize = 512
+	// midReadSize holds a record of a few kilobytes, such as a peer list
+	// at link up (about 60 bytes per member): a reader that is not
+	// streaming borrows it rather than a record-sized buffer, so that a
+	// burst of link-ups leaves the pool holding 16 KiB per link that took
+	// part, not 64 KiB (the pool keeps what it held until the next
+	// garbage collections, which an idle process may not run for two
+	// minutes).
+	midReadSize = 16 << 10
 	// bigReadSize holds any record with its length prefix.
 	bigReadSize = 2 + maxRecord
 	// smallWriteSize is the batch buffer for a few small records.
@@ -31,6 +39,7 @@ const (
 
 var (
 	recordPool     = sync.Pool{New: func() any { b := make([]byte, bigReadSize); return &b }}
+	midReadPool    = sync.Pool{New: func() any { b := make([]byte, midReadSize); return &b }}
 	smallWritePool = sync.Pool{New: func() any { b := make([]byte, 0, smallWriteSize); return &b }}
 	batchPool      = sync.Pool{New: func() any { b := make([]byte, 0, batchSize); return &b }}
 )
@@ -40,12 +49,14 @@ var (
 type recvReader struct {
 	conn  net.Conn
 	small [idleReadSize]byte
-	big   *[]byte // borrowed from recordPool; nil while idle
+	big   *[]byte // borrowed from recordPool or midReadPool; nil while idle
 	buf   []byte  // small[:] or *big
 	r, w  int     // unread bytes are buf[r:w]
 	// flowing is set when a read filled the small buffer: more is
-	// probably waiting, so the next read borrows.
-	flowing bool
+	// probably waiting, so the next read borrows. streaming is set when a
+	// read filled a mid-sized borrowed buffer: the reader moves to a
+	// record-sized one, to read a stream in fewer calls.
+	flowing, streaming bool
 }
 
 // newRecvReader returns a reader of conn that first returns what br
@@ -55,7 +66,7 @@ func newRecvReader(conn net.Conn, br *bufio.Reader) *recvReader {
 	rr.buf = rr.small[:]
 	if n := br.Buffered(); n > 0 {
 		if n > len(rr.buf) {
-			rr.borrow()
+			rr.borrow(n)
 		}
 		b, _ := br.Peek(n)
 		rr.w = copy(rr.buf, b)
@@ -63,9 +74,24 @@ func newRecvReader(conn net.Conn, br *bufio.Reader) *recvReader {
 	return rr
 }
 
-func (rr *recvReader) borrow() {
-	rr.big = recordPool.Get().(*[]byte)
+// borrow takes a buffer that holds at least n bytes.
+func (rr *recvReader) borrow(n int) {
+	if n <= midReadSize && !rr.streaming {
+		rr.big = midReadPool.Get().(*[]byte)
+	} else {
+		rr.big = recordPool.Get().(*[]byte)
+	}
 	rr.buf = *rr.big
+}
+
+// giveBack returns the borrowed buffer to the pool it came from.
+func (rr *recvReader) giveBack() {
+	if len(*rr.big) == midReadSize {
+		midReadPool.Put(rr.big)
+	} else {
+		recordPool.Put(rr.big)
+	}
+	rr.big = nil
 }
 
 // buffered returns how many unread bytes are held.
@@ -77,9 +103,9 @@ func (rr *recvReader) idle() {
 	if rr.big == nil || rr.r < rr.w {
 		return
 	}
-	recordPool.Put(rr.big)
-	rr.big, rr.buf = nil, rr.small[:]
-	rr.r, rr.w, rr.flowing = 0, 0, false
+	rr.giveBack()
+	rr.buf = rr.small[:]
+	rr.r, rr.w, rr.flowing, rr.streaming = 0, 0, false, false
 }
 
 // fill reads until at least n bytes are buffered (n at most bigReadSize),
@@ -91,7 +117,9 @@ func (rr *recvReader) fill(n int) error {
 		return nil
 	}
 	if rr.big == nil && (n > len(rr.small) || rr.flowing) {
-		rr.grow()
+		rr.grow(n)
+	} else if rr.big != nil && len(rr.buf) == midReadSize && (n > len(rr.buf) || rr.streaming) {
+		rr.grow(n) // a longer record, or a stream: to a record-sized buffer
 	}
 	if rr.r+n > len(rr.buf) {
 		rr.w = copy(rr.buf, rr.buf[rr.r:rr.w])
@@ -99,8 +127,12 @@ func (rr *recvReader) fill(n int) error {
 	}
 	for rr.buffered() < n {
 		m, err := rr.conn.Read(rr.buf[rr.w:])
-		if rr.big == nil && rr.w+m == len(rr.buf) {
-			rr.flowing = true
+		if rr.w+m == len(rr.buf) {
+			if rr.big == nil {
+				rr.flowing = true
+			} else {
+				rr.streaming = true
+			}
 		}
 		rr.w += m
 		if rr.buffered() >= n {
@@ -116,12 +148,17 @@ func (rr *recvReader) fill(n int) error {
 	return nil
 }
 
-// grow moves the unread bytes from the small buffer to a borrowed one.
-func (rr *recvReader) grow() {
-	pending := rr.small[rr.r:rr.w]
-	rr.borrow()
+// grow moves the unread bytes to a borrowed buffer that holds n bytes:
+// from the small buffer, or from a mid-sized one to a record-sized one.
+func (rr *recvReader) grow(n int) {
+	old := rr.big
+	pending := rr.buf[rr.r:rr.w]
+	rr.borrow(n)
 	rr.w = copy(rr.buf, pending)
 	rr.r = 0
+	if old != nil {
+		midReadPool.Put(old)
+	}
 }
 
 // peek2 waits for a record's length prefix, consuming nothing, so that a
@@ -157,8 +194,8 @@ func (rr *recvReader) record() ([]byte, error) {
 // done reading.
 func (rr *recvReader) release() {
 	if rr.big != nil {
-		recordPool.Put(rr.big)
-		rr.big, rr.buf = nil, rr.small[:]
+		rr.giveBack()
+		rr.buf = rr.small[:]
 		rr.r, rr.w = 0, 0
 	}
 }
