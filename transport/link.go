@@ -52,11 +52,16 @@ type Link struct {
 	recv *noise.CipherState // owned by the reader goroutine
 	wbuf []byte             // records waiting to be written, pooled; writer only
 
-	// The send queue: frames in order, at most maxQFrames of them. An
-	// idle link's queue holds no memory (a channel of that capacity
-	// would hold its slots for the life of the link).
+	// The send queue: q[qhead:] are the queued frames in order, at most
+	// maxQFrames of them. The writer pops them from the head a batch at
+	// a time, so frames not yet in a batch can still be taken back
+	// ([Link.CloseAndDrain]). An idle link's queue holds at most
+	// keepQueueSlots slots (a channel of maxQFrames would hold its slots
+	// for the life of the link).
 	qmu        sync.Mutex
 	q          [][]byte // guarded by qmu
+	qhead      int      // guarded by qmu
+	qtaken     bool     // guarded by qmu: CloseAndDrain took the queue; push refuses
 	maxQFrames int
 	qready     chan struct{} // capacity 1: frames were queued
 	pongq      chan struct{} // capacity 1: the reader asks the writer for a pong
@@ -221,32 +226,123 @@ func (l *Link) Stats() LinkStats {
 func (l *Link) QueueLen() (n, capacity int) {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
-	return len(l.q), l.maxQFrames
+	return len(l.q) - l.qhead, l.maxQFrames
 }
 
+// keepQueueSlots is how many slots an empty send queue keeps (24 bytes
+// each), so that a link carrying a few frames at a time reuses them
+// rather than allocating a slice per frame; a queue that grew past it
+// while the peer was slow gives its array back once empty.
+const keepQueueSlots = 32
+
 // push queues frame if the queue has a free slot, and wakes the writer.
-func (l *Link) push(frame []byte) bool {
+// It returns [ErrQueueFull] if the queue is full and [ErrClosed] once
+// [Link.CloseAndDrain] took the queue.
+func (l *Link) push(frame []byte) error {
 	l.qmu.Lock()
-	if len(l.q) >= l.maxQFrames {
+	if l.qtaken {
 		l.qmu.Unlock()
-		return false
+		return ErrClosed
+	}
+	if len(l.q)-l.qhead >= l.maxQFrames {
+		l.qmu.Unlock()
+		return ErrQueueFull
+	}
+	if len(l.q) == cap(l.q) && l.qhead > 0 {
+		// Reuse the slots the writer emptied before growing.
+		n := copy(l.q, l.q[l.qhead:])
+		clear(l.q[n:])
+		l.q, l.qhead = l.q[:n], 0
 	}
 	l.q = append(l.q, frame)
 	l.qmu.Unlock()
+	l.wakeWriter()
+	return nil
+}
+
+func (l *Link) wakeWriter() {
 	select {
 	case l.qready <- struct{}{}:
 	default:
 	}
-	return true
 }
 
-// take removes and returns every queued frame.
-func (l *Link) take() [][]byte {
+// pop moves frames from the head of the queue to dst, in order, until
+// they reach flushThreshold bytes or the queue is empty. It reports
+// whether frames remain.
+func (l *Link) pop(dst [][]byte) ([][]byte, bool) {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
-	fs := l.q
-	l.q = nil
+	n := 0
+	for l.qhead < len(l.q) && n < flushThreshold {
+		f := l.q[l.qhead]
+		l.q[l.qhead] = nil
+		l.qhead++
+		dst = append(dst, f)
+		n += len(f)
+	}
+	if l.qhead < len(l.q) {
+		return dst, true
+	}
+	l.qhead = 0
+	if cap(l.q) > keepQueueSlots {
+		l.q = nil
+	} else {
+		l.q = l.q[:0]
+	}
+	return dst, false
+}
+
+// CloseAndDrain closes the link gracefully, like [Link.Close], but hands
+// back the frames still waiting in its send queue instead of writing
+// them, in the order they were queued, so that the caller can send them
+// on another link to the same peer (a link closed as the loser of a
+// duplicate pair). final, if not nil, is queued in their place as the
+// link's last frame (a goodbye). Frames the writer has already taken
+// (at most one batch, flushThreshold bytes and one frame) are written
+// before final and are not returned. Sends after CloseAndDrain return
+// [ErrClosed]. It does not wait for the link to close; see [Link.Done].
+// Only the first call returns frames.
+func (l *Link) CloseAndDrain(final []byte) [][]byte {
+	l.qmu.Lock()
+	if l.qtaken {
+		l.qmu.Unlock()
+		return nil
+	}
+	l.qtaken = true
+	var fs [][]byte
+	if l.qhead < len(l.q) {
+		fs = l.q[l.qhead:]
+	}
+	l.q, l.qhead = nil, 0
+	if final != nil && !l.isClosing() {
+		l.q = append(l.q, final)
+		l.qbytes.Add(int64(len(final)))
+	}
+	l.qmu.Unlock()
+	n := 0
+	for _, f := range fs {
+		n += len(f)
+	}
+	if n > 0 {
+		l.release(n)
+	}
+	l.wakeWriter()
+	l.shutdown(ErrClosed, true)
 	return fs
+}
+
+// closeUnstarted finishes a link that was never started: no writer
+// goroutine exists, and Start will not start one now, so the calling
+// goroutine may use the send CipherState.
+func (l *Link) closeUnstarted(graceful bool) {
+	if graceful {
+		_ = l.conn.SetWriteDeadline(l.closeDeadline)
+		w := writer{l: l, slack: l.idle / 16, deadlineAt: time.Now()}
+		w.drain()
+	}
+	l.conn.Close()
+	close(l.done)
 }
 
 // QueueBytes returns the frame bytes waiting in the link's send queue and
@@ -336,7 +432,8 @@ func (l *Link) WaitRoom(ctx context.Context, n int) error {
 // in bytes ([Config.SendQueueBytes]) (the frame is dropped and counted),
 // [ErrFrameTooLarge] if frame exceeds proto.MaxFrameSize, and [ErrClosed]
 // once the link is closing. A nil error means queued, not delivered: a
-// frame still queued when the link fails is lost. Send does not copy
+// frame still queued when the link fails is lost (one still queued when
+// it is closed with [Link.CloseAndDrain] is handed back). Send does not copy
 // frame: the caller must not modify it afterwards, and may send the same
 // frame on many links. Frames queued before [Link.Start] go out once it
 // runs.
@@ -354,10 +451,12 @@ func (l *Link) Send(frame []byte) error {
 		l.stats.queueFull.Add(1)
 		return ErrQueueFull
 	}
-	if !l.push(frame) {
+	if err := l.push(frame); err != nil {
 		l.release(len(frame))
-		l.stats.queueFull.Add(1)
-		return ErrQueueFull
+		if errors.Is(err, ErrQueueFull) {
+			l.stats.queueFull.Add(1)
+		}
+		return err
 	}
 	return nil
 }
@@ -385,17 +484,22 @@ func (l *Link) SendWait(ctx context.Context, frame []byte) error {
 			return err
 		}
 	}
-	if l.push(frame) {
+	perr := l.push(frame)
+	if perr == nil {
 		return nil
 	}
-	pushed := false
-	err := l.waitRoom(ctx, func() bool {
-		pushed = l.push(frame)
-		return pushed
-	})
-	if !pushed {
+	if errors.Is(perr, ErrQueueFull) {
+		err := l.waitRoom(ctx, func() bool {
+			perr = l.push(frame)
+			return !errors.Is(perr, ErrQueueFull)
+		})
+		if err != nil && errors.Is(perr, ErrQueueFull) {
+			perr = err
+		}
+	}
+	if perr != nil {
 		l.release(len(frame))
-		return err
+		return perr
 	}
 	return nil
 }
@@ -474,15 +578,12 @@ func (l *Link) shutdown(err error, graceful bool) {
 
 	close(l.closing)
 	if !started {
-		if graceful {
-			// No writer goroutine exists, and Start will not start one
-			// now, so this goroutine may use the send CipherState.
-			_ = l.conn.SetWriteDeadline(l.closeDeadline)
-			w := writer{l: l, slack: l.idle / 16, deadlineAt: time.Now()}
-			w.drain()
+		if graceful && l.qtakenNow() {
+			// CloseAndDrain does not wait for the final frame's write.
+			go l.closeUnstarted(graceful)
+			return
 		}
-		l.conn.Close()
-		close(l.done)
+		l.closeUnstarted(graceful)
 		return
 	}
 	if l.graceful {
@@ -494,6 +595,13 @@ func (l *Link) shutdown(err error, graceful bool) {
 		return
 	}
 	l.conn.Close()
+}
+
+// qtakenNow reports whether CloseAndDrain took the queue.
+func (l *Link) qtakenNow() bool {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return l.qtaken
 }
 
 func (l *Link) isClosing() bool {
@@ -671,6 +779,9 @@ func (l *Link) writeLoop() {
 			return
 		case <-l.qready:
 			err = w.batch()
+			if w.more {
+				l.wakeWriter() // after a look at pongs, the timer and closing
+			}
 		case <-l.pongq:
 			if err = w.seal(hdrPong, nil); err == nil {
 				err = w.flush()
@@ -741,13 +852,16 @@ type writer struct {
 	slack      time.Duration
 	deadlineAt time.Time
 	lastSend   time.Time
+	fs         [][]byte // the frames of the batch in hand, reused
+	more       bool     // frames remained queued after the last batch
 }
 
-// batch writes every queued frame, flushing as the batch fills.
+// batch pops up to flushThreshold bytes of frames from the queue and
+// writes them in one write.
 func (w *writer) batch() error {
-	fs := w.l.take()
-	for i, f := range fs {
-		fs[i] = nil
+	w.fs, w.more = w.l.pop(w.fs[:0])
+	for i, f := range w.fs {
+		w.fs[i] = nil
 		if err := w.frame(f); err != nil {
 			return err
 		}
@@ -756,6 +870,9 @@ func (w *writer) batch() error {
 				return err
 			}
 		}
+	}
+	if cap(w.fs) > keepQueueSlots {
+		w.fs = nil
 	}
 	return w.flush()
 }
@@ -842,15 +959,8 @@ func (w *writer) flush() error {
 // the write deadline.
 func (w *writer) drain() {
 	for {
-		fs := w.l.take()
-		if len(fs) == 0 {
-			_ = w.flush()
+		if w.batch() != nil || !w.more {
 			return
-		}
-		for _, f := range fs {
-			if w.frame(f) != nil {
-				return
-			}
 		}
 	}
 }
