@@ -117,6 +117,7 @@ func (n *Node) addLink(l *transport.Link) {
 			return
 		}
 		loser = old
+		n.retireLoser(old, pl) // before pl is published: its frames go first
 	}
 	p.link = pl
 	p.fails = 0
@@ -133,8 +134,6 @@ func (n *Node) addLink(l *transport.Link) {
 	}
 	if loser != nil {
 		n.metrics.Inc("link.duplicate")
-		_ = loser.link.Send(goodbyeFrame("duplicate link"))
-		_ = loser.link.Close()
 	}
 	n.metrics.Inc("link.up")
 	n.pxChanged()
