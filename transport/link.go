@@ -48,9 +48,10 @@ type Link struct {
 	idle        time.Duration
 	log         *slog.Logger
 
-	send *noise.CipherState // owned by the writer goroutine
-	recv *noise.CipherState // owned by the reader goroutine
-	wbuf []byte             // records waiting to be written, pooled; writer only
+	send  *noise.CipherState // owned by the writer goroutine
+	recv  *noise.CipherState // owned by the reader goroutine
+	wbuf  []byte             // records waiting to be written, pooled; writer only
+	wbufp *[]byte            // the pool's handle on wbuf's array, nil with it; writer only
 
 	// The send queue: q[qhead:] are the queued frames in order, at most
 	// maxQFrames of them. The writer pops them from the head a batch at
@@ -906,12 +907,12 @@ func (w *writer) seal(header byte, body []byte) error {
 	l := w.l
 	n := 1 + len(body) + tagSize
 	if cap(l.wbuf)-len(l.wbuf) < 2+n {
-		nb := getWriteBuf(len(l.wbuf) + 2 + n)
-		nb = append(nb, l.wbuf...)
-		if l.wbuf != nil {
-			putWriteBuf(l.wbuf)
+		np := getWriteBuf(len(l.wbuf) + 2 + n)
+		nb := append((*np)[:0], l.wbuf...)
+		if l.wbufp != nil {
+			putWriteBuf(l.wbufp)
 		}
-		l.wbuf = nb
+		l.wbuf, l.wbufp = nb, np
 	}
 	start := len(l.wbuf)
 	l.wbuf = binary.BigEndian.AppendUint16(l.wbuf, uint16(n))
@@ -950,8 +951,10 @@ func (w *writer) flush() error {
 	}
 	_, err := l.conn.Write(l.wbuf)
 	w.lastSend = now
-	putWriteBuf(l.wbuf) // an idle link holds no batch buffer
-	l.wbuf = nil
+	if l.wbufp != nil {
+		putWriteBuf(l.wbufp) // an idle link holds no batch buffer
+	}
+	l.wbuf, l.wbufp = nil, nil
 	return err
 }
 
