@@ -48,10 +48,10 @@ type Link struct {
 	idle        time.Duration
 	log         *slog.Logger
 
-	send  *noise.CipherState // owned by the writer goroutine
-	recv  *noise.CipherState // owned by the reader goroutine
-	wbuf  []byte             // records waiting to be written, pooled; writer only
-	wbufp *[]byte            // the pool's handle on wbuf's array, nil with it; writer only
+	send  *linkCipher // owned by the writer goroutine
+	recv  *linkCipher // owned by the reader goroutine
+	wbuf  []byte      // records waiting to be written, pooled; writer only
+	wbufp *[]byte     // the pool's handle on wbuf's array, nil with it; writer only
 
 	// The send queue: q[qhead:] are the queued frames in order, at most
 	// maxQFrames of them. The writer pops them from the head a batch at
@@ -135,8 +135,8 @@ func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg C
 		keepalive:   cfg.KeepaliveInterval,
 		idle:        cfg.IdleTimeout,
 		log:         cfg.Logger,
-		send:        res.send,
-		recv:        res.recv,
+		send:        newLinkCipher(res.send),
+		recv:        newLinkCipher(res.recv),
 		maxQFrames:  cfg.SendQueue,
 		qready:      make(chan struct{}, 1),
 		maxQBytes:   int64(cfg.SendQueueBytes),
