@@ -214,3 +214,90 @@ func TestCloseAndDrainRace(t *testing.T) {
 	}
 	t.Logf("%d frames returned over 20 rounds", returned)
 }
+
+// TestCloseAndDrainBothEnds: both ends close with CloseAndDrain while
+// frames flow both ways, as two nodes do with the loser of a duplicate
+// pair, the second a little later. Each end reads on until the other's
+// stream ends, and an end whose peer ended first flushes its queue, so
+// every frame a Send accepted is either read by the peer or handed back
+// to its sender: none is written into a socket the peer no longer reads.
+func TestCloseAndDrainBothEnds(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	for round := range 10 {
+		out, in := pair(t, listen(t, "tcp", b), a, nil)
+		type end struct {
+			l        *Link
+			mu       sync.Mutex
+			got      []int
+			final    chan struct{}
+			accepted chan int
+		}
+		ends := []*end{{l: out}, {l: in}}
+		for _, e := range ends {
+			e.final, e.accepted = make(chan struct{}), make(chan int, 1)
+			e.l.Start(func(f []byte) {
+				if bytes.Equal(f, []byte("final")) {
+					close(e.final)
+					return
+				}
+				e.mu.Lock()
+				e.got = append(e.got, frameNo(f))
+				e.mu.Unlock()
+			})
+		}
+		for _, e := range ends {
+			go func() {
+				i := 0
+				for ; ; i++ {
+					err := e.l.Send(numbered(i, 64+i%3000))
+					if errors.Is(err, ErrQueueFull) {
+						i--
+						time.Sleep(10 * time.Microsecond)
+						continue
+					}
+					if err != nil {
+						break
+					}
+				}
+				e.accepted <- i
+			}()
+		}
+		time.Sleep(time.Duration(1+round%3) * time.Millisecond)
+		returned := make([][][]byte, 2)
+		var wg sync.WaitGroup
+		for i, e := range ends {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i == 1 {
+					time.Sleep(time.Duration(round%4) * time.Millisecond) // the peer decides later
+				}
+				returned[i] = e.l.CloseAndDrain([]byte("final"))
+			}()
+		}
+		wg.Wait()
+		for i, e := range ends {
+			peer := ends[1-i]
+			sent := <-e.accepted
+			// The peer reads until our stream ends: our final frame, or
+			// the end of our flush if the peer closed first.
+			waitDone(t, peer.l, 5*time.Second)
+			peer.mu.Lock()
+			all := append([]int(nil), peer.got...)
+			peer.mu.Unlock()
+			read := len(all)
+			for _, f := range returned[i] {
+				all = append(all, frameNo(f))
+			}
+			if len(all) != sent {
+				t.Fatalf("round %d, end %d: %d read by the peer + %d handed back, %d accepted", round, i, read, len(returned[i]), sent)
+			}
+			for j, no := range all {
+				if no != j {
+					t.Fatalf("round %d, end %d: frame %d is number %d (%d read, %d handed back)", round, i, j, no, read, len(returned[i]))
+				}
+			}
+		}
+	}
+}

@@ -87,16 +87,26 @@ type Link struct {
 	writerDone chan struct{} // closed when the writer goroutine returns
 	done       chan struct{} // closed when everything has stopped
 
-	// mu guards the fields below. graceful and closeDeadline are written
-	// before closing is closed and only read after, so the goroutines read
-	// them without the lock.
+	// mu guards the fields below. graceful, lingering and closeDeadline
+	// are written before closing is closed and only read after, so the
+	// goroutines read them without the lock.
 	mu            sync.Mutex
 	started       bool
 	closed        bool
 	err           error
 	graceful      bool
+	lingering     bool // the reader goes on until the peer closes or closeDeadline
 	closeDeadline time.Time
 }
+
+// closeMode is how [Link.shutdown] closes a link.
+type closeMode int
+
+const (
+	closeAbort  closeMode = iota // close the connection at once, dropping queued frames
+	closeFlush                   // stop reading; write queued frames, for at most closeFlushTimeout
+	closeLinger                  // closeFlush, then end our side of the stream, and read on until the peer ends its
+)
 
 type linkCounters struct {
 	framesIn, framesOut atomic.Uint64
@@ -302,7 +312,14 @@ func (l *Link) pop(dst [][]byte) ([][]byte, bool) {
 // link's last frame (a goodbye). Frames the writer has already taken
 // (at most one batch, flushThreshold bytes and one frame) are written
 // before final and are not returned. Sends after CloseAndDrain return
-// [ErrClosed]. It does not wait for the link to close; see [Link.Done].
+// [ErrClosed].
+//
+// A started link then ends its side of the stream after final (on TCP
+// and Unix sockets), and its reader goes on handing frames to the
+// handler until the peer ends its side or closes, or for at most a
+// second: the frames the peer wrote before it saw final, which may be
+// the peer's own goodbye after everything it had sent, are not lost.
+// CloseAndDrain does not wait for the link to close; see [Link.Done].
 // Only the first call returns frames.
 func (l *Link) CloseAndDrain(final []byte) [][]byte {
 	l.qmu.Lock()
@@ -329,7 +346,7 @@ func (l *Link) CloseAndDrain(final []byte) [][]byte {
 		l.release(n)
 	}
 	l.wakeWriter()
-	l.shutdown(ErrClosed, true)
+	l.shutdown(ErrClosed, closeLinger)
 	return fs
 }
 
@@ -536,7 +553,7 @@ func (l *Link) Start(handler func(frame []byte)) {
 // just returned by Accept or Dial). Close is idempotent;
 // [Link.Err] reports [ErrClosed] unless the link had already failed.
 func (l *Link) Close() error {
-	l.shutdown(ErrClosed, true)
+	l.shutdown(ErrClosed, closeFlush)
 	<-l.done
 	return nil
 }
@@ -548,7 +565,7 @@ func (l *Link) CloseWithError(err error) {
 	if err == nil {
 		err = ErrClosed
 	}
-	l.shutdown(err, false)
+	l.shutdown(err, closeAbort)
 }
 
 // Done is closed once the link has closed and its goroutines have exited.
@@ -561,10 +578,10 @@ func (l *Link) Err() error {
 	return l.err
 }
 
-// shutdown begins closing the link; the first call's err wins. A graceful
-// shutdown stops the reader and lets the writer flush; otherwise the
-// connection is closed at once.
-func (l *Link) shutdown(err error, graceful bool) {
+// shutdown begins closing the link; the first call's err and mode win.
+// See [closeMode].
+func (l *Link) shutdown(err error, mode closeMode) {
+	graceful := mode != closeAbort
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -574,12 +591,13 @@ func (l *Link) shutdown(err error, graceful bool) {
 	l.err = err
 	started := l.started
 	l.graceful = graceful
+	l.lingering = mode == closeLinger && started
 	l.closeDeadline = time.Now().Add(closeFlushTimeout)
 	l.mu.Unlock()
 
 	close(l.closing)
 	if !started {
-		if graceful && l.qtakenNow() {
+		if mode == closeLinger {
 			// CloseAndDrain does not wait for the final frame's write.
 			go l.closeUnstarted(graceful)
 			return
@@ -588,22 +606,23 @@ func (l *Link) shutdown(err error, graceful bool) {
 		return
 	}
 	if l.graceful {
-		// Unblock the reader, and bound the writer's flush. Both
-		// goroutines re-check closing after moving a deadline, so these
-		// cannot be overwritten.
-		_ = l.conn.SetReadDeadline(aLongTimeAgo)
+		// Bound the reader's linger, or unblock it at once, and bound the
+		// writer's flush. Both goroutines re-check closing after moving a
+		// deadline, so these cannot be overwritten.
+		if l.lingering {
+			_ = l.conn.SetReadDeadline(l.closeDeadline)
+		} else {
+			_ = l.conn.SetReadDeadline(aLongTimeAgo)
+		}
 		_ = l.conn.SetWriteDeadline(l.closeDeadline)
 		return
 	}
 	l.conn.Close()
 }
 
-// qtakenNow reports whether CloseAndDrain took the queue.
-func (l *Link) qtakenNow() bool {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	return l.qtaken
-}
+// stopReading reports whether the reader should stop now that the link
+// is closing: always, unless the link lingers.
+func (l *Link) stopReading() bool { return l.isClosing() && !l.lingering }
 
 func (l *Link) isClosing() bool {
 	select {
@@ -619,7 +638,14 @@ func (l *Link) isClosing() bool {
 func (l *Link) readLoop(handler func([]byte)) {
 	var err error
 	defer func() {
-		l.shutdown(err, false)
+		mode := closeAbort
+		if errors.Is(err, io.EOF) {
+			// The peer ended its stream at a record boundary: it closed,
+			// or it lingers for our last frames (CloseAndDrain), which
+			// then still reach it.
+			mode = closeFlush
+		}
+		l.shutdown(err, mode)
 		<-l.writerDone
 		l.conn.Close()
 		l.log.Debug("link closed", "peer", l.peer.Identity.Fingerprint(), "remote", l.remote, "err", l.Err())
@@ -642,7 +668,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 	defer l.rr.release()
 	asm := assembler{max: proto.MaxFrameSize}
 	for {
-		if l.isClosing() {
+		if l.stopReading() {
 			return
 		}
 		l.rr.idle()
@@ -680,6 +706,9 @@ func (l *Link) readLoop(handler func([]byte)) {
 				err = l.readErr(derr)
 				return
 			}
+			if l.isClosing() && l.lingering {
+				_ = l.conn.SetReadDeadline(l.closeDeadline)
+			}
 		}
 		if len(rec) < minTransport {
 			err = fmt.Errorf("%w: %d-byte transport message", ErrProtocol, len(rec))
@@ -704,7 +733,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 		}
 		switch m.kind {
 		case hdrFinal:
-			if l.isClosing() {
+			if l.stopReading() {
 				return
 			}
 			l.stats.framesIn.Add(1)
@@ -777,6 +806,13 @@ func (l *Link) writeLoop() {
 			if l.graceful {
 				w.drain()
 			}
+			if l.lingering {
+				// Our last frame is out: the peer's reader sees the end
+				// of the stream, and ours reads on until the peer's.
+				if cw, ok := l.conn.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite()
+				}
+			}
 			return
 		case <-l.qready:
 			err = w.batch()
@@ -807,7 +843,7 @@ func (l *Link) writeLoop() {
 			timer.Reset(l.keepalive)
 		}
 	}
-	l.shutdown(l.writeErr(err), false)
+	l.shutdown(l.writeErr(err), closeAbort)
 }
 
 // keepaliveGrid aligns keepalive pings to whole seconds of the clock.
