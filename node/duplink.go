@@ -42,6 +42,47 @@ func (n *Node) retireLoser(loser, winner *peerLink) {
 	}
 }
 
+// retireNewLoser closes pl, a link that lost its duplicate pair to the
+// link already registered, before it was started. The peer may have
+// registered pl first and sent on it before making the same choice: pl
+// reads on until the peer's goodbye ends the stream (for at most a
+// second, see [transport.Link.CloseAndDrain]), and hands the envelopes
+// and acks it reads to the node, as from any link. The rest (peer lists,
+// rosters, policies) is for a session that never started; the peer sends
+// it again on the kept link. Nothing was queued on pl.
+func (n *Node) retireNewLoser(pl *peerLink) {
+	pl.link.Start(func(frame []byte) {
+		if len(frame) == 0 {
+			return
+		}
+		switch proto.FrameType(frame[0]) {
+		case proto.FrameEnvelope, proto.FrameAck:
+			n.handleFrame(pl, frame)
+		}
+	})
+	pl.link.CloseAndDrain(goodbyeFrame("duplicate link"))
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		<-pl.link.Done()
+	}()
+}
+
+// ackVia returns the link to acknowledge on for envelopes that came on
+// pl: pl, or the peer's link of the moment once pl is closing (envelopes
+// read by a link that lost a duplicate pair).
+func (n *Node) ackVia(pl *peerLink) *peerLink {
+	if pl.link.Err() == nil {
+		return pl
+	}
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	if cur := n.linkedLocked(pl.key); cur != nil {
+		return cur
+	}
+	return pl
+}
+
 // rehomed reports whether a frame of type t queued on the loser of a
 // duplicate pair goes on the winner.
 func rehomed(t proto.FrameType) bool {

@@ -166,3 +166,92 @@ func TestDuplicateLoserFramesMoveToWinner(t *testing.T) {
 		t.Errorf("the winner carried %d goodbye frames", n)
 	}
 }
+
+// TestDuplicateNewLoserIsRead: when the link b opens second loses to the
+// one a holds (same process, so the same Noise static key, and the higher
+// session id), a still reads what b sent on it before b saw the goodbye:
+// b may have registered that link first and sent on it. The channel
+// message b sends on the losing link right after its handshake reaches a.
+func TestDuplicateNewLoserIsRead(t *testing.T) {
+	rig := newPipelineRig(t)
+	a, bkey, b := rig.a, rig.m.ids[1].Pub, rig.key(1)
+	static, err := transport.NewStaticKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := transport.DefaultConfig()
+	cfg.Identity = b
+	cfg.Org = "acme"
+	cfg.NoiseKey = static // one process: one static key on all its links
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: rig.m.roster.Version} }
+	akey := a.id.Pub
+	dial := func(first []byte) (*transport.Link, chan struct{}) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := transport.Dial(ctx, tcpAddr(t, a), cfg, &akey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		if first != nil {
+			if err := l.Send(first); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bye := make(chan struct{})
+		var once sync.Once
+		l.Start(func(f []byte) {
+			if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameGoodbye {
+				once.Do(func() { close(bye) })
+			}
+		})
+		return l, bye
+	}
+	registered := func() [32]byte {
+		a.peers.Lock()
+		defer a.peers.Unlock()
+		if cur := a.linkedLocked(bkey); cur != nil {
+			return cur.link.SessionID()
+		}
+		return [32]byte{}
+	}
+	kept, keptBye := dial(nil)
+	waitFor(t, 5*time.Second, "b's first link registered", func() bool { return registered() == kept.SessionID() })
+
+	// A new link loses when its session id is above the kept one's: half
+	// of them. Dial until one does.
+	stored := channelCount(a, rig.general.ID)
+	for attempt := 0; ; attempt++ {
+		if attempt == 20 {
+			t.Fatal("20 links from b, none lost the duplicate pair")
+		}
+		e := rig.env(b, proto.ToChannel(rig.general.ID), proto.KindMessage, func(e *proto.Envelope) { e.Seq = uint64(attempt + 2) })
+		l, bye := dial(append([]byte{byte(proto.FrameEnvelope)}, rig.signed(b, e)...))
+		select {
+		case <-bye:
+		case <-keptBye:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no goodbye on either link")
+		}
+		if registered() != kept.SessionID() {
+			// The new link won: a said goodbye on the old one. Both
+			// messages sent so far must arrive all the same.
+			kept, keptBye = l, bye
+			waitFor(t, 5*time.Second, "the new link registered", func() bool { return registered() == l.SessionID() })
+			stored++
+			waitFor(t, 5*time.Second, "the message sent on the winning link", func() bool { return channelCount(a, rig.general.ID) == stored })
+			continue
+		}
+		stored++
+		waitFor(t, 5*time.Second, "the message sent on the losing link", func() bool { return channelCount(a, rig.general.ID) == stored })
+		select {
+		case <-l.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the losing link is still open")
+		}
+		if d := a.metrics.Get("link.duplicate"); d == 0 {
+			t.Fatal("link.duplicate not counted")
+		}
+		return
+	}
+}

@@ -112,8 +112,7 @@ func (n *Node) addLink(l *transport.Link) {
 			n.peers.Unlock()
 			n.metrics.Inc("link.duplicate")
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
-			_ = l.Send(goodbyeFrame("duplicate link"))
-			_ = l.Close()
+			n.retireNewLoser(pl)
 			return
 		}
 		loser = old
