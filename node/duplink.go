@@ -6,10 +6,11 @@ import (
 
 // retireLoser closes loser, the link of a duplicate pair that lost to
 // winner, with a goodbye, and queues the frames it still held unsent on
-// winner, in their order. The peer reads the loser until it makes the
-// same choice and then stops, so those frames would otherwise be lost:
-// a DM would go again at the next flushQueue, but a channel message would
-// reach the peer only at its next history catch-up. The caller holds the
+// winner, in their order. Written on the loser, they might find a peer
+// that no longer reads it (an older build stops at once, and a loser the
+// peer never started is not read at all) and be lost: a DM would go again
+// at the next flushQueue, but a channel message would reach the peer only
+// at its next history catch-up. The caller holds the
 // peers mutex and has not yet published winner, so that fan-out puts
 // later frames behind these on winner (a frame refused by the closed
 // loser is sent on the peer's link of the moment, see fanOut).
@@ -20,7 +21,12 @@ import (
 // their updates and the policy digest, which winner's link-up sends
 // afresh.
 func (n *Node) retireLoser(loser, winner *peerLink) {
-	fs := loser.link.CloseAndDrain(goodbyeFrame("duplicate link"))
+	n.sendRehomed(loser.link.CloseAndDrain(goodbyeFrame("duplicate link")), loser, winner)
+}
+
+// sendRehomed sends on winner the frames fs taken from loser that move
+// (see rehomed), in order, and counts them.
+func (n *Node) sendRehomed(fs [][]byte, loser, winner *peerLink) {
 	moved, dropped := 0, 0
 	for _, f := range fs {
 		if len(f) == 0 || !rehomed(proto.FrameType(f[0])) {
@@ -49,7 +55,7 @@ func (n *Node) retireLoser(loser, winner *peerLink) {
 // second, see [transport.Link.CloseAndDrain]), and hands the envelopes
 // and acks it reads to the node, as from any link. The rest (peer lists,
 // rosters, policies) is for a session that never started; the peer sends
-// it again on the kept link. Nothing was queued on pl.
+// it again on the kept link.
 func (n *Node) retireNewLoser(pl *peerLink) {
 	pl.link.Start(func(frame []byte) {
 		if len(frame) == 0 {
@@ -60,7 +66,16 @@ func (n *Node) retireNewLoser(pl *peerLink) {
 			n.handleFrame(pl, frame)
 		}
 	})
-	pl.link.CloseAndDrain(goodbyeFrame("duplicate link"))
+	// Anything queued already (an ack for what it read) goes on the
+	// kept link.
+	if fs := pl.link.CloseAndDrain(goodbyeFrame("duplicate link")); len(fs) > 0 {
+		n.peers.Lock()
+		kept := n.linkedLocked(pl.key)
+		n.peers.Unlock()
+		if kept != nil {
+			n.sendRehomed(fs, pl, kept)
+		}
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

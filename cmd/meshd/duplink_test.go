@@ -193,3 +193,113 @@ func TestDuplicateLoserQueueReachesWinner(t *testing.T) {
 		t.Errorf("link.rehomed_frames = %d, want at least %d", c["link.rehomed_frames"], len(want))
 	}
 }
+
+// TestDuplicateNewLoserReadByMeshd: a member process keeps one Noise
+// static key, so when it opens a second link to a real meshd, the one with
+// the higher session id loses the duplicate pair. A DM the member sends
+// on a new link right after its handshake is read and stored by meshd
+// even when that link loses (meshd reads a losing link until the
+// member's side ends), and its ack comes back on the link meshd kept.
+func TestDuplicateNewLoserReadByMeshd(t *testing.T) {
+	rt := startRawTarget(t, os.Getenv("MESHD_DUPLINK_BIN"), "onekey",
+		"--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	static, err := transport.NewStaticKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := transport.DefaultConfig()
+	cfg.Identity = rt.key
+	cfg.Org = "acme"
+	cfg.NoiseKey = static
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: rt.status.RosterVersion} }
+	addr := transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, rt.status), "tcp://")}
+
+	type link struct {
+		l   *transport.Link
+		bye chan struct{}
+	}
+	var mu sync.Mutex
+	ackedOn := map[string]*transport.Link{}
+	epoch, seq := proto.NewEpoch(), uint64(0)
+	dial := func(first []byte) *link {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := transport.Dial(ctx, addr, cfg, &rt.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		if first != nil {
+			if err := l.Send(first); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := &link{l: l, bye: make(chan struct{})}
+		var once sync.Once
+		l.Start(func(f []byte) {
+			if len(f) == 0 {
+				return
+			}
+			switch proto.FrameType(f[0]) {
+			case proto.FrameGoodbye:
+				once.Do(func() { close(k.bye) })
+			case proto.FrameAck:
+				if a, err := proto.ParseAck(f[1:]); err == nil {
+					mu.Lock()
+					for _, id := range a.IDs {
+						ackedOn[id.String()] = l
+					}
+					mu.Unlock()
+				}
+			}
+		})
+		return k
+	}
+	kept := dial(nil)
+	waitFor(t, "the member linked", 10*time.Second, func() bool {
+		_, ok := peerKeys(t, rt.meshctl, rt.home)[rt.pub.String()]
+		return ok
+	})
+	for attempt := 0; ; attempt++ {
+		if attempt == 20 {
+			t.Fatal("20 links from the member, none lost the duplicate pair")
+		}
+		seq++
+		se, err := proto.SignEnvelope(rt.key, &proto.Envelope{ID: proto.NewID(), From: rt.pub, To: proto.ToPeer(rt.target),
+			Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: seq, Epoch: epoch,
+			Message: &proto.Message{Body: fmt.Sprintf("sent on link %d", attempt+2)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := se.ID.String()
+		nl := dial(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...))
+		var loser, winner *link
+		select {
+		case <-nl.bye:
+			loser, winner = nl, kept
+		case <-kept.bye:
+			loser, winner = kept, nl
+		case <-time.After(10 * time.Second):
+			t.Fatal("no goodbye on either link")
+		}
+		var on *transport.Link
+		waitFor(t, "the DM acked", 5*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			on = ackedOn[id]
+			return on != nil
+		})
+		if on != winner.l {
+			t.Fatalf("attempt %d: the ack came on the losing link", attempt)
+		}
+		kept = winner
+		if loser == nl {
+			t.Logf("link %d lost the pair; the DM sent on it was stored and acked on the kept link", attempt+2)
+			c := counters(t, rt.meshctl, rt.home)
+			if c["link.duplicate"] == 0 {
+				t.Error("link.duplicate not counted")
+			}
+			return
+		}
+	}
+}
