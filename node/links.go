@@ -125,11 +125,11 @@ func (n *Node) addLink(l *transport.Link) {
 			n.peers.Unlock()
 			n.metrics.Inc("link.duplicate")
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
-			_ = l.Send(goodbyeFrame("duplicate link"))
-			_ = l.Close()
+			n.retireNewLoser(pl)
 			return
 		}
 		loser = old
+		n.retireLoser(old, pl) // before pl is published: its frames go first
 	}
 	p.link = pl
 	p.fails = 0
@@ -146,8 +146,6 @@ func (n *Node) addLink(l *transport.Link) {
 	}
 	if loser != nil {
 		n.metrics.Inc("link.duplicate")
-		_ = loser.link.Send(goodbyeFrame("duplicate link"))
-		_ = loser.link.Close()
 	}
 	n.metrics.Inc("link.up")
 	n.pxChanged()

@@ -381,7 +381,7 @@ func (n *Node) sendAcks(acks map[*peerLink][]uuid.UUID) {
 			if err != nil {
 				continue
 			}
-			n.sendFrame(pl, proto.FrameAck, b)
+			n.sendFrame(n.ackVia(pl), proto.FrameAck, b)
 		}
 	}
 }

@@ -200,25 +200,29 @@ func (rr *recvReader) release() {
 	}
 }
 
-// getWriteBuf returns an empty batch buffer with room for need bytes.
-func getWriteBuf(need int) []byte {
+// getWriteBuf returns a batch buffer with room for need bytes, as the
+// pointer the pool holds it by: handing the same pointer back to
+// [putWriteBuf] puts it back without allocating.
+func getWriteBuf(need int) *[]byte {
 	if need <= smallWriteSize {
-		return (*smallWritePool.Get().(*[]byte))[:0]
+		return smallWritePool.Get().(*[]byte)
 	}
 	if need <= batchSize {
-		return (*batchPool.Get().(*[]byte))[:0]
+		return batchPool.Get().(*[]byte)
 	}
-	return make([]byte, 0, need)
+	b := make([]byte, 0, need)
+	return &b
 }
 
-// putWriteBuf gives a batch buffer back to its pool; buffers of other
-// sizes are left to the collector.
-func putWriteBuf(b []byte) {
-	b = b[:0]
-	switch cap(b) {
+// putWriteBuf gives a batch buffer back to its pool, emptied; buffers of
+// other sizes are left to the collector. The caller may hold the array
+// in a longer slice than *p: only the capacity counts.
+func putWriteBuf(p *[]byte) {
+	*p = (*p)[:0]
+	switch cap(*p) {
 	case smallWriteSize:
-		smallWritePool.Put(&b)
+		smallWritePool.Put(p)
 	case batchSize:
-		batchPool.Put(&b)
+		batchPool.Put(p)
 	}
 }

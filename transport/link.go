@@ -48,15 +48,21 @@ type Link struct {
 	idle        time.Duration
 	log         *slog.Logger
 
-	send *noise.CipherState // owned by the writer goroutine
-	recv *noise.CipherState // owned by the reader goroutine
-	wbuf []byte             // records waiting to be written, pooled; writer only
+	send  *linkCipher // owned by the writer goroutine
+	recv  *linkCipher // owned by the reader goroutine
+	wbuf  []byte      // records waiting to be written, pooled; writer only
+	wbufp *[]byte     // the pool's handle on wbuf's array, nil with it; writer only
 
-	// The send queue: frames in order, at most maxQFrames of them. An
-	// idle link's queue holds no memory (a channel of that capacity
-	// would hold its slots for the life of the link).
+	// The send queue: q[qhead:] are the queued frames in order, at most
+	// maxQFrames of them. The writer pops them from the head a batch at
+	// a time, so frames not yet in a batch can still be taken back
+	// ([Link.CloseAndDrain]). An idle link's queue holds at most
+	// keepQueueSlots slots (a channel of maxQFrames would hold its slots
+	// for the life of the link).
 	qmu        sync.Mutex
 	q          [][]byte // guarded by qmu
+	qhead      int      // guarded by qmu
+	qtaken     bool     // guarded by qmu: CloseAndDrain took the queue; push refuses
 	maxQFrames int
 	qready     chan struct{} // capacity 1: frames were queued
 	pongq      chan struct{} // capacity 1: the reader asks the writer for a pong
@@ -81,16 +87,26 @@ type Link struct {
 	writerDone chan struct{} // closed when the writer goroutine returns
 	done       chan struct{} // closed when everything has stopped
 
-	// mu guards the fields below. graceful and closeDeadline are written
-	// before closing is closed and only read after, so the goroutines read
-	// them without the lock.
+	// mu guards the fields below. graceful, lingering and closeDeadline
+	// are written before closing is closed and only read after, so the
+	// goroutines read them without the lock.
 	mu            sync.Mutex
 	started       bool
 	closed        bool
 	err           error
 	graceful      bool
+	lingering     bool // the reader goes on until the peer closes or closeDeadline
 	closeDeadline time.Time
 }
+
+// closeMode is how [Link.shutdown] closes a link.
+type closeMode int
+
+const (
+	closeAbort  closeMode = iota // close the connection at once, dropping queued frames
+	closeFlush                   // stop reading; write queued frames, for at most closeFlushTimeout
+	closeLinger                  // closeFlush, then end our side of the stream, and read on until the peer ends its
+)
 
 type linkCounters struct {
 	framesIn, framesOut atomic.Uint64
@@ -129,8 +145,8 @@ func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg C
 		keepalive:   cfg.KeepaliveInterval,
 		idle:        cfg.IdleTimeout,
 		log:         cfg.Logger,
-		send:        res.send,
-		recv:        res.recv,
+		send:        newLinkCipher(res.send),
+		recv:        newLinkCipher(res.recv),
 		maxQFrames:  cfg.SendQueue,
 		qready:      make(chan struct{}, 1),
 		maxQBytes:   int64(cfg.SendQueueBytes),
@@ -221,32 +237,130 @@ func (l *Link) Stats() LinkStats {
 func (l *Link) QueueLen() (n, capacity int) {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
-	return len(l.q), l.maxQFrames
+	return len(l.q) - l.qhead, l.maxQFrames
 }
 
+// keepQueueSlots is how many slots an empty send queue keeps (24 bytes
+// each), so that a link carrying a few frames at a time reuses them
+// rather than allocating a slice per frame; a queue that grew past it
+// while the peer was slow gives its array back once empty.
+const keepQueueSlots = 32
+
 // push queues frame if the queue has a free slot, and wakes the writer.
-func (l *Link) push(frame []byte) bool {
+// It returns [ErrQueueFull] if the queue is full and [ErrClosed] once
+// [Link.CloseAndDrain] took the queue.
+func (l *Link) push(frame []byte) error {
 	l.qmu.Lock()
-	if len(l.q) >= l.maxQFrames {
+	if l.qtaken {
 		l.qmu.Unlock()
-		return false
+		return ErrClosed
+	}
+	if len(l.q)-l.qhead >= l.maxQFrames {
+		l.qmu.Unlock()
+		return ErrQueueFull
+	}
+	if len(l.q) == cap(l.q) && l.qhead > 0 {
+		// Reuse the slots the writer emptied before growing.
+		n := copy(l.q, l.q[l.qhead:])
+		clear(l.q[n:])
+		l.q, l.qhead = l.q[:n], 0
 	}
 	l.q = append(l.q, frame)
 	l.qmu.Unlock()
+	l.wakeWriter()
+	return nil
+}
+
+func (l *Link) wakeWriter() {
 	select {
 	case l.qready <- struct{}{}:
 	default:
 	}
-	return true
 }
 
-// take removes and returns every queued frame.
-func (l *Link) take() [][]byte {
+// pop moves frames from the head of the queue to dst, in order, until
+// they reach flushThreshold bytes or the queue is empty. It reports
+// whether frames remain.
+func (l *Link) pop(dst [][]byte) ([][]byte, bool) {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
-	fs := l.q
-	l.q = nil
+	n := 0
+	for l.qhead < len(l.q) && n < flushThreshold {
+		f := l.q[l.qhead]
+		l.q[l.qhead] = nil
+		l.qhead++
+		dst = append(dst, f)
+		n += len(f)
+	}
+	if l.qhead < len(l.q) {
+		return dst, true
+	}
+	l.qhead = 0
+	if cap(l.q) > keepQueueSlots {
+		l.q = nil
+	} else {
+		l.q = l.q[:0]
+	}
+	return dst, false
+}
+
+// CloseAndDrain closes the link gracefully, like [Link.Close], but hands
+// back the frames still waiting in its send queue instead of writing
+// them, in the order they were queued, so that the caller can send them
+// on another link to the same peer (a link closed as the loser of a
+// duplicate pair). final, if not nil, is queued in their place as the
+// link's last frame (a goodbye). Frames the writer has already taken
+// (at most one batch, flushThreshold bytes and one frame) are written
+// before final and are not returned. Sends after CloseAndDrain return
+// [ErrClosed].
+//
+// A started link then ends its side of the stream after final (on TCP
+// and Unix sockets), and its reader goes on handing frames to the
+// handler until the peer ends its side or closes, or for at most a
+// second: the frames the peer wrote before it saw final, which may be
+// the peer's own goodbye after everything it had sent, are not lost.
+// CloseAndDrain does not wait for the link to close; see [Link.Done].
+// Only the first call returns frames.
+func (l *Link) CloseAndDrain(final []byte) [][]byte {
+	l.qmu.Lock()
+	if l.qtaken {
+		l.qmu.Unlock()
+		return nil
+	}
+	l.qtaken = true
+	var fs [][]byte
+	if l.qhead < len(l.q) {
+		fs = l.q[l.qhead:]
+	}
+	l.q, l.qhead = nil, 0
+	if final != nil && !l.isClosing() {
+		l.q = append(l.q, final)
+		l.qbytes.Add(int64(len(final)))
+	}
+	l.qmu.Unlock()
+	n := 0
+	for _, f := range fs {
+		n += len(f)
+	}
+	if n > 0 {
+		l.release(n)
+	}
+	l.wakeWriter()
+	l.shutdown(ErrClosed, closeLinger)
 	return fs
+}
+
+// closeUnstarted finishes a link that was never started: no writer
+// goroutine exists, and Start will not start one now, so the calling
+// goroutine may use the send CipherState.
+func (l *Link) closeUnstarted(graceful bool) {
+	if graceful {
+		_ = l.conn.SetWriteDeadline(l.closeDeadline)
+		w := writer{l: l, slack: l.idle / 16, deadlineAt: time.Now()}
+		w.drain()
+	}
+	l.conn.Close()
+	close(l.done)
 }
 
 // QueueBytes returns the frame bytes waiting in the link's send queue and
@@ -336,7 +450,8 @@ func (l *Link) WaitRoom(ctx context.Context, n int) error {
 // in bytes ([Config.SendQueueBytes]) (the frame is dropped and counted),
 // [ErrFrameTooLarge] if frame exceeds proto.MaxFrameSize, and [ErrClosed]
 // once the link is closing. A nil error means queued, not delivered: a
-// frame still queued when the link fails is lost. Send does not copy
+// frame still queued when the link fails is lost (one still queued when
+// it is closed with [Link.CloseAndDrain] is handed back). Send does not copy
 // frame: the caller must not modify it afterwards, and may send the same
 // frame on many links. Frames queued before [Link.Start] go out once it
 // runs.
@@ -354,10 +469,12 @@ func (l *Link) Send(frame []byte) error {
 		l.stats.queueFull.Add(1)
 		return ErrQueueFull
 	}
-	if !l.push(frame) {
+	if err := l.push(frame); err != nil {
 		l.release(len(frame))
-		l.stats.queueFull.Add(1)
-		return ErrQueueFull
+		if errors.Is(err, ErrQueueFull) {
+			l.stats.queueFull.Add(1)
+		}
+		return err
 	}
 	return nil
 }
@@ -385,17 +502,22 @@ func (l *Link) SendWait(ctx context.Context, frame []byte) error {
 			return err
 		}
 	}
-	if l.push(frame) {
+	perr := l.push(frame)
+	if perr == nil {
 		return nil
 	}
-	pushed := false
-	err := l.waitRoom(ctx, func() bool {
-		pushed = l.push(frame)
-		return pushed
-	})
-	if !pushed {
+	if errors.Is(perr, ErrQueueFull) {
+		err := l.waitRoom(ctx, func() bool {
+			perr = l.push(frame)
+			return !errors.Is(perr, ErrQueueFull)
+		})
+		if err != nil && errors.Is(perr, ErrQueueFull) {
+			perr = err
+		}
+	}
+	if perr != nil {
 		l.release(len(frame))
-		return err
+		return perr
 	}
 	return nil
 }
@@ -431,7 +553,7 @@ func (l *Link) Start(handler func(frame []byte)) {
 // just returned by Accept or Dial). Close is idempotent;
 // [Link.Err] reports [ErrClosed] unless the link had already failed.
 func (l *Link) Close() error {
-	l.shutdown(ErrClosed, true)
+	l.shutdown(ErrClosed, closeFlush)
 	<-l.done
 	return nil
 }
@@ -443,7 +565,7 @@ func (l *Link) CloseWithError(err error) {
 	if err == nil {
 		err = ErrClosed
 	}
-	l.shutdown(err, false)
+	l.shutdown(err, closeAbort)
 }
 
 // Done is closed once the link has closed and its goroutines have exited.
@@ -456,10 +578,10 @@ func (l *Link) Err() error {
 	return l.err
 }
 
-// shutdown begins closing the link; the first call's err wins. A graceful
-// shutdown stops the reader and lets the writer flush; otherwise the
-// connection is closed at once.
-func (l *Link) shutdown(err error, graceful bool) {
+// shutdown begins closing the link; the first call's err and mode win.
+// See [closeMode].
+func (l *Link) shutdown(err error, mode closeMode) {
+	graceful := mode != closeAbort
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -469,32 +591,38 @@ func (l *Link) shutdown(err error, graceful bool) {
 	l.err = err
 	started := l.started
 	l.graceful = graceful
+	l.lingering = mode == closeLinger && started
 	l.closeDeadline = time.Now().Add(closeFlushTimeout)
 	l.mu.Unlock()
 
 	close(l.closing)
 	if !started {
-		if graceful {
-			// No writer goroutine exists, and Start will not start one
-			// now, so this goroutine may use the send CipherState.
-			_ = l.conn.SetWriteDeadline(l.closeDeadline)
-			w := writer{l: l, slack: l.idle / 16, deadlineAt: time.Now()}
-			w.drain()
+		if mode == closeLinger {
+			// CloseAndDrain does not wait for the final frame's write.
+			go l.closeUnstarted(graceful)
+			return
 		}
-		l.conn.Close()
-		close(l.done)
+		l.closeUnstarted(graceful)
 		return
 	}
 	if l.graceful {
-		// Unblock the reader, and bound the writer's flush. Both
-		// goroutines re-check closing after moving a deadline, so these
-		// cannot be overwritten.
-		_ = l.conn.SetReadDeadline(aLongTimeAgo)
+		// Bound the reader's linger, or unblock it at once, and bound the
+		// writer's flush. Both goroutines re-check closing after moving a
+		// deadline, so these cannot be overwritten.
+		if l.lingering {
+			_ = l.conn.SetReadDeadline(l.closeDeadline)
+		} else {
+			_ = l.conn.SetReadDeadline(aLongTimeAgo)
+		}
 		_ = l.conn.SetWriteDeadline(l.closeDeadline)
 		return
 	}
 	l.conn.Close()
 }
+
+// stopReading reports whether the reader should stop now that the link
+// is closing: always, unless the link lingers.
+func (l *Link) stopReading() bool { return l.isClosing() && !l.lingering }
 
 func (l *Link) isClosing() bool {
 	select {
@@ -510,7 +638,14 @@ func (l *Link) isClosing() bool {
 func (l *Link) readLoop(handler func([]byte)) {
 	var err error
 	defer func() {
-		l.shutdown(err, false)
+		mode := closeAbort
+		if errors.Is(err, io.EOF) {
+			// The peer ended its stream at a record boundary: it closed,
+			// or it lingers for our last frames (CloseAndDrain), which
+			// then still reach it.
+			mode = closeFlush
+		}
+		l.shutdown(err, mode)
 		<-l.writerDone
 		l.conn.Close()
 		l.log.Debug("link closed", "peer", l.peer.Identity.Fingerprint(), "remote", l.remote, "err", l.Err())
@@ -533,7 +668,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 	defer l.rr.release()
 	asm := assembler{max: proto.MaxFrameSize}
 	for {
-		if l.isClosing() {
+		if l.stopReading() {
 			return
 		}
 		l.rr.idle()
@@ -571,6 +706,9 @@ func (l *Link) readLoop(handler func([]byte)) {
 				err = l.readErr(derr)
 				return
 			}
+			if l.isClosing() && l.lingering {
+				_ = l.conn.SetReadDeadline(l.closeDeadline)
+			}
 		}
 		if len(rec) < minTransport {
 			err = fmt.Errorf("%w: %d-byte transport message", ErrProtocol, len(rec))
@@ -595,7 +733,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 		}
 		switch m.kind {
 		case hdrFinal:
-			if l.isClosing() {
+			if l.stopReading() {
 				return
 			}
 			l.stats.framesIn.Add(1)
@@ -668,9 +806,19 @@ func (l *Link) writeLoop() {
 			if l.graceful {
 				w.drain()
 			}
+			if l.lingering {
+				// Our last frame is out: the peer's reader sees the end
+				// of the stream, and ours reads on until the peer's.
+				if cw, ok := l.conn.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite()
+				}
+			}
 			return
 		case <-l.qready:
 			err = w.batch()
+			if w.more {
+				l.wakeWriter() // after a look at pongs, the timer and closing
+			}
 		case <-l.pongq:
 			if err = w.seal(hdrPong, nil); err == nil {
 				err = w.flush()
@@ -695,7 +843,7 @@ func (l *Link) writeLoop() {
 			timer.Reset(l.keepalive)
 		}
 	}
-	l.shutdown(l.writeErr(err), false)
+	l.shutdown(l.writeErr(err), closeAbort)
 }
 
 // keepaliveGrid aligns keepalive pings to whole seconds of the clock.
@@ -741,13 +889,16 @@ type writer struct {
 	slack      time.Duration
 	deadlineAt time.Time
 	lastSend   time.Time
+	fs         [][]byte // the frames of the batch in hand, reused
+	more       bool     // frames remained queued after the last batch
 }
 
-// batch writes every queued frame, flushing as the batch fills.
+// batch pops up to flushThreshold bytes of frames from the queue and
+// writes them in one write.
 func (w *writer) batch() error {
-	fs := w.l.take()
-	for i, f := range fs {
-		fs[i] = nil
+	w.fs, w.more = w.l.pop(w.fs[:0])
+	for i, f := range w.fs {
+		w.fs[i] = nil
 		if err := w.frame(f); err != nil {
 			return err
 		}
@@ -756,6 +907,9 @@ func (w *writer) batch() error {
 				return err
 			}
 		}
+	}
+	if cap(w.fs) > keepQueueSlots {
+		w.fs = nil
 	}
 	return w.flush()
 }
@@ -789,12 +943,12 @@ func (w *writer) seal(header byte, body []byte) error {
 	l := w.l
 	n := 1 + len(body) + tagSize
 	if cap(l.wbuf)-len(l.wbuf) < 2+n {
-		nb := getWriteBuf(len(l.wbuf) + 2 + n)
-		nb = append(nb, l.wbuf...)
-		if l.wbuf != nil {
-			putWriteBuf(l.wbuf)
+		np := getWriteBuf(len(l.wbuf) + 2 + n)
+		nb := append((*np)[:0], l.wbuf...)
+		if l.wbufp != nil {
+			putWriteBuf(l.wbufp)
 		}
-		l.wbuf = nb
+		l.wbuf, l.wbufp = nb, np
 	}
 	start := len(l.wbuf)
 	l.wbuf = binary.BigEndian.AppendUint16(l.wbuf, uint16(n))
@@ -833,8 +987,10 @@ func (w *writer) flush() error {
 	}
 	_, err := l.conn.Write(l.wbuf)
 	w.lastSend = now
-	putWriteBuf(l.wbuf) // an idle link holds no batch buffer
-	l.wbuf = nil
+	if l.wbufp != nil {
+		putWriteBuf(l.wbufp) // an idle link holds no batch buffer
+	}
+	l.wbuf, l.wbufp = nil, nil
 	return err
 }
 
@@ -842,15 +998,8 @@ func (w *writer) flush() error {
 // the write deadline.
 func (w *writer) drain() {
 	for {
-		fs := w.l.take()
-		if len(fs) == 0 {
-			_ = w.flush()
+		if w.batch() != nil || !w.more {
 			return
-		}
-		for _, f := range fs {
-			if w.frame(f) != nil {
-				return
-			}
 		}
 	}
 }

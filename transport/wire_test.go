@@ -26,7 +26,7 @@ func vectorCipher(n uint64) *noise.CipherState {
 // bytes were computed independently (Python's cryptography package,
 // ChaCha20-Poly1305 with nonce 00000000 || n as 64-bit little endian).
 func TestRecordVectors(t *testing.T) {
-	l := &Link{send: vectorCipher(0)}
+	l := &Link{send: newLinkCipher(vectorCipher(0))}
 	w := writer{l: l}
 	steps := []struct {
 		name string
@@ -66,7 +66,7 @@ func TestRecordVectors(t *testing.T) {
 
 func TestChunking(t *testing.T) {
 	for _, n := range []int{0, 1, maxChunk - 1, maxChunk, maxChunk + 1, 3*maxChunk + 5, proto.MaxFrameSize} {
-		l := &Link{send: vectorCipher(0)}
+		l := &Link{send: newLinkCipher(vectorCipher(0))}
 		w := writer{l: l}
 		frame := bytes.Repeat([]byte{0xab}, n)
 		var records [][]byte

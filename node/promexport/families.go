@@ -80,6 +80,7 @@ var (
 	famHistNoRoom     = counter("meshd_history_requests_no_room_total", "History requests from peers left unanswered because the peer's send queue stayed full.")
 	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
 	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
+	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
 	famAddrIgnored    = counter("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
@@ -189,6 +190,7 @@ var rules = []rule{
 	{name: "link.refused_slow", fam: famLinkEvents, values: []string{"refused_slow"}},
 	{name: "link.recv_throttled", fam: famRecvThrottled},
 	{name: "link.send_queue_full", fam: famQueueFull},
+	{name: "link.rehomed_frames", fam: famRehomed},
 
 	{name: "roster.accepted", fam: famRosterAccepted},
 	{name: "roster.rejected.", fam: famRosterRejected},

@@ -1,0 +1,109 @@
+package node
+
+import (
+	"github.com/meshd/meshd/proto"
+)
+
+// retireLoser closes loser, the link of a duplicate pair that lost to
+// winner, with a goodbye, and queues the frames it still held unsent on
+// winner, in their order. Written on the loser, they might find a peer
+// that no longer reads it (an older build stops at once, and a loser the
+// peer never started is not read at all) and be lost: a DM would go again
+// at the next flushQueue, but a channel message would reach the peer only
+// at its next history catch-up. The caller holds the
+// peers mutex and has not yet published winner, so that fan-out puts
+// later frames behind these on winner (a frame refused by the closed
+// loser is sent on the peer's link of the moment, see fanOut).
+//
+// Frames about the mesh's content move: envelopes, acks, rosters and
+// policies, which the receiver takes from any link and dedupes. Frames
+// about the link's own session do not: the goodbye, and the peer lists,
+// their updates and the policy digest, which winner's link-up sends
+// afresh.
+func (n *Node) retireLoser(loser, winner *peerLink) {
+	n.sendRehomed(loser.link.CloseAndDrain(goodbyeFrame("duplicate link")), loser, winner)
+}
+
+// sendRehomed sends on winner the frames fs taken from loser that move
+// (see rehomed), in order, and counts them.
+func (n *Node) sendRehomed(fs [][]byte, loser, winner *peerLink) {
+	moved, dropped := 0, 0
+	for _, f := range fs {
+		if len(f) == 0 || !rehomed(proto.FrameType(f[0])) {
+			continue
+		}
+		if err := winner.link.Send(f); err != nil {
+			dropped++
+			n.metrics.Inc("send.dropped." + proto.FrameType(f[0]).String())
+			continue
+		}
+		moved++
+	}
+	if moved > 0 {
+		n.metrics.Add("link.rehomed_frames", uint64(moved))
+	}
+	if moved+dropped > 0 {
+		n.log.Debug("frames of the losing duplicate link moved to the winner",
+			"peer", loser.key.Fingerprint(), "moved", moved, "dropped", dropped)
+	}
+}
+
+// retireNewLoser closes pl, a link that lost its duplicate pair to the
+// link already registered, before it was started. The peer may have
+// registered pl first and sent on it before making the same choice: pl
+// reads on until the peer's goodbye ends the stream (for at most a
+// second, see [transport.Link.CloseAndDrain]), and hands the envelopes
+// and acks it reads to the node, as from any link. The rest (peer lists,
+// rosters, policies) is for a session that never started; the peer sends
+// it again on the kept link.
+func (n *Node) retireNewLoser(pl *peerLink) {
+	pl.link.Start(func(frame []byte) {
+		if len(frame) == 0 {
+			return
+		}
+		switch proto.FrameType(frame[0]) {
+		case proto.FrameEnvelope, proto.FrameAck:
+			n.handleFrame(pl, frame)
+		}
+	})
+	// Anything queued already (an ack for what it read) goes on the
+	// kept link.
+	if fs := pl.link.CloseAndDrain(goodbyeFrame("duplicate link")); len(fs) > 0 {
+		n.peers.Lock()
+		kept := n.linkedLocked(pl.key)
+		n.peers.Unlock()
+		if kept != nil {
+			n.sendRehomed(fs, pl, kept)
+		}
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		<-pl.link.Done()
+	}()
+}
+
+// ackVia returns the link to acknowledge on for envelopes that came on
+// pl: pl, or the peer's link of the moment once pl is closing (envelopes
+// read by a link that lost a duplicate pair).
+func (n *Node) ackVia(pl *peerLink) *peerLink {
+	if pl.link.Err() == nil {
+		return pl
+	}
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	if cur := n.linkedLocked(pl.key); cur != nil {
+		return cur
+	}
+	return pl
+}
+
+// rehomed reports whether a frame of type t queued on the loser of a
+// duplicate pair goes on the winner.
+func rehomed(t proto.FrameType) bool {
+	switch t {
+	case proto.FrameEnvelope, proto.FrameAck, proto.FrameRoster, proto.FramePolicy:
+		return true
+	}
+	return false
+}

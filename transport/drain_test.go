@@ -1,0 +1,303 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// numbered returns a frame of size bytes that starts with i.
+func numbered(i, size int) []byte {
+	f := make([]byte, size)
+	binary.BigEndian.PutUint32(f, uint32(i))
+	return f
+}
+
+func frameNo(f []byte) int { return int(binary.BigEndian.Uint32(f)) }
+
+// TestCloseAndDrainUnstarted: frames queued on a link that never started
+// come back in order, the peer receives only the final frame, the byte
+// budget is given back, and later sends are refused.
+func TestCloseAndDrainUnstarted(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	out, in := pair(t, listen(t, "tcp", b), a, nil)
+	c := newCollector(8)
+	in.Start(c.handle)
+	for i := range 5 {
+		if err := out.Send(numbered(i, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := out.CloseAndDrain([]byte("goodbye"))
+	if len(fs) != 5 {
+		t.Fatalf("CloseAndDrain returned %d frames, want 5", len(fs))
+	}
+	for i, f := range fs {
+		if frameNo(f) != i {
+			t.Fatalf("frame %d is number %d", i, frameNo(f))
+		}
+	}
+	if f := c.next(t); string(f) != "goodbye" {
+		t.Fatalf("peer got %q first, want the goodbye alone", f)
+	}
+	if err := waitDone(t, in, 3*time.Second); !errors.Is(err, io.EOF) {
+		t.Fatalf("peer Err = %v, want EOF", err)
+	}
+	<-out.Done()
+	if n, _ := out.QueueBytes(); n != 0 {
+		t.Fatalf("QueueBytes after the close = %d, want 0", n)
+	}
+	if err := out.Send([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send after CloseAndDrain = %v, want ErrClosed", err)
+	}
+	if fs := out.CloseAndDrain([]byte("again")); fs != nil {
+		t.Fatalf("second CloseAndDrain returned %d frames", len(fs))
+	}
+	select {
+	case f := <-c.ch:
+		t.Fatalf("peer got %q after the goodbye", f)
+	default:
+	}
+}
+
+// TestCloseAndDrainBlockedWriter: with the writer stuck writing a batch
+// to a peer that does not read, everything queued behind that batch comes
+// back; the batch and then the final frame reach the peer once it reads.
+func TestCloseAndDrainBlockedWriter(t *testing.T) {
+	checkLeaks(t)
+	const n, size = 300, 1 << 10
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	c1, c2 := net.Pipe() // unbuffered: the writer blocks until the peer reads
+	ctx := context.Background()
+	ch := make(chan *Link, 1)
+	go func() {
+		l, err := Server(ctx, c2, b)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- l
+	}()
+	out, err := Client(ctx, c1, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := <-ch
+	if in == nil {
+		t.FailNow()
+	}
+	defer out.Close()
+	defer in.Close()
+	out.Start(nil)
+	for i := range n {
+		if err := out.Send(numbered(i, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until the writer holds its first batch: the queue shrinks once.
+	deadline := time.Now().Add(5 * time.Second)
+	for q, _ := out.QueueLen(); q == n; q, _ = out.QueueLen() {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer took nothing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	fs := out.CloseAndDrain([]byte("goodbye"))
+	maxInFlight := flushThreshold/size + 1
+	if len(fs) < n-maxInFlight {
+		t.Fatalf("CloseAndDrain returned %d of %d frames, want all but one batch (%d)", len(fs), n, maxInFlight)
+	}
+	c := newCollector(n + 1)
+	in.Start(c.handle)
+	var got []int
+	for {
+		f := c.next(t)
+		if string(f) == "goodbye" {
+			break
+		}
+		got = append(got, frameNo(f))
+	}
+	for _, f := range fs {
+		got = append(got, frameNo(f))
+	}
+	if len(got) != n {
+		t.Fatalf("written %d + returned %d frames, want %d in all", len(got)-len(fs), len(fs), n)
+	}
+	for i, no := range got {
+		if no != i {
+			t.Fatalf("frame %d is number %d: written then returned frames are not the sequence sent", i, no)
+		}
+	}
+}
+
+// TestCloseAndDrainRace: with senders and the writer running, every frame
+// a Send accepted is either written before the final frame or returned,
+// exactly once and in order; frames refused after the close get ErrClosed.
+func TestCloseAndDrainRace(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	a.SendQueue = 4096
+	returned := 0
+	for round := range 20 {
+		out, in := pair(t, listen(t, "unix", b), a, nil)
+		var mu sync.Mutex
+		var got []int
+		goodbye := make(chan struct{})
+		in.Start(func(f []byte) {
+			if bytes.Equal(f, []byte("goodbye")) {
+				close(goodbye)
+				return
+			}
+			mu.Lock()
+			got = append(got, frameNo(f))
+			mu.Unlock()
+		})
+		out.Start(nil)
+		accepted := make(chan int, 1)
+		go func() {
+			i := 0
+			for ; ; i++ {
+				err := out.Send(numbered(i, 64+i%2000))
+				if errors.Is(err, ErrQueueFull) {
+					i--
+					time.Sleep(10 * time.Microsecond)
+					continue
+				}
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("Send = %v", err)
+					}
+					break
+				}
+			}
+			accepted <- i
+		}()
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		fs := out.CloseAndDrain([]byte("goodbye"))
+		sent := <-accepted
+		select {
+		case <-goodbye:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no goodbye")
+		}
+		mu.Lock()
+		all := append([]int(nil), got...)
+		mu.Unlock()
+		written := len(all)
+		returned += len(fs)
+		for _, f := range fs {
+			all = append(all, frameNo(f))
+		}
+		if len(all) != sent {
+			t.Fatalf("round %d: %d written + %d returned, %d accepted", round, written, len(fs), sent)
+		}
+		for i, no := range all {
+			if no != i {
+				t.Fatalf("round %d: frame %d is number %d (%d written, %d returned)", round, i, no, written, len(fs))
+			}
+		}
+		if err := waitDone(t, out, 3*time.Second); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Err = %v", err)
+		}
+		if n, _ := out.QueueBytes(); n != 0 {
+			t.Fatalf("round %d: QueueBytes after the close = %d", round, n)
+		}
+	}
+	if returned == 0 {
+		t.Fatal("no round closed with frames queued: the race was not run")
+	}
+	t.Logf("%d frames returned over 20 rounds", returned)
+}
+
+// TestCloseAndDrainBothEnds: both ends close with CloseAndDrain while
+// frames flow both ways, as two nodes do with the loser of a duplicate
+// pair, the second a little later. Each end reads on until the other's
+// stream ends, and an end whose peer ended first flushes its queue, so
+// every frame a Send accepted is either read by the peer or handed back
+// to its sender: none is written into a socket the peer no longer reads.
+func TestCloseAndDrainBothEnds(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	for round := range 10 {
+		out, in := pair(t, listen(t, "tcp", b), a, nil)
+		type end struct {
+			l        *Link
+			mu       sync.Mutex
+			got      []int
+			final    chan struct{}
+			accepted chan int
+		}
+		ends := []*end{{l: out}, {l: in}}
+		for _, e := range ends {
+			e.final, e.accepted = make(chan struct{}), make(chan int, 1)
+			e.l.Start(func(f []byte) {
+				if bytes.Equal(f, []byte("final")) {
+					close(e.final)
+					return
+				}
+				e.mu.Lock()
+				e.got = append(e.got, frameNo(f))
+				e.mu.Unlock()
+			})
+		}
+		for _, e := range ends {
+			go func() {
+				i := 0
+				for ; ; i++ {
+					err := e.l.Send(numbered(i, 64+i%3000))
+					if errors.Is(err, ErrQueueFull) {
+						i--
+						time.Sleep(10 * time.Microsecond)
+						continue
+					}
+					if err != nil {
+						break
+					}
+				}
+				e.accepted <- i
+			}()
+		}
+		time.Sleep(time.Duration(1+round%3) * time.Millisecond)
+		returned := make([][][]byte, 2)
+		var wg sync.WaitGroup
+		for i, e := range ends {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i == 1 {
+					time.Sleep(time.Duration(round%4) * time.Millisecond) // the peer decides later
+				}
+				returned[i] = e.l.CloseAndDrain([]byte("final"))
+			}()
+		}
+		wg.Wait()
+		for i, e := range ends {
+			peer := ends[1-i]
+			sent := <-e.accepted
+			// The peer reads until our stream ends: our final frame, or
+			// the end of our flush if the peer closed first.
+			waitDone(t, peer.l, 5*time.Second)
+			peer.mu.Lock()
+			all := append([]int(nil), peer.got...)
+			peer.mu.Unlock()
+			read := len(all)
+			for _, f := range returned[i] {
+				all = append(all, frameNo(f))
+			}
+			if len(all) != sent {
+				t.Fatalf("round %d, end %d: %d read by the peer + %d handed back, %d accepted", round, i, read, len(returned[i]), sent)
+			}
+			for j, no := range all {
+				if no != j {
+					t.Fatalf("round %d, end %d: frame %d is number %d (%d read, %d handed back)", round, i, j, no, read, len(returned[i]))
+				}
+			}
+		}
+	}
+}
