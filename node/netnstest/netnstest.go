@@ -147,11 +147,12 @@ type Host struct {
 
 // NewBridge creates a switch namespace with a bridge and n hosts attached
 // to it, all links up, and registers their removal with t.Cleanup. It
-// fails the test if anything goes wrong. Call [Available] first.
+// fails the test if anything goes wrong. Call [Available] first. Hosts
+// take .1 to .n of the Net's /24, so n is at most 254.
 func NewBridge(t testing.TB, n int, opts ...Option) *Net {
 	t.Helper()
-	if n < 1 || n > 200 {
-		t.Fatalf("netnstest: %d hosts; want 1..200", n)
+	if n < 1 || n > 254 {
+		t.Fatalf("netnstest: %d hosts; want 1..254", n)
 	}
 	var o options
 	for _, opt := range opts {
