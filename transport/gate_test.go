@@ -179,6 +179,13 @@ func TestListenerShedsStalled(t *testing.T) {
 		stalled = append(stalled, c)
 	}
 	waitStat(t, ln, "full", func(s ListenerStats) bool { return s.Pending == 2 })
+	// Until the listener has read their first bytes, the two count as
+	// idle, and a newcomer would rightly shed one.
+	for deadline := time.Now().Add(5 * time.Second); activePending(ln) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the listener did not read message 1 of the two handshakes")
+		}
+	}
 	// Before a second has passed, a newcomer finds no place.
 	if c := idleFrom(t, ln, "127.0.0.4"); !closedByPeer(c, 2*time.Second) {
 		t.Fatal("newcomer got a place next to fresh handshakes")
@@ -194,6 +201,20 @@ func TestListenerShedsStalled(t *testing.T) {
 	if !closedByPeer(stalled[0], 2*time.Second) {
 		t.Error("oldest stalled handshake not shed")
 	}
+}
+
+// activePending counts the connections in ln's gate that have sent a
+// byte.
+func activePending(ln *Listener) int {
+	ln.gate.mu.Lock()
+	defer ln.gate.mu.Unlock()
+	n := 0
+	for e := ln.gate.order.Front(); e != nil; e = e.Next() {
+		if e.Value.(*pendingConn).active.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 type addrConn struct {
