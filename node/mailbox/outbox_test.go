@@ -315,8 +315,11 @@ func TestOutboxNotifyLatency(t *testing.T) {
 		worst = max(worst, time.Since(start))
 	}
 	t.Logf("worst pick-up latency %v", worst)
-	if worst > 100*time.Millisecond {
-		t.Errorf("pick-up took %v, want under 100ms", worst)
+	// With a scan an hour apart, any pick-up within seconds came from the
+	// watch; how fast it is (milliseconds on an idle machine) is for
+	// benchmarks, not for a test that runs beside others.
+	if worst > 2*time.Second {
+		t.Errorf("pick-up took %v, want under 2s (the watch, not the hourly scan)", worst)
 	}
 }
 
