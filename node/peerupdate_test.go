@@ -14,23 +14,11 @@ import (
 func startPX(m *testMesh, i int, legacy bool, seeds ...transport.Addr) *Node {
 	m.t.Helper()
 	m.writeRoster(i, m.roster)
-	cfg := DefaultConfig()
-	cfg.Home = m.home(i)
-	cfg.MDNS = false
-	cfg.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
-	cfg.NoUnixListener = true
-	cfg.Seeds = seeds
-	cfg.DialBackoffMin = 50 * time.Millisecond
-	cfg.DialBackoffMax = 500 * time.Millisecond
-	cfg.PeerExchangeInterval = 200 * time.Millisecond
-	cfg.Logger = testLogger(m.t)
-	cfg.legacyPeers = legacy
-	n, err := New(cfg)
-	if err != nil {
-		m.t.Fatalf("start node %d: %v", i, err)
-	}
-	m.t.Cleanup(func() { n.Close() })
-	return n
+	return m.startWith(i, func(c *Config) {
+		c.NoUnixListener = true
+		c.PeerExchangeInterval = 200 * time.Millisecond
+		c.legacyPeers = legacy
+	}, seeds...)
 }
 
 // TestIncrementalPeerExchange: once the mesh has formed, nodes that

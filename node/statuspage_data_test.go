@@ -18,22 +18,10 @@ func TestStatusPageAccessors(t *testing.T) {
 	m := newTestMesh(t, 3)
 	start := func(i int, seeds ...transport.Addr) *Node {
 		m.writeRoster(i, m.roster)
-		cfg := DefaultConfig()
-		cfg.Home = m.home(i)
-		cfg.MDNS = false
-		cfg.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
-		cfg.NoUnixListener = true
-		cfg.Seeds = seeds
-		cfg.DialBackoffMin = 50 * time.Millisecond
-		cfg.DialBackoffMax = 500 * time.Millisecond
-		cfg.PeerExchangeInterval = 100 * time.Millisecond
-		cfg.Logger = testLogger(t)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n
+		return m.startWith(i, func(c *Config) {
+			c.NoUnixListener = true
+			c.PeerExchangeInterval = 100 * time.Millisecond
+		}, seeds...)
 	}
 	a := start(0)
 	b := start(1, tcpAddr(t, a))

@@ -74,10 +74,13 @@
 // payloads, the three handshake records and one transport record each way)
 // for checking another implementation.
 //
-// Keepalive. A side that has sent nothing for [Config.KeepaliveInterval]
-// sends a ping; a side that has received nothing (of any message type) for
-// [Config.IdleTimeout] (plus at most an eighth) closes the link with
-// [ErrTimeout]. A Noise nonce
+// Keepalive. A side that has received nothing for
+// [Config.KeepaliveInterval] (or sent nothing for twice that) sends a
+// ping, which the peer answers with a pong; a side that has received
+// nothing (of any message type) for [Config.IdleTimeout] (plus at most an
+// eighth) closes the link with [ErrTimeout]. A dead TCP peer is found
+// sooner by the kernel: link sockets carry TCP keepalive and, on Linux,
+// TCP_USER_TIMEOUT (see tcpalive.go). A Noise nonce
 // reaching its maximum closes the link (noise.ErrMaxNonce); there is no
 // rekeying, reconnecting is cheap.
 //

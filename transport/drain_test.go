@@ -2,11 +2,9 @@ package transport
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -74,24 +72,7 @@ func TestCloseAndDrainBlockedWriter(t *testing.T) {
 	checkLeaks(t)
 	const n, size = 300, 1 << 10
 	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
-	c1, c2 := net.Pipe() // unbuffered: the writer blocks until the peer reads
-	ctx := context.Background()
-	ch := make(chan *Link, 1)
-	go func() {
-		l, err := Server(ctx, c2, b)
-		if err != nil {
-			t.Error(err)
-		}
-		ch <- l
-	}()
-	out, err := Client(ctx, c1, a, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := <-ch
-	if in == nil {
-		t.FailNow()
-	}
+	out, in := pipePair(t, a, b) // unbuffered: the writer blocks until the peer reads
 	defer out.Close()
 	defer in.Close()
 	out.Start(nil)

@@ -453,3 +453,28 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// pipePair runs a handshake over net.Pipe, dialler a, listener b, and
+// returns both links, not started. The pipe is unbuffered: a writer
+// blocks until the peer reads.
+func pipePair(t testing.TB, a, b Config) (out, in *Link) {
+	t.Helper()
+	c1, c2 := net.Pipe()
+	ctx := context.Background()
+	ch := make(chan *Link, 1)
+	go func() {
+		l, err := Server(ctx, c2, b)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- l
+	}()
+	out, err := Client(ctx, c1, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in = <-ch; in == nil {
+		t.FailNow()
+	}
+	return out, in
+}

@@ -136,24 +136,7 @@ func TestLinkFrames(t *testing.T) {
 func TestPipeLink(t *testing.T) {
 	checkLeaks(t)
 	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
-	c1, c2 := net.Pipe()
-	ctx := context.Background()
-	ch := make(chan *Link, 1)
-	go func() {
-		l, err := Server(ctx, c2, b)
-		if err != nil {
-			t.Error(err)
-		}
-		ch <- l
-	}()
-	out, err := Client(ctx, c1, a, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := <-ch
-	if in == nil {
-		t.FailNow()
-	}
+	out, in := pipePair(t, a, b)
 	defer out.Close()
 	defer in.Close()
 	if out.Network() != "pipe" {
