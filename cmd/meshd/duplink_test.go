@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -24,17 +20,7 @@ import (
 // its links' send queues.
 func linkSendQueue(t *testing.T, url string) float64 {
 	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := scrapeFamilies(t, url)
 	for _, m := range mfs["meshd_queue_length"].GetMetric() {
 		for _, lp := range m.GetLabel() {
 			if lp.GetName() == "queue" && lp.GetValue() == "link_send" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -32,9 +33,8 @@ func waitMetricsAddr(t *testing.T, d *daemon) string {
 	return ""
 }
 
-// scrapeValues fetches url and returns the value of every series without
-// labels, and the names of every family.
-func scrapeValues(t *testing.T, url string) (map[string]float64, map[string]bool) {
+// scrapeFamilies fetches url and parses its metric families.
+func scrapeFamilies(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get(url)
@@ -50,8 +50,15 @@ func scrapeValues(t *testing.T, url string) (map[string]float64, map[string]bool
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mfs
+}
+
+// scrapeValues fetches url and returns the value of every series without
+// labels, and the names of every family.
+func scrapeValues(t *testing.T, url string) (map[string]float64, map[string]bool) {
+	t.Helper()
 	values, families := map[string]float64{}, map[string]bool{}
-	for name, mf := range mfs {
+	for name, mf := range scrapeFamilies(t, url) {
 		families[name] = true
 		var sum float64
 		for _, m := range mf.GetMetric() {
