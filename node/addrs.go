@@ -76,6 +76,13 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string, src addrSource
 		p.info = map[transport.Addr]*addrInfo{}
 	}
 	now := time.Now()
+	if src == addrGossip {
+		if now.Sub(p.gossipedAt) < gossipRecheck && slices.Equal(p.gossiped, addrs) {
+			return p.gossipIgnored, 0 // skipped again, counted again
+		}
+		p.gossiped, p.gossipedAt = addrs, now
+		defer func() { p.gossipIgnored = ignored }()
+	}
 	for _, s := range addrs {
 		a, err := transport.ParseAddr(s)
 		if err != nil {
@@ -148,14 +155,18 @@ func (p *peer) dropGossip() bool {
 	return false
 }
 
+// removeAddr forgets p's address i. The next third-party list for p is
+// merged again even if it repeats the last one (see gossiped).
 func (p *peer) removeAddr(i int) {
 	delete(p.info, p.addrs[i])
 	p.addrs = slices.Delete(p.addrs, i, i+1)
+	p.gossipedAt = time.Time{}
 }
 
 // clearAddrs forgets every address of p (it left the roster).
 func (p *peer) clearAddrs() {
 	p.addrs, p.info = nil, nil
+	p.gossipedAt = time.Time{}
 }
 
 // dialResultLocked records the outcome of dialling p's addresses: failed

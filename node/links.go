@@ -43,7 +43,7 @@ type peer struct {
 	spread bool
 	// gossiped is the last address list a third party told for the
 	// member, merged at gossipedAt: the same list from the member's other
-	// neighbours is skipped for gossipRecheck (see takePeerAddrs).
+	// neighbours is skipped for gossipRecheck (see mergeAddrsLocked).
 	gossiped      []string
 	gossipedAt    time.Time
 	gossipIgnored int // addresses of gossiped that the merge ignored
@@ -707,7 +707,6 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 	added, selfChanged := false, false
 	ignored := 0
-	now := time.Now()
 	n.peers.Lock()
 	for _, p := range entries {
 		// Only roster members' addresses are taken (receive step 4).
@@ -724,17 +723,8 @@ func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 			src = selfSource(pl.link)
 			selfChanged = !slices.Equal(pl.listenAddrs(), p.Addrs)
 			pl.setListen(p.Addrs)
-		} else if mp := n.peers.byKey[p.Key]; mp != nil {
-			if now.Sub(mp.gossipedAt) < gossipRecheck && slices.Equal(mp.gossiped, p.Addrs) {
-				ignored += mp.gossipIgnored // skipped again, counted again
-				continue
-			}
-			mp.gossiped, mp.gossipedAt = p.Addrs, now
 		}
 		ign, add := n.mergeAddrsLocked(p.Key, p.Addrs, src)
-		if mp := n.peers.byKey[p.Key]; mp != nil && src == addrGossip {
-			mp.gossipIgnored = ign
-		}
 		ignored += ign
 		added = added || add > 0
 	}
