@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime"
+	"path/filepath"
 )
 
 // Access says who may read the mailbox: its owner alone (the zero value),
@@ -16,7 +16,8 @@ type Access struct {
 	// GroupID, when GroupSet, is the group that may read the mailbox:
 	// folders become 0750 with the setgid bit, so that what is made in
 	// them takes that group, and files 0640. The outbox becomes 0770 so
-	// that the group may drop files in it. The process must belong to the
+	// that the group may drop files in it, sticky so that members rename
+	// only their own files, and meshd keeps its working state outside it. The process must belong to the
 	// group (chown to a group it is not in fails).
 	GroupID  int
 	GroupSet bool
@@ -56,10 +57,12 @@ func (a Access) DirMode() fs.FileMode {
 	return 0o700
 }
 
-// outboxMode is the mode of the outbox, where the group also writes.
+// outboxMode is the mode of the outbox, where the group also writes. It
+// is sticky, so that a member may rename or remove only the files it
+// owns: not meshd's README, and not another member's file.
 func (a Access) outboxMode() fs.FileMode {
 	if a.GroupSet {
-		return 0o770 | fs.ModeSetgid
+		return 0o770 | fs.ModeSetgid | fs.ModeSticky
 	}
 	return 0o700
 }
@@ -95,106 +98,11 @@ func (a Access) mkdirAllMode(dir string, mode fs.FileMode) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return a.apply(dir, mode)
-}
-
-// apply sets the group (when shared) and the mode of path. Windows has
-// neither: files there are as private as their folder's ACL.
-func (a Access) apply(path string, mode fs.FileMode) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	if a.GroupSet {
-		// Group first: a chown clears the setgid bit.
-		if err := os.Chown(path, -1, a.GroupID); err != nil {
-			return fmt.Errorf("give %s to group %d: %w", path, a.GroupID, err)
-		}
-	}
-	if err := os.Chmod(path, mode); err != nil {
+	// The mailbox root may be a link to another disk; apply follows no
+	// link, so it is given the folder the link names.
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
 		return err
 	}
-	return nil
-}
-
-// repairTree gives the folders under root (the mailbox root itself
-// excepted) the mode and group of a, and the files in each folder it
-// changes the file mode and group: a mailbox written before a change of
-// mailbox_group, or by an older version (0755 and 0644), then reads as
-// the setting says. A folder already right is left alone with its files,
-// so a start costs one stat per folder. It returns how many folders it
-// changed.
-func (a Access) repairTree(root string) (int, error) {
-	if runtime.GOOS == "windows" {
-		return 0, nil
-	}
-	n := 0
-	var errs []error
-	var walk func(dir string)
-	walk = func(dir string) {
-		es, err := os.ReadDir(dir)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		for _, e := range es {
-			if !e.IsDir() {
-				continue
-			}
-			sub := dir + string(os.PathSeparator) + e.Name()
-			want := a.DirMode()
-			if dir == root && e.Name() == OutboxDir {
-				want = a.outboxMode()
-			}
-			ok, err := a.hasMode(sub, want)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if !ok {
-				n++
-				if err := a.apply(sub, want); err != nil {
-					errs = append(errs, err)
-				}
-				a.repairFiles(sub, &errs)
-			}
-			walk(sub)
-		}
-	}
-	walk(root)
-	return n, errors.Join(errs...)
-}
-
-// hasMode reports whether path has mode want (and, when shared, the
-// group).
-func (a Access) hasMode(path string, want fs.FileMode) (bool, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return false, err
-	}
-	if fi.Mode()&(fs.ModePerm|fs.ModeSetgid) != want {
-		return false, nil
-	}
-	if a.GroupSet {
-		if gid, ok := groupOf(fi); ok && gid != a.GroupID {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// repairFiles gives the regular files in dir the file mode and group.
-func (a Access) repairFiles(dir string, errs *[]error) {
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		*errs = append(*errs, err)
-		return
-	}
-	for _, e := range es {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		if err := a.apply(dir+string(os.PathSeparator)+e.Name(), a.fileMode()); err != nil {
-			*errs = append(*errs, err)
-		}
-	}
+	return a.apply(real, mode)
 }

@@ -193,8 +193,9 @@
 // [Outbox.Run] watches outbox/ with fsnotify, and scans it every
 // [OutboxConfig].ScanInterval too (for files present at start, and in case
 // an event is lost). It takes files one at a time in name order: it claims
-// a file by renaming it into outbox/.processing/ (so no two scanners take
-// one file), parses it, and hands it to the node's send function. On
+// a file by renaming it into .processing/ (beside outbox/, so no two
+// scanners take one file, and no member of the mailbox group can rename
+// meshd's working state), parses it, and hands it to the node's send function. On
 // success it writes sent/<name>.sent (lines "Message-ID:", "Request-ID:"
 // for a request, and "Sent:") and then moves the file to sent/<name>, so the
 // .sent file is there whenever the file is. On failure it writes

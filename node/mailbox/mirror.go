@@ -108,7 +108,7 @@ func Open(dir string, cfg Config) (*Mirror, error) {
 	if err := cfg.Access.mkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("mailbox: %w", err)
 	}
-	if n, err := cfg.Access.repairTree(dir); err != nil {
+	if n, err := cfg.Access.repairTree(dir, log); err != nil {
 		return nil, fmt.Errorf("mailbox: set the modes (%s): %w", cfg.Access, err)
 	} else if n > 0 {
 		log.Info("mailbox: folders and their files given the mailbox's modes", "access", cfg.Access.String(), "folders", n)

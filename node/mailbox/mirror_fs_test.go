@@ -332,7 +332,7 @@ func TestMirrorSyncPortable(t *testing.T) {
 }
 
 // With a group, folders are 0750 with the setgid bit, files 0640 and the
-// outbox 0770, all of that group (here the test's own group, which needs
+// outbox 0770 and sticky, all of that group (here the test's own group, which needs
 // no root).
 func TestMirrorGroupAccess(t *testing.T) {
 	setUmask(t, 0o077)
@@ -361,7 +361,8 @@ func TestMirrorGroupAccess(t *testing.T) {
 		inbox:               os.ModeDir | os.ModeSetgid | 0o750,
 		paths[0]:            0o640,
 		filepath.Join(dir, "2026-11-21", "index.txt"): 0o640,
-		filepath.Join(dir, OutboxDir):                 os.ModeDir | os.ModeSetgid | 0o770,
+		filepath.Join(dir, OutboxDir):                 os.ModeDir | os.ModeSetgid | os.ModeSticky | 0o770,
+		filepath.Join(dir, processingDir):             os.ModeDir | os.ModeSetgid | 0o750,
 		filepath.Join(dir, SentDir):                   os.ModeDir | os.ModeSetgid | 0o750,
 		filepath.Join(dir, OutboxDir, readmeName):     0o640,
 	} {

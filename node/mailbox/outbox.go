@@ -129,6 +129,9 @@ type Outbox struct {
 	// caller is the context the running Run was given; see stopping.
 	// Used by Run's goroutine only.
 	caller context.Context
+	// unclaimable holds the names already logged by claimFailed. Used by
+	// Run's goroutine only.
+	unclaimable map[string]bool
 
 	mu      sync.Mutex  // guards the fields below
 	stats   OutboxStats // FailedByReason is copied out by Stats
@@ -139,9 +142,17 @@ type Outbox struct {
 }
 
 // OpenOutbox prepares the outbox of the mailbox root dir: it creates
-// outbox/ (with .processing/ and a README.txt for agents), sent/ and
+// outbox/ (with a README.txt for agents), .processing/, sent/ and
 // failed/, and removes temporary files a crash left in sent/ and failed/.
 // Files already waiting are taken by [Outbox.Run].
+//
+// Only outbox/ is writable by the mailbox group, and it is sticky: meshd's
+// working state (.processing/, sent/, failed/ and their sidecars) lives
+// beside it in the mailbox root, where members can neither rename nor
+// replace it. A .processing/ an older version left inside outbox/ is
+// emptied into the new one only if it is still a folder of meshd's user;
+// anything else there (a link, a member's folder) is left alone, never
+// followed.
 func OpenOutbox(dir string, cfg OutboxConfig) (*Outbox, error) {
 	def := DefaultOutboxConfig()
 	if cfg.ScanInterval <= 0 {
@@ -155,7 +166,7 @@ func OpenOutbox(dir string, cfg OutboxConfig) (*Outbox, error) {
 		sent:   filepath.Join(dir, SentDir),
 		failed: filepath.Join(dir, FailedDir),
 	}
-	o.proc = filepath.Join(o.out, processingDir)
+	o.proc = filepath.Join(dir, processingDir)
 	o.readmeAt = filepath.Join(o.out, readmeName)
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
@@ -174,6 +185,7 @@ func OpenOutbox(dir string, cfg OutboxConfig) (*Outbox, error) {
 			return nil, fmt.Errorf("mailbox: outbox: %w", err)
 		}
 	}
+	o.adoptLegacyProcessing(filepath.Join(o.out, processingDir))
 	for _, d := range []string{o.sent, o.failed, o.out} {
 		if n, err := removeTempsIn(d); err != nil {
 			return nil, fmt.Errorf("mailbox: outbox: %w", err)
@@ -181,7 +193,7 @@ func OpenOutbox(dir string, cfg OutboxConfig) (*Outbox, error) {
 			o.log.Info("mailbox: removed temporary files left by an interrupted write", "dir", d, "count", n)
 		}
 	}
-	if old, err := os.ReadFile(o.readmeAt); err != nil || string(old) != readme {
+	if old, err := readNoFollow(o.readmeAt, int64(len(readme))+1); err != nil || string(old) != readme {
 		if err := fsutil.WriteAtomic(o.readmeAt, []byte(readme), acc.fileMode()); err != nil {
 			return nil, fmt.Errorf("mailbox: outbox: %w", err)
 		}
@@ -364,13 +376,31 @@ func (o *Outbox) scan(ctx context.Context, send func(*OutgoingMessage) (Result, 
 			continue // taken by someone else, or withdrawn
 		}
 		if err != nil {
-			o.log.Error("mailbox: outbox: claim", "file", name, "err", err)
+			o.claimFailed(name, err)
 			continue
 		}
 		o.count(func(s *OutboxStats) { s.Picked++ })
 		o.process(ctx, name, claimed, send)
 	}
 }
+
+// claimFailed logs, once per name, an entry the scan could not claim: a
+// folder another user made in a shared outbox cannot be moved by meshd's
+// user (moving a folder needs write access to it), and would otherwise
+// be logged at every scan.
+func (o *Outbox) claimFailed(name string, err error) {
+	if o.unclaimable == nil || len(o.unclaimable) >= maxUnclaimable {
+		o.unclaimable = map[string]bool{}
+	}
+	if o.unclaimable[name] {
+		return
+	}
+	o.unclaimable[name] = true
+	o.log.Error("mailbox: outbox: cannot take this entry; remove it", "file", name, "err", err)
+}
+
+// maxUnclaimable bounds the names claimFailed remembers.
+const maxUnclaimable = 1024
 
 // process handles one claimed file: parse, send, and file it in sent/ or
 // failed/.
@@ -444,6 +474,14 @@ func (o *Outbox) read(path string) ([]byte, string, error) {
 	}
 	if !fi.Mode().IsRegular() || !os.SameFile(li, fi) {
 		return nil, ReasonUnreadable, fmt.Errorf("%w (%s, replaced while opened)", errNotRegular, kindOf(fi.Mode()))
+	}
+	// A hard link is a name for a file that may live anywhere on the disk,
+	// the node's key included where the kernel lets a user link files it
+	// cannot read (fs.protected_hardlinks=0). Nothing of it is read, so
+	// nothing of it can reach failed/ or the wire.
+	if n, ok := linkCount(fi); ok && n > 1 {
+		return nil, ReasonUnreadable, WithHint(fmt.Errorf("%w (a hard link: the file has %d names)", errNotRegular, n),
+			"write a new file and rename it into the outbox; a link to another file is never read")
 	}
 	b, err := io.ReadAll(io.LimitReader(f, o.cfg.MaxFileSize+1))
 	if err != nil {
@@ -547,13 +585,13 @@ newline is dropped.
 
 When the file is sent it moves to ../sent/, next to NAME.sent with its
 Message-ID (and Request-ID for a request). If it cannot be sent it moves to
-../failed/, next to NAME.error, which says why. A file in .processing/ is
-being sent. If meshd stops in the middle of a send, the file is sent again
+../failed/, next to NAME.error, which says why. A file in ../.processing/
+is being sent. If meshd stops in the middle of a send, the file is sent again
 when meshd restarts, so in rare cases a message arrives twice.
 `
 
 // errNotRegular is the reason an outbox entry that is not a regular file
-// (a FIFO, a link, a folder, a device) goes to failed/.
+// (a FIFO, a link, a folder, a device, a hard link) goes to failed/.
 var errNotRegular = errors.New("not a regular file")
 
 // kindOf names a file type for the .error file.
@@ -571,4 +609,18 @@ func kindOf(m fs.FileMode) string {
 		return "a device"
 	}
 	return "type " + m.Type().String()
+}
+
+// readNoFollow reads the regular file at path, at most limit bytes,
+// without following a link or waiting for a FIFO's writer.
+func readNoFollow(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|openNoFollowNoBlock, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
 }

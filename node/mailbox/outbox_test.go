@@ -65,7 +65,12 @@ type outboxEnv struct {
 
 func startOutbox(t *testing.T, cfg OutboxConfig, s *sender, setup func(dir string)) *outboxEnv {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "mailbox")
+	return startOutboxIn(t, filepath.Join(t.TempDir(), "mailbox"), cfg, s, setup)
+}
+
+// startOutboxIn is startOutbox on the mailbox root dir, as a restart.
+func startOutboxIn(t *testing.T, dir string, cfg OutboxConfig, s *sender, setup func(dir string)) *outboxEnv {
+	t.Helper()
 	if cfg.ScanInterval == 0 {
 		cfg.ScanInterval = 20 * time.Millisecond
 	}
@@ -169,7 +174,7 @@ func TestOutboxSend(t *testing.T) {
 	if st.Picked != 2 || st.Sent != 2 || st.Failed != 0 {
 		t.Errorf("stats %+v", st)
 	}
-	if es, _ := os.ReadDir(filepath.Join(e.dir, OutboxDir, processingDir)); len(es) != 0 {
+	if es, _ := os.ReadDir(filepath.Join(e.dir, processingDir)); len(es) != 0 {
 		t.Errorf(".processing holds %v", es)
 	}
 }
@@ -286,7 +291,7 @@ func TestOutboxIgnoresUntilRenamed(t *testing.T) {
 
 func TestOutboxRecovery(t *testing.T) {
 	e := startOutbox(t, OutboxConfig{}, nil, func(dir string) {
-		p := filepath.Join(dir, OutboxDir, processingDir, "interrupted.txt")
+		p := filepath.Join(dir, processingDir, "interrupted.txt")
 		if err := os.WriteFile(p, []byte("To: @bob\n---\nagain\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
