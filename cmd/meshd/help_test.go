@@ -61,4 +61,43 @@ func TestPortInUseLeavesNoOrg(t *testing.T) {
 	if strings.Contains(d.stderr.String(), "one-node org") {
 		t.Fatalf("a failed start says it started an org:\n%s", d.stderr.String())
 	}
+	// It says what to do: a port of its own, or any free one.
+	if !strings.Contains(d.stderr.String(), "hint: another program (perhaps another meshd) listens on that port") ||
+		!strings.Contains(d.stderr.String(), "--listen tcp://:0") {
+		t.Errorf("no hint for a taken port:\n%s", d.stderr.String())
+	}
+}
+
+// TestListenAnyPort: --listen tcp://:0 takes a free port, and status shows
+// it, bound and advertised, so that several nodes run on one host without
+// choosing ports.
+func TestListenAnyPort(t *testing.T) {
+	t.Parallel()
+	meshd, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "any")
+	d := startDaemon(t, meshd, h, "--listen", "tcp://:0", "--no-mdns")
+	waitStatus(t, meshctl, h, d)
+	var st struct {
+		Listen     []string `json:"listen"`
+		Advertised []string `json:"advertised"`
+	}
+	meshctlJSON(t, meshctl, &st, "--home", h, "status")
+	var port string
+	for _, a := range st.Listen {
+		if p, ok := strings.CutPrefix(a, "tcp://[::]:"); ok {
+			port = p
+		} else if p, ok := strings.CutPrefix(a, "tcp://0.0.0.0:"); ok {
+			port = p
+		}
+	}
+	if port == "" || port == "0" {
+		t.Fatalf("listen %v: no port chosen", st.Listen)
+	}
+	found := false
+	for _, a := range st.Advertised {
+		found = found || (strings.HasPrefix(a, "tcp://") && strings.HasSuffix(a, ":"+port))
+	}
+	if !found {
+		t.Errorf("advertised %v lacks port %s", st.Advertised, port)
+	}
 }

@@ -188,6 +188,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			fmt.Fprintf(stderr, "hint: run the newer meshd that wrote it, or move it aside and rebuild it from the mailbox: meshctl --home %s repair\n", cfg.Home)
 		case errors.Is(err, history.ErrCorrupt):
 			fmt.Fprintf(stderr, "hint: move it aside and rebuild it from the mailbox: meshctl --home %s repair\n", cfg.Home)
+		case errors.Is(err, syscall.EADDRINUSE):
+			fmt.Fprintf(stderr, "hint: another program (perhaps another meshd) listens on that port: give this node a port of its own (--listen tcp://:7438), or --listen tcp://:0 for any free one, which peers learn by themselves; see \"Several nodes on one host\" in the README\n")
 		}
 		return 1
 	}
