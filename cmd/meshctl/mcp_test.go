@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,7 +21,8 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"mute", "read_inbox", "send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe"}
+var mcpTools = []string{"list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
+	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits
 // until they link.
@@ -127,7 +130,7 @@ func TestMCPServer(t *testing.T) {
 		t.Errorf("initialize: %+v, capabilities %+v", ir.ServerInfo, ir.Capabilities)
 	}
 
-	// All nine tools, with their parameters.
+	// All the tools, with their parameters.
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -415,9 +418,12 @@ func TestMCPInProcess(t *testing.T) {
 }
 
 // TestMCPTypeScriptClient runs an independent client, the official
-// TypeScript SDK, against the real 'meshctl mcp' binary.
+// TypeScript SDK at the version package-lock.json pins, against the real
+// 'meshctl mcp' binary under the newest protocol version that SDK speaks
+// (2025-11-25): the tools, the doorbell, wait_inbox, the mesh view and the
+// Claude Code channel push. client.mjs says on stdout when bob should
+// send something; the test does, and waits for its verdict.
 func TestMCPTypeScriptClient(t *testing.T) {
-	t.Parallel()
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed; the TypeScript MCP client needs Node.js")
@@ -429,22 +435,71 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		t.Skip("the TypeScript MCP SDK is not installed; run: npm ci --prefix cmd/meshctl/testdata/mcpclient")
 	}
+	// Not parallel: client.mjs holds the waits to their timeouts.
 	bin := buildMeshctl(t)
 	m := startMCPMesh(t)
 	alice, bob := m.node("alice"), m.node("bob")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, "client.mjs", bin, alice.home, "bob")
+	if _, err := alice.n.CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.c.Send(ctx, api.Send{To: "#general", Body: "for the history"}); err != nil {
+		t.Fatal(err)
+	}
+	markAllRead(t, ctx, alice)
+
+	cmd := exec.CommandContext(ctx, nodeBin, "client.mjs", bin, alice.home, "bob", "general")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MESH_HOME=")
-	out, err := cmd.CombinedOutput()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatalf("node client.mjs: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	t.Logf("client.mjs: %s", strings.TrimSpace(string(out)))
-	if !strings.Contains(string(out), `"ok":true`) || !strings.Contains(string(out), `"tools":9`) {
-		t.Errorf("client.mjs output:\n%s", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog := func(substr string) {
+		t.Helper()
+		if err := pollUntil(ctx, fmt.Sprintf("%q in the server's log", substr), func() bool { return strings.Contains(stderr.String(), substr) }); err != nil {
+			t.Error(err)
+		}
+	}
+	dm := func(body string) {
+		t.Helper()
+		if _, err := bob.c.Send(ctx, api.Send{To: "alice", Body: body}); err != nil {
+			t.Error(err)
+		}
+	}
+	var verdict string
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var p struct{ Phase string }
+		json.Unmarshal([]byte(line), &p)
+		switch p.Phase {
+		case "subscribed":
+			dm("ding from the peer")
+		case "waiting":
+			waitLog("wait_inbox: waiting") // the wait began: what bob sends now comes during it
+			dm("during the wait")
+		case "channel":
+			waitLog("claude/channel: client ready")
+			dm("pushed to the channel")
+		default:
+			verdict = line
+		}
+	}
+	err = cmd.Wait()
+	if err != nil || !strings.Contains(verdict, `"ok":true`) {
+		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr:\n%s", err, verdict, stderr.String())
+	}
+	t.Logf("client.mjs: %s", verdict)
+	if !strings.Contains(verdict, `"version":"2025-11-25"`) || !strings.Contains(verdict, fmt.Sprintf(`"tools":%d`, len(mcpTools))) {
+		t.Errorf("client.mjs verdict: %s", verdict)
 	}
 	if _, err := waitItem(ctx, bob, func(it api.Item) bool { return it.Body == "hello from the TypeScript SDK" }); err != nil {
 		t.Fatal(err)

@@ -51,37 +51,56 @@ func runWait(a *app, args []string) error {
 	if timeoutSet && *timeout <= 0 {
 		return a.usageErrorf("--timeout must be positive")
 	}
-	ctx := context.Background()
-	var deadline time.Time
+	var d time.Duration
 	if timeoutSet {
-		deadline = time.Now().Add(*timeout)
+		d = *timeout
 	}
-	c := a.client()
+	waking, err := waitWaking(context.Background(), a.client(), d)
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if len(waking) > 0 {
+		return a.printWaking(&api.Inbox{Items: waking}, nil)
+	}
+	return a.printWaking(&api.Inbox{Items: []api.Item{}, TimedOut: true}, exitStatus(exitTimeout))
+}
+
+// waitWaking waits until the inbox holds unread waking items and returns
+// them, or returns none once timeout passed (0: no timeout). It long-polls
+// meshd, at most waitPoll a call, the last call up to the deadline; it
+// ends with ctx's error when ctx ends first. 'meshctl wait' and the MCP
+// tool wait_inbox share it.
+func waitWaking(ctx context.Context, c *api.Client, timeout time.Duration) ([]api.Item, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
 	for {
-		// Long polls of at most waitPoll, the last one up to the deadline.
 		poll, last := waitPoll, false
-		if timeoutSet {
+		if timeout > 0 {
 			if rest := time.Until(deadline).Truncate(time.Millisecond); rest <= poll {
 				poll, last = rest, true
 			}
 		}
 		if poll <= 0 {
-			break
+			return nil, nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, poll+waitSlack)
 		in, err := c.Inbox(cctx, api.InboxQuery{Wait: true, Timeout: poll})
 		cancel()
 		if err != nil {
-			return a.remoteErr(err)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
 		}
 		if waking := wakingItems(in.Items); len(waking) > 0 {
-			return a.printWaking(&api.Inbox{Items: waking}, nil)
+			return waking, nil
 		}
 		if last {
-			break
+			return nil, nil
 		}
 	}
-	return a.printWaking(&api.Inbox{Items: []api.Item{}, TimedOut: true}, exitStatus(exitTimeout))
 }
 
 // wakingItems returns the unread items that wake.
