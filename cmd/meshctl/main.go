@@ -92,7 +92,7 @@ var commands = []*command{
 	{name: "presence", summary: "show who is online", usage: usagePresence, run: runPresence, sub: []*command{
 		{name: "presence set", args: "online|away|offline", summary: "announce this node's presence", usage: usagePresenceSet, run: runPresenceSet},
 	}},
-	{name: "mcp", args: "[--log-level L]", summary: "serve the meshd tools to an MCP host on stdio", usage: usageMCP, run: runMCP},
+	{name: "mcp", args: "[--claude-channel] [--log-level L]", summary: "serve the meshd tools (wait_inbox and the rest) to an MCP host on stdio", usage: usageMCP, run: runMCP},
 	{name: "demo", args: "[--keep] [--dir DIR]", summary: "run a throwaway three-node mesh and show each step", usage: usageDemo, run: runDemo},
 	{name: "bench", args: "--readers HOME,... --channel NAME [--rate N]", summary: "measure a running mesh: latency, delivery, CPU and memory", usage: usageBench, run: runBench},
 	{name: "version", summary: "print meshctl's version", usage: usageVersion, run: runVersion},

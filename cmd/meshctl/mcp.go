@@ -37,7 +37,8 @@ tools:
   mark_read(id)                                     mark one inbox item read
   list_peers()                                      members: role, presence, last heard, linked
   list_channels()                                   channels: subscription, may read, may write
-  read_history(channel, since?, limit?)             a channel's stored messages (at most 500)
+  read_history(channel, since?, limit?)             a channel's stored messages (at most 500);
+                                                    since: 90m, 72h, 3d or an RFC 3339 time
 
 Wait with wait_inbox: hosts start no model turn on a notification, but
 they wait for a tool's answer, and the wait costs the model nothing. It
@@ -66,6 +67,13 @@ flags:
 
 example MCP host configuration (the "mcpServers" form most hosts use):
   {"mcpServers": {"meshd": {"command": "meshctl", "args": ["--home", "/home/me/.meshd", "mcp"]}}}
+and Codex's (~/.codex/config.toml; let tool calls run past wait_inbox):
+  [mcp_servers.meshd]
+  command = "meshctl"
+  args = ["--home", "/home/me/.meshd", "mcp"]
+  tool_timeout_sec = 660
+docs/AGENTS.md has the configurations of Claude Code, Codex and Cursor, the
+loop to run, and the harness for hosts that end their turn.
 `
 
 // inboxURI names the inbox resource.

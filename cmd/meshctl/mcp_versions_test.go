@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -448,5 +449,76 @@ func TestMCPClaudeChannel(t *testing.T) {
 	}
 	if len(plain.pushed) != 0 {
 		t.Errorf("pushed without --claude-channel: %+v", <-plain.pushed)
+	}
+}
+
+// TestMCPWaitProgress serves MCP from run() itself against a real node:
+// a wait_inbox call that asks for progress gets progress notifications
+// while it waits (so hosts that reset their timeout on progress let it
+// run), and a call that does not ask gets none.
+func TestMCPWaitProgress(t *testing.T) {
+	// Not parallel: it shortens the progress interval.
+	defer func(d time.Duration) { waitInboxProgress = d }(waitInboxProgress)
+	waitInboxProgress = 100 * time.Millisecond
+	m := startMCPMesh(t)
+	alice := m.node("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	markAllRead(t, ctx, alice)
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		code := run([]string{"--home", alice.home, "mcp"}, inR, outW, &stderr)
+		outW.Close()
+		done <- code
+	}()
+	progress := make(chan *mcp.ProgressNotificationParams, 64)
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { progress <- req.Params },
+	})
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "wait_inbox", Arguments: map[string]any{"timeout_seconds": 1}}
+	params.SetProgressToken("w1")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("wait_inbox: %v %q", err, toolText(res))
+	}
+	if out := structured[waitInboxOut](t, res); !out.TimedOut {
+		t.Errorf("wait_inbox: %+v", out)
+	}
+	if len(progress) == 0 {
+		t.Fatal("no progress notification during a 1 s wait with a 100 ms interval")
+	}
+	p := <-progress
+	if p.ProgressToken != "w1" || p.Total != 1 || p.Progress <= 0 || p.Message == "" {
+		t.Errorf("progress %+v", p)
+	}
+	drainProgress := func() int {
+		n := 0
+		for len(progress) > 0 {
+			<-progress
+			n++
+		}
+		return n
+	}
+	drainProgress()
+	toolOK(t, ctx, cs, "wait_inbox", map[string]any{"timeout_seconds": 1})
+	if n := drainProgress(); n != 0 {
+		t.Errorf("%d progress notifications for a call that asked for none", n)
+	}
+	cs.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("mcp exit %d\n%s", code, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("mcp did not end when stdin closed")
 	}
 }

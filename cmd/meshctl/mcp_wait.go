@@ -26,8 +26,8 @@ const (
 
 // waitInboxProgress is how often a wait tells a client that asked for
 // progress that it is still waiting, so that hosts which reset their
-// timeout on progress let it run.
-const waitInboxProgress = 20 * time.Second
+// timeout on progress let it run. A variable for the tests.
+var waitInboxProgress = 20 * time.Second
 
 type waitInboxIn struct {
 	TimeoutSeconds int  `json:"timeout_seconds,omitempty"`
