@@ -364,8 +364,8 @@ func (s *mcpSession) nextPush(t *testing.T) claudeChannelParams {
 	panic("unreachable")
 }
 
-// TestMCPClaudeChannel drives 'meshctl mcp --claude-channel' under the
-// protocol version Claude Code speaks: the capability is declared, each
+// TestMCPClaudeChannel drives 'meshctl mcp --claude-channel' under each
+// protocol version (Claude Code speaks 2025-11-25): the capability is declared, each
 // unread waking item is pushed once as notifications/claude/channel (the
 // one waiting before the client came too), and what does not wake (a
 // muted channel's message) is not pushed. Without the flag nothing is
@@ -377,11 +377,6 @@ func TestMCPClaudeChannel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	plain := startMCP(t, ctx, bin, alice.home, "2025-11-25")
-	if ir := plain.cs.InitializeResult(); ir.Capabilities.Experimental != nil || strings.Contains(ir.Instructions, "<channel") {
-		t.Errorf("without --claude-channel: experimental %v", ir.Capabilities.Experimental)
-	}
-
 	if _, err := alice.n.CreateChannel(api.CreateChannel{Name: "noisy"}); err != nil {
 		t.Fatal(err)
 	}
@@ -391,64 +386,77 @@ func TestMCPClaudeChannel(t *testing.T) {
 	if err := pollUntil(ctx, "#noisy known to bob", func() bool { _, err := bob.c.Channel(ctx, "noisy"); return err == nil }); err != nil {
 		t.Fatal(err)
 	}
-	early, err := bob.c.Send(ctx, api.Send{To: "alice", Body: "before the client came"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := waitItem(ctx, alice, func(it api.Item) bool { return it.ID == early.ID }); err != nil {
-		t.Fatal(err)
-	}
+	for _, version := range mcpVersions {
+		t.Run(version, func(t *testing.T) {
+			markAllRead(t, ctx, alice)
+			plain := startMCP(t, ctx, bin, alice.home, version)
+			if ir := plain.cs.InitializeResult(); ir.Capabilities.Experimental != nil || strings.Contains(ir.Instructions, "<channel") {
+				t.Errorf("without --claude-channel: experimental %v", ir.Capabilities.Experimental)
+			}
+			early, err := bob.c.Send(ctx, api.Send{To: "alice", Body: "before the client came"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := waitItem(ctx, alice, func(it api.Item) bool { return it.ID == early.ID }); err != nil {
+				t.Fatal(err)
+			}
 
-	s := startMCP(t, ctx, bin, alice.home, "2025-11-25", "--claude-channel")
-	ir := s.cs.InitializeResult()
-	if _, ok := ir.Capabilities.Experimental[claudeChannelCap]; !ok || !strings.Contains(ir.Instructions, "<channel") {
-		t.Fatalf("with --claude-channel: experimental %v, instructions %q", ir.Capabilities.Experimental, ir.Instructions)
-	}
-	if p := s.nextPush(t); p.Content != "before the client came" || p.Meta["item_id"] != early.ID || p.Meta["kind"] != "message" ||
-		p.Meta["from"] != "bob" || p.Meta["from_fingerprint"] != bob.id.Pub.Fingerprint() || p.Meta["to"] != "@alice" {
-		t.Errorf("push of the waiting item: %+v", p)
-	}
+			s := startMCP(t, ctx, bin, alice.home, version, "--claude-channel")
+			ir := s.cs.InitializeResult()
+			if _, ok := ir.Capabilities.Experimental[claudeChannelCap]; !ok || !strings.Contains(ir.Instructions, "<channel") {
+				t.Fatalf("with --claude-channel: experimental %v, instructions %q", ir.Capabilities.Experimental, ir.Instructions)
+			}
+			if version >= "2026-07-28" {
+				// No handshake: the push starts with the client's first request.
+				toolOK(t, ctx, s.cs, "list_channels", nil)
+			}
+			if p := s.nextPush(t); p.Content != "before the client came" || p.Meta["item_id"] != early.ID || p.Meta["kind"] != "message" ||
+				p.Meta["from"] != "bob" || p.Meta["from_fingerprint"] != bob.id.Pub.Fingerprint() || p.Meta["to"] != "@alice" {
+				t.Errorf("push of the waiting item: %+v", p)
+			}
 
-	// A muted channel's message does not wake, so it is not pushed; the
-	// DM after it is, and the item pushed before is not pushed again.
-	muted, err := bob.c.Send(ctx, api.Send{To: "#noisy", Body: "not worth a turn"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := waitItem(ctx, alice, func(it api.Item) bool { return it.ID == muted.ID }); err != nil {
-		t.Fatal(err)
-	}
-	dm, err := bob.c.Send(ctx, api.Send{To: "alice", Body: "worth a turn"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := s.nextPush(t); p.Meta["item_id"] != dm.ID || p.Content != "worth a turn" {
-		t.Errorf("push after the muted message: %+v (muted %s, dm %s)", p, muted.ID, dm.ID)
-	}
+			// A muted channel's message does not wake, so it is not pushed; the
+			// DM after it is, and the item pushed before is not pushed again.
+			muted, err := bob.c.Send(ctx, api.Send{To: "#noisy", Body: "not worth a turn"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := waitItem(ctx, alice, func(it api.Item) bool { return it.ID == muted.ID }); err != nil {
+				t.Fatal(err)
+			}
+			dm, err := bob.c.Send(ctx, api.Send{To: "alice", Body: "worth a turn"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := s.nextPush(t); p.Meta["item_id"] != dm.ID || p.Content != "worth a turn" {
+				t.Errorf("push after the muted message: %+v (muted %s, dm %s)", p, muted.ID, dm.ID)
+			}
 
-	// A request: its intent and params are the content, its ids the meta.
-	rq, err := alice.c.Request(ctx, api.Request{To: "bob", Intent: "ping"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := waitItem(ctx, bob, func(it api.Item) bool { return it.RequestID == rq.RequestID }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bob.c.Respond(ctx, api.Respond{RequestID: rq.RequestID, Status: "completed", Result: json.RawMessage(`{"pong":true}`)}); err != nil {
-		t.Fatal(err)
-	}
-	p := s.nextPush(t)
-	if p.Meta["kind"] != "response" || p.Meta["request_id"] != rq.RequestID || p.Meta["status"] != "completed" ||
-		!strings.Contains(p.Content, `{"pong":true}`) {
-		t.Errorf("push of a response: %+v", p)
-	}
-	select {
-	case p := <-s.pushed:
-		t.Errorf("pushed again: %+v", p)
-	default:
-	}
-	if len(plain.pushed) != 0 {
-		t.Errorf("pushed without --claude-channel: %+v", <-plain.pushed)
+			// A request: its intent and params are the content, its ids the meta.
+			rq, err := alice.c.Request(ctx, api.Request{To: "bob", Intent: "ping"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := waitItem(ctx, bob, func(it api.Item) bool { return it.RequestID == rq.RequestID }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bob.c.Respond(ctx, api.Respond{RequestID: rq.RequestID, Status: "completed", Result: json.RawMessage(`{"pong":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+			p := s.nextPush(t)
+			if p.Meta["kind"] != "response" || p.Meta["request_id"] != rq.RequestID || p.Meta["status"] != "completed" ||
+				!strings.Contains(p.Content, `{"pong":true}`) {
+				t.Errorf("push of a response: %+v", p)
+			}
+			select {
+			case p := <-s.pushed:
+				t.Errorf("pushed again: %+v", p)
+			default:
+			}
+			if len(plain.pushed) != 0 {
+				t.Errorf("pushed without --claude-channel: %+v", <-plain.pushed)
+			}
+		})
 	}
 }
 

@@ -205,20 +205,23 @@ func (m *mcpServer) readHistory(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if err != nil {
 		return nil, nil, m.toolErr(err)
 	}
-	out := &mcpHistory{Channel: h.Channel, Stored: h.Stored, Messages: h.Messages}
-	if out.Messages == nil {
-		out.Messages = []api.HistoryMessage{}
-	}
-	// Keep the newest messages whose bodies fit the budget.
-	size, keep := 0, len(out.Messages)
-	for keep > 0 && size+len(out.Messages[keep-1].Body) <= mcpHistoryBytes {
-		size += len(out.Messages[keep-1].Body)
-		keep--
-	}
-	if keep > 0 {
-		out.Messages, out.Truncated = out.Messages[keep:], true
-	}
+	out := &mcpHistory{Channel: h.Channel, Stored: h.Stored}
+	out.Messages, out.Truncated = newestWithin(h.Messages, mcpHistoryBytes)
 	return nil, out, nil
+}
+
+// newestWithin keeps the newest messages (the last ones) whose bodies
+// together fit in budget bytes, and says whether it left any out.
+func newestWithin(msgs []api.HistoryMessage, budget int) ([]api.HistoryMessage, bool) {
+	size, first := 0, len(msgs)
+	for first > 0 && size+len(msgs[first-1].Body) <= budget {
+		size += len(msgs[first-1].Body)
+		first--
+	}
+	if msgs == nil {
+		msgs = []api.HistoryMessage{}
+	}
+	return msgs[first:], first > 0
 }
 
 func (m *mcpServer) markRead(ctx context.Context, _ *mcp.CallToolRequest, in markReadIn) (*mcp.CallToolResult, any, error) {
