@@ -12,7 +12,9 @@ import (
 // TestNewestWithin: read_history keeps the newest messages whose bodies
 // fit its budget, and says when it left older ones out.
 func TestNewestWithin(t *testing.T) {
-	msg := func(id string, n int) api.HistoryMessage { return api.HistoryMessage{ID: id, Body: strings.Repeat("x", n)} }
+	msg := func(id string, n int) api.HistoryMessage {
+		return api.HistoryMessage{ID: id, Body: strings.Repeat("x", n)}
+	}
 	msgs := []api.HistoryMessage{msg("a", 400), msg("b", 300), msg("c", 300)}
 	for _, tc := range []struct {
 		budget    int
