@@ -530,3 +530,51 @@ func TestMCPWaitProgress(t *testing.T) {
 		t.Fatal("mcp did not end when stdin closed")
 	}
 }
+
+// TestMCPToolsWithoutMeshd: with no meshd running, wait_inbox and the
+// view tools answer at once with a tool error saying how to start it.
+func TestMCPToolsWithoutMeshd(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		code := run([]string{"--home", dir, "mcp"}, inR, outW, &stderr)
+		outW.Close()
+		done <- code
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"wait_inbox", map[string]any{"timeout_seconds": 30}},
+		{"list_peers", nil},
+		{"list_channels", nil},
+		{"read_history", map[string]any{"channel": "general"}},
+		{"mark_read", map[string]any{"id": "0193a0c4-0000-7000-8000-000000000000"}},
+	} {
+		start := time.Now()
+		res := callTool(t, ctx, cs, c.tool, c.args)
+		if !res.IsError || !strings.Contains(toolText(res), "hint: start it with: meshd --home "+dir) || time.Since(start) > 5*time.Second {
+			t.Errorf("%s without meshd, after %s: %q", c.tool, time.Since(start), toolText(res))
+		}
+	}
+	cs.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("mcp did not end when stdin closed")
+	}
+}
