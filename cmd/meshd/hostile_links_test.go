@@ -292,8 +292,10 @@ func TestHalfOpenBurst(t *testing.T) {
 func TestRemovedNodeBacksOff(t *testing.T) {
 	o := newLinkOrg(t, "admin", "bob", "carol")
 	o.start("admin")
-	o.start("bob")
-	o.start("carol")
+	cs := o.start("carol")
+	// bob also has carol as a seed: it learns her removal, and stops
+	// dialling it.
+	o.start("bob", "--seed", tcpListen(t, cs))
 	for _, n := range []string{"bob", "carol"} {
 		o.waitLinked(n, "admin", 10*time.Second)
 	}
@@ -391,6 +393,11 @@ func TestRemovedNodeBacksOff(t *testing.T) {
 		if got > 400 {
 			t.Errorf("%s received %d bytes of goodbye frames for one removal, want at most 400", n, got)
 		}
+	}
+	// bob's seed at carol's address is dialled no more.
+	if c := o.counters("bob"); c["seeds.skipped.removed_member"] != 1 || c["dial.seed_failed"] != before["bob"]["dial.seed_failed"] {
+		t.Errorf("bob: seeds.skipped.removed_member %d, dial.seed_failed %d -> %d; want 1 and no failed seed dial",
+			c["seeds.skipped.removed_member"], before["bob"]["dial.seed_failed"], c["dial.seed_failed"])
 	}
 	// Both ends log a bounded number of lines about it.
 	for _, n := range []string{"admin", "carol"} {
