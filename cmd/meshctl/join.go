@@ -267,7 +267,7 @@ func joinExchange(ctx context.Context, id home.Identity, tok *proto.InviteToken)
 		},
 	}
 	var errs []error
-	for _, s := range tok.Addrs {
+	for _, s := range joinOrder(tok.Addrs) {
 		addr, err := transport.ParseAddr(s)
 		if err != nil {
 			errs = append(errs, err)
@@ -276,7 +276,10 @@ func joinExchange(ctx context.Context, id home.Identity, tok *proto.InviteToken)
 		l, err := transport.Dial(ctx, addr, cfg, &tok.Admin)
 		if err != nil {
 			errs = append(errs, err)
-			if errors.Is(err, transport.ErrUnexpectedPeer) || ctx.Err() != nil {
+			// Another key at a TCP address is someone else answering
+			// for the admin: stop. At a Unix socket path it is usually
+			// another node of this host whose home has the same path.
+			if errors.Is(err, transport.ErrUnexpectedPeer) && addr.Network != "unix" || ctx.Err() != nil {
 				break
 			}
 			continue
@@ -345,6 +348,23 @@ func leaveOrg(h home.Home, org string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// joinOrder puts the token's Unix socket addresses last: they reach the
+// admin's node only from its own host.
+func joinOrder(addrs []string) []string {
+	out := slices.Clone(addrs)
+	slices.SortStableFunc(out, func(a, b string) int {
+		ua, ub := strings.HasPrefix(a, "unix:"), strings.HasPrefix(b, "unix:")
+		switch {
+		case ua == ub:
+			return 0
+		case ua:
+			return 1
+		}
+		return -1
+	})
+	return out
 }
 
 // joinSeeds returns the token's addresses the joiner keeps as seeds: all
