@@ -409,8 +409,13 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 		// start a second dial of a peer just linked.
 		n.addLink(l)
 	}
+	var fm *formerMemberError
+	var gone string
 	n.peers.Lock()
 	p.dialing = false
+	if p.seed && errors.As(err, &fm) {
+		gone = n.dropSeedLocked(p)
+	}
 	n.dialResultLocked(p, failed, linked)
 	if err != nil {
 		p.fails++
@@ -431,6 +436,10 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	}
 	fails := p.fails
 	n.peers.Unlock()
+	if gone != "" {
+		n.seedsGone([]string{gone})
+		return
+	}
 	n.wake() // a place for a dial held back by maxDials
 	if err == nil {
 		return

@@ -558,7 +558,11 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		}
 		n.refusedNonMember(p)
 		n.metrics.Inc("handshake.rejected.not_member")
-		return fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
+		err := fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
+		if n.wasMember(p.Identity) {
+			return &formerMemberError{key: p.Identity, err: err}
+		}
+		return err
 	}
 	return nil
 }

@@ -117,11 +117,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	}
 	goneSeeds := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { _, ok := r.Member(k); return ok })
 	n.peers.Unlock()
-	if len(goneSeeds) > 0 {
-		n.metrics.Add("seeds.skipped.removed_member", uint64(len(goneSeeds)))
-		n.log.Info("seeds of removed members are dialled no more", "seeds", goneSeeds)
-		n.forgetSeeds(goneSeeds)
-	}
+	n.seedsGone(goneSeeds)
 
 	if err := n.home.SaveRoster(r); err != nil {
 		n.metrics.Inc("roster.persist_failed")

@@ -23,6 +23,8 @@ import (
 //     reach, and would warn "unreachable seeds" for as long as it runs.
 //   - A seed that reached a member a roster update removed is dialled no
 //     more, and its line leaves the seeds file: it would only be refused.
+//     So is a seed that never linked and answers with the key of a
+//     member removed by an update this node applied.
 
 // joinedSeeds reads the seeds file 'meshctl join' wrote, skipping (and
 // logging) lines that do not parse, addresses already given, and Unix
@@ -101,4 +103,37 @@ func (n *Node) forgetSeeds(addrs []string) {
 	if err := home.WriteFileAtomic(path, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
 		n.log.Warn("seeds file: dropping the seeds of removed members", "err", err)
 	}
+}
+
+// formerMemberError is admit's refusal of a peer that a roster update
+// this node applied removed. A seed dial that meets it is dropped.
+type formerMemberError struct {
+	key proto.PubKey
+	err error
+}
+
+func (e *formerMemberError) Error() string { return e.err.Error() }
+func (e *formerMemberError) Unwrap() error { return e.err }
+
+// dropSeedLocked stops dialling seed s, if it is still in the list, and
+// returns its address ("" if it was not). The caller holds the peers
+// mutex.
+func (n *Node) dropSeedLocked(s *peer) string {
+	i := slices.Index(n.peers.seeds, s)
+	if i < 0 {
+		return ""
+	}
+	n.peers.seeds = slices.Delete(n.peers.seeds, i, i+1)
+	return s.addrs[0].String()
+}
+
+// seedsGone counts, logs and forgets seeds dropped for reaching removed
+// members.
+func (n *Node) seedsGone(addrs []string) {
+	if len(addrs) == 0 {
+		return
+	}
+	n.metrics.Add("seeds.skipped.removed_member", uint64(len(addrs)))
+	n.log.Info("seeds of removed members are dialled no more", "seeds", addrs)
+	n.forgetSeeds(addrs)
 }
