@@ -20,7 +20,6 @@ import (
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
-	"github.com/meshd/meshd/transport"
 )
 
 // Invite lifetimes: the default and the bounds of what may be asked.
@@ -414,32 +413,4 @@ func (n *Node) awaitSignatures(s *storedInvite, next *roster.Roster, p *proto.Ha
 		"invite", s.ID, "peer", p.Identity.Fingerprint(), "name", p.Name, "quorum", next.Quorum(),
 		"roster_update", path, "hint", "other admins: meshctl roster sign FILE; then meshctl roster publish FILE")
 	return fail("awaiting_signatures", s.ID)
-}
-
-// joinedSeeds reads the seeds file 'meshctl join' wrote, skipping (and
-// logging) lines that do not parse and addresses already given.
-func (n *Node) joinedSeeds() []transport.Addr {
-	data, err := os.ReadFile(filepath.Join(n.cfg.Home, seedsFile))
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			n.log.Warn("read seeds file", "err", err)
-		}
-		return nil
-	}
-	var out []transport.Addr
-	for _, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		a, err := transport.ParseAddr(line)
-		if err != nil {
-			n.log.Warn("seeds file: skipping a line", "line", line, "err", err)
-			continue
-		}
-		if !slices.Contains(n.cfg.Seeds, a) && !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
-	return out
 }

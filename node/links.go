@@ -205,6 +205,9 @@ func (n *Node) removeLink(pl *peerLink) {
 			// The peer turned us away: back off as from a failed dial.
 			p.refusals++
 			p.next = now.Add(refusedBackoff(p.refusals))
+			if n.removedSelf() {
+				p.next = now.Add(removedRetryDelay())
+			}
 			n.metrics.Inc("dial.refused")
 		} else {
 			// Redial soon: a dropped link is usually a restart or a blip.
@@ -256,7 +259,9 @@ func errString(err error) string {
 // closeLinkAsync closes a link without waiting on the caller's goroutine,
 // which may be the link's own reader.
 func (n *Node) closeLinkAsync(pl *peerLink, reason string) {
-	_ = pl.link.Send(goodbyeFrame(reason))
+	if !pl.sayGoodbye(reason) {
+		return // closing already: a goodbye is not answered twice
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -404,20 +409,37 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 		// start a second dial of a peer just linked.
 		n.addLink(l)
 	}
+	var fm *formerMemberError
+	var gone string
 	n.peers.Lock()
 	p.dialing = false
+	if p.seed && errors.As(err, &fm) {
+		gone = n.dropSeedLocked(p)
+	}
 	n.dialResultLocked(p, failed, linked)
 	if err != nil {
 		p.fails++
 		p.next = time.Now().Add(n.backoff(p.fails))
+		if n.removedSelf() {
+			p.next = time.Now().Add(removedRetryDelay())
+		}
 	} else {
 		p.fails = 0
 		if p.seed {
 			p.key = l.PeerKey()
+			// The link may be down already (a refusal): the seed waits
+			// as long as the member it reached.
+			if m := n.peers.byKey[p.key]; m != nil && m.link == nil && m.next.After(p.next) {
+				p.next = m.next
+			}
 		}
 	}
 	fails := p.fails
 	n.peers.Unlock()
+	if gone != "" {
+		n.seedsGone([]string{gone})
+		return
+	}
 	n.wake() // a place for a dial held back by maxDials
 	if err == nil {
 		return

@@ -128,7 +128,21 @@ type peerLink struct {
 	// refused is set when the peer ended our outbound link with a goodbye
 	// right after the handshake (see refuse.go).
 	refused atomic.Bool
+	// byeSent is set once this node sent the link a goodbye: a link gets
+	// at most one, so a goodbye received is answered only by a node that
+	// has not said its own (PROTOCOL.md §14.8).
+	byeSent atomic.Bool
 	px      pxLink // incremental peer exchange on this link (peerupdate.go)
+}
+
+// sayGoodbye sends the link a goodbye with reason, unless it was sent one
+// already. It reports whether it sent it.
+func (pl *peerLink) sayGoodbye(reason string) bool {
+	if pl.byeSent.Swap(true) {
+		return false
+	}
+	_ = pl.link.Send(goodbyeFrame(reason))
+	return true
 }
 
 // listenAddrs returns the peer's addresses as it last told them.
@@ -437,7 +451,7 @@ func (n *Node) Close() error {
 		n.peers.Unlock()
 		n.announceOffline(links)
 		for _, pl := range links {
-			_ = pl.link.Send(goodbyeFrame("shutting down"))
+			pl.sayGoodbye("shutting down")
 		}
 		n.cancel()
 		n.closeErr = n.teardown()
@@ -544,7 +558,11 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		}
 		n.refusedNonMember(p)
 		n.metrics.Inc("handshake.rejected.not_member")
-		return fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
+		err := fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
+		if n.wasMember(p.Identity) {
+			return &formerMemberError{key: p.Identity, err: err}
+		}
+		return err
 	}
 	return nil
 }

@@ -28,6 +28,10 @@ import (
 //     frame at all, within refusedWithin of the handshake counts as a
 //     refused dial, and the dialler backs off on refusedBackoff: at most
 //     ten dials in the first ten seconds, then one per 30 s.
+//   - A node that applied a roster removing itself knows, verifiably, that
+//     every member refuses it: it dials each member and seed only once
+//     per removedRetry, in case an admin adds it back (status and doctor
+//     say so).
 
 // silentlyRefused reports whether pl is an outbound link the peer closed
 // soon after the handshake without sending a single frame: a responder
@@ -65,6 +69,22 @@ func refusedBackoff(refusals int) time.Duration {
 	}
 	d = min(d, refusedBackoffMax)
 	return d + time.Duration(rand.Int64N(int64(d/4)))
+}
+
+// removedRetry is how often a node removed from the roster redials each
+// member and seed.
+const removedRetry = 10 * time.Minute
+
+// removedRetryDelay is removedRetry lengthened by up to a quarter, so that
+// the dials of a removed node's peers do not stay in step.
+func removedRetryDelay() time.Duration {
+	return removedRetry + time.Duration(rand.Int64N(int64(removedRetry/4)))
+}
+
+// removedSelf reports whether this node applied a roster update that
+// removed it, and is not in its current roster.
+func (n *Node) removedSelf() bool {
+	return !n.isMember() && n.wasMember(n.id.Pub)
 }
 
 // isMember reports whether this node is in its current roster.

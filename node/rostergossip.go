@@ -115,7 +115,9 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 			push = append(push, p.link)
 		}
 	}
+	goneSeeds := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { _, ok := r.Member(k); return ok })
 	n.peers.Unlock()
+	n.seedsGone(goneSeeds)
 
 	if err := n.home.SaveRoster(r); err != nil {
 		n.metrics.Inc("roster.persist_failed")

@@ -34,7 +34,14 @@ func (n *Node) StatusInfo() api.Status {
 	if skew.Abs() <= skewWarn {
 		skew = 0
 	}
+	var retry float64
+	removed := !member && n.wasMember(n.id.Pub)
+	if removed {
+		retry = removedRetry.Seconds()
+	}
 	return api.Status{
+		Removed:       removed,
+		RetrySeconds:  retry,
 		Key:           n.id.Pub,
 		Fingerprint:   n.id.Pub.Fingerprint(),
 		NodeID:        n.id.Pub.NodeID().String(),

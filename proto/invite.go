@@ -72,7 +72,9 @@ type InviteToken struct {
 	Name    string   `cbor:"7,keyasint,omitempty"`
 	Role    string   `cbor:"8,keyasint"`
 	// Quorum is the roster's quorum when the invite was made: above 1,
-	// the joiner waits for the other admins to sign the update.
+	// the joiner waits for the other admins to sign the update. 0 (key 9
+	// absent) means 1; a token made by an earlier meshd carries 9: 1,
+	// which parses as 1.
 	Quorum uint64 `cbor:"9,keyasint,omitempty"`
 }
 
@@ -82,9 +84,14 @@ func (t *InviteToken) Proof() *InviteProof {
 }
 
 // String returns the one-line text form: [InviteTokenPrefix] and the
-// base64url (no padding) of the canonical CBOR.
+// base64url (no padding) of the canonical CBOR. A quorum of 1 is the
+// default and leaves key 9 out (PROTOCOL.md §14.9).
 func (t *InviteToken) String() string {
-	b, err := Marshal(t)
+	c := *t
+	if c.Quorum == 1 {
+		c.Quorum = 0
+	}
+	b, err := Marshal(&c)
 	if err != nil {
 		return ""
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -101,4 +102,63 @@ func FuzzParseInviteToken(f *testing.F) {
 			t.Fatalf("printed token does not parse: %v", err)
 		}
 	})
+}
+
+// TestInviteTokenQuorumKey: a quorum of 1 is the default and is left out
+// (PROTOCOL.md §14.9), so a token of a quorum-1 roster has one byte form;
+// a quorum of 2 is written as 9: 2. A token an earlier meshd made, with
+// 9: 1, still parses, as quorum 1; 9: 0 is not canonical and is refused.
+func TestInviteTokenQuorumKey(t *testing.T) {
+	tok := testToken()
+	tok.Quorum = 1
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(tok.String(), InviteTokenPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The token of the vector in PROTOCOL.md §14.9: keys 0 to 8, no key 9.
+	const want = "a900646163" + "6d65" + "015820" + "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c" +
+		"0281" + "75" + "7463703a2f2f3139322e302e322e31303a37393436" +
+		"0381" + "75" + "7463703a2f2f3139322e302e322e31313a37393436" +
+		"0448" + "1d1d1d1d1d1d1d1d" + "055820" + "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e" +
+		"061a70dbd880" + "0764" + "64617665" + "0866" + "6d656d626572"
+	if got := hex.EncodeToString(b); got != want {
+		t.Fatalf("quorum-1 token:\n got %s\nwant %s", got, want)
+	}
+	if p, err := ParseInviteToken(tok.String()); err != nil || p.Quorum != 0 {
+		t.Fatalf("parsed: %v, quorum %d", err, p.Quorum)
+	}
+	enc := func(q uint64) string {
+		c := *testToken()
+		c.Quorum = q
+		raw, err := Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return InviteTokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
+	}
+	if tok.Quorum = 2; !strings.HasSuffix(hex.EncodeToString(mustTokenBytes(t, tok.String())), "0902") {
+		t.Fatal("quorum 2 is not written as 9: 2")
+	}
+	old := enc(1) // as an earlier meshd wrote it: 9: 1
+	if !strings.HasSuffix(hex.EncodeToString(mustTokenBytes(t, old)), "0901") {
+		t.Fatal("the earlier form lacks 9: 1")
+	}
+	if p, err := ParseInviteToken(old); err != nil || p.Quorum != 1 {
+		t.Fatalf("a token with 9: 1: %v, quorum %d", err, p.Quorum)
+	}
+	// 9: 0, hand-made: the key's zero value is not canonical.
+	zero := append(mustTokenBytes(t, testToken().String()), 0x09, 0x00)
+	zero[0]++ // one more map pair
+	if _, err := ParseInviteToken(InviteTokenPrefix + base64.RawURLEncoding.EncodeToString(zero)); !errors.Is(err, ErrBadInvite) {
+		t.Fatalf("9: 0 accepted: %v", err)
+	}
+}
+
+func mustTokenBytes(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(s, InviteTokenPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -136,3 +137,37 @@ const (
 		"63703a2f2f3139322e302e322e323a3739343601815820333333333333333333333333333333333333333333333333" +
 		"3333333333333333025820dbfb7093fb3defa2e840a728d48628aac9b73fff33dc26b7f1c901bd847ee077"
 )
+
+// TestPeerUpdateLenient: peer-list, peer-update and policy-digest frames
+// are decoded strictly (§1.2 steps 1-5) but not checked for canonical
+// form (step 6): keys in any order parse, and resync written as false
+// reads as absent. A value of another type is malformed.
+func TestPeerUpdateLenient(t *testing.T) {
+	digest := "5820" + strings.Repeat("00", 32)
+	for name, c := range map[string]struct {
+		hex    string
+		ok     bool
+		resync bool
+	}{
+		"canonical":          {"a3" + "0080" + "0180" + "02" + digest, true, false},
+		"unsorted keys":      {"a3" + "02" + digest + "0180" + "0080", true, false},
+		"resync true":        {"a4" + "0080" + "0180" + "02" + digest + "03f5", true, true},
+		"resync false":       {"a4" + "03f4" + "0080" + "0180" + "02" + digest, true, false},
+		"resync as a uint":   {"a4" + "0080" + "0180" + "02" + digest + "0301", false, false},
+		"unknown key":        {"a4" + "0080" + "0180" + "02" + digest + "0400", false, false},
+		"digest of 31 bytes": {"a3" + "0080" + "0180" + "02" + "581f" + strings.Repeat("00", 31), false, false},
+	} {
+		b, err := hex.DecodeString(c.hex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := ParsePeerUpdate(b)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok %v", name, err, c.ok)
+			continue
+		}
+		if err == nil && u.Resync != c.resync {
+			t.Errorf("%s: resync %v", name, u.Resync)
+		}
+	}
+}

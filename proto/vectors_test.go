@@ -134,8 +134,12 @@ func describe(e *Envelope) []string {
 		out = append(out, s)
 	case e.Request != nil:
 		r := e.Request
-		js, _ := CBORToJSON(r.Params)
-		s := fmt.Sprintf("request: request_id %s, intent %q, params %s, hop %d", r.RequestID, r.Intent, js, r.Hop)
+		params := "absent (no key 2)"
+		if r.Params != nil {
+			js, _ := CBORToJSON(r.Params)
+			params = string(js)
+		}
+		s := fmt.Sprintf("request: request_id %s, intent %q, params %s, hop %d", r.RequestID, r.Intent, params, r.Hop)
 		if r.ReplyTo != nil {
 			s += ", reply_to " + r.ReplyTo.String()
 		}

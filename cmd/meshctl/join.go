@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +28,8 @@ node at the addresses in the token, checks that it answers with the key the
 token names, and presents the invite. The admin's node adds this node to
 the roster and sends it back; join saves it as this node's roster, and the
 token's addresses as its seeds (<home>/seeds), so that a plain 'meshd'
-then links with no --seed.
+then links with no --seed. Unix socket addresses are kept only when join
+reached the admin's node over one (the same host).
 
 Where the org's roster needs more than one admin's signature, the
 inviting node writes the update adding this node for the other admins to
@@ -213,7 +215,7 @@ func runJoin(a *app, args []string) error {
 			return err
 		}
 	}
-	res.Seeds = append(append([]string(nil), tok.Addrs...), tok.Seeds...)
+	res.Seeds = joinSeeds(tok, via)
 	if err := writeSeeds(h, res.Seeds); err != nil {
 		return err
 	}
@@ -265,7 +267,7 @@ func joinExchange(ctx context.Context, id home.Identity, tok *proto.InviteToken)
 		},
 	}
 	var errs []error
-	for _, s := range tok.Addrs {
+	for _, s := range joinOrder(tok.Addrs) {
 		addr, err := transport.ParseAddr(s)
 		if err != nil {
 			errs = append(errs, err)
@@ -274,7 +276,10 @@ func joinExchange(ctx context.Context, id home.Identity, tok *proto.InviteToken)
 		l, err := transport.Dial(ctx, addr, cfg, &tok.Admin)
 		if err != nil {
 			errs = append(errs, err)
-			if errors.Is(err, transport.ErrUnexpectedPeer) || ctx.Err() != nil {
+			// Another key at a TCP address is someone else answering
+			// for the admin: stop. At a Unix socket path it is usually
+			// another node of this host whose home has the same path.
+			if errors.Is(err, transport.ErrUnexpectedPeer) && addr.Network != "unix" || ctx.Err() != nil {
 				break
 			}
 			continue
@@ -343,6 +348,38 @@ func leaveOrg(h home.Home, org string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// joinOrder puts the token's Unix socket addresses last: they reach the
+// admin's node only from its own host.
+func joinOrder(addrs []string) []string {
+	out := slices.Clone(addrs)
+	slices.SortStableFunc(out, func(a, b string) int {
+		ua, ub := strings.HasPrefix(a, "unix:"), strings.HasPrefix(b, "unix:")
+		switch {
+		case ua == ub:
+			return 0
+		case ua:
+			return 1
+		}
+		return -1
+	})
+	return out
+}
+
+// joinSeeds returns the token's addresses the joiner keeps as seeds: all
+// of them, but Unix sockets only when it reached the admin's node over
+// one (it is on the same host); another host's socket can never reach it
+// (PROTOCOL.md §14.9).
+func joinSeeds(tok *proto.InviteToken, via string) []string {
+	local := strings.HasPrefix(via, "unix:")
+	var out []string
+	for _, s := range append(slices.Clone(tok.Addrs), tok.Seeds...) {
+		if (local || !strings.HasPrefix(s, "unix:")) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // writeSeeds writes the seeds file meshd reads at start.

@@ -15,8 +15,9 @@ const usageStatus = `usage: meshctl status [--json]
 Show the running meshd: its identity, org and roster version, listen
 addresses, number of links, uptime and counters (drops by reason, link and
 roster events). A node an admin removed from the roster says so, naming
-the roster version ("member": false in --json). Needs a running meshd on
-this home.
+the roster version and how often it still redials its former peers
+("member": false, "removed": true and "retry_seconds" in --json). Needs a
+running meshd on this home.
 
 examples:
   meshctl status
@@ -36,8 +37,12 @@ func runStatus(a *app, args []string) error {
 	fmt.Fprintf(tw, "node\t%s (%s)\n", name, s.Fingerprint)
 	fmt.Fprintf(tw, "key\t%s\n", s.Key)
 	fmt.Fprintf(tw, "org\t%s (roster v%d, %d members, role %s)\n", s.Org, s.RosterVersion, s.RosterMembers, s.Role)
-	if !s.Member {
-		fmt.Fprintf(tw, "member\tno: removed from the org by roster v%d; peers refuse its links (ask an admin to add it back)\n", s.RosterVersion)
+	switch {
+	case s.Removed:
+		fmt.Fprintf(tw, "member\tno: removed from the org by roster v%d; peers refuse its links, so it redials each only every %v (meshctl doctor says how to come back)\n",
+			s.RosterVersion, time.Duration(s.RetrySeconds)*time.Second)
+	case !s.Member:
+		fmt.Fprintf(tw, "member\tno: not in roster v%d; peers refuse its links (ask an admin to add it)\n", s.RosterVersion)
 	}
 	fmt.Fprintf(tw, "listen\t%s\n", strings.Join(s.Listen, " "))
 	if len(s.Advertised) > 0 {

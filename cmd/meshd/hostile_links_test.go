@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,13 +287,16 @@ func TestHalfOpenBurst(t *testing.T) {
 
 // TestRemovedNodeBacksOff: a member removed by a roster update keeps its
 // old roster and redials. The members refuse it and send it the new
-// roster, so it learns it was removed (status says so), and its redials
-// back off: at most 10 in the first 10 s per member, then one per 30 s.
+// roster, so it learns it was removed (status and doctor say so), and
+// then it redials each member only every 10 minutes. The removal costs
+// one goodbye each way on each link, not a storm of them.
 func TestRemovedNodeBacksOff(t *testing.T) {
 	o := newLinkOrg(t, "admin", "bob", "carol")
 	o.start("admin")
-	o.start("bob")
-	o.start("carol")
+	cs := o.start("carol")
+	// bob also has carol as a seed: it learns her removal, and stops
+	// dialling it.
+	o.start("bob", "--seed", tcpListen(t, cs))
 	for _, n := range []string{"bob", "carol"} {
 		o.waitLinked(n, "admin", 10*time.Second)
 	}
@@ -328,8 +332,21 @@ func TestRemovedNodeBacksOff(t *testing.T) {
 	}
 	txt := meshctlOK(t, o.meshctl, "--home", o.homes["carol"], "status")
 	t.Logf("carol's status:\n%s", txt[:strings.Index(txt, "counters:")])
-	if !strings.Contains(txt, fmt.Sprintf("removed from the org by roster v%d", st.RosterVersion)) {
-		t.Fatalf("status does not say carol was removed:\n%s", txt)
+	if !strings.Contains(txt, fmt.Sprintf("removed from the org by roster v%d", st.RosterVersion)) ||
+		!strings.Contains(txt, "redials each only every 10m0s") {
+		t.Fatalf("status does not say carol was removed and how often she redials:\n%s", txt)
+	}
+	var rs struct {
+		Removed      bool    `json:"removed"`
+		RetrySeconds float64 `json:"retry_seconds"`
+	}
+	meshctlJSON(t, o.meshctl, &rs, "--home", o.homes["carol"], "status")
+	if !rs.Removed || rs.RetrySeconds != 600 {
+		t.Fatalf("carol's status --json: removed %v, retry_seconds %v", rs.Removed, rs.RetrySeconds)
+	}
+	doc := meshctlRun(t, o.meshctl, "--home", o.homes["carol"], "doctor")
+	if !strings.Contains(doc.stdout, "was removed from the org") || !strings.Contains(doc.stdout, "only every 10m0s") {
+		t.Fatalf("doctor does not explain the removal:\n%s", doc.stdout)
 	}
 	var bobSt struct {
 		Member *bool `json:"member"`
@@ -361,10 +378,39 @@ func TestRemovedNodeBacksOff(t *testing.T) {
 			t.Errorf("%s refused carol %d times in 10 s, want at most 10", name, n)
 		}
 	}
-	// Two members, each dialled at most 10 times in the first 10 s, and
-	// each at most once more by 15 s (the backoff reached 8 s and more).
-	if d10 > 20 || d15 > d10+4 {
-		t.Errorf("carol dialled %d times in 10 s and %d in 15 s", d10, d15)
+	// Each member's link is closed by it and redialled once, which the
+	// refusal answers with the roster: at most one more dial each (a dial
+	// racing the roster), then nothing for 10 minutes. (Before the
+	// removed state, carol redialled on 1, 2, 4, 8 s: 8 or more by 15 s.)
+	if d15 > 4 || d15 != d10 {
+		t.Errorf("carol dialled %d times in 10 s and %d in 15 s, want at most 4, none after 10 s", d10, d15)
+	}
+	// One goodbye each way per link: the admin's "removed from roster"
+	// and carol's answer, then refusals. (Each goodbye used to be
+	// answered by another until the link closed: thousands of frames.)
+	for _, n := range []string{"admin", "bob", "carol"} {
+		got := o.counters(n)["rx.frame_bytes.goodbye"] - before[n]["rx.frame_bytes.goodbye"]
+		t.Logf("%s received %d bytes of goodbye frames", n, got)
+		if got > 400 {
+			t.Errorf("%s received %d bytes of goodbye frames for one removal, want at most 400", n, got)
+		}
+	}
+	// bob's seed at carol's address is dialled no more.
+	if c := o.counters("bob"); c["seeds.skipped.removed_member"] != 1 || c["dial.seed_failed"] != before["bob"]["dial.seed_failed"] {
+		t.Errorf("bob: seeds.skipped.removed_member %d, dial.seed_failed %d -> %d; want 1 and no failed seed dial",
+			c["seeds.skipped.removed_member"], before["bob"]["dial.seed_failed"], c["dial.seed_failed"])
+	}
+	// Restarted with that seed again, bob does not know whom it reaches
+	// until it answers: carol's key, removed by an update bob applied.
+	// The seed is dropped at the first dial, not redialled every 5 s.
+	if err := o.ds["bob"].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	o.start("bob", "--seed", tcpListen(t, cs))
+	o.waitLinked("bob", "admin", 10*time.Second)
+	waitCounter(t, o.meshctl, o.homes["bob"], "seeds.skipped.removed_member", 1)
+	if c := o.counters("bob"); c["dial.seed_failed"] != 0 {
+		t.Errorf("restarted bob: dial.seed_failed %d, want 0", c["dial.seed_failed"])
 	}
 	// Both ends log a bounded number of lines about it.
 	for _, n := range []string{"admin", "carol"} {

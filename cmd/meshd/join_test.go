@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,11 +72,35 @@ func TestInviteJoin(t *testing.T) {
 	if joined.Org != sa.Org || joined.Role != "operator" || joined.Name != "bob" || joined.RosterVersion != 2 || len(joined.Seeds) == 0 {
 		t.Fatalf("join: %+v", joined)
 	}
+	// bob reached alice over TCP: he keeps no Unix socket as a seed, though
+	// alice advertises hers. A seeds file an older join wrote with a Unix
+	// socket of another host is not dialled.
+	if !slices.ContainsFunc(sa.Listen, func(s string) bool { return strings.HasPrefix(s, "unix:") }) {
+		t.Fatalf("alice listens on no Unix socket: %v", sa.Listen)
+	}
+	seedsFile := filepath.Join(b, "seeds")
+	sb, err := os.ReadFile(seedsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(sb), "unix:") || slices.ContainsFunc(joined.Seeds, func(s string) bool { return strings.HasPrefix(s, "unix:") }) {
+		t.Fatalf("a joiner over TCP keeps a Unix socket as a seed: %v\n%s", joined.Seeds, sb)
+	}
+	if err := os.WriteFile(seedsFile, append(sb, "unix:///nonexistent/other-host/.meshd/link.sock\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	db := startDaemon(t, meshd, b, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	waitStatus(t, meshctl, b, db)
 	peers := waitPeers(t, meshctl, b, 1, 15*time.Second)
 	if _, ok := peers[sa.Key]; !ok {
 		t.Fatalf("bob's peers %v lack alice", peers)
+	}
+	if c := counters(t, meshctl, b); c["dial.seed_failed"] != 0 || c["seeds.skipped.unix_not_local"] != 1 {
+		t.Fatalf("bob: dial.seed_failed %d, seeds.skipped.unix_not_local %d; want 0 and 1",
+			c["dial.seed_failed"], c["seeds.skipped.unix_not_local"])
+	}
+	if doc := meshctlRun(t, meshctl, "--home", b, "doctor").stdout; strings.Contains(doc, "unreachable seeds") {
+		t.Fatalf("doctor after join:\n%s", doc)
 	}
 	var list struct{ Invites []inviteJSON }
 	meshctlJSON(t, meshctl, &list, "--home", a, "invite", "list")

@@ -41,6 +41,12 @@ type Status struct {
 	// ClockSkewSeconds is the largest recent clock difference to a
 	// peer (its clock minus ours), when it exceeds 10 s; else omitted.
 	ClockSkewSeconds float64 `json:"clock_skew_seconds,omitempty"`
+
+	// Removed is set when this node applied a roster update that removed
+	// it: every member refuses it, so it redials each member and seed
+	// only every RetrySeconds.
+	Removed      bool    `json:"removed,omitempty"`
+	RetrySeconds float64 `json:"retry_seconds,omitempty"`
 }
 
 // Peer is one linked peer in GET /v1/peers.

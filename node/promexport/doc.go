@@ -52,6 +52,7 @@
 //	dial.attempt              meshd_dials_total
 //	dial.failed               meshd_dial_failures_total
 //	dial.seed_failed          meshd_seed_dial_failures_total
+//	seeds.skipped.<reason>    meshd_seeds_skipped_total                reason
 //	mdns.seen                 meshd_mdns_seen_total
 //	mdns.ignored.<reason>     meshd_mdns_ignored_total                 reason
 //	mdns.start_failed         meshd_mdns_start_failures_total

@@ -55,6 +55,7 @@ var (
 	famDials          = counter("meshd_dials_total", "Outbound dial attempts.")
 	famDialFailures   = counter("meshd_dial_failures_total", "Outbound dials that failed.")
 	famSeedFailures   = counter("meshd_seed_dial_failures_total", "Dials to static seeds that failed.")
+	famSeedsSkipped   = counter("meshd_seeds_skipped_total", "Static seeds not dialled: a seeds-file Unix socket not on this host, or a seed that reached a removed member.", "reason")
 	famMDNSSeen       = counter("meshd_mdns_seen_total", "mDNS announcements seen.")
 	famMDNSIgnored    = counter("meshd_mdns_ignored_total", "mDNS announcements ignored, by reason.", "reason")
 	famMDNSFailed     = counter("meshd_mdns_start_failures_total", "Times mDNS discovery could not start.")
@@ -174,6 +175,7 @@ var rules = []rule{
 	{name: "dial.attempt", fam: famDials},
 	{name: "dial.failed", fam: famDialFailures},
 	{name: "dial.seed_failed", fam: famSeedFailures},
+	{name: "seeds.skipped.", fam: famSeedsSkipped},
 	{name: "mdns.seen", fam: famMDNSSeen},
 	{name: "mdns.ignored.", fam: famMDNSIgnored},
 	{name: "mdns.start_failed", fam: famMDNSFailed},

@@ -1,0 +1,91 @@
+package node
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// TestSeedsFileHostAndRemovals: the seeds file's Unix sockets are taken
+// only when they are sockets on this host (not this node's own), and the
+// lines of seeds that reached removed members leave the file.
+func TestSeedsFileHostAndRemovals(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "other.sock") // a neighbour on this host
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Skipf("no Unix sockets here: %v", err)
+	}
+	defer ln.Close()
+	n := &Node{cfg: Config{Home: dir}, home: home.Home{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
+	lines := "# written by 'meshctl join'\n" +
+		"tcp://192.0.2.10:7946\n" +
+		"unix:///nonexistent/other-host/.meshd/link.sock\n" +
+		"unix://" + sock + "\n" +
+		"unix://" + n.home.LinkSocket() + "\n" +
+		"tcp://192.0.2.11:7946\n"
+	path := filepath.Join(dir, seedsFile)
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range n.joinedSeeds() {
+		got = append(got, a.String())
+	}
+	want := []string{"tcp://192.0.2.10:7946", "unix://" + sock, "tcp://192.0.2.11:7946"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("seeds %v, want %v", got, want)
+	}
+	if c := n.metrics.Get("seeds.skipped.unix_not_local"); c != 2 {
+		t.Fatalf("seeds.skipped.unix_not_local %d, want 2", c)
+	}
+
+	// The seed at 192.0.2.11 reached a member that is then removed.
+	removed := seedKey(t, 7)
+	n.peers.seeds = []*peer{
+		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.10:7946")}, key: seedKey(t, 1)},
+		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.11:7946")}, key: removed},
+		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.12:7946")}}, // never linked
+	}
+	gone := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { return !k.Equal(removed) })
+	if !slices.Equal(gone, []string{"tcp://192.0.2.11:7946"}) || len(n.peers.seeds) != 2 {
+		t.Fatalf("dropped %v, %d seeds left", gone, len(n.peers.seeds))
+	}
+	n.forgetSeeds(gone)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := slices.DeleteFunc(slices.Clone(splitLines(lines)), func(l string) bool { return l == "tcp://192.0.2.11:7946" }); !slices.Equal(splitLines(string(b)), want) {
+		t.Fatalf("seeds file after the removal:\n%s", b)
+	}
+}
+
+func seedKey(t *testing.T, b byte) proto.PubKey {
+	t.Helper()
+	var k proto.PubKey
+	for i := range k {
+		k[i] = b
+	}
+	return k
+}
+
+func mustAddr(t *testing.T, s string) transport.Addr {
+	t.Helper()
+	a, err := transport.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func splitLines(s string) []string { return strings.Split(s, "\n") }
