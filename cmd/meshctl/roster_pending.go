@@ -84,10 +84,10 @@ func runRosterPending(a *app, args []string) error {
 		fmt.Fprintln(a.Stdout, "no pending nodes: no node outside the roster tried to link since meshd started")
 	default:
 		tw := table(a.Stdout)
-		fmt.Fprintln(tw, "FINGERPRINT\tNAME\tADDRESS\tFIRST SEEN\tLAST SEEN\tATTEMPTS")
+		fmt.Fprintln(tw, "FINGERPRINT\tCLAIMED NAME\tADDRESS\tFIRST SEEN\tLAST SEEN\tATTEMPTS")
 		now := time.Now()
 		for _, n := range res.Nodes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\t%d\n", n.Fingerprint, dash(n.Name), dash(n.Address),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\t%d\n", n.Fingerprint, claimedCell(n.Name), nameCell(n.Address),
 				ago(now.Sub(n.FirstSeen)), ago(now.Sub(n.LastSeen)), n.Attempts)
 		}
 		if err := tw.Flush(); err != nil {
@@ -132,4 +132,13 @@ func pendingUpdates(h home.Home) ([]pendingUpdate, error) {
 			Signatures: len(t.Admins), Required: t.Need, Missing: t.Missing()})
 	}
 	return out, nil
+}
+
+// claimedCell is a name a node claims, for a table cell: escaped and
+// quoted, or "-".
+func claimedCell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return claimedText(s)
 }
