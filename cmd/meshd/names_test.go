@@ -158,3 +158,63 @@ func slicesDeleteKey(ms []roster.Member, k proto.PubKey) []roster.Member {
 	}
 	return out
 }
+
+// TestInviteRosterFull: when the roster cannot take the joiner (it holds
+// the most members a roster may), a valid invite is refused and stays
+// usable: the node neither signs an unchanged roster nor logs the member
+// as added.
+func TestInviteRosterFull(t *testing.T) {
+	t.Parallel()
+	meshd, meshctl := buildBinaries(t)
+	tmp := t.TempDir()
+	a := filepath.Join(tmp, "alice")
+	meshctlOK(t, meshctl, "--home", a, "init", "--name", "alice")
+	meshctlOK(t, meshctl, "--home", a, "roster", "init", "--org", "acme")
+	h := home.Home{Dir: a}
+	id, err := h.LoadIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := h.LoadRoster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := cur.Next()
+	for i := 0; len(full.Members) < roster.MaxMembers; i++ {
+		var seed [ed25519.SeedSize]byte
+		seed[0], seed[1], seed[2] = 0xfe, byte(i>>8), byte(i)
+		if err := full.Add(roster.Member{Key: proto.PubKeyOf(ed25519.NewKeyFromSeed(seed[:])), Role: roster.RoleObserver}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := full.Sign(id.Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.WriteRoster(h.RosterPath(), full); err != nil {
+		t.Fatal(err)
+	}
+	da := startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	waitStatus(t, meshctl, a, da)
+	var inv inviteJSON
+	meshctlJSON(t, meshctl, &inv, "--home", a, "invite", "--role", "member")
+	j := filepath.Join(tmp, "joiner")
+	if r := meshctlRun(t, meshctl, "--home", j, "join", inv.Token, "--timeout", "10s"); r.code == 0 {
+		t.Fatalf("join into a full roster: %+v", r)
+	}
+	waitCounter(t, meshctl, a, "invite.rejected.roster", 1)
+	var list struct{ Invites []inviteJSON }
+	meshctlJSON(t, meshctl, &list, "--home", a, "invite", "list")
+	if len(list.Invites) != 1 || list.Invites[0].State != "usable" {
+		t.Fatalf("invite after a refused add: %+v", list)
+	}
+	if strings.Contains(da.stderr.String(), "member added") {
+		t.Fatal("meshd logged a member added to a full roster")
+	}
+	var st struct {
+		RosterVersion uint64 `json:"roster_version"`
+	}
+	meshctlJSON(t, meshctl, &st, "--home", a, "status")
+	if st.RosterVersion != full.Version {
+		t.Fatalf("roster version %d after a refused add, want %d", st.RosterVersion, full.Version)
+	}
+}
