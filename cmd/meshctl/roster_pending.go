@@ -17,9 +17,10 @@ const usageRosterPending = `usage: meshctl roster pending [--json]
 List what waits to join the roster:
 
   - nodes this node's running meshd refused because they are not in the
-    roster: their fingerprint, the name they claim, the address they came
-    from, when they were first and last seen, and how many times they
-    tried (meshd remembers up to 256, in memory);
+    roster: their fingerprint, the name they claim (quoted, with anything
+    beyond ASCII escaped: the node chose it), the address they came from,
+    when they were first and last seen, and how many times they tried
+    (meshd remembers up to 256, at most 8 from one address, in memory);
   - roster updates in the home that still need admin signatures
     (roster-vN*.cbor, as 'roster add' and invites write them when the
     quorum is more than 1), with the signatures they have.
