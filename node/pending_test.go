@@ -76,3 +76,32 @@ func TestPendingSourceOf(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingRefreshNoEvict replays the refresh attack on the book with a
+// simulated clock: a newcomer is listed, then 276 keys from many
+// addresses arrive at 1.5 a second while the listed ones are refreshed
+// at 11 a second. The newcomer, which does not knock again, stays listed.
+func TestPendingRefreshNoEvict(t *testing.T) {
+	b := newPendingBook()
+	now := time.Unix(1_000_000, 0)
+	newcomer := pendingKnock(t, "192.0.2.1:4000")
+	b.record(newcomer, now)
+	var keys []*proto.HandshakePayload
+	for i := range 600 { // 400 s of the attack
+		now = now.Add(time.Second * 2 / 3)
+		if i < 276 {
+			p := pendingKnock(t, fmt.Sprintf("198.51.%d.%d:1", i/200, i%200))
+			keys = append(keys, p)
+			b.record(p, now)
+		}
+		for j := range 7 { // 11 a second is about 7 per new key
+			b.record(keys[(i*7+j)%len(keys)], now)
+		}
+	}
+	for _, e := range b.list() {
+		if e.Key.Equal(newcomer.Identity) {
+			return
+		}
+	}
+	t.Fatalf("the refresh attack evicted the listed newcomer (%d listed)", len(b.list()))
+}
