@@ -117,7 +117,7 @@ func ParsePrincipal(s string, r *roster.Roster) (Principal, error) {
 		return KeyPrincipal(k), nil
 	}
 	if r == nil {
-		return Principal{}, fmt.Errorf("principal %q: want %q<role> or a key %q...", s, RolePrefix, proto.KeyPrefix)
+		return Principal{}, fmt.Errorf("principal %q: want %q<role> or a key %q<base64>", s, RolePrefix, proto.KeyPrefix)
 	}
 	ms, err := r.Lookup(strings.TrimPrefix(s, "@"))
 	if err != nil {

@@ -32,11 +32,14 @@ func (n *Node) renderItems(items []history.InboxItem) *api.Inbox {
 	return out
 }
 
-// party names a key for the API, with its roster name and role.
+// party names a key for the API, with its roster name and role, and
+// whether that name needs the fingerprint beside it.
 func (n *Node) party(k proto.PubKey) api.Party {
 	p := api.Party{Key: k, Fingerprint: k.Fingerprint()}
-	if m, ok := n.Roster().Member(k); ok {
+	r := n.Roster()
+	if m, ok := r.Member(k); ok {
 		p.Name, p.Role = m.Name, m.Role.String()
+		p.NameAmbiguous = m.Name != "" && !n.names.of(r).Unique(m.Name)
 	}
 	return p
 }

@@ -60,9 +60,14 @@ func (n *Node) PeerList() []api.Peer {
 		if m, ok := r.Member(pl.key); ok {
 			role = m.Role.String()
 		}
-		name := pl.payload.Name
-		if m, ok := r.Member(pl.key); ok && m.Name != "" {
+		// The name is the roster's only: the one the peer claims in its
+		// handshake is shown apart, so it cannot pass for a member's.
+		var name, claimed string
+		if m, ok := r.Member(pl.key); ok {
 			name = m.Name
+		}
+		if pl.payload.Name != name {
+			claimed = pl.payload.Name
 		}
 		dir := "inbound"
 		if pl.link.Outbound() {
@@ -73,6 +78,8 @@ func (n *Node) PeerList() []api.Peer {
 			Key:            pl.key,
 			Fingerprint:    pl.key.Fingerprint(),
 			Name:           name,
+			ClaimedName:    claimed,
+			NameAmbiguous:  name != "" && !n.names.of(r).Unique(name),
 			Role:           role,
 			Address:        pl.link.RemoteAddr(),
 			Network:        pl.link.Network(),

@@ -174,13 +174,8 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 	if err != nil {
 		return nil, badRequest("role: %w", err)
 	}
-	if req.Name != "" {
-		if err := roster.CheckName(req.Name); err != nil {
-			return nil, badRequest("name: %w", err)
-		}
-		if _, err := r.Lookup(req.Name); err == nil {
-			return nil, refuse(http.StatusConflict, hintMembers, "the roster already has a member named %q", req.Name)
-		}
+	if err := checkInviteName(r, req.Name); err != nil {
+		return nil, err
 	}
 	ttl := DefaultInviteTTL
 	if req.ExpiresSeconds != 0 {
@@ -355,12 +350,9 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 		return fail("store", id)
 	}
 	next := cur.Next()
-	name := s.Name
-	if name == "" && roster.CheckName(p.Name) == nil {
-		name = p.Name
-	}
-	m := roster.Member{Key: p.Identity, Role: role, Name: name}
-	if err := next.Add(m); err != nil && name != "" {
+	m := roster.Member{Key: p.Identity, Role: role, Name: n.inviteeName(cur, s, p)}
+	err = next.Add(m)
+	if err != nil && m.Name != "" {
 		// The name was taken meanwhile: join unnamed rather than not at all.
 		m.Name = ""
 		next = cur.Next()

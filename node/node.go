@@ -79,11 +79,12 @@ type Node struct {
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
 	requests          *requestBook
-	slow              slowPeers    // peers closed for not reading; see slowpeers.go
-	invites           *inviteBook  // invites this node made (invite.go)
-	pending           *pendingBook // non-members it refused (pending.go)
-	diag              *diagnosis   // what meshctl doctor reports (doctor.go)
-	answers           *answerBook  // final answers sent to requests (respond_once.go)
+	slow              slowPeers      // peers closed for not reading; see slowpeers.go
+	invites           *inviteBook    // invites this node made (invite.go)
+	pending           *pendingBook   // non-members it refused (pending.go)
+	names             nameIndexCache // which roster names are unique (names.go)
+	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
+	answers           *answerBook    // final answers sent to requests (respond_once.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery

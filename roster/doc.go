@@ -16,6 +16,7 @@
 //	  0: bstr(32) pubkey,  ; Ed25519 public key
 //	  1: uint role,        ; 1 observer, 2 member, 3 operator, 4 admin
 //	  ?2: tstr name,       ; omitted when empty; <= 128 bytes, no control characters
+//	                       ; (names entering a roster pass [CheckName] too)
 //	  ?3: bool archive,    ; omitted when false: the node keeps long history
 //	}
 //

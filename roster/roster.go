@@ -170,7 +170,7 @@ func (m Member) validate() error {
 	if !m.Role.Valid() {
 		return fmt.Errorf("%s: %w %d", m.Key.Fingerprint(), ErrUnknownRole, uint8(m.Role))
 	}
-	if err := CheckName(m.Name); err != nil {
+	if err := CheckStoredName(m.Name); err != nil {
 		return fmt.Errorf("%s: %w", m.Key.Fingerprint(), err)
 	}
 	return nil
@@ -183,16 +183,6 @@ func CheckOrg(org string) error {
 		return fmt.Errorf("org id must be 1..%d bytes, got %d", MaxOrgLen, len(org))
 	}
 	return checkText("org id", org)
-}
-
-// CheckName checks a display name: at most [MaxNameLen] bytes of UTF-8
-// without control characters (names appear in mailbox headers, where a
-// newline would forge a header). The empty name is valid: no name.
-func CheckName(name string) error {
-	if len(name) > MaxNameLen {
-		return fmt.Errorf("name of %d bytes exceeds %d", len(name), MaxNameLen)
-	}
-	return checkText("name", name)
 }
 
 func checkText(what, s string) error {
@@ -367,11 +357,15 @@ func (r *Roster) Admins() []proto.PubKey {
 // String names the roster in messages: roster "acme" v3.
 func (r *Roster) String() string { return fmt.Sprintf("roster %q v%d", r.Org, r.Version) }
 
-// Add adds m. The key must be new and the name, if any, unused, so that
-// lookups by name stay unambiguous.
+// Add adds m. The key must be new and the name, if any, valid under
+// [CheckName] and unlike any other member's (see [Skeleton]), so that
+// lookups by name stay unambiguous and no name poses as another.
 func (r *Roster) Add(m Member) error {
 	if err := m.validate(); err != nil {
 		return fmt.Errorf("add to %s: %w", r, err)
+	}
+	if err := CheckName(m.Name); err != nil {
+		return fmt.Errorf("add to %s: %s: %w", r, m.Key.Fingerprint(), err)
 	}
 	i, found := r.index(m.Key)
 	if found {
@@ -391,10 +385,11 @@ func (r *Roster) checkNameFree(name string, self proto.PubKey) error {
 	if name == "" {
 		return nil
 	}
-	for _, o := range r.Members {
-		if o.Name == name && !o.Key.Equal(self) {
-			return fmt.Errorf("%w: %q is %s", ErrDuplicateName, name, o.Label())
+	if o, ok := r.NameTaken(name, self); ok {
+		if o.Name == name {
+			return fmt.Errorf("%w: %s is %s", ErrDuplicateName, quoteName(name), o.Label())
 		}
+		return fmt.Errorf("%w: %s looks like %s, the name of %s", ErrDuplicateName, quoteName(name), quoteName(o.Name), o.Key.Fingerprint())
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func runInvite(a *app, args []string) error {
 	}
 	who := inv.Role
 	if inv.Name != "" {
-		who = inv.Name + " as " + inv.Role
+		who = nameText(inv.Name) + " as " + inv.Role
 	}
 	fmt.Fprintf(a.Stdout, "invite %s for %s, usable once until %s:\n\n%s\n\n",
 		inv.ID, who, inv.Expires.Local().Format(time.DateTime), inv.Token)
@@ -111,7 +111,7 @@ func runInviteList(a *app, args []string) error {
 		if !i.UsedBy.IsZero() {
 			by = i.UsedBy.Fingerprint()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.Role, dash(i.Name), i.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.Role, nameCell(i.Name), i.State,
 			i.Expires.Local().Format(time.DateTime), by)
 	}
 	if err := tw.Flush(); err != nil {

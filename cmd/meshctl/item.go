@@ -69,7 +69,7 @@ func writeItem(w io.Writer, it *api.Item, full bool) error {
 	default:
 		switch {
 		case it.Kind == "message" && isChannel(it):
-			fmt.Fprintf(&b, "%s %s", printable(channelLabel(it), false), printable(partyName(it.From), false))
+			fmt.Fprintf(&b, "%s %s", printable(channelLabel(it), false), partyName(it.From))
 		case it.Kind == "message":
 			fmt.Fprintf(&b, "dm from %s to %s", partyLabel(it.From), printable(it.To, false))
 		default:
@@ -131,12 +131,14 @@ func flags(it *api.Item) string {
 	return s
 }
 
-// partyName is a party's roster name, or its fingerprint if it has none.
+// partyName is a party's roster name alone when it is unique, or else
+// [partyLabel]: the fingerprint shows whenever the name does not
+// identify the sender by itself.
 func partyName(p api.Party) string {
-	if p.Name != "" {
+	if p.Name != "" && !p.NameAmbiguous && nameText(p.Name) == p.Name {
 		return p.Name
 	}
-	return p.Fingerprint
+	return partyLabel(p)
 }
 
 // partyLabel is "name (fingerprint)", or the fingerprint alone.
@@ -144,7 +146,7 @@ func partyLabel(p api.Party) string {
 	if p.Name == "" {
 		return printable(p.Fingerprint, false)
 	}
-	return printable(p.Name, false) + " (" + printable(p.Fingerprint, false) + ")"
+	return nameText(p.Name) + " (" + printable(p.Fingerprint, false) + ")"
 }
 
 // fieldValue renders a key=value value, quoted when it is empty or holds

@@ -229,7 +229,7 @@ func runJoin(a *app, args []string) error {
 	if res.Already {
 		fmt.Fprintf(a.Stdout, "this node was already a member of org %q: its roster and seeds are refreshed\n", r.Org)
 	}
-	fmt.Fprintf(a.Stdout, "joined org %q as %s (%s, %s), roster v%d\n", r.Org, m.Role, dash(m.Name), id.Pub.Fingerprint(), r.Version)
+	fmt.Fprintf(a.Stdout, "joined org %q as %s (%s, %s), roster v%d\n", r.Org, m.Role, nameCell(m.Name), id.Pub.Fingerprint(), r.Version)
 	fmt.Fprintf(a.Stdout, "seeds saved in %s\n\nstart the node with:\n  meshd%s\n", filepath.Join(h.Dir, "seeds"), homeArg(a))
 	return nil
 }

@@ -11,6 +11,9 @@ const usagePeers = `usage: meshctl peers [--json]
 
 List the peers this meshd holds links to: name, role, fingerprint, address,
 transport (tcp or unix), direction, link age and when it was last heard.
+NAME is the roster's name ("-" for none); a name the peer gave itself
+follows as 'claims "..."', escaped, and is not the roster's. Names are
+escaped, and only the fingerprint identifies a peer.
 
 examples:
   meshctl peers
@@ -30,9 +33,10 @@ func runPeers(a *app, args []string) error {
 	fmt.Fprintln(tw, "NAME\tROLE\tFINGERPRINT\tADDRESS\tVIA\tDIR\tAGE\tLAST SEEN")
 	now := time.Now()
 	for _, x := range p.Peers {
-		name := x.Name
-		if name == "" {
-			name = "-"
+		name := nameCell(x.Name)
+		if x.ClaimedName != "" {
+			// Not a roster name: the peer chose it.
+			name += " claims " + claimedText(x.ClaimedName)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", name, x.Role, x.Fingerprint, x.Address,
 			x.Network, x.Direction, ago(now.Sub(x.Established)), ago(now.Sub(x.LastSeen)))

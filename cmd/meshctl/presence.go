@@ -35,7 +35,7 @@ func runPresence(a *app, args []string) error {
 	fmt.Fprintln(tw, "NAME\tFINGERPRINT\tSTATE\tANNOUNCED\tLAST HEARD")
 	now := time.Now()
 	for _, e := range p.Entries {
-		name := printable(e.Name, false)
+		name := nameText(e.Name)
 		if name == "" {
 			name = "-"
 		}

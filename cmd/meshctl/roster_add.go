@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -17,7 +19,11 @@ Add the node with public key KEY (the full "ed25519:..." text that
 by this admin. Instead of the key, give the FINGERPRINT (or at least 8 hex
 digits of it) of a node this node's running meshd refused as a non-member,
 as 'meshctl roster pending' lists them: meshd knows its key from the
-handshake.
+handshake. Without --name, the node is named after the name it claimed
+in its handshake, which is shown (escaped) first; a claimed name that
+could not be a member's (invisible or bidi characters, or one that
+looks like another member's) is refused: pass --name NAME, or --name ''
+to add the node unnamed.
 
 flags:
   --role ROLE   observer, member, operator or admin (required)
@@ -52,8 +58,8 @@ func runRosterAdd(a *app, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *name == "" && roster.CheckName(claimed) == nil {
-			*name = claimed // the name it gave; refused below if taken
+		if err := adoptClaimedName(a, fs, name, claimed); err != nil {
+			return err
 		}
 	} else if err != nil {
 		return a.usageErrorf("KEY: %v (want the full key that 'meshctl id' prints, or the fingerprint 'meshctl roster pending' shows)", err)
@@ -68,6 +74,9 @@ func runRosterAdd(a *app, args []string) error {
 	return a.editRoster(ef, func(_, next *roster.Roster) (string, error) {
 		m := roster.Member{Key: key, Role: role, Name: *name, Archive: *archive}
 		if err := next.Add(m); err != nil {
+			if errors.Is(err, roster.ErrDuplicateName) {
+				return "", withHint(err, "pass --name NAME to give it another name")
+			}
 			return "", err
 		}
 		return fmt.Sprintf("added %s as %s", m.Label(), role), nil
@@ -114,4 +123,23 @@ func (a *app) pendingKey(prefix string) (proto.PubKey, string, error) {
 		return found[0].Key, found[0].Name, nil
 	}
 	return proto.PubKey{}, "", withHint(fmt.Errorf("%d pending nodes match %s", len(found), prefix), "give more hex digits")
+}
+
+// adoptClaimedName names a node added from the pending list after the
+// name it claims, unless --name was given: never silently, since the
+// node chose it. A claimed name that is not a valid member name is
+// refused rather than dropped.
+func adoptClaimedName(a *app, fs *flag.FlagSet, name *string, claimed string) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "name" })
+	if given || claimed == "" {
+		return nil
+	}
+	if err := roster.CheckName(claimed); err != nil {
+		return withHint(fmt.Errorf("the node claims the name %s, which cannot be a member's: %w", claimedText(claimed), err),
+			"pass --name NAME to name it, or --name '' to add it unnamed")
+	}
+	fmt.Fprintf(a.Stderr, "naming it %s, the name it claims (pass --name to choose another)\n", claimedText(claimed))
+	*name = claimed
+	return nil
 }

@@ -17,9 +17,10 @@ const usageRosterPending = `usage: meshctl roster pending [--json]
 List what waits to join the roster:
 
   - nodes this node's running meshd refused because they are not in the
-    roster: their fingerprint, the name they claim, the address they came
-    from, when they were first and last seen, and how many times they
-    tried (meshd remembers up to 256, in memory);
+    roster: their fingerprint, the name they claim (quoted, with anything
+    beyond ASCII escaped: the node chose it), the address they came from,
+    when they were first and last seen, and how many times they tried
+    (meshd remembers up to 256, at most 8 from one address, in memory);
   - roster updates in the home that still need admin signatures
     (roster-vN*.cbor, as 'roster add' and invites write them when the
     quorum is more than 1), with the signatures they have.
@@ -84,10 +85,10 @@ func runRosterPending(a *app, args []string) error {
 		fmt.Fprintln(a.Stdout, "no pending nodes: no node outside the roster tried to link since meshd started")
 	default:
 		tw := table(a.Stdout)
-		fmt.Fprintln(tw, "FINGERPRINT\tNAME\tADDRESS\tFIRST SEEN\tLAST SEEN\tATTEMPTS")
+		fmt.Fprintln(tw, "FINGERPRINT\tCLAIMED NAME\tADDRESS\tFIRST SEEN\tLAST SEEN\tATTEMPTS")
 		now := time.Now()
 		for _, n := range res.Nodes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\t%d\n", n.Fingerprint, dash(n.Name), dash(n.Address),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\t%d\n", n.Fingerprint, claimedCell(n.Name), nameCell(n.Address),
 				ago(now.Sub(n.FirstSeen)), ago(now.Sub(n.LastSeen)), n.Attempts)
 		}
 		if err := tw.Flush(); err != nil {
@@ -132,4 +133,13 @@ func pendingUpdates(h home.Home) ([]pendingUpdate, error) {
 			Signatures: len(t.Admins), Required: t.Need, Missing: t.Missing()})
 	}
 	return out, nil
+}
+
+// claimedCell is a name a node claims, for a table cell: escaped and
+// quoted, or "-".
+func claimedCell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return claimedText(s)
 }

@@ -96,10 +96,7 @@ func runRosterShow(a *app, args []string) error {
 	tw = table(a.Stdout)
 	fmt.Fprintf(tw, "  NAME\tROLE\tARCHIVE\tFINGERPRINT\tKEY\n")
 	for _, m := range j.Members {
-		name, archive := m.Name, "no"
-		if name == "" {
-			name = "-"
-		}
+		name, archive := nameCell(m.Name), "no"
 		if m.Archive {
 			archive = "yes"
 		}
@@ -110,10 +107,7 @@ func runRosterShow(a *app, args []string) error {
 	fmt.Fprintf(a.Stdout, "\nsigned by (%d):\n", len(j.Signers))
 	tw = table(a.Stdout)
 	for _, s := range j.Signers {
-		name, note := s.Name, "admin"
-		if name == "" {
-			name = "-"
-		}
+		name, note := nameCell(s.Name), "admin"
 		if !s.Admin {
 			note = "not an admin of this version"
 		}

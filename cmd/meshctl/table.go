@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/width"
 )
@@ -106,3 +109,33 @@ func displayWidth(s string) int {
 	}
 	return n
 }
+
+// nameText makes a name safe and honest to show: besides what
+// [printable] escapes, format and zero-width characters, variation
+// selectors and other invisible code points become Go escapes, so a name
+// cannot hide characters that make it differ from the one it shows.
+func nameText(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case safeRune(r, false) && unicode.IsGraphic(r) && !unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// nameCell is a name for a table cell: escaped by [nameText], or "-".
+func nameCell(s string) string { return dash(nameText(s)) }
+
+// claimedText shows a name a node claims for itself rather than one the
+// roster gives it: quoted, with everything beyond ASCII escaped, so
+// "car\u043el" cannot pass for carol.
+func claimedText(s string) string { return strconv.QuoteToASCII(s) }

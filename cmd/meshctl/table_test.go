@@ -57,3 +57,24 @@ func TestTableWideCharacters(t *testing.T) {
 		t.Errorf("widths: %d %d %d %d", displayWidth("测试机"), displayWidth("🚀"), displayWidth("e\u0301"), displayWidth("👩‍💻"))
 	}
 }
+
+func TestNameText(t *testing.T) {
+	for in, want := range map[string]string{
+		"alice":           "alice",
+		"测试机":             "测试机",
+		"build 🚀":         "build 🚀",
+		"alice\u200b":     `alice\u200b`,
+		"\u202eecila":     `\u202eecila`,
+		"a\u00adb\ufe0fc": `a\u00adb\ufe0fc`,
+		"\u3164x":         `\u3164x`,
+		"bad\xffutf8\x1b": `bad\xffutf8\x1b`,
+		"car\u043el":      "car\u043el", // a look-alike is not hidden, only not unique
+	} {
+		if got := nameText(in); got != want {
+			t.Errorf("nameText(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := claimedText("car\u043el"); got != `"car\u043el"` {
+		t.Errorf("claimedText = %s", got)
+	}
+}

@@ -70,6 +70,7 @@ type topTraffic struct {
 
 type topPeer struct {
 	Name            string  `json:"name,omitempty"`
+	NameAmbiguous   bool    `json:"name_ambiguous,omitempty"`
 	Fingerprint     string  `json:"fingerprint"`
 	Role            string  `json:"role"`
 	Presence        string  `json:"presence"`
@@ -255,7 +256,7 @@ func topFrame(prev, cur *topSample) topSnapshot {
 			if pr == "" {
 				pr = "unknown"
 			}
-			out.Peers = append(out.Peers, topPeer{Name: p.Name, Fingerprint: p.Fingerprint, Role: p.Role,
+			out.Peers = append(out.Peers, topPeer{Name: p.Name, NameAmbiguous: p.NameAmbiguous, Fingerprint: p.Fingerprint, Role: p.Role,
 				Presence: pr, Network: p.Network, Direction: p.Direction, Address: p.Address,
 				LinkAgeSeconds: p.LinkAgeSeconds, LastSeenSeconds: max(0, now.Sub(p.LastSeen).Seconds())})
 		}
@@ -265,10 +266,7 @@ func topFrame(prev, cur *topSample) topSnapshot {
 
 // writeTop prints one frame as text.
 func writeTop(w io.Writer, s topSnapshot) error {
-	name := s.Node.Name
-	if name == "" {
-		name = "-"
-	}
+	name := nameCell(s.Node.Name)
 	secs := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 	fmt.Fprintf(w, "meshd %s (%s)  %s of %s, roster v%d  links %d  up %s  %s\n", name, s.Node.Fingerprint,
 		s.Node.Role, s.Node.Org, s.Node.RosterVersion, s.Node.Links, ago(secs(s.Node.UptimeSeconds)),
@@ -290,10 +288,7 @@ func writeTop(w io.Writer, s topSnapshot) error {
 		tw := table(w)
 		fmt.Fprintln(tw, "PEER\tROLE\tPRESENCE\tVIA\tDIR\tADDRESS\tLINK AGE\tLAST SEEN")
 		for _, p := range s.Peers {
-			pn := p.Name
-			if pn == "" {
-				pn = p.Fingerprint
-			}
+			pn := partyName(api.Party{Name: p.Name, Fingerprint: p.Fingerprint, NameAmbiguous: p.NameAmbiguous})
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", pn, p.Role, p.Presence, p.Network,
 				p.Direction, p.Address, ago(secs(p.LinkAgeSeconds)), ago(secs(p.LastSeenSeconds)))
 		}

@@ -20,10 +20,22 @@ the address bar. A request without the token gets 401 and no data.
 Keep the address to yourself, as you would the node's key: anyone who has
 it reads your messages until meshd restarts.
 
+Keep the token off command lines: every local user reads the arguments
+of every process (/proc/*/cmdline, ps), so 'xdg-open "$(meshctl ui)"' or
+'curl -H "Authorization: Bearer $(...)"' would show it to them. Paste the
+address into the browser, or hand it over through a pipe or an
+owner-only file, as below.
+
 examples:
-  meshctl ui
-  xdg-open "$(meshctl ui)"
-  curl -H "Authorization: Bearer $(meshctl ui --json | jq -r .token)" http://127.0.0.1:8080/api/state
+  meshctl ui                       (then paste the address into the browser)
+
+  # open it through an owner-only file (only its path is an argument; rm it after)
+  f=$(mktemp --suffix=.html) && meshctl ui --json |
+    jq -r '"<meta http-equiv=refresh content=\"0;url=" + .url + "\">"' >"$f" && xdg-open "$f"
+
+  # curl reads the header from its standard input (-K -), not from argv
+  meshctl ui --json | jq -r '"header = \"Authorization: Bearer " + .token + "\""' |
+    curl -sK - http://127.0.0.1:8080/api/state
 `
 
 // uiResult is what ui reports.

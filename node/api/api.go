@@ -51,18 +51,23 @@ type Status struct {
 
 // Peer is one linked peer in GET /v1/peers.
 type Peer struct {
-	Key            proto.PubKey `json:"key"`
-	Fingerprint    string       `json:"fingerprint"`
-	Name           string       `json:"name,omitempty"`
-	Role           string       `json:"role"`
-	Address        string       `json:"address"`
-	Network        string       `json:"network"`
-	Direction      string       `json:"direction"`
-	Established    time.Time    `json:"established"`
-	LinkAgeSeconds float64      `json:"link_age_seconds"`
-	LastSeen       time.Time    `json:"last_seen"`
-	RosterVersion  uint64       `json:"roster_version"`
-	Listen         []string     `json:"listen,omitempty"`
+	Key         proto.PubKey `json:"key"`
+	Fingerprint string       `json:"fingerprint"`
+	// Name is the peer's roster name; ClaimedName the name its handshake
+	// gave when that differs (a peer chooses it: never take it for a
+	// roster name). NameAmbiguous: another member's name looks like Name.
+	Name           string    `json:"name,omitempty"`
+	ClaimedName    string    `json:"claimed_name,omitempty"`
+	NameAmbiguous  bool      `json:"name_ambiguous,omitempty"`
+	Role           string    `json:"role"`
+	Address        string    `json:"address"`
+	Network        string    `json:"network"`
+	Direction      string    `json:"direction"`
+	Established    time.Time `json:"established"`
+	LinkAgeSeconds float64   `json:"link_age_seconds"`
+	LastSeen       time.Time `json:"last_seen"`
+	RosterVersion  uint64    `json:"roster_version"`
+	Listen         []string  `json:"listen,omitempty"`
 }
 
 // Peers is the answer to GET /v1/peers.

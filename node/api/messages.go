@@ -109,6 +109,9 @@ type Party struct {
 	Fingerprint string       `json:"fingerprint"`
 	Name        string       `json:"name,omitempty"`
 	Role        string       `json:"role,omitempty"`
+	// NameAmbiguous: another member's name looks like Name (older tools
+	// let such names into a roster), so show the fingerprint with it.
+	NameAmbiguous bool `json:"name_ambiguous,omitempty"`
 }
 
 // Item is one inbox item.

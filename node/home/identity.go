@@ -178,7 +178,7 @@ func (h Home) loadName() (string, error) {
 		return "", fmt.Errorf("load name: %s is %d bytes; remove it, or set the name again with `meshctl init --name NAME`", h.NamePath(), len(b))
 	}
 	name := strings.TrimSuffix(string(b), "\n")
-	if err := roster.CheckName(name); err != nil {
+	if err := roster.CheckStoredName(name); err != nil {
 		return "", fmt.Errorf("load name from %s: %w; remove it, or set the name again with `meshctl init --name NAME`", h.NamePath(), err)
 	}
 	return name, nil

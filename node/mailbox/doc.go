@@ -75,8 +75,11 @@
 // and channel names cannot hold one anyway; this is defence in depth, and
 // [Verify] applies the same rendering.
 //
-// The body of a message is its text, verbatim: it may hold anything,
-// including lines that look like headers, "---" or an armor line. The body
+// The body of a message is its text: it may hold anything, including
+// lines that look like headers, "---" or an armor line; only control
+// characters (but tab, line feed, and a carriage return before a line
+// feed), U+2028, U+2029 and bidi controls are written as \uXXXX, so that
+// a terminal showing the file obeys none of them. The body
 // of a request is its params, and of a response its result, as JSON
 // indented by two spaces ([proto.CBORToJSON], then [json.Indent]); it is
 // empty when the envelope carries none. The body region of the file is

@@ -214,15 +214,18 @@ func isInvalidAt(s string, i int) bool {
 }
 
 // renderBody returns the body of e: a message's text, or a request's
-// params or a response's result as indented JSON.
+// params or a response's result as indented JSON, with control and bidi
+// characters escaped (see bodyText).
 func renderBody(e *proto.Envelope) (string, error) {
 	switch e.Kind {
 	case proto.KindMessage:
-		return e.Message.Body, nil
+		return bodyText(e.Message.Body), nil
 	case proto.KindRequest:
-		return jsonBody(e.ID.String(), "params", e.Request.Params)
+		js, err := jsonBody(e.ID.String(), "params", e.Request.Params)
+		return bodyText(js), err
 	case proto.KindResponse:
-		return jsonBody(e.ID.String(), "result", e.Response.Result)
+		js, err := jsonBody(e.ID.String(), "result", e.Response.Result)
+		return bodyText(js), err
 	}
 	return "", fmt.Errorf("mailbox: envelope %s: %w: %s", e.ID, ErrUnsupportedKind, e.Kind)
 }

@@ -198,13 +198,13 @@ func TestTwoNodesKnownTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eb := waitScrape(t, urlB, "b to count the traffic", func(e exposition) bool {
+	waitScrape(t, urlB, "b to count the traffic", func(e exposition) bool {
 		d, _ := e.value("meshd_envelopes_delivered_total", l("kind", "message"))
 		x, _ := e.value("meshd_envelopes_dropped_total", l("reason", "bad_signature"))
 		return d >= dms && x >= 1
 	})
 	raw.Close()
-	eb = waitScrape(t, urlB, "c's link to go", linksOne)
+	eb := waitScrape(t, urlB, "c's link to go", linksOne)
 	ea := waitScrape(t, urlA, "b's acks", func(e exposition) bool {
 		v, _ := e.value("meshd_envelopes_acked_total", nil)
 		return v >= dms
