@@ -88,6 +88,11 @@ type Config struct {
 	// it, short enough to report a second daemon at once.
 	LockTimeout time.Duration
 
+	// InboxPruned, if set, is called after retention commits the removal
+	// of envelopes that had inbox items, with those items: the mailbox
+	// mirror removes their files. It runs on the pruning goroutine.
+	InboxPruned func([]PrunedItem)
+
 	// Now is the clock. Default time.Now; tests substitute their own.
 	Now func() time.Time
 
