@@ -55,6 +55,8 @@ func (n *Node) StatusInfo() api.Status {
 		Counters:      n.Counters(),
 
 		ClockSkewSeconds: skew.Seconds(),
+		Mailbox:          n.mailboxStatus(),
+		QuotaRefused:     n.quotaRefused(r),
 	}
 }
 
