@@ -85,6 +85,9 @@ func (s *Store) countPlan(channel uuid.UUID, maxCount int) (map[proto.PubKey]int
 	total := 0
 	evictable := map[proto.PubKey]int{}
 	err := s.view(func(tx *bolt.Tx) error {
+		if int(getU64(tx.Bucket(bucketCounts).Get(channel[:]))) <= maxCount {
+			return nil // within the count: no scan
+		}
 		inbox := tx.Bucket(bucketInbox)
 		key := make([]byte, 0, envKLen)
 		c := tx.Bucket(bucketChanIdx).Cursor()
