@@ -85,10 +85,10 @@ func runChannelCreate(a *app, args []string) error {
 		return err
 	}
 	if *hours < 0 || *hours > channel.MaxRetentionHours {
-		return a.usageErrorf("--retention-hours %d: want 1 to %d", *hours, channel.MaxRetentionHours)
+		return a.usageErrorf("--retention-hours %d: want 0 (the default) to %d", *hours, channel.MaxRetentionHours)
 	}
 	if *msgs < 0 || *msgs > channel.MaxRetentionMessages {
-		return a.usageErrorf("--retention-messages %d: want 1 to %d", *msgs, channel.MaxRetentionMessages)
+		return a.usageErrorf("--retention-messages %d: want 0 (the default) to %d", *msgs, channel.MaxRetentionMessages)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
