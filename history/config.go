@@ -61,7 +61,8 @@ type Config struct {
 	// members flooding at once still leave room for everyone else, and
 	// far above what an agent sends in the 72 h DMs are kept (50,000 is
 	// one every 5 s for three days). Channel Messages are bounded by the
-	// channel's retention instead.
+	// channel's retention (fair by sender, see [Store.Prune]) and by the
+	// node's per-sender channel rate instead.
 	MaxSenderBytes     int64
 	MaxSenderEnvelopes int
 

@@ -156,25 +156,30 @@ func pauseText(reason string) string {
 func (n *Node) removePrunedFiles(items []history.PrunedItem) {
 	root := n.home.MailboxDir()
 	files := &mirrorFiles{root: root, folders: map[string]map[string][]string{}}
-	removed, bytes := 0, int64(0)
+	removed, failed, bytes := 0, 0, int64(0)
+	var firstErr error
 	for _, it := range items {
-		paths := files.paths(it.ID, it.Delivered)
-		if len(paths) > 1 {
-			paths = nil
-			if p := files.pathFrom(it.ID, it.From, it.Delivered); p != "" {
-				paths = []string{p}
-			}
+		// The file whose From-Key is the sender's: another sender's
+		// envelope may share the id, and so the file's tag.
+		p := files.pathFrom(it.ID, it.From, it.Delivered)
+		if p == "" {
+			continue // never written, or removed already
 		}
-		for _, p := range paths {
-			size, err := mailbox.RemoveFile(root, p)
-			if err != nil {
-				n.metrics.Inc("mirror.prune_failed")
-				n.log.Warn("mailbox: cannot remove the file of a pruned envelope", "path", p, "err", err)
-				continue
+		size, err := mailbox.RemoveFile(root, p)
+		if err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
 			}
-			removed++
-			bytes += size
+			continue
 		}
+		removed++
+		bytes += size
+	}
+	if failed > 0 {
+		// One line per pruning step, however many files failed.
+		n.metrics.Add("mirror.prune_failed", uint64(failed))
+		n.log.Warn("mailbox: cannot remove the files of pruned envelopes", "files", failed, "err", firstErr)
 	}
 	if removed > 0 {
 		n.gate.removed(removed, bytes)
