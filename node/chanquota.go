@@ -13,12 +13,16 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// Per-sender channel quota (docs/SECURITY.md "Channel floods"): each
-// member's channel Messages arriving here, live or by history sync, pass
-// two token buckets, one of messages (ChannelSenderRate a minute, holding
+// Per-sender channel quota (docs/SECURITY.md "Channel floods and the
+// mailbox"): each member's channel Messages arriving here pass two token
+// buckets, one of messages (ChannelSenderRate a minute, holding
 // ChannelSenderBurst) and one of wire bytes (ChannelSenderBytesPerHour an
-// hour, holding as much). A Message past either is refused as drop.quota
-// before it is stored, mirrored or wakes a reader. Tokens are taken only
+// hour, holding as much). Messages that come by history sync take their
+// message tokens from a bucket of their own, which holds
+// historyBurstFactor times as many, so that a node back from an absence
+// catches up a full channel (10,000 by default) from one sender at once;
+// the byte bucket is shared. A Message past either is refused as
+// drop.quota before it is stored, mirrored or wakes a reader. Tokens are taken only
 // once the signature is checked, so nobody can spend another member's.
 // Buckets are kept per roster member, so the map is bounded by the
 // roster (at most 4,096) and forgets senders whose bucket is full again.
@@ -35,9 +39,13 @@ type chanQuota struct {
 }
 
 type quotaBucket struct {
-	msgs, bytes float64
-	at          time.Time
+	msgs, hist, bytes float64 // live message, history message and byte tokens
+	at                time.Time
 }
+
+// historyBurstFactor is how many times ChannelSenderBurst the history
+// bucket holds: 5 × 2,000 = 10,000, a default channel's retention count.
+const historyBurstFactor = 5
 
 // maxQuotaSenders bounds the refusal tally kept for status.
 const maxQuotaSenders = 4096
@@ -47,9 +55,10 @@ func newChanQuota(perMin, burst int, bytesPerHour int64) *chanQuota {
 		buckets: map[proto.PubKey]*quotaBucket{}, refused: map[proto.PubKey]uint64{}}
 }
 
-// allow takes one message of size bytes from from's buckets, and reports
-// whether it had them; a refused message takes nothing.
-func (q *chanQuota) allow(from proto.PubKey, size int, now time.Time) bool {
+// allow takes one message of size bytes from from's buckets (the history
+// message bucket if history), and reports whether it had them; a refused
+// message takes nothing.
+func (q *chanQuota) allow(from proto.PubKey, size int, history bool, now time.Time) bool {
 	if q.perMin <= 0 && q.perHour <= 0 {
 		return true
 	}
@@ -57,15 +66,20 @@ func (q *chanQuota) allow(from proto.PubKey, size int, now time.Time) bool {
 	defer q.mu.Unlock()
 	b := q.buckets[from]
 	if b == nil {
-		b = &quotaBucket{msgs: q.burst, bytes: q.perHour, at: now}
+		b = &quotaBucket{msgs: q.burst, hist: q.burst * historyBurstFactor, bytes: q.perHour, at: now}
 		q.buckets[from] = b
 	}
 	if dt := now.Sub(b.at); dt > 0 {
 		b.msgs = min(q.burst, b.msgs+dt.Minutes()*q.perMin)
+		b.hist = min(q.burst*historyBurstFactor, b.hist+dt.Minutes()*q.perMin)
 		b.bytes = min(q.perHour, b.bytes+dt.Hours()*q.perHour)
 		b.at = now
 	}
-	okMsgs := q.perMin <= 0 || b.msgs >= 1
+	tokens := &b.msgs
+	if history {
+		tokens = &b.hist
+	}
+	okMsgs := q.perMin <= 0 || *tokens >= 1
 	okBytes := q.perHour <= 0 || b.bytes >= float64(size)
 	if !okMsgs || !okBytes {
 		if _, ok := q.refused[from]; ok || len(q.refused) < maxQuotaSenders {
@@ -73,7 +87,7 @@ func (q *chanQuota) allow(from proto.PubKey, size int, now time.Time) bool {
 		}
 		return false
 	}
-	b.msgs--
+	*tokens--
 	b.bytes -= float64(size)
 	q.purgeLocked(now)
 	return true
@@ -88,7 +102,8 @@ func (q *chanQuota) purgeLocked(now time.Time) {
 	q.lastPurg = now
 	for k, b := range q.buckets {
 		dt := now.Sub(b.at)
-		if b.msgs+dt.Minutes()*q.perMin >= q.burst && b.bytes+dt.Hours()*q.perHour >= q.perHour {
+		refill := dt.Minutes() * q.perMin
+		if b.msgs+refill >= q.burst && b.hist+refill >= q.burst*historyBurstFactor && b.bytes+dt.Hours()*q.perHour >= q.perHour {
 			delete(q.buckets, k)
 		}
 	}
@@ -109,7 +124,7 @@ func (q *chanQuota) refusals() map[proto.PubKey]uint64 {
 // its sender's channel quota; it counts, and logs at most once per 10 s
 // per sender, the refusal.
 func (n *Node) overChannelQuota(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
-	if se.To.Kind != proto.DestChannel || n.chanQuota.allow(se.From, len(se.Raw), now) {
+	if se.To.Kind != proto.DestChannel || n.chanQuota.allow(se.From, len(se.Raw), src.history, now) {
 		return false
 	}
 	n.drop(dropQuota, se, src, nil)
