@@ -276,7 +276,7 @@ var configKeys = []configKey{
 			return nil
 		}},
 	{key: "channel_sender_burst", field: func(c *fileConfig) any { return &c.ChannelSenderBurst }, def: 2000,
-		help: "channel messages one member may send this node at once before channel_sender_rate holds it",
+		help: "channel messages one member may send this node at once (five times as many by history catch-up) before channel_sender_rate holds it",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.ChannelSenderBurst < 1 {
 				return fmt.Errorf("channel sender burst %d: want 1 or more", c.ChannelSenderBurst)
