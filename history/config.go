@@ -61,7 +61,8 @@ type Config struct {
 	// members flooding at once still leave room for everyone else, and
 	// far above what an agent sends in the 72 h DMs are kept (50,000 is
 	// one every 5 s for three days). Channel Messages are bounded by the
-	// channel's retention instead.
+	// channel's retention (fair by sender, see [Store.Prune]) and by the
+	// node's per-sender channel rate instead.
 	MaxSenderBytes     int64
 	MaxSenderEnvelopes int
 
@@ -87,6 +88,11 @@ type Config struct {
 	// process. Default 1 s: long enough for a restarting daemon to release
 	// it, short enough to report a second daemon at once.
 	LockTimeout time.Duration
+
+	// InboxPruned, if set, is called after retention commits the removal
+	// of envelopes that had inbox items, with those items: the mailbox
+	// mirror removes their files. It runs on the pruning goroutine.
+	InboxPruned func([]PrunedItem)
 
 	// Now is the clock. Default time.Now; tests substitute their own.
 	Now func() time.Time

@@ -3,7 +3,6 @@ package history
 import (
 	"bytes"
 	"encoding/binary"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -12,21 +11,48 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// Prune applies a channel's retention: it removes the channel's envelopes
-// older than maxAge and, beyond that, the oldest ones until at most
-// maxCount remain, whichever keeps fewer (by default 72 h or 10,000
-// messages). A zero maxAge or maxCount disables that limit. It also drops
-// the channel's sequence tracking for streams silent for longer than
-// maxAge. Deletions run in transactions of at most Config.PruneChunk, each
-// riding in a writer batch, so deliveries are never held up for long.
-// Dedupe entries stay until [Store.PruneSeen].
+// Prune applies a channel's retention as of now: by age, then by count.
+//
+// Age: an envelope goes once it is older than maxAge, aged from
+// min(ts, received): a ts ahead of this node's clock (at most
+// proto.MaxClockSkew, or it was refused) buys no longer life. Unread
+// inbox items go by age like any other.
+//
+// Count: beyond that, while more than maxCount remain, envelopes go
+// fairly by sender (see [Store.pruneByCount]): the sender holding the most
+// loses its oldest first, so one member's flood never evicts another
+// member's messages while the flood holds more. Unread inbox items are
+// never evicted by count; they wait to be read or to age out.
+//
+// A zero maxAge or maxCount disables that limit. It also drops the
+// channel's sequence tracking for streams silent for longer than maxAge.
+// Deletions run in transactions of at most Config.PruneChunk, each riding
+// in a writer batch, so deliveries are never held up for long. Dedupe
+// entries stay until [Store.PruneSeen].
 func (s *Store) Prune(channel uuid.UUID, maxAge time.Duration, maxCount int, now time.Time) (removed int, err error) {
-	cutoff := int64(math.MinInt64)
 	if maxAge > 0 {
-		cutoff = now.Add(-maxAge).UnixMilli()
+		cutoff := now.Add(-maxAge).UnixMilli()
+		if removed, err = s.pruneByAge(channel, cutoff); err != nil {
+			return removed, err
+		}
 	}
+	if maxCount > 0 {
+		k, err := s.pruneByCount(channel, maxCount)
+		removed += k
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// pruneByAge removes channel's envelopes aged (min(ts, received)) before
+// cutoff. The index is in ts order: every key with ts < cutoff goes, and
+// the keys within proto.MaxClockSkew after it are read to see whether
+// they were received before the cutoff.
+func (s *Store) pruneByAge(channel uuid.UUID, cutoff int64) (int, error) {
+	horizon := cutoff + proto.MaxClockSkew.Milliseconds()
 	return s.pruneInChunks(&s.st.pruned, func(w *wtx) (n int, done bool, err error) {
-		count := int(getU64(w.counts.Get(channel[:])))
 		var victims []Stored
 		c := w.chanIdx.Cursor()
 		for k, _ := c.Seek(channel[:]); ; k, _ = c.Next() {
@@ -38,27 +64,71 @@ func (s *Store) Prune(channel uuid.UUID, maxAge time.Duration, maxCount int, now
 				break
 			}
 			e := parseChanKey(k)
-			if e.ts >= cutoff && (maxCount <= 0 || count-len(victims) <= maxCount) {
+			if e.ts >= horizon {
 				done = true
 				break
 			}
-			var m Stored
-			m.ID, m.TS, m.Seq, m.To = e.id, e.ts, e.seq, proto.ToChannel(channel)
-			copy(m.From[:], e.stream)
-			copy(m.Epoch[:], e.stream[keyLen:])
+			m := chanStored(channel, e)
+			if e.ts >= cutoff && w.received(&m) >= cutoff {
+				continue
+			}
 			victims = append(victims, m)
 		}
-		for i := range victims {
-			if err := w.deleteEnv(&victims[i]); err != nil {
-				return 0, false, err
-			}
+		if err := w.deleteVictims(victims); err != nil {
+			return 0, false, err
 		}
 		n = len(victims)
-		if done && maxAge > 0 {
+		if done {
 			return n, done, w.pruneStreams(destKey(proto.ToChannel(channel)), cutoff)
 		}
 		return n, done, nil
 	})
+}
+
+// chanStored is the part of a Stored that a channel index entry names.
+func chanStored(channel uuid.UUID, e chanEntry) Stored {
+	var m Stored
+	m.ID, m.TS, m.Seq, m.To = e.id, e.ts, e.seq, proto.ToChannel(channel)
+	copy(m.From[:], e.stream)
+	copy(m.Epoch[:], e.stream[keyLen:])
+	return m
+}
+
+// received returns when m was stored (Unix ms), or its ts when the
+// record cannot be read.
+func (w *wtx) received(m *Stored) int64 {
+	v := w.env.Get(appendEnvKey(w.key[:0], m.ID, m.From))
+	if len(v) < 2+8 {
+		return m.TS
+	}
+	return int64(binary.BigEndian.Uint64(v[2:]))
+}
+
+// unread reports whether (from, id) is an unread inbox item.
+func (w *wtx) unread(id uuid.UUID, from proto.PubKey) bool {
+	v := w.inbox.Get(appendEnvKey(w.key[:0], id, from))
+	if v == nil {
+		return false
+	}
+	r, err := decodeInbox(v)
+	return err == nil && !r.read
+}
+
+// deleteVictims deletes the envelopes of victims, noting the inbox items
+// among them for Config.InboxPruned.
+func (w *wtx) deleteVictims(victims []Stored) error {
+	for i := range victims {
+		m := &victims[i]
+		if v := w.inbox.Get(appendEnvKey(w.key[:0], m.ID, m.From)); v != nil {
+			if r, err := decodeInbox(v); err == nil {
+				w.gone = append(w.gone, PrunedItem{ID: m.ID, From: m.From, Delivered: time.UnixMilli(r.delivered)})
+			}
+		}
+		if err := w.deleteEnv(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PruneDirect removes envelopes not addressed to a channel (DMs, Requests,
@@ -85,10 +155,8 @@ func (s *Store) PruneDirect(maxAge time.Duration, now time.Time) (removed int, e
 			m.To.Kind = proto.DestPeer // any kind but channel: the direct index
 			victims = append(victims, m)
 		}
-		for i := range victims {
-			if err := w.deleteEnv(&victims[i]); err != nil {
-				return 0, false, err
-			}
+		if err := w.deleteVictims(victims); err != nil {
+			return 0, false, err
 		}
 		n = len(victims)
 		if done {
@@ -139,19 +207,34 @@ func (s *Store) PruneSeen(now time.Time) (removed int, err error) {
 // step removes at most Config.PruneChunk entries and rides in a writer
 // batch, so deliveries are never held up for long.
 func (s *Store) pruneInChunks(counter *atomic.Uint64, step func(w *wtx) (n int, done bool, err error)) (removed int, err error) {
+	return s.pruneChunks(counter, step, nil)
+}
+
+// pruneChunks is pruneInChunks that calls committed, if not nil, after
+// each chunk's transaction is committed.
+func (s *Store) pruneChunks(counter *atomic.Uint64, step func(w *wtx) (n int, done bool, err error), committed func()) (removed int, err error) {
 	for {
 		var n int
 		var done bool
+		var gone []PrunedItem
 		err := s.write(func(w *wtx) (error, error) {
 			var serr error
+			w.gone = w.gone[:0]
 			n, done, serr = step(w)
+			gone = append(gone[:0], w.gone...)
 			return nil, serr
 		}, nil)
 		if err != nil {
 			return removed, err
 		}
+		if committed != nil {
+			committed()
+		}
 		removed += n
 		counter.Add(uint64(n))
+		if len(gone) > 0 && s.cfg.InboxPruned != nil {
+			s.cfg.InboxPruned(gone)
+		}
 		if done {
 			return removed, nil
 		}

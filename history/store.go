@@ -420,6 +420,9 @@ type wtx struct {
 	// chunk that chunk's size.
 	vals  []byte
 	chunk int
+	// gone collects the inbox items a prune step removes, for
+	// Config.InboxPruned once the step is committed.
+	gone []PrunedItem
 }
 
 // Chunks that back small values start at minValueChunk bytes (a commit

@@ -120,6 +120,24 @@ type Config struct {
 	// them and re-sends them once retention has made room.
 	SenderStoreBytes     int64
 	SenderStoreEnvelopes int
+	// ChannelSenderRate, ChannelSenderBurst and ChannelSenderBytesPerHour
+	// bound the channel Messages one member may have this node take, live
+	// or by history sync: a token bucket of ChannelSenderBurst messages
+	// refilled at ChannelSenderRate a minute, and one of
+	// ChannelSenderBytesPerHour wire bytes refilled over an hour. Past
+	// either, its Messages are refused (drop.quota). A negative rate or
+	// byte budget turns that bucket off.
+	ChannelSenderRate         int
+	ChannelSenderBurst        int
+	ChannelSenderBytesPerHour int64
+	// MailboxMaxFiles and MailboxMaxBytes bound the mailbox's inbox
+	// files; MailboxMinFree is the free space (bytes) on its file system
+	// below which the mirror pauses. Past any, the mirror stops writing,
+	// warns, and writes what it missed once there is room again (see
+	// mirrorGate). Negative turns a limit off.
+	MailboxMaxFiles int
+	MailboxMaxBytes int64
+	MailboxMinFree  int64
 
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.
@@ -194,7 +212,20 @@ func DefaultConfig() Config {
 		// agent sends in the 72 h DMs are kept.
 		SenderStoreBytes:     history.DefaultConfig().MaxSenderBytes,
 		SenderStoreEnvelopes: history.DefaultConfig().MaxSenderEnvelopes,
-		Transport:            transport.DefaultConfig(),
+		// 600 a minute after a burst of 2,000, and 256 MiB an hour: far
+		// above an agent's chatter (a message every few seconds) and a
+		// catch-up after a day away, while one member's flood fills at most
+		// a fifth of a default channel's 10,000 before the rate holds it.
+		ChannelSenderRate:         600,
+		ChannelSenderBurst:        2000,
+		ChannelSenderBytesPerHour: 256 << 20,
+		// 200,000 files and 2 GiB, and a pause below 256 MiB free: the
+		// files of twenty full channels, and room left on the disk for the
+		// store to prune and for everything else.
+		MailboxMaxFiles: 200_000,
+		MailboxMaxBytes: 2 << 30,
+		MailboxMinFree:  256 << 20,
+		Transport:       transport.DefaultConfig(),
 	}
 }
 
@@ -242,6 +273,24 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DirectRetention <= 0 {
 		c.DirectRetention = d.DirectRetention
+	}
+	if c.ChannelSenderRate == 0 {
+		c.ChannelSenderRate = d.ChannelSenderRate
+	}
+	if c.ChannelSenderBurst <= 0 {
+		c.ChannelSenderBurst = d.ChannelSenderBurst
+	}
+	if c.ChannelSenderBytesPerHour == 0 {
+		c.ChannelSenderBytesPerHour = d.ChannelSenderBytesPerHour
+	}
+	if c.MailboxMaxFiles == 0 {
+		c.MailboxMaxFiles = d.MailboxMaxFiles
+	}
+	if c.MailboxMaxBytes == 0 {
+		c.MailboxMaxBytes = d.MailboxMaxBytes
+	}
+	if c.MailboxMinFree == 0 {
+		c.MailboxMinFree = d.MailboxMinFree
 	}
 	if c.SenderStoreBytes <= 0 {
 		c.SenderStoreBytes = d.SenderStoreBytes

@@ -42,6 +42,10 @@ func (n *Node) openMailbox() error {
 		return fmt.Errorf("mailbox: %w", err)
 	}
 	n.mirror = m
+	n.gate = newMirrorGate(n.home.MailboxDir(), &n.cfg)
+	if err := n.gate.recount(); err != nil {
+		n.log.Warn("mailbox: cannot count its files; its quota counts from zero", "err", err)
+	}
 	oc := mailbox.DefaultOutboxConfig()
 	oc.Access = n.cfg.MailboxAccess
 	oc.Logger = n.log.With("component", "outbox")
@@ -247,6 +251,18 @@ func (r *mirrorRun) drain(batch []mailbox.Item) time.Time {
 func (r *mirrorRun) retryMissing() {
 	n := r.n
 	n.metrics.Inc("mirror.retries")
+	if n.gate.paused() {
+		// Count again: an agent may have removed files, and the free
+		// space may have grown.
+		if err := n.gate.recount(); err != nil {
+			n.log.Debug("mailbox: count files", "err", err)
+		}
+		if reason := n.gate.check(); reason != "" {
+			n.onMirrorPause(reason)
+			r.arm(mirrorPauseRetry)
+			return
+		}
+	}
 	before := r.failures
 	// The items still queued are in the store too: take them out of the
 	// queue first, so that each gets one file, written from the store.
@@ -360,12 +376,19 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 			oldest = it.Delivered
 		}
 	}
+	if reason := n.gate.check(); reason != "" {
+		n.onMirrorPause(reason)
+		r.holdBack(len(batch), oldest)
+		return time.Time{}
+	}
+	n.onMirrorPause("")
 	write := n.mirror.Write
 	if rewrite {
 		write = n.mirror.Rewrite
 	}
 	paths, err := write(batch...)
 	n.metrics.Add("mirror.files", uint64(len(paths)))
+	n.gate.wrote(len(paths), filesSize(paths))
 	if err == nil {
 		n.metrics.Inc("mirror.batches")
 		if r.failing && !r.armed {

@@ -45,6 +45,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 	cfg.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
 	cfg.Seeds = []transport.Addr{tcpAddr(t, a)}
 	cfg.Logger = slog.New(logs)
+	cfg.MailboxMinFree = -1 // the 1 MiB file system is under any watermark: test the write failures
 	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

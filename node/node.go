@@ -116,6 +116,11 @@ type Node struct {
 		keys       map[proto.PubKey]bool
 	}
 	logRL rateLog // repetitive log lines, per peer and reason
+	// chanQuota is the per-sender channel quota (chanquota.go).
+	chanQuota *chanQuota
+	// gate pauses the mailbox mirror past its quota or watermark
+	// (mirrorgate.go).
+	gate *mirrorGate
 }
 
 // peerLink is an admitted link and what we learnt of the peer at the handshake.
@@ -183,6 +188,7 @@ func New(cfg Config) (*Node, error) {
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
 	n.logRL = newRateLog()
+	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.setup(); err != nil {
 		n.cancel()

@@ -47,6 +47,17 @@ func (n *Node) CreateChannel(req api.CreateChannel) (*channel.Policy, error) {
 	if err != nil {
 		return nil, badRequest("%w", err)
 	}
+	if req.RetentionHours != 0 || req.RetentionMessages != 0 {
+		if req.RetentionHours < 0 || req.RetentionHours > channel.MaxRetentionHours ||
+			req.RetentionMessages < 0 || req.RetentionMessages > channel.MaxRetentionMessages {
+			return nil, badRequest("retention of %d hours and %d messages: want 0 (the default) to %d hours and to %d messages",
+				req.RetentionHours, req.RetentionMessages, channel.MaxRetentionHours, channel.MaxRetentionMessages)
+		}
+		p.RetentionHours, p.RetentionMessages = uint32(req.RetentionHours), uint32(req.RetentionMessages)
+		if err := p.Sign(n.id.Key); err != nil {
+			return nil, badRequest("%w", err)
+		}
+	}
 	if _, err := n.applyPolicy(p, nil); err != nil {
 		return nil, err
 	}

@@ -142,6 +142,10 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 		n.drop(reason, se, src, nil)
 		return false
 	}
+	// A member's channel Messages past its quota here are refused.
+	if n.overChannelQuota(se, src, now) {
+		return false
+	}
 	// 7. Dedupe and deliver as passive data.
 	return n.deliver(se, src, now)
 }

@@ -14,7 +14,10 @@ import (
 // archive node), DirectRetention to DMs, Requests and Responses, and
 // expires the dedupe set and the store-and-forward queues. The store
 // deletes in small transactions that ride in its writer's batches, so
-// deliveries go on while it prunes.
+// deliveries go on while it prunes. Channel count retention is fair by
+// sender and spares unread inbox items, and age counts from min(ts,
+// receipt) ([history.Store.Prune]); the mailbox file of every inbox item
+// pruned goes with it (removePrunedFiles).
 
 // retention returns how long and how many messages of a channel we keep.
 func (n *Node) retention(p *channel.Policy, archive bool) (time.Duration, int) {

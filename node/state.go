@@ -19,6 +19,11 @@ func (n *Node) openState() error {
 	hc := history.DefaultConfig()
 	hc.Logger = n.log.With("component", "history")
 	hc.MaxSenderBytes, hc.MaxSenderEnvelopes = n.cfg.SenderStoreBytes, n.cfg.SenderStoreEnvelopes
+	hc.InboxPruned = func(items []history.PrunedItem) {
+		if n.gate != nil {
+			n.removePrunedFiles(items)
+		}
+	}
 	st, err := history.Open(n.home.DBPath(), hc)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)

@@ -62,6 +62,8 @@ func (n *Node) StatusInfo() api.Status {
 		Counters:      n.Counters(),
 
 		ClockSkewSeconds: skew.Seconds(),
+		Mailbox:          n.mailboxStatus(),
+		QuotaRefused:     n.quotaRefused(r),
 	}
 }
 

@@ -48,6 +48,12 @@ drop, fail or refused, and link.down). Should the kernel drop file events
 (an inotify queue overflow), the inbox directories are read after the
 drain: the files found then count as delivered, but not in the latency.
 
+Each reader takes at most its channel quota from one sender
+(channel_sender_rate, 600 a minute after a burst of channel_sender_burst,
+2,000; see docs/meshd.toml) and refuses the rest (drop.quota, listed
+with the drop counters): to measure a real mesh past it, raise it on the
+readers. The nodes of meshctl demo have no such quota.
+
 Readers not subscribed to the channel are subscribed first (a muted
 subscription counts: muted items reach the inbox too). The channel must
 exist and the publisher must be one of its writers.

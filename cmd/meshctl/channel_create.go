@@ -9,7 +9,8 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageChannelCreate = `usage: meshctl channel create NAME [--readers P,...] [--writers P,...] [--no-history] [--json]
+const usageChannelCreate = `usage: meshctl channel create NAME [--readers P,...] [--writers P,...] [--no-history]
+                             [--retention-hours H] [--retention-messages N] [--json]
 
 Create channel NAME. meshd signs its policy with this node's key, which
 must be an admin of the roster, and spreads it to the mesh. This node
@@ -24,11 +25,16 @@ flags:
   --readers P,...   who may read (default role:observer, every member)
   --writers P,...   who may write (default role:member); observers never write
   --no-history      peers refuse to hand out the channel's history
+  --retention-hours H     hours every node keeps the channel's history (default 72)
+  --retention-messages N  messages every node keeps of it (default 10000); past
+                          it the sender holding the most loses its oldest read
+                          ones first, and unread inbox items wait to be read
 
 examples:
   meshctl channel create deploys
   meshctl channel create ops --readers role:operator --writers alice,bob
   meshctl channel create alerts --writers role:operator --writers monitor --no-history
+  meshctl channel create builds --retention-hours 24 --retention-messages 2000
 `
 
 // principalList is a --readers or --writers flag: it may repeat, and each
@@ -65,6 +71,8 @@ func runChannelCreate(a *app, args []string) error {
 	fs.Var(&readers, "readers", "")
 	fs.Var(&writers, "writers", "")
 	noHistory := fs.Bool("no-history", false, "")
+	hours := fs.Int("retention-hours", 0, "")
+	msgs := fs.Int("retention-messages", 0, "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -76,9 +84,16 @@ func runChannelCreate(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *hours < 0 || *hours > channel.MaxRetentionHours {
+		return a.usageErrorf("--retention-hours %d: want 0 (the default) to %d", *hours, channel.MaxRetentionHours)
+	}
+	if *msgs < 0 || *msgs > channel.MaxRetentionMessages {
+		return a.usageErrorf("--retention-messages %d: want 0 (the default) to %d", *msgs, channel.MaxRetentionMessages)
+	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	ch, err := a.client().CreateChannel(ctx, api.CreateChannel{Name: name, Readers: readers, Writers: writers, NoHistory: *noHistory})
+	ch, err := a.client().CreateChannel(ctx, api.CreateChannel{Name: name, Readers: readers, Writers: writers, NoHistory: *noHistory,
+		RetentionHours: *hours, RetentionMessages: *msgs})
 	if err != nil {
 		return a.remoteErr(err)
 	}

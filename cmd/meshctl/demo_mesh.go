@@ -98,6 +98,9 @@ func startDemoMesh(dir, org string, members []demoMember) (m *demoMesh, err erro
 		cfg.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
 		cfg.Seeds = seeds
 		// A throwaway mesh on one host: redial fast.
+		// The demo's nodes are one user's own, and `meshctl bench` drives
+		// them as fast as they go: no per-sender channel quota.
+		cfg.ChannelSenderRate, cfg.ChannelSenderBytesPerHour = -1, -1
 		cfg.DialBackoffMin = 50 * time.Millisecond
 		cfg.DialBackoffMax = 500 * time.Millisecond
 		if d.n, err = meshnode.New(cfg); err != nil {

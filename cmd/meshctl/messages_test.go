@@ -248,6 +248,8 @@ func TestChannelCommands(t *testing.T) {
 	}
 	f.ok(t, "", "channel", "create", "ops")
 	wantBody(t, f.one(t, "POST /v1/channels"), `{"name":"ops"}`)
+	f.ok(t, "", "channel", "create", "ops", "--retention-hours", "24", "--retention-messages", "2000")
+	wantBody(t, f.one(t, "POST /v1/channels"), `{"name":"ops","retention_hours":24,"retention_messages":2000}`)
 	if got := decode[api.Channel](t, f.ok(t, "", "channel", "create", "ops", "--json")); !reflect.DeepEqual(got, deploys) {
 		t.Errorf("create --json: %+v", got)
 	}
@@ -256,6 +258,8 @@ func TestChannelCommands(t *testing.T) {
 	f.fails(t, 2, []string{"channel", "create", "x", "--writers", ","}, "no principal")
 	f.fails(t, 2, []string{"channel", "create", "x", "--writers", "ed25519:nope"}, "principal")
 	f.fails(t, 2, []string{"channel", "create"}, "missing argument")
+	f.fails(t, 2, []string{"channel", "create", "x", "--retention-messages", "-1"}, "--retention-messages -1")
+	f.fails(t, 2, []string{"channel", "create", "x", "--retention-hours", "1000001"}, "--retention-hours 1000001")
 	f.fails(t, 2, []string{"channel", "create", "a b"}, "invalid channel name")
 	f.fails(t, 2, []string{"channel"}, "missing command", "channel create NAME")
 	f.none(t)

@@ -13,9 +13,11 @@ import (
 const usageStatus = `usage: meshctl status [--json]
 
 Show the running meshd: its identity, org and roster version, listen
-addresses, number of links, uptime and counters (drops by reason, link and
-roster events). A node an admin removed from the roster says so, naming
-the roster version and how often it still redials its former peers
+addresses, number of links, uptime, the mailbox's files against its
+limits (and whether its mirror is paused), the members whose channel
+messages were refused past their quota, and counters (drops by reason,
+link and roster events). A node an admin removed from the roster says so,
+naming the roster version and how often it still redials its former peers
 ("member": false, "removed": true and "retry_seconds" in --json). Needs a
 running meshd on this home.
 
@@ -62,6 +64,20 @@ func runStatus(a *app, args []string) error {
 	}
 	fmt.Fprintf(tw, "uptime\t%s\n", ago(time.Duration(s.UptimeSeconds*float64(time.Second))))
 	fmt.Fprintf(tw, "home\t%s\n", s.Home)
+	if mb := s.Mailbox; mb != nil {
+		fmt.Fprintf(tw, "mailbox\t%s\n", mailboxLine(mb))
+	}
+	for i, q := range s.QuotaRefused {
+		label := ""
+		if i == 0 {
+			label = "quota"
+		}
+		name := "-"
+		if q.Name != "" {
+			name = printable(q.Name, false)
+		}
+		fmt.Fprintf(tw, "%s\t%d channel messages refused from %s (%s): past channel_sender_rate or its budget\n", label, q.Refused, name, q.Fingerprint)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -75,3 +91,34 @@ func runStatus(a *app, args []string) error {
 	}
 	return nil
 }
+
+// mailboxLine says how full the mailbox is and whether its mirror is
+// paused.
+func mailboxLine(mb *api.MailboxStatus) string {
+	line := fmt.Sprintf("%d files, %s", mb.Files, mib(mb.Bytes))
+	if mb.MaxFiles > 0 || mb.MaxBytes > 0 {
+		var lim []string
+		if mb.MaxFiles > 0 {
+			lim = append(lim, fmt.Sprintf("%d files", mb.MaxFiles))
+		}
+		if mb.MaxBytes > 0 {
+			lim = append(lim, mib(mb.MaxBytes))
+		}
+		line += " (limit " + strings.Join(lim, ", ") + ")"
+	}
+	if mb.FreeBytes >= 0 {
+		line += fmt.Sprintf("; %s free", mib(mb.FreeBytes))
+	}
+	switch mb.Paused {
+	case "":
+	case "free_space":
+		line += fmt.Sprintf("; PAUSED since %s: free space below %s (mailbox_min_free_mib); files are written once there is room",
+			mb.PausedSince.Local().Format(time.DateTime), mib(mb.MinFreeBytes))
+	default:
+		line += fmt.Sprintf("; PAUSED since %s: the %s limit is reached (mailbox_max_%s); files are written once retention or an agent removes some",
+			mb.PausedSince.Local().Format(time.DateTime), mb.Paused, map[string]string{"files": "files", "bytes": "mib"}[mb.Paused])
+	}
+	return line
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -28,7 +28,7 @@ with the first difference for each that does not. Exits 0 if every file
 verifies, 1 otherwise.
 
 examples:
-  meshctl verify ~/.meshd/mailbox/2026-11-21/inbox/*.txt
+  find ~/.meshd/mailbox/2026-11-21/inbox -name '*.txt' -print0 | xargs -0 meshctl verify
 `
 
 // maxMailboxFile caps a mailbox file read by verify: a 256 KiB body,

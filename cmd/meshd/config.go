@@ -58,8 +58,19 @@ type fileConfig struct {
 	// and Responses one member may have stored here.
 	SenderStoreMiB       int
 	SenderStoreEnvelopes int
-	LogLevel             string
-	LogFormat            string
+	// ChannelSenderRate (a minute), ChannelSenderBurst and
+	// ChannelSenderMiBPerHour bound the channel Messages one member may
+	// have this node take.
+	ChannelSenderRate       int
+	ChannelSenderBurst      int
+	ChannelSenderMiBPerHour int
+	// MailboxMaxFiles, MailboxMaxMiB and MailboxMinFreeMiB: the mailbox
+	// mirror pauses past them.
+	MailboxMaxFiles   int
+	MailboxMaxMiB     int
+	MailboxMinFreeMiB int
+	LogLevel          string
+	LogFormat         string
 	// HTTP is the address of the read-only status page (HOST:PORT, empty:
 	// none); beyond loopback only with HTTPAllowRemote.
 	HTTP            string
@@ -249,6 +260,77 @@ var configKeys = []configKey{
 				return fmt.Errorf("sender store envelopes %d: want 1 or more", c.SenderStoreEnvelopes)
 			}
 			nc.SenderStoreEnvelopes = c.SenderStoreEnvelopes
+			return nil
+		}},
+	{key: "channel_sender_rate", field: func(c *fileConfig) any { return &c.ChannelSenderRate }, def: 600,
+		help: "channel messages a minute one member may have this node take, after a burst of channel_sender_burst; more are refused (drop.quota); 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			switch {
+			case c.ChannelSenderRate < 0:
+				return fmt.Errorf("channel sender rate %d a minute: want 0 (no limit) or more", c.ChannelSenderRate)
+			case c.ChannelSenderRate == 0:
+				nc.ChannelSenderRate = -1
+			default:
+				nc.ChannelSenderRate = c.ChannelSenderRate
+			}
+			return nil
+		}},
+	{key: "channel_sender_burst", field: func(c *fileConfig) any { return &c.ChannelSenderBurst }, def: 2000,
+		help: "channel messages one member may send this node at once (five times as many by history catch-up) before channel_sender_rate holds it",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.ChannelSenderBurst < 1 {
+				return fmt.Errorf("channel sender burst %d: want 1 or more", c.ChannelSenderBurst)
+			}
+			nc.ChannelSenderBurst = c.ChannelSenderBurst
+			return nil
+		}},
+	{key: "channel_sender_mib_per_hour", field: func(c *fileConfig) any { return &c.ChannelSenderMiBPerHour }, def: 256,
+		help: "MiB of channel messages an hour one member may have this node take (and as many at once); more are refused (drop.quota); 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			switch {
+			case c.ChannelSenderMiBPerHour < 0 || c.ChannelSenderMiBPerHour > 1<<20:
+				return fmt.Errorf("channel sender budget %d MiB an hour: want 0 (no limit) to 1048576", c.ChannelSenderMiBPerHour)
+			case c.ChannelSenderMiBPerHour == 0:
+				nc.ChannelSenderBytesPerHour = -1
+			default:
+				nc.ChannelSenderBytesPerHour = int64(c.ChannelSenderMiBPerHour) << 20
+			}
+			return nil
+		}},
+	{key: "mailbox_max_files", field: func(c *fileConfig) any { return &c.MailboxMaxFiles }, def: 200000,
+		help: "inbox files the mailbox holds; past it the mirror pauses until retention or an agent removes some; 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.MailboxMaxFiles < 0 {
+				return fmt.Errorf("mailbox max files %d: want 0 (no limit) or more", c.MailboxMaxFiles)
+			}
+			nc.MailboxMaxFiles = c.MailboxMaxFiles
+			if c.MailboxMaxFiles == 0 {
+				nc.MailboxMaxFiles = -1
+			}
+			return nil
+		}},
+	{key: "mailbox_max_mib", field: func(c *fileConfig) any { return &c.MailboxMaxMiB }, def: 2048,
+		help: "MiB of inbox files the mailbox holds; past it the mirror pauses; 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.MailboxMaxMiB < 0 || c.MailboxMaxMiB > 1<<30 {
+				return fmt.Errorf("mailbox max %d MiB: want 0 (no limit) to 1073741824", c.MailboxMaxMiB)
+			}
+			nc.MailboxMaxBytes = int64(c.MailboxMaxMiB) << 20
+			if c.MailboxMaxMiB == 0 {
+				nc.MailboxMaxBytes = -1
+			}
+			return nil
+		}},
+	{key: "mailbox_min_free_mib", field: func(c *fileConfig) any { return &c.MailboxMinFreeMiB }, def: 256,
+		help: "MiB free on the mailbox's file system below which the mirror pauses, and resumes once there is more; 0 never",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.MailboxMinFreeMiB < 0 || c.MailboxMinFreeMiB > 1<<30 {
+				return fmt.Errorf("mailbox min free %d MiB: want 0 (never pause) to 1073741824", c.MailboxMinFreeMiB)
+			}
+			nc.MailboxMinFree = int64(c.MailboxMinFreeMiB) << 20
+			if c.MailboxMinFreeMiB == 0 {
+				nc.MailboxMinFree = -1
+			}
 			return nil
 		}},
 	{key: "log_level", field: func(c *fileConfig) any { return &c.LogLevel }, def: "info",

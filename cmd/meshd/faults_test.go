@@ -703,7 +703,7 @@ func TestFaultFlood(t *testing.T) {
 		rssLimit   = 256.0 // MiB
 	)
 	names := []string{"alice", "bob", "carol", "dave"}
-	m := newLoopbackFaultMesh(t, names, "--presence-ttl", "3s")
+	m := newLoopbackFaultMesh(t, names, append([]string{"--presence-ttl", "3s"}, noChannelQuota...)...)
 	const bob, carol, dave = 1, 2, 3
 	m.channel("flood")
 	m.channel("calm")
@@ -957,7 +957,7 @@ func TestBenchTenNodes(t *testing.T) {
 	for i := range names {
 		names[i] = "node" + strconv.Itoa(i)
 	}
-	m := newLoopbackFaultMesh(t, names)
+	m := newLoopbackFaultMesh(t, names, noChannelQuota...)
 	m.channel("bench")
 	readers := strings.Join(m.homes[1:], ",")
 	runs := []struct{ name, rate string }{

@@ -42,6 +42,17 @@ func newHistOrg(t *testing.T, names ...string) *histOrg {
 // meshd (raw clients of a test), by name.
 func newHistOrgWith(t *testing.T, extra map[string]proto.PubKey, names ...string) *histOrg {
 	t.Helper()
+	return newHistOrgArgs(t, extra, nil, names...)
+}
+
+// noChannelQuota lifts the per-sender channel quota (channel_sender_rate
+// and channel_sender_mib_per_hour) for tests that load a mesh with one
+// member's messages on purpose.
+var noChannelQuota = []string{"--channel-sender-rate", "0", "--channel-sender-mib-per-hour", "0"}
+
+// newHistOrgArgs is newHistOrgWith with args added to every node's.
+func newHistOrgArgs(t *testing.T, extra map[string]proto.PubKey, args []string, names ...string) *histOrg {
+	t.Helper()
 	meshd, meshctl := buildBinaries(t)
 	o := &histOrg{t: t, meshd: meshd, meshctl: meshctl, names: names,
 		homes: map[string]string{}, args: map[string][]string{}, ds: map[string]*daemon{}}
@@ -71,7 +82,7 @@ func newHistOrgWith(t *testing.T, extra map[string]proto.PubKey, names ...string
 	if err := os.WriteFile(pinned, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base := []string{"--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug"}
+	base := append([]string{"--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug"}, args...)
 	o.args[names[0]] = base
 	for _, n := range names[1:] {
 		o.args[n] = append(append([]string(nil), base...), "--roster", pinned, "--seed", "unix://"+filepath.Join(admin, "link.sock"))
@@ -220,7 +231,7 @@ func streamDelivered(ctx context.Context, socket string, acked *idSet, connected
 // before, and that it catches up on what it missed while down.
 func TestCrashSafetyUnderLoad(t *testing.T) {
 	t.Parallel()
-	o := newHistOrg(t, "alice", "bob", "carol")
+	o := newHistOrgArgs(t, nil, noChannelQuota, "alice", "bob", "carol")
 	o.ctl("alice", "channel", "create", "load")
 	o.waitChannel("bob", "load")
 	o.waitChannel("carol", "load")
@@ -350,7 +361,7 @@ func TestCrashSafetyUnderLoad(t *testing.T) {
 // 1 KiB flow rejoins and ends with exactly the ids the other readers hold.
 func TestCatchUpConvergence(t *testing.T) {
 	const total = 5000
-	o := newHistOrg(t, "alice", "bob", "carol")
+	o := newHistOrgArgs(t, nil, noChannelQuota, "alice", "bob", "carol")
 	o.ctl("alice", "channel", "create", "conv")
 	o.waitChannel("bob", "conv")
 	o.waitChannel("carol", "conv")

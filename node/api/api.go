@@ -47,6 +47,35 @@ type Status struct {
 	// only every RetrySeconds.
 	Removed      bool    `json:"removed,omitempty"`
 	RetrySeconds float64 `json:"retry_seconds,omitempty"`
+
+	// Mailbox is the mailbox mirror's use of its limits.
+	Mailbox *MailboxStatus `json:"mailbox,omitempty"`
+	// QuotaRefused lists the members whose channel Messages this node
+	// refused past their channel quota since it started, most first.
+	QuotaRefused []QuotaRefusal `json:"quota_refused,omitempty"`
+}
+
+// MailboxStatus is the mailbox mirror's files against its limits. A limit
+// of 0 or less is off; FreeBytes is -1 when not measured.
+type MailboxStatus struct {
+	Files        int   `json:"files"`
+	Bytes        int64 `json:"bytes"`
+	MaxFiles     int   `json:"max_files"`
+	MaxBytes     int64 `json:"max_bytes"`
+	FreeBytes    int64 `json:"free_bytes"`
+	MinFreeBytes int64 `json:"min_free_bytes"`
+	// Paused is why the mirror is not writing ("files", "bytes",
+	// "free_space"), empty while it writes.
+	Paused      string    `json:"paused,omitempty"`
+	PausedSince time.Time `json:"paused_since,omitzero"`
+}
+
+// QuotaRefusal is one member's channel Messages refused by its quota.
+type QuotaRefusal struct {
+	Key         proto.PubKey `json:"key"`
+	Fingerprint string       `json:"fingerprint"`
+	Name        string       `json:"name,omitempty"`
+	Refused     uint64       `json:"refused"`
 }
 
 // Peer is one linked peer in GET /v1/peers.

@@ -39,6 +39,10 @@ type CreateChannel struct {
 	Readers   []string `json:"readers,omitempty"`
 	Writers   []string `json:"writers,omitempty"`
 	NoHistory bool     `json:"no_history,omitempty"`
+	// RetentionHours and RetentionMessages set the channel's retention;
+	// 0 leaves the default (72 h, 10,000 messages).
+	RetentionHours    int `json:"retention_hours,omitempty"`
+	RetentionMessages int `json:"retention_messages,omitempty"`
 }
 
 // Channel describes a channel in answers.

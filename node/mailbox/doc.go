@@ -166,6 +166,15 @@
 // caller writes the file again once the disk has room (meshd retries
 // with backoff, from the store).
 //
+// # Bounds
+//
+// The mirror follows the store: when meshd's retention removes an
+// envelope, it removes the envelope's file ([RemoveFile]; the day's index
+// keeps its line). meshd also counts the files ([Usage]) and pauses the
+// mirror past its own limits (files, bytes, free space on the file
+// system), writing the files it held back from the store once there is
+// room again: see docs/meshd.toml, mailbox_max_files.
+//
 // # Outbox
 //
 // An agent sends by dropping a file in outbox/. It writes the file under a

@@ -93,6 +93,10 @@
 //	store.compact_failed      meshd_store_compactions_total            result="failed"
 //	mirror.checkpoints        meshd_mirror_checkpoints_total
 //	mirror.sync_failed        meshd_mirror_failures_total              reason="sync"
+//	mirror.prune_failed       meshd_mirror_failures_total              reason="prune"
+//	mirror.pruned             meshd_mirror_files_pruned_total
+//	mirror.paused.<reason>    meshd_mirror_pauses_total                reason
+//	mirror.held_back          meshd_mirror_files_held_back_total
 //	outbox.picked             meshd_outbox_files_picked_total
 //	outbox.recovered          meshd_outbox_files_recovered_total
 //	outbox.files_sent         meshd_outbox_files_sent_total

@@ -88,6 +88,9 @@ var (
 	famSyncHeld       = counter("meshd_sync_envelopes_already_held_total", "Envelopes in catch-up pages that this node already held (not counted as drops).")
 	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
 	famMirrorReindex  = counter("meshd_mirror_index_lines_restored_total", "Mailbox index lines found missing at start (a crash between a file and its line) and appended.")
+	famMirrorPruned   = counter("meshd_mirror_files_pruned_total", "Mailbox files removed because retention removed their envelope.")
+	famMirrorPaused   = counter("meshd_mirror_pauses_total", "Times the mailbox mirror paused at its quota or free-space watermark, by reason.", "reason")
+	famMirrorHeld     = counter("meshd_mirror_files_held_back_total", "Mailbox files held back while the mirror was paused; written from the store once there is room.")
 	famMirrorCkpt     = counter("meshd_mirror_checkpoints_total", "Mailbox checkpoints: one syncfs making the files written since the last one durable.")
 	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
 	famOutboxRecov    = counter("meshd_outbox_files_recovered_total", "Outbox files found half-processed at start.")
@@ -218,6 +221,10 @@ var rules = []rule{
 	{name: "store.compact_failed", fam: famStoreCompacted, values: []string{"failed"}},
 	{name: "mirror.checkpoints", fam: famMirrorCkpt},
 	{name: "mirror.sync_failed", fam: famMirrorFailures, values: []string{"sync"}},
+	{name: "mirror.prune_failed", fam: famMirrorFailures, values: []string{"prune"}},
+	{name: "mirror.pruned", fam: famMirrorPruned},
+	{name: "mirror.paused.", fam: famMirrorPaused},
+	{name: "mirror.held_back", fam: famMirrorHeld},
 	{name: "outbox.picked", fam: famOutboxPicked},
 	{name: "outbox.recovered", fam: famOutboxRecov},
 	{name: "outbox.files_sent", fam: famOutboxSent},

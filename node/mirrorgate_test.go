@@ -1,0 +1,119 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/transport"
+)
+
+// TestMirrorWatermarkPausesAndResumes: b's mailbox file system reports
+// less free space than its watermark, so DMs to b are stored but get no
+// file, and the mirror says so once; when the space comes back it
+// resumes without a restart and writes every file it held back, once.
+func TestMirrorWatermarkPausesAndResumes(t *testing.T) {
+	var free atomic.Int64
+	free.Store(10 << 20)
+	old := diskSpace
+	diskSpace = func(string) (uint64, uint64, error) { return uint64(free.Load()), 100 << 30, nil }
+	t.Cleanup(func() { diskSpace = old })
+
+	m, a, b := linkedPair(t)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &countingHandler{Handler: testLogger(t).Handler(), mu: new(sync.Mutex), counts: map[string]int{}}
+	cfg := DefaultConfig()
+	cfg.Home = m.home(1)
+	cfg.MDNS = false
+	cfg.Listen = []transport.Addr{{Network: "tcp", Address: "127.0.0.1:0"}}
+	cfg.Seeds = []transport.Addr{tcpAddr(t, a)}
+	cfg.Logger = slog.New(logs)
+	cfg.MailboxMinFree = 64 << 20
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+
+	const dms = 30
+	for i := range dms {
+		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("low %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "DMs stored", func() bool {
+		items, err := b.store.Inbox(history.InboxFilter{})
+		return err == nil && len(items) == dms
+	})
+	waitFor(t, 10*time.Second, "the pause", func() bool { return b.StatusInfo().Mailbox.Paused == pauseFree })
+	if n := len(mailboxFiles(t, m.home(1))); n != 0 {
+		t.Fatalf("%d files written below the watermark", n)
+	}
+	free.Store(1 << 30)
+	waitFor(t, 10*time.Second, "the files held back", func() bool { return len(mailboxFiles(t, m.home(1))) == dms })
+	waitFor(t, 5*time.Second, "the resume", func() bool { return b.StatusInfo().Mailbox.Paused == "" })
+	if st := b.StatusInfo().Mailbox; st.Files != dms || st.FreeBytes != 1<<30 {
+		t.Errorf("status after the resume: %+v, want %d files and 1 GiB free", st, dms)
+	}
+	if got := logs.count("mailbox mirror paused: free disk space is below mailbox_min_free_mib; the envelopes stay in the store and their files are written once there is room"); got != 1 {
+		t.Errorf("the pause was logged %d times, want once", got)
+	}
+	if got := logs.count("mailbox mirror resumed: there is room again; writing the files it held back"); got != 1 {
+		t.Errorf("the resume was logged %d times, want once", got)
+	}
+	if c := b.Counters(); c["mirror.paused.free_space"] != 1 || c["mirror.held_back"] == 0 {
+		t.Errorf("counters: paused %d, held back %d", c["mirror.paused.free_space"], c["mirror.held_back"])
+	}
+}
+
+// TestChanQuota: a burst, then the rate; the byte budget; refusals take
+// nothing and are tallied by sender.
+func TestChanQuota(t *testing.T) {
+	q := newChanQuota(60, 3, 1000)
+	var a, b [32]byte
+	a[0], b[0] = 1, 2
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 3 {
+		if !q.allow(a, 10, false, t0) {
+			t.Fatalf("message %d of the burst refused", i)
+		}
+	}
+	if q.allow(a, 10, false, t0) {
+		t.Fatal("a fourth message in the same instant was taken")
+	}
+	if !q.allow(b, 10, false, t0) {
+		t.Fatal("another sender was refused")
+	}
+	if !q.allow(a, 10, false, t0.Add(time.Second)) || q.allow(a, 10, false, t0.Add(time.Second)) {
+		t.Fatal("want one message a second at 60 a minute")
+	}
+	// The byte budget: 1000 bytes an hour.
+	if !q.allow(b, 900, false, t0.Add(time.Minute)) || q.allow(b, 200, false, t0.Add(time.Minute)) {
+		t.Fatal("the byte budget did not hold")
+	}
+	if got := q.refusals(); got[a] != 2 || got[b] != 1 {
+		t.Fatalf("refusals %v", got)
+	}
+	// History has a bucket of its own, 5 times the burst, and shares the
+	// byte budget.
+	h := newChanQuota(60, 3, 1<<20)
+	for i := range 15 {
+		if !h.allow(a, 10, true, t0) {
+			t.Fatalf("history message %d of 15 refused", i)
+		}
+	}
+	if h.allow(a, 10, true, t0) || !h.allow(a, 10, false, t0) {
+		t.Fatal("history past its bucket taken, or live refused with its own bucket full")
+	}
+	if off := newChanQuota(0, 1, 0); !off.allow(a, 1<<20, false, t0) || !off.allow(a, 1<<20, false, t0) {
+		t.Fatal("a quota with no limits refused")
+	}
+}
