@@ -217,15 +217,20 @@ func isInvalidAt(s string, i int) bool {
 // params or a response's result as indented JSON, with control and bidi
 // characters escaped (see bodyText).
 func renderBody(e *proto.Envelope) (string, error) {
+	b, err := renderRawBody(e)
+	return bodyText(b), err
+}
+
+// renderRawBody is renderBody without the escapes: the body as versions
+// before them wrote it, which [Verify] still accepts.
+func renderRawBody(e *proto.Envelope) (string, error) {
 	switch e.Kind {
 	case proto.KindMessage:
-		return bodyText(e.Message.Body), nil
+		return e.Message.Body, nil
 	case proto.KindRequest:
-		js, err := jsonBody(e.ID.String(), "params", e.Request.Params)
-		return bodyText(js), err
+		return jsonBody(e.ID.String(), "params", e.Request.Params)
 	case proto.KindResponse:
-		js, err := jsonBody(e.ID.String(), "result", e.Response.Result)
-		return bodyText(js), err
+		return jsonBody(e.ID.String(), "result", e.Response.Result)
 	}
 	return "", fmt.Errorf("mailbox: envelope %s: %w: %s", e.ID, ErrUnsupportedKind, e.Kind)
 }

@@ -553,3 +553,27 @@ func TestArmorLineByLine(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyUnescapedBody: a file an older version wrote, with the body's
+// control characters as they are, still verifies; the escaped form is
+// what is written now, and a body that is neither does not verify.
+func TestVerifyUnescapedBody(t *testing.T) {
+	se := sign(t, alice, 1, proto.ToPeer(pub(bob)), msg("bell\x07 and \u202eevil", nil))
+	b, err := Render(Item{Env: se})
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaped := `bell\u0007 and \u202eevil`
+	if _, err := Verify(b, VerifyOptions{}); err != nil || !bytes.Contains(b, []byte(escaped)) {
+		t.Fatalf("escaped file: %v\n%s", err, b)
+	}
+	old := replace(t, b, escaped, "bell\x07 and \u202eevil")
+	if _, err := Verify(old, VerifyOptions{}); err != nil {
+		t.Errorf("a file written before the escapes: %v", err)
+	}
+	for _, bad := range []string{"bell and evil", `bell\u0007 and evil`} {
+		if _, err := Verify(replace(t, b, escaped, bad), VerifyOptions{}); err == nil {
+			t.Errorf("body %q verified", bad)
+		}
+	}
+}
