@@ -153,14 +153,17 @@ type syncer struct {
 
 	// mu guards what requesting and serving share with the receive path.
 	mu      sync.Mutex
-	pending map[uuid.UUID]*outstanding    // our requests awaiting an answer, by envelope id
-	due     map[uuid.UUID]bool            // channels due for a round
-	joins   map[uuid.UUID]bool            // channels joined and not yet backfilled without marks
-	serving map[proto.PubKey]*serveBudget // what each peer is being served
-	served  *fifoMap[envRef, struct{}]    // requests (from, id) served recently
-	rounds  []syncRound                   // finished rounds, oldest first
-	cursors map[cursorKey]*cursor         // where paging with a peer stopped, to resume
-	late    []lateAnswer                  // late answers for the sync loop to use
+	pending map[uuid.UUID]*outstanding // our requests awaiting an answer, by envelope id
+	due     map[uuid.UUID]bool         // channels due for a round
+	joins   map[uuid.UUID]bool         // channels joined and not yet backfilled without marks
+	// backfill: the store asked for a backfill of every channel, and
+	// some join is left (loadBackfill).
+	backfill bool
+	serving  map[proto.PubKey]*serveBudget // what each peer is being served
+	served   *fifoMap[envRef, struct{}]    // requests (from, id) served recently
+	rounds   []syncRound                   // finished rounds, oldest first
+	cursors  map[cursorKey]*cursor         // where paging with a peer stopped, to resume
+	late     []lateAnswer                  // late answers for the sync loop to use
 }
 
 type channelReadState struct {
@@ -249,7 +252,42 @@ func newSyncer(ctx context.Context, n *Node) *syncer {
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.checkJoins(true)
+	s.loadBackfill()
 	return s
+}
+
+// loadBackfill treats every channel we read as joined when the store asks
+// for a backfill (meshctl repair rebuilt it): each one's first round asks
+// without marks too. The store's flag is cleared once no join is left.
+func (s *syncer) loadBackfill() {
+	on, err := s.store.Backfill()
+	if err != nil || !on {
+		return
+	}
+	r := s.host.Roster()
+	for _, p := range s.channels.All() {
+		if p.AllowHistory && p.CanRead(r, s.self) {
+			s.joins[p.ID] = true
+		}
+	}
+	s.backfill = true
+	s.log.Info("history sync: the store was rebuilt; every channel backfills in its first round", "channels", len(s.joins))
+	s.endBackfill()
+}
+
+// endBackfill clears the store's backfill flag once no join is left.
+func (s *syncer) endBackfill() {
+	s.mu.Lock()
+	done := s.backfill && len(s.joins) == 0
+	if done {
+		s.backfill = false
+	}
+	s.mu.Unlock()
+	if done {
+		if err := s.store.SetBackfill(false); err != nil {
+			s.log.Error("history sync: clear the backfill flag", "err", err)
+		}
+	}
 }
 
 // start starts the sync loop.
@@ -622,6 +660,7 @@ func (s *syncer) syncChannel(ch uuid.UUID) {
 			s.mu.Lock()
 			delete(s.joins, ch)
 			s.mu.Unlock()
+			s.endBackfill()
 		}
 	}
 	s.awaitStored(last)
