@@ -238,6 +238,39 @@ func TestLatePageIsUsed(t *testing.T) {
 	})
 }
 
+// TestStalledPageEndsPaging: a peer answers with a page that says more
+// but holds nothing the request asked for (an envelope older than
+// since_ts, of a stream the request has no mark for). Paging would never
+// move on: the node ends it at once, as a failure of that peer
+// (sync.stalled), and sends no further request in the round.
+func TestStalledPageEndsPaging(t *testing.T) {
+	rt := startRawTarget(t, "", "stale", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
+	h := newHistoryServer(t, rt)
+	req := h.next(15 * time.Second)
+	stale := h.message(req.HistoryRequest.ChannelID, 1, "older than since_ts")
+	old := time.UnixMilli(req.HistoryRequest.SinceTS).Add(-time.Hour)
+	se, err := proto.SignEnvelope(h.rt.key, &proto.Envelope{ID: stale.ID, From: h.rt.pub, To: stale.To,
+		Kind: proto.KindMessage, TS: old.UnixMilli(), TTL: 300, Seq: 1, Epoch: h.epoch, Message: stale.Message})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.answer(req, true, se)
+	var c map[string]uint64
+	waitFor(t, "sync.stalled counted", 10*time.Second, func() bool {
+		c = counters(t, rt.meshctl, rt.home)
+		return c["sync.stalled"] == 1
+	})
+	if c["sync.requests"] != 1 || c["sync.gaps_forgotten"] != 0 {
+		t.Fatalf("sync.requests %d, sync.gaps_forgotten %d after the stalled page; want 1, 0", c["sync.requests"], c["sync.gaps_forgotten"])
+	}
+	select {
+	case next := <-h.requests:
+		t.Fatalf("the node asked again after a stalled page: %+v", next.HistoryRequest)
+	default:
+	}
+}
+
 // historyHas reports whether the node's store holds id in channel ch.
 func historyHas(t *testing.T, rt *rawTarget, ch, id string) bool {
 	t.Helper()
