@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,15 +15,17 @@ import (
 	"github.com/meshd/meshd/node/netnstest"
 )
 
-// TestPartitionCatchUpOneRound: three hosts on a bridge read #ops. host2
-// is cut off from host0 and host1; both sides send to #ops, some while
-// the links are still believed up (those bytes are lost with the link)
-// and some after the links dropped. Then the network heals one pair at a
-// time, as a real one does: host1–host2 first, and host2 sends on the
-// healed pair, then host0–host2. Every message of both sides must reach
-// every host within one catch-up round of the last heal, and no host may
-// give up a gap: host0's rounds before host2 links again ask only host1,
-// which is no reason to give up host2's numbers.
+// TestPartitionCatchUpOneRound: three hosts on a bridge read #ops, and
+// every history page comes after the requester stopped waiting for it
+// (sync_timeout 1ms: peers slower to answer than the timeout, as loaded
+// hosts are). host2 is cut off from host0 and host1; both sides send to
+// #ops, some while the links are still believed up (those bytes are lost
+// with the link) and some after the links dropped. Then the network heals
+// one pair at a time, as a real one does: host1–host2 first, and host2
+// sends on the healed pair, then host0–host2. Every message of both sides
+// must reach every host within one catch-up round of the last heal (the
+// late pages are used, and paging resumes after them), and no host may
+// give up a gap.
 func TestPartitionCatchUpOneRound(t *testing.T) {
 	t.Parallel()
 	if ok, why := netnstest.Available(); !ok {
@@ -38,7 +41,7 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 	}
 	m.cmd = func(i int) *exec.Cmd {
 		args := []string{"--home", homes[i], "--roster", pinned, "--listen", "tcp://0.0.0.0:7437", "--no-unix", "--no-mdns",
-			"--presence-ttl", "3s", "--keepalive", "500ms", "--idle-timeout", "2s", "--log-level", "debug"}
+			"--presence-ttl", "3s", "--keepalive", "500ms", "--idle-timeout", "2s", "--sync-timeout", "1ms", "--log-level", "debug"}
 		for j := range n {
 			if j != i {
 				args = append(args, "--seed", "tcp://"+nw.Host(j).IP.String()+":7437")
@@ -52,9 +55,12 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var all []string
+	// Bodies of 150 KB: a page of them takes the serving host milliseconds
+	// to read, sign and send, well over the requester's 1 ms wait.
+	pad := strings.Repeat("p", 150<<10)
 	send := func(host int, what string) {
 		t.Helper()
-		s, err := m.client(host).Send(ctx, api.Send{To: "#ops", Body: fmt.Sprintf("host%d: %s", host, what)})
+		s, err := m.client(host).Send(ctx, api.Send{To: "#ops", Body: fmt.Sprintf("host%d: %s %s", host, what, pad)})
 		if err != nil {
 			t.Fatalf("host%d: send: %v", host, err)
 		}
@@ -126,6 +132,8 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 		if c["sync.gaps_forgotten"] != 0 {
 			t.Errorf("host%d gave up %d gaps", i, c["sync.gaps_forgotten"])
 		}
+		t.Logf("host%d: sync.rounds %d, sync.timeouts %d, sync.late_pages %d, drop.history_unsolicited %d",
+			i, c["sync.rounds"], c["sync.timeouts"], c["sync.late_pages"], c["drop.history_unsolicited"])
 	}
 	t.Logf("all %d messages on every host %v after the heal (links back after %v)", len(all), took.Round(time.Millisecond), linked.Round(time.Millisecond))
 	// One catch-up round: SyncDelay (200 ms) after the link, and a few
