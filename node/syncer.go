@@ -40,7 +40,10 @@ import (
 //     too. Each answer with `more` is followed by the request
 //     history.NextHistoryRequest builds, sent before the page is checked,
 //     so that the peer reads the next page while we verify this one,
-//     until a page comes without `more`.
+//     until a page comes without `more`. Paging that stops early (a
+//     timeout, a closed link, maxRoundPages) resumes there in the next
+//     round, and a page that comes after its wait timed out is still
+//     used (syncer_page.go).
 //  3. Every envelope of a page goes through the receive pipeline with
 //     rxSource{history: true}: every check but the TTL, dedupe by id and
 //     per-sender seq tracking happen there, and the commit stage stores
@@ -49,9 +52,11 @@ import (
 //  4. Once the page's envelopes are committed, the next candidate is
 //     asked with the updated marks, until SyncPeers candidates have
 //     answered; further candidates are asked only while history.Gaps
-//     reports holes. When every candidate answered and holes remain, no
-//     peer can fill them: history.ForgetGaps gives up on them, so later
-//     rounds stop asking for the envelopes above them again.
+//     reports holes. When every candidate served every page and holes
+//     remain, the holes of streams whose sender was among them (or is
+//     us, or left) are given up (history.ForgetGaps), so later rounds
+//     stop asking for the envelopes above them again; the holes of a
+//     sender not linked now are kept until it links (giveUpGaps).
 //
 // A sender that lost its state numbers from 1 in a new epoch; tracking is
 // per (sender, epoch), so the restart is a new stream, never a replay.
