@@ -136,9 +136,11 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 			i, c["sync.rounds"], c["sync.timeouts"], c["sync.late_pages"], c["drop.history_unsolicited"])
 	}
 	t.Logf("all %d messages on every host %v after the heal (links back after %v)", len(all), took.Round(time.Millisecond), linked.Round(time.Millisecond))
-	// One catch-up round: SyncDelay (200 ms) after the link, and a few
-	// pages; the bound leaves room for a loaded machine.
-	if took-linked > 5*time.Second {
-		t.Errorf("caught up %v after the links came back, want within one round (5 s)", (took - linked).Round(time.Millisecond))
+	// One catch-up round: due at the link, run SyncDelay (200 ms) later,
+	// each late page making it due again at once; never the next periodic
+	// round (SyncInterval, 5 min). 1–4 s here; the bound leaves room for a
+	// loaded machine.
+	if took-linked > 15*time.Second {
+		t.Errorf("caught up %v after the links came back, want within one round (15 s)", (took - linked).Round(time.Millisecond))
 	}
 }
