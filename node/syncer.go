@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -159,7 +160,7 @@ type syncer struct {
 	// mu guards what requesting and serving share with the receive path.
 	mu      sync.Mutex
 	pending map[uuid.UUID]*outstanding // our requests awaiting an answer, by envelope id
-	due     map[uuid.UUID]bool         // channels due for a round
+	due     map[uuid.UUID]bool         // channels due for a round: true a full one, false only to resume paging
 	joins   map[uuid.UUID]bool         // channels joined and not yet backfilled without marks
 	// backfill: the store asked for a backfill of every channel, and
 	// some join is left (loadBackfill).
@@ -416,6 +417,23 @@ func (s *syncer) markDue(ch uuid.UUID, join bool) {
 		s.joins[ch] = true
 	}
 	s.mu.Unlock()
+	s.wake()
+}
+
+// markResume makes a round due for channel ch that only resumes paging
+// where it stopped (the peers with a cursor), unless a full round is due
+// already. A page that says more thus moves paging on with that peer
+// alone, without starting the other peers' paging again.
+func (s *syncer) markResume(ch uuid.UUID) {
+	s.mu.Lock()
+	if _, ok := s.due[ch]; !ok {
+		s.due[ch] = false
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *syncer) wake() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -496,6 +514,7 @@ func (s *syncer) checkJoins(initial bool) {
 func (s *syncer) runDue() {
 	s.mu.Lock()
 	var chans []uuid.UUID
+	full := maps.Clone(s.due)
 	for ch := range s.due {
 		chans = append(chans, ch)
 	}
@@ -506,7 +525,7 @@ func (s *syncer) runDue() {
 		if !s.running() {
 			return
 		}
-		s.syncChannel(ch)
+		s.syncChannel(ch, full[ch])
 	}
 }
 
@@ -593,8 +612,9 @@ func (s *syncer) giveUpGaps(p *channel.Policy, r *roster.Roster, round syncRound
 	return true
 }
 
-// syncChannel runs one catch-up round for channel ch.
-func (s *syncer) syncChannel(ch uuid.UUID) {
+// syncChannel runs one catch-up round for channel ch: a full one, or one
+// that only resumes paging with the peers it stopped with.
+func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 	cfg := s.cfg
 	p, ok := s.channels.ByID(ch)
 	if !ok {
@@ -605,6 +625,9 @@ func (s *syncer) syncChannel(ch uuid.UUID) {
 		return
 	}
 	peers := s.candidates(p, r)
+	if !full {
+		peers = s.withCursor(ch, peers)
+	}
 	if len(peers) == 0 {
 		return
 	}
@@ -670,13 +693,13 @@ func (s *syncer) syncChannel(ch uuid.UUID) {
 	}
 	s.awaitStored(last)
 	round.Gaps = s.gapStreams(ch)
-	if round.Gaps > 0 && allComplete && len(round.Peers) == len(peers) {
+	if round.Gaps > 0 && full && allComplete && len(round.Peers) == len(peers) {
 		round.ForgotGaps = s.giveUpGaps(p, r, round)
 	}
 	for _, pr := range round.Peers {
 		if pr.Paused {
 			// Resume at once rather than after SyncInterval.
-			s.markDue(ch, false)
+			s.markResume(ch)
 			break
 		}
 	}

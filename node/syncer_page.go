@@ -294,8 +294,9 @@ func (s *syncer) queueLate(o *outstanding, se *proto.SignedEnvelope) {
 }
 
 // useLate uses the late answers waiting: their envelopes go through the
-// pipeline, and where the page says more, the cursor moves past it and
-// the channel is due for a round that resumes from there.
+// pipeline, and where the page says more and paging with that peer
+// stopped at its request, the cursor moves past it and the channel is due
+// for a round that resumes paging with that peer alone.
 func (s *syncer) useLate() {
 	s.mu.Lock()
 	late := s.late
@@ -315,17 +316,19 @@ func (s *syncer) useLate() {
 		}
 		s.mu.Lock()
 		k := cursorKey{l.o.channel, l.o.peer}
+		resume := false
 		if c := s.cursors[k]; c != nil && c.req == l.o.req {
 			// Paging stopped at this request: it resumes after the page.
 			if next != nil {
 				s.cursors[k] = &cursor{req: next, saved: time.Now()}
+				resume = true
 			} else {
 				delete(s.cursors, k)
 			}
 		}
 		s.mu.Unlock()
-		if next != nil {
-			s.markDue(l.o.channel, false)
+		if resume {
+			s.markResume(l.o.channel)
 		}
 	}
 }
@@ -361,6 +364,19 @@ func (s *syncer) takeCursor(ch uuid.UUID, peer proto.PubKey) (*proto.HistoryRequ
 	}
 	s.metrics.Inc("sync.resumed")
 	return c.req, true
+}
+
+// withCursor returns the candidates paging stopped with in ch.
+func (s *syncer) withCursor(ch uuid.UUID, peers []syncCandidate) []syncCandidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []syncCandidate
+	for _, c := range peers {
+		if s.cursors[cursorKey{ch, c.pl.key}] != nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (s *syncer) dropCursor(ch uuid.UUID, peer proto.PubKey) {

@@ -439,9 +439,16 @@ func TestEpochFloodKeepsRealGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.start("bob")
-	waitFor(t, "alice fetches carol's 901 from bob", 60*time.Second, func() bool {
-		return o.historyIDs("alice", "ops")[hole.ID.String()]
-	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !o.historyIDs("alice", "ops")[hole.ID.String()] {
+		if time.Now().After(deadline) {
+			a, b := counters(t, o.meshctl, o.homes["alice"]), counters(t, o.meshctl, o.homes["bob"])
+			t.Fatalf("alice never fetched carol's 901 from bob: alice sync.pages %d (+%d), sync.envelopes %d (+%d), sync.already_held %d; bob history.served %d, history.served.envelopes %d",
+				a["sync.pages"], a["sync.pages"]-pre["sync.pages"], a["sync.envelopes"], a["sync.envelopes"]-pre["sync.envelopes"],
+				a["sync.already_held"], b["history.served"], b["history.served.envelopes"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	took := time.Since(start)
 	c := counters(t, o.meshctl, o.homes["alice"])
 	if c["sync.gaps_forgotten"] != 0 {
