@@ -38,7 +38,7 @@
 // under a temporary name and linked into place once its header is
 // written, so an empty store file is always damage. `meshctl repair`
 // rebuilds a damaged store from the mailbox ([Store.Restore],
-// [Store.ForgetSeqMarks]).
+// [Store.SetBackfill]).
 //
 // # Bucket layout
 //
@@ -49,6 +49,7 @@
 //
 //	meta         "schema" → version (8), 2
 //	             "counters" → epoch(16) | n(4) | n × (destination | last(8))
+//	             "backfill" → 1 (present after meshctl repair, until history sync backfilled every channel)
 //	env          id(16) | from(32) → version(1) | flags(1) | received(8) |
 //	             kind(1) | ts(8) | ttl(4) | seq(8) | epoch(16) | from(32) |
 //	             destination | wire bytes

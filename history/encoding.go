@@ -40,6 +40,7 @@ var (
 var (
 	metaSchema   = []byte("schema")
 	metaCounters = []byte("counters")
+	metaBackfill = []byte("backfill")
 )
 
 // schemaVersion is the on-disk layout version stored under meta/schema.

@@ -329,7 +329,7 @@ func TestSequenceTracking(t *testing.T) {
 	if g.Last != 9 || g.Lost != 1 || len(g.Missing) != 3 || g.Missing[0] != (SeqRange{10, 10}) {
 		t.Fatalf("after overflow: %+v, want run to 9, 1 lost, holes 10, 12, 14", g)
 	}
-	if err := s.ForgetGaps(d); err != nil {
+	if _, err := s.ForgetGaps(d, nil); err != nil {
 		t.Fatal(err)
 	}
 	g = stream()

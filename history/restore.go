@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/meshd/meshd/proto"
 )
 
@@ -73,11 +75,12 @@ func (s *Store) Restore(rs []Restored) (added []bool, err error) {
 
 // ForgetSeqMarks drops every stream's sequence marks and pending numbers.
 // Marks tell history sync what a node holds: a stream's messages above
-// its mark are asked for, and those below never are. A store rebuilt
-// from partial copies (meshctl repair, from the mailbox) holds runs with
-// holes the mailbox never had, which the marks would hide; without marks,
-// the next round of each channel asks by time instead (the retention
-// window), and duplicates are dropped as ever.
+// its mark are asked for, and those below never are. Without marks, the
+// next round of each channel asks by time alone (the retention window)
+// and a live envelope that arrives first starts its stream's tracking
+// anew, above the numbers it missed; a store rebuilt from copies keeps
+// the marks its envelopes give and asks for a backfill instead
+// ([Store.SetBackfill]).
 func (s *Store) ForgetSeqMarks() error {
 	return s.write(func(w *wtx) (error, error) {
 		for _, name := range [][]byte{bucketMarks, bucketSeqs} {
@@ -90,4 +93,28 @@ func (s *Store) ForgetSeqMarks() error {
 		}
 		return nil, nil
 	}, nil)
+}
+
+// SetBackfill records whether history sync should backfill every channel
+// as if newly joined: ask without marks, by time alone, so that the
+// older part of streams whose first numbers the store lacks is filled
+// too. meshctl repair sets it on the store it rebuilds; the node clears
+// it once every channel it reads was backfilled.
+func (s *Store) SetBackfill(on bool) error {
+	return s.write(func(w *wtx) (error, error) {
+		if !on {
+			return nil, w.meta.Delete(metaBackfill)
+		}
+		return nil, w.meta.Put(metaBackfill, []byte{1})
+	}, nil)
+}
+
+// Backfill reports whether [Store.SetBackfill] asked for a backfill.
+func (s *Store) Backfill() (bool, error) {
+	on := false
+	err := s.view(func(tx *bolt.Tx) error {
+		on = tx.Bucket(bucketMeta).Get(metaBackfill) != nil
+		return nil
+	})
+	return on, err
 }

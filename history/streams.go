@@ -260,14 +260,18 @@ func missing(seqs *bolt.Bucket, sk []byte, m markRec) []SeqRange {
 // last number of its contiguous run: the marks of a HistoryRequest, sorted
 // by (sender, epoch) as proto requires. A mark claims every number up to
 // it; numbers below the first one this node saw are not covered by it
-// (see the package documentation on catch-up). At most
-// proto.MaxArrayElements marks are returned, the most recently updated.
+// (see the package documentation on catch-up).
+//
+// At most proto.MaxArrayElements marks fit a request. When the channel
+// holds more streams, the marks are chosen in this order: streams with
+// holes first (a stream without its mark is asked for by time, and a
+// hole older than the request's SinceTS would never be filled), then the
+// most recently updated; and no sender gets more than
+// [MaxMarksPerSender] of them while another sender's streams are left
+// out. One member's flood of fresh epochs thus takes at most
+// MaxMarksPerSender places from the others' streams.
 func (s *Store) SeqMarks(channel uuid.UUID) ([]proto.SeqMark, error) {
-	type mk struct {
-		proto.SeqMark
-		updated int64
-	}
-	var all []mk
+	var all []markChoice
 	dk := destKey(proto.ToChannel(channel))
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketMarks).Cursor()
@@ -277,23 +281,78 @@ func (s *Store) SeqMarks(channel uuid.UUID) ([]proto.SeqMark, error) {
 				return err
 			}
 			st := streamOf(k[len(dk):], m)
-			all = append(all, mk{proto.SeqMark{Sender: st.Sender, Epoch: st.Epoch, LastSeq: st.Last}, m.updated})
+			all = append(all, markChoice{
+				mark:    proto.SeqMark{Sender: st.Sender, Epoch: st.Epoch, LastSeq: st.Last},
+				updated: m.updated,
+				gap:     m.pending > 0,
+			})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(all) > proto.MaxArrayElements {
-		slices.SortStableFunc(all, func(a, b mk) int { return cmp.Compare(b.updated, a.updated) })
-		all = all[:proto.MaxArrayElements]
-		slices.SortFunc(all, func(a, b mk) int { return compareMarks(a.SeqMark, b.SeqMark) })
+	return chooseMarks(all, proto.MaxArrayElements), nil
+}
+
+// MaxMarksPerSender is how many marks one sender's streams may take in a
+// request while other senders' streams are left out ([Store.SeqMarks]).
+// A member starts a new epoch only when it loses its state (a new
+// install, a repair), so a real sender has a few streams in a channel.
+const MaxMarksPerSender = 16
+
+// markChoice is a stream's mark with what [chooseMarks] ranks it by.
+type markChoice struct {
+	mark    proto.SeqMark
+	updated int64 // Unix ms of the stream's last arrival
+	gap     bool  // the stream has holes
+}
+
+// chooseMarks returns at most limit of the marks, sorted by (sender,
+// epoch): all of them if they fit; otherwise streams with holes first,
+// then the most recently updated, at most MaxMarksPerSender per sender
+// before the remaining places go to the rest in the same order.
+func chooseMarks(all []markChoice, limit int) []proto.SeqMark {
+	if len(all) > limit {
+		slices.SortStableFunc(all, func(a, b markChoice) int {
+			if a.gap != b.gap {
+				if a.gap {
+					return -1
+				}
+				return 1
+			}
+			if c := cmp.Compare(b.updated, a.updated); c != 0 {
+				return c
+			}
+			return compareMarks(a.mark, b.mark)
+		})
+		keep := make([]markChoice, 0, limit)
+		var over []markChoice
+		perSender := map[proto.PubKey]int{}
+		for _, c := range all {
+			if perSender[c.mark.Sender] >= MaxMarksPerSender {
+				over = append(over, c)
+				continue
+			}
+			perSender[c.mark.Sender]++
+			if keep = append(keep, c); len(keep) == limit {
+				break
+			}
+		}
+		for _, c := range over {
+			if len(keep) == limit {
+				break
+			}
+			keep = append(keep, c)
+		}
+		all = keep
 	}
+	slices.SortFunc(all, func(a, b markChoice) int { return compareMarks(a.mark, b.mark) })
 	out := make([]proto.SeqMark, len(all))
-	for i, m := range all {
-		out[i] = m.SeqMark
+	for i, c := range all {
+		out[i] = c.mark
 	}
-	return out, nil
+	return out
 }
 
 func compareMarks(a, b proto.SeqMark) int {
@@ -303,13 +362,17 @@ func compareMarks(a, b proto.SeqMark) int {
 	return bytes.Compare(a.Epoch[:], b.Epoch[:])
 }
 
-// ForgetGaps gives up on every hole in the streams towards d: each run is
-// extended to the highest number seen and the skipped numbers are counted
-// as lost. Call it when history sync has asked enough peers and the holes
-// remain, so later requests stop asking for them.
-func (s *Store) ForgetGaps(d proto.Destination) error {
+// ForgetGaps gives up on the holes in the streams towards d whose sender
+// give reports true (every stream when give is nil): each run is extended
+// to the highest number seen and the skipped numbers are counted as lost.
+// Call it when every peer that could hold the missing numbers has been
+// asked and none did, so later requests stop asking for them. It returns
+// how many streams had holes given up.
+func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) bool) (int, error) {
 	dk := destKey(d)
-	return s.write(func(w *wtx) (error, error) {
+	given := 0
+	err := s.write(func(w *wtx) (error, error) {
+		given = 0
 		var streams [][]byte
 		c := w.marks.Cursor()
 		for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
@@ -317,9 +380,13 @@ func (s *Store) ForgetGaps(d proto.Destination) error {
 			if err != nil {
 				return nil, err
 			}
-			if m.pending > 0 {
-				streams = append(streams, bytes.Clone(k))
+			if m.pending == 0 || len(k) < len(dk)+keyLen {
+				continue
 			}
+			if give != nil && !give(proto.PubKey(k[len(dk):len(dk)+keyLen])) {
+				continue
+			}
+			streams = append(streams, bytes.Clone(k))
 		}
 		for _, sk := range streams {
 			m, err := decodeMark(w.marks.Get(sk))
@@ -335,8 +402,10 @@ func (s *Store) ForgetGaps(d proto.Destination) error {
 				return nil, err
 			}
 		}
+		given = len(streams)
 		return nil, nil
 	}, nil)
+	return given, err
 }
 
 // pruneStreams removes the streams towards destinations with prefix dk

@@ -3,9 +3,8 @@ package node
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -42,7 +41,10 @@ import (
 //     too. Each answer with `more` is followed by the request
 //     history.NextHistoryRequest builds, sent before the page is checked,
 //     so that the peer reads the next page while we verify this one,
-//     until a page comes without `more`.
+//     until a page comes without `more`. Paging that stops early (a
+//     timeout, a closed link, maxRoundPages) resumes there in the next
+//     round, and a page that comes after its wait timed out is still
+//     used (syncer_page.go).
 //  3. Every envelope of a page goes through the receive pipeline with
 //     rxSource{history: true}: every check but the TTL, dedupe by id and
 //     per-sender seq tracking happen there, and the commit stage stores
@@ -51,9 +53,11 @@ import (
 //  4. Once the page's envelopes are committed, the next candidate is
 //     asked with the updated marks, until SyncPeers candidates have
 //     answered; further candidates are asked only while history.Gaps
-//     reports holes. When every candidate answered and holes remain, no
-//     peer can fill them: history.ForgetGaps gives up on them, so later
-//     rounds stop asking for the envelopes above them again.
+//     reports holes. When every candidate served every page and holes
+//     remain, the holes of streams whose sender was among them (or is
+//     us, or left) are given up (history.ForgetGaps), so later rounds
+//     stop asking for the envelopes above them again; the holes of a
+//     sender not linked now are kept until it links (giveUpGaps).
 //
 // A sender that lost its state numbers from 1 in a new epoch; tracking is
 // per (sender, epoch), so the restart is a new stream, never a replay.
@@ -92,10 +96,10 @@ const (
 	// storedWait bounds the wait for the commit stage before marks are
 	// read for the next peer.
 	storedWait = 5 * time.Second
-	// maxIdlePages ends paging with a peer after this many pages in a row
-	// that brought nothing new: a peer repeating itself cannot keep us
-	// busy forever.
-	maxIdlePages = 8
+	// maxRoundPages pauses paging with a peer after this many pages in
+	// one round: the round moves on, and the next round, made due at
+	// once, resumes where paging paused (see syncer_page.go).
+	maxRoundPages = 200
 	// servedMemory is how many served request ids are remembered to drop
 	// replays (an envelope is live for its ttl, 300 s by default).
 	servedMemory = 4096
@@ -145,8 +149,9 @@ type syncer struct {
 	wg        sync.WaitGroup // the sync loop and every serving goroutine
 	closeOnce sync.Once
 
-	kick    chan struct{} // wakes the sync loop when a channel became due
-	recheck chan struct{} // wakes the sync loop to look for joined channels
+	kick     chan struct{} // wakes the sync loop when a channel became due
+	recheck  chan struct{} // wakes the sync loop to look for joined channels
+	lateKick chan struct{} // wakes the sync loop to use late answers
 
 	// known is what the sync loop last saw of each channel, to tell a
 	// join. Owned by newSyncer, then by the sync loop.
@@ -154,12 +159,17 @@ type syncer struct {
 
 	// mu guards what requesting and serving share with the receive path.
 	mu      sync.Mutex
-	pending map[uuid.UUID]*outstanding    // our requests awaiting an answer, by envelope id
-	due     map[uuid.UUID]bool            // channels due for a round
-	joins   map[uuid.UUID]bool            // channels joined and not yet backfilled without marks
-	serving map[proto.PubKey]*serveBudget // what each peer is being served
-	served  *fifoMap[envRef, struct{}]    // requests (from, id) served recently
-	rounds  []syncRound                   // finished rounds, oldest first
+	pending map[uuid.UUID]*outstanding // our requests awaiting an answer, by envelope id
+	due     map[uuid.UUID]bool         // channels due for a round: true a full one, false only to resume paging
+	joins   map[uuid.UUID]bool         // channels joined and not yet backfilled without marks
+	// backfill: the store asked for a backfill of every channel, and
+	// some join is left (loadBackfill).
+	backfill bool
+	serving  map[proto.PubKey]*serveBudget // what each peer is being served
+	served   *fifoMap[envRef, struct{}]    // requests (from, id) served recently
+	rounds   []syncRound                   // finished rounds, oldest first
+	cursors  map[cursorKey]*cursor         // where paging with a peer stopped, to resume
+	late     []lateAnswer                  // late answers for the sync loop to use
 }
 
 type channelReadState struct {
@@ -171,10 +181,17 @@ type channelReadState struct {
 type outstanding struct {
 	id      uuid.UUID
 	peer    proto.PubKey
+	pl      *peerLink
 	channel uuid.UUID
+	req     *proto.HistoryRequest
 	maxMsgs int
 	maxSize int
 	answer  chan *proto.SignedEnvelope // buffered 1; receives the one accepted answer
+	// late: the wait for the answer timed out. The request stays
+	// outstanding until expires (the request envelope's own expiry), and
+	// an answer that comes by then is used by the sync loop.
+	late    bool
+	expires time.Time
 }
 
 // serveBudget paces the history served to one peer.
@@ -203,9 +220,17 @@ type syncPeerResult struct {
 	Pages     int
 	Envelopes int // envelopes received
 	Delivered int // envelopes that passed the pipeline (new ones)
+	// Paused: paging stopped at maxRoundPages with more to come; the
+	// next round resumes it.
+	Paused  bool
+	Resumed bool // paging started from where an earlier one stopped
 }
 
+// ok reports whether the peer served without error.
 func (r syncPeerResult) ok() bool { return r.Status == proto.HistoryOK && r.Err == "" }
+
+// complete reports whether the peer served every page up to the last.
+func (r syncPeerResult) complete() bool { return r.ok() && !r.Paused }
 
 // newSyncer returns a syncer for n; ctx bounds its life. It records which
 // channels the node reads now, before any link exists (see checkJoins): a
@@ -222,6 +247,8 @@ func newSyncer(ctx context.Context, n *Node) *syncer {
 		log:      n.log.With("component", "sync"),
 		kick:     make(chan struct{}, 1),
 		recheck:  make(chan struct{}, 1),
+		lateKick: make(chan struct{}, 1),
+		cursors:  map[cursorKey]*cursor{},
 		known:    map[uuid.UUID]channelReadState{},
 		pending:  map[uuid.UUID]*outstanding{},
 		due:      map[uuid.UUID]bool{},
@@ -231,7 +258,42 @@ func newSyncer(ctx context.Context, n *Node) *syncer {
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.checkJoins(true)
+	s.loadBackfill()
 	return s
+}
+
+// loadBackfill treats every channel we read as joined when the store asks
+// for a backfill (meshctl repair rebuilt it): each one's first round asks
+// without marks too. The store's flag is cleared once no join is left.
+func (s *syncer) loadBackfill() {
+	on, err := s.store.Backfill()
+	if err != nil || !on {
+		return
+	}
+	r := s.host.Roster()
+	for _, p := range s.channels.All() {
+		if p.AllowHistory && p.CanRead(r, s.self) {
+			s.joins[p.ID] = true
+		}
+	}
+	s.backfill = true
+	s.log.Info("history sync: the store was rebuilt; every channel backfills in its first round", "channels", len(s.joins))
+	s.endBackfill()
+}
+
+// endBackfill clears the store's backfill flag once no join is left.
+func (s *syncer) endBackfill() {
+	s.mu.Lock()
+	done := s.backfill && len(s.joins) == 0
+	if done {
+		s.backfill = false
+	}
+	s.mu.Unlock()
+	if done {
+		if err := s.store.SetBackfill(false); err != nil {
+			s.log.Error("history sync: clear the backfill flag", "err", err)
+		}
+	}
 }
 
 // start starts the sync loop.
@@ -278,11 +340,15 @@ func (s *syncer) authorize(se *proto.SignedEnvelope) string {
 }
 
 // matchLocked returns the outstanding request se answers, if se comes
-// from the peer asked and names the channel asked about.
+// from the peer asked and names the channel asked about, and the request
+// has not expired.
 func (s *syncer) matchLocked(se *proto.SignedEnvelope) *outstanding {
 	h := se.HistoryResponse
 	o := s.pending[h.InReplyTo]
 	if o == nil || !o.peer.Equal(se.From) || o.channel != h.ChannelID {
+		return nil
+	}
+	if o.late && !time.Now().Before(o.expires) {
 		return nil
 	}
 	return o
@@ -309,8 +375,12 @@ func (s *syncer) handle(se *proto.SignedEnvelope, src rxSource, now time.Time) b
 		s.host.drop(dropHistoryUnsolicited, se, src, nil)
 		return false
 	}
-	o.answer <- se // buffered, and o left pending above: the only send
 	s.metrics.Inc("sync.responses")
+	if o.late {
+		s.queueLate(o, se)
+		return true
+	}
+	o.answer <- se // buffered, and o left pending above: the only send
 	return true
 }
 
@@ -347,6 +417,23 @@ func (s *syncer) markDue(ch uuid.UUID, join bool) {
 		s.joins[ch] = true
 	}
 	s.mu.Unlock()
+	s.wake()
+}
+
+// markResume makes a round due for channel ch that only resumes paging
+// where it stopped (the peers with a cursor), unless a full round is due
+// already. A page that says more thus moves paging on with that peer
+// alone, without starting the other peers' paging again.
+func (s *syncer) markResume(ch uuid.UUID) {
+	s.mu.Lock()
+	if _, ok := s.due[ch]; !ok {
+		s.due[ch] = false
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *syncer) wake() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -386,6 +473,8 @@ func (s *syncer) loop() {
 			s.runDue()
 		case <-s.recheck:
 			s.checkJoins(false)
+		case <-s.lateKick:
+			s.useLate()
 		case <-periodic:
 			r := s.host.Roster()
 			for _, p := range s.channels.All() {
@@ -425,6 +514,7 @@ func (s *syncer) checkJoins(initial bool) {
 func (s *syncer) runDue() {
 	s.mu.Lock()
 	var chans []uuid.UUID
+	full := maps.Clone(s.due)
 	for ch := range s.due {
 		chans = append(chans, ch)
 	}
@@ -435,7 +525,7 @@ func (s *syncer) runDue() {
 		if !s.running() {
 			return
 		}
-		s.syncChannel(ch)
+		s.syncChannel(ch, full[ch])
 	}
 }
 
@@ -490,8 +580,41 @@ func isArchive(r *roster.Roster, k proto.PubKey) bool {
 	return ok && m.Archive
 }
 
-// syncChannel runs one catch-up round for channel ch.
-func (s *syncer) syncChannel(ch uuid.UUID) {
+// giveUpGaps gives up the holes no peer can fill, after a round in which
+// every candidate served every page: the holes of a stream are given up
+// only if its sender itself was among them (it answered without the
+// missing numbers: a crash skipped reserved numbers, say), or it is us,
+// or it can no longer read the channel. The holes of a sender not linked
+// now are kept: it may hold them, and its link coming up makes a round
+// due. It reports whether any hole was given up.
+func (s *syncer) giveUpGaps(p *channel.Policy, r *roster.Roster, round syncRound) bool {
+	served := map[proto.PubKey]bool{s.self: true}
+	for _, pr := range round.Peers {
+		served[pr.Peer] = true
+	}
+	give := func(sender proto.PubKey) bool {
+		_, member := r.Member(sender)
+		return served[sender] || !member || !p.CanRead(r, sender)
+	}
+	n, err := s.store.ForgetGaps(proto.ToChannel(p.ID), give)
+	if err != nil {
+		s.log.Error("history sync: give up gaps", "channel", p.Name, "err", err)
+		return false
+	}
+	if n < round.Gaps {
+		s.log.Info("history sync: gaps kept until their sender links", "channel", p.Name, "streams", round.Gaps-n)
+	}
+	if n == 0 {
+		return false
+	}
+	s.metrics.Inc("sync.gaps_forgotten")
+	s.log.Info("history sync: gaps no peer can fill given up", "channel", p.Name, "streams", n)
+	return true
+}
+
+// syncChannel runs one catch-up round for channel ch: a full one, or one
+// that only resumes paging with the peers it stopped with.
+func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 	cfg := s.cfg
 	p, ok := s.channels.ByID(ch)
 	if !ok {
@@ -502,6 +625,9 @@ func (s *syncer) syncChannel(ch uuid.UUID) {
 		return
 	}
 	peers := s.candidates(p, r)
+	if !full {
+		peers = s.withCursor(ch, peers)
+	}
 	if len(peers) == 0 {
 		return
 	}
@@ -513,7 +639,7 @@ func (s *syncer) syncChannel(ch uuid.UUID) {
 	age, _ := cfg.retention(p, isArchive(r, s.self))
 	since := time.Now().Add(-age).UnixMilli()
 	var last *proto.SignedEnvelope // the last envelope handed to the commit stage
-	answered, allOK := 0, true
+	answered, allComplete := 0, true
 	for _, c := range peers {
 		if !s.running() {
 			return
@@ -524,52 +650,57 @@ func (s *syncer) syncChannel(ch uuid.UUID) {
 				break
 			}
 		}
-		req := &proto.HistoryRequest{
-			ChannelID:   ch,
-			SinceTS:     since,
-			MaxMessages: uint32(cfg.SyncPageMessages),
-			MaxBytes:    uint32(cfg.SyncPageBytes),
-		}
-		if !join {
-			s.awaitStored(last)
-			marks, err := s.store.SeqMarks(ch)
-			if err != nil {
-				s.log.Error("history sync: read marks", "channel", p.Name, "err", err)
-				return
+		req, resumed := s.takeCursor(ch, c.pl.key)
+		if req == nil {
+			req = &proto.HistoryRequest{
+				ChannelID:   ch,
+				SinceTS:     since,
+				MaxMessages: uint32(cfg.SyncPageMessages),
+				MaxBytes:    uint32(cfg.SyncPageBytes),
 			}
-			req.SinceSeqBySender = marks
+			if !join {
+				s.awaitStored(last)
+				marks, err := s.store.SeqMarks(ch)
+				if err != nil {
+					s.log.Error("history sync: read marks", "channel", p.Name, "err", err)
+					return
+				}
+				req.SinceSeqBySender = marks
+			}
 		}
 		res, got := s.pageFrom(c.pl, req)
-		res.Archive = c.archive
+		res.Archive, res.Resumed = c.archive, resumed
 		if got != nil {
 			last = got
 		}
 		round.Peers = append(round.Peers, res)
+		if !res.complete() {
+			allComplete = false
+		}
 		if !res.ok() {
-			allOK = false
 			s.log.Info("history sync: peer did not serve", "channel", p.Name, "peer", c.pl.key.Fingerprint(),
 				"status", res.Status.String(), "err", res.Err)
 			continue
 		}
 		answered++
-		if join {
+		if join && res.complete() {
 			join = false
 			s.mu.Lock()
 			delete(s.joins, ch)
 			s.mu.Unlock()
+			s.endBackfill()
 		}
 	}
 	s.awaitStored(last)
 	round.Gaps = s.gapStreams(ch)
-	if round.Gaps > 0 && allOK && len(round.Peers) == len(peers) {
-		// Every reader we can reach was asked and none holds the
-		// missing numbers (a sender crash skips reserved numbers, say).
-		if err := s.store.ForgetGaps(proto.ToChannel(ch)); err != nil {
-			s.log.Error("history sync: give up gaps", "channel", p.Name, "err", err)
-		} else {
-			round.ForgotGaps = true
-			s.metrics.Inc("sync.gaps_forgotten")
-			s.log.Info("history sync: gaps no peer can fill given up", "channel", p.Name, "streams", round.Gaps)
+	if round.Gaps > 0 && full && allComplete && len(round.Peers) == len(peers) {
+		round.ForgotGaps = s.giveUpGaps(p, r, round)
+	}
+	for _, pr := range round.Peers {
+		if pr.Paused {
+			// Resume at once rather than after SyncInterval.
+			s.markResume(ch)
+			break
 		}
 	}
 	round.Ended = time.Now()
@@ -584,139 +715,6 @@ func (s *syncer) syncChannel(ch uuid.UUID) {
 	if len(s.rounds) > maxRoundLog {
 		s.rounds = slices.Delete(s.rounds, 0, len(s.rounds)-maxRoundLog)
 	}
-	s.mu.Unlock()
-}
-
-// pageFrom asks pl for req and the pages after it until one comes
-// without `more`. It returns what the peer gave and the last envelope it
-// handed to the commit stage.
-func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeerResult, last *proto.SignedEnvelope) {
-	res.Peer = pl.key
-	src := rxSource{link: pl, history: true}
-	dest := proto.ToChannel(req.ChannelID)
-	o, err := s.request(pl, req)
-	if err != nil {
-		res.Err = err.Error()
-		return res, nil
-	}
-	idle := 0
-	for o != nil {
-		se, err := s.awaitAnswer(o, pl)
-		if err != nil {
-			res.Err = err.Error()
-			return res, last
-		}
-		h := se.HistoryResponse
-		res.Status = h.Status
-		if h.Status != proto.HistoryOK {
-			s.metrics.Inc("sync.refused." + statusMetric(h.Status))
-			return res, last
-		}
-		size := 0
-		for _, m := range h.Messages {
-			size += len(m)
-		}
-		if len(h.Messages) > o.maxMsgs || size > o.maxSize {
-			s.host.drop(dropHistoryOverLimit, se, rxSource{link: pl}, fmt.Errorf("%d messages, %d bytes; asked for at most %d, %d bytes",
-				len(h.Messages), size, o.maxMsgs, o.maxSize))
-			res.Err = "answer over the requested limits"
-			return res, last
-		}
-		res.Pages++
-		s.metrics.inc(cSyncPages)
-		page := make([]*proto.SignedEnvelope, 0, len(h.Messages))
-		for _, raw := range h.Messages {
-			m, err := proto.ParseEnvelope(raw)
-			if err != nil {
-				s.host.drop(dropMalformed, nil, src, err)
-				continue
-			}
-			page = append(page, m)
-		}
-		// Ask for the next page before checking this one, so the peer
-		// reads it while we verify.
-		o = nil
-		if h.More {
-			if next := history.NextHistoryRequest(req, page); next != nil {
-				req = next
-				if o, err = s.request(pl, req); err != nil {
-					res.Err = err.Error()
-				}
-			}
-		}
-		fresh := 0
-		for _, m := range page {
-			if m.Kind != proto.KindMessage || m.To != dest {
-				s.host.drop(dropHistoryForeign, m, src, nil)
-				continue
-			}
-			res.Envelopes++
-			if s.host.receive(m.Raw, src) {
-				fresh++
-				last = m
-			}
-		}
-		res.Delivered += fresh
-		s.metrics.add(cSyncEnvelopes, uint64(len(page)))
-		if fresh == 0 {
-			idle++
-		} else {
-			idle = 0
-		}
-		if idle >= maxIdlePages && o != nil {
-			s.forget(o)
-			o = nil
-		}
-	}
-	return res, last
-}
-
-// request signs req to pl's peer, records it as outstanding and sends it.
-func (s *syncer) request(pl *peerLink, req *proto.HistoryRequest) (*outstanding, error) {
-	se, err := s.host.sign(proto.ToPeer(pl.key), proto.KindHistoryRequest, s.cfg.EnvelopeTTL, func(e *proto.Envelope) {
-		e.HistoryRequest = req
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sign history request: %w", err)
-	}
-	o := &outstanding{
-		id: se.ID, peer: pl.key, channel: req.ChannelID,
-		maxMsgs: int(req.MaxMessages), maxSize: int(req.MaxBytes),
-		answer: make(chan *proto.SignedEnvelope, 1),
-	}
-	s.mu.Lock()
-	s.pending[o.id] = o
-	s.mu.Unlock()
-	if err := s.send(pl, se); err != nil {
-		s.forget(o)
-		return nil, fmt.Errorf("send history request: %w", err)
-	}
-	s.metrics.Inc("sync.requests")
-	return o, nil
-}
-
-// awaitAnswer waits for the answer to o. Whatever happens, o is no longer
-// outstanding afterwards.
-func (s *syncer) awaitAnswer(o *outstanding, pl *peerLink) (*proto.SignedEnvelope, error) {
-	defer s.forget(o)
-	t := time.NewTimer(s.cfg.SyncTimeout)
-	defer t.Stop()
-	select {
-	case se := <-o.answer:
-		return se, nil
-	case <-t.C:
-		s.metrics.Inc("sync.timeouts")
-		return nil, fmt.Errorf("no answer within %v", s.cfg.SyncTimeout)
-	case <-pl.link.Done():
-		return nil, errors.New("link closed")
-	case <-s.ctx.Done():
-		return nil, s.ctx.Err()
-	}
-}
-
-func (s *syncer) forget(o *outstanding) {
-	s.mu.Lock()
-	delete(s.pending, o.id)
 	s.mu.Unlock()
 }
 

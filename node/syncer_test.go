@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -30,5 +31,66 @@ func TestSyncerCloseIsIdempotent(t *testing.T) {
 	}
 	if err := a.Close(); err != nil { // closes the syncer a third time
 		t.Fatal(err)
+	}
+}
+
+// A page advances a request when it holds an envelope above its stream's
+// mark, or of an unmarked stream at or after since_ts; anything else is a
+// page that would never move paging on.
+func TestPageAdvances(t *testing.T) {
+	a, b := proto.PubKey{1}, proto.PubKey{2}
+	ep := uuid.New()
+	req := &proto.HistoryRequest{SinceTS: 1000, SinceSeqBySender: []proto.SeqMark{{Sender: a, Epoch: ep, LastSeq: 5}}}
+	env := func(from proto.PubKey, seq uint64, ts int64) *proto.SignedEnvelope {
+		return &proto.SignedEnvelope{Envelope: proto.Envelope{From: from, Epoch: ep, Seq: seq, TS: ts}}
+	}
+	for _, c := range []struct {
+		name string
+		page []*proto.SignedEnvelope
+		want bool
+	}{
+		{"above the mark, however old", []*proto.SignedEnvelope{env(a, 6, 1)}, true},
+		{"at the mark", []*proto.SignedEnvelope{env(a, 5, 2000)}, false},
+		{"unmarked, at since_ts", []*proto.SignedEnvelope{env(b, 1, 1000)}, true},
+		{"unmarked, before since_ts", []*proto.SignedEnvelope{env(b, 9, 999)}, false},
+		{"one of several", []*proto.SignedEnvelope{env(a, 1, 1), env(b, 1, 1), env(b, 2, 1001)}, true},
+		{"empty", nil, false},
+	} {
+		if got := advances(req, c.page); got != c.want {
+			t.Errorf("%s: advances = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Paging pauses after maxRoundPages pages from one peer in one round, and
+// the next round, due at once, resumes where it paused: c backfills 250
+// messages in pages of one (250 pages) from a alone, in two rounds, the
+// second of which starts from a cursor, not from the window's start.
+func TestPagingPausesAndResumes(t *testing.T) {
+	const total = maxRoundPages + 50
+	m := newSyncMesh(t, 3)
+	a := m.startWith(0, nil)
+	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillChannel(t, a, p.ID, total, 10)
+	c := m.startWith(2, func(cfg *Config) { cfg.SyncPageMessages = 1 }, tcpAddr(t, a))
+	waitFor(t, 60*time.Second, "c backfilled every message", func() bool { return channelCount(c, p.ID) == total })
+	if got := c.metrics.Get("sync.paused"); got != 1 {
+		t.Errorf("sync.paused = %d, want 1", got)
+	}
+	if got := c.metrics.Get("sync.resumed"); got != 1 {
+		t.Errorf("sync.resumed = %d, want 1", got)
+	}
+	pages := 0
+	for _, r := range c.syncer.roundsOf(p.ID) {
+		for _, pr := range r.Peers {
+			pages += pr.Pages
+		}
+	}
+	// One page each, and one last empty page at most: no page twice.
+	if pages > total+1 {
+		t.Errorf("%d pages for %d messages: paging started again from the window's start", pages, total)
 	}
 }

@@ -38,11 +38,15 @@ repair:
      The mailbox does not record what was read, so restored items are
      marked read (an agent does not act on them twice); --unread marks
      them unread instead;
-  4. starts a new send epoch, so no sequence number is used twice, and
-     forgets the sequence marks, so the first history sync asks by time.
+  4. rebuilds the catch-up position (each sender's sequence marks) from
+     the messages taken, and starts a new send epoch, so no sequence
+     number is used twice.
 
 After the repair, start meshd: channel history the mailbox did not hold
-fills in from peers through history sync.
+fills in from peers through history sync. Its first round of each
+channel asks by time as well as by the rebuilt marks, so the messages
+sent while meshd was stopped and any older ones the mailbox lacked both
+arrive.
 
 meshd must be stopped: repair takes the home's lock and refuses while
 meshd runs. A store that checks out is left alone unless --force.
@@ -234,10 +238,12 @@ func repairStore(h home.Home, force, markRead bool, now time.Time) (res repairRe
 		return res, err
 	}
 	res.Refused = len(res.Refusals)
-	// The mailbox may lack channel messages (a channel read but not
-	// subscribed, files an agent removed): forget the sequence marks, so
-	// the first history sync asks peers by time and fills every hole.
-	if err := st.ForgetSeqMarks(); err != nil {
+	// The marks Restore built are the catch-up position: history sync
+	// asks above them for what was sent while meshd was stopped, and for
+	// the holes of files that are gone. The mailbox may also lack the
+	// first numbers of a stream, or whole streams (a channel read but not
+	// subscribed): the first round of each channel asks by time too.
+	if err := st.SetBackfill(true); err != nil {
 		return res, fmt.Errorf("new history store: %w", err)
 	}
 	// A new store has no counters: opening them starts a new epoch.

@@ -51,6 +51,9 @@ type fileConfig struct {
 	ArchiveRetention  string
 	RetentionInterval string
 	SyncPeers         int
+	// SyncTimeout bounds the wait for one history page before a round
+	// moves on (a later answer is still used).
+	SyncTimeout string
 	// CompactAtStartMiB: a history store of at least this many MiB that is
 	// at least half free pages is compacted at start; 0 never.
 	CompactAtStartMiB int
@@ -234,6 +237,12 @@ var configKeys = []configKey{
 			}
 			nc.SyncPeers = c.SyncPeers
 			return nil
+		}},
+	{key: "sync_timeout", field: func(c *fileConfig) any { return &c.SyncTimeout }, def: "10s",
+		help: "how long a history catch-up waits for a page before it asks the next peer; a later page is still used",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.SyncTimeout, err = parseDuration("sync timeout", c.SyncTimeout, time.Millisecond, "at least 1ms, like 10s")
+			return err
 		}},
 	{key: "compact_at_start_mib", field: func(c *fileConfig) any { return &c.CompactAtStartMiB }, def: 64,
 		help: "compact a history store of at least this many MiB that is half free pages at start; 0 never",

@@ -283,6 +283,7 @@ func TestPrintConfig(t *testing.T) {
   "archive_retention": "720h",
   "retention_interval": "1m",
   "sync_peers": 5,
+  "sync_timeout": "10s",
   "compact_at_start_mib": 64,
   "sender_store_mib": 256,
   "sender_store_envelopes": 50000,

@@ -506,7 +506,7 @@ func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
 func TestHistoryConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg, err := resolve(t, []string{"--home", dir, "--sync-peers", "2"}, map[string]string{"MESH_RETENTION_INTERVAL": "30s"})
+	cfg, err := resolve(t, []string{"--home", dir, "--sync-peers", "2", "--sync-timeout", "2s"}, map[string]string{"MESH_RETENTION_INTERVAL": "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,13 +514,15 @@ func TestHistoryConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nc.SyncPeers != 2 || nc.RetentionInterval != 30*time.Second || nc.ArchiveRetention != 720*time.Hour {
-		t.Fatalf("sync peers %d, retention interval %v, archive retention %v", nc.SyncPeers, nc.RetentionInterval, nc.ArchiveRetention)
+	if nc.SyncPeers != 2 || nc.SyncTimeout != 2*time.Second || nc.RetentionInterval != 30*time.Second || nc.ArchiveRetention != 720*time.Hour {
+		t.Fatalf("sync peers %d, sync timeout %v, retention interval %v, archive retention %v",
+			nc.SyncPeers, nc.SyncTimeout, nc.RetentionInterval, nc.ArchiveRetention)
 	}
 	for _, args := range [][]string{
 		{"--archive-retention", "5m"},
 		{"--retention-interval", "soon"},
 		{"--sync-peers", "0"},
+		{"--sync-timeout", "0s"},
 	} {
 		cfg, err := resolve(t, append([]string{"--home", dir}, args...), nil)
 		if err != nil {

@@ -117,6 +117,10 @@
 //	sync.responses            meshd_sync_responses_total
 //	sync.timeouts             meshd_sync_timeouts_total
 //	sync.gaps_forgotten       meshd_sync_gaps_forgotten_total
+//	sync.late_pages           meshd_sync_late_pages_total
+//	sync.resumed              meshd_sync_resumed_total
+//	sync.paused               meshd_sync_paused_total
+//	sync.stalled              meshd_sync_stalled_total
 //	sync.refused.<status>     meshd_sync_refused_total                 status
 //	history.served            meshd_history_requests_served_total
 //	history.served.envelopes  meshd_history_served_envelopes_total

@@ -109,6 +109,10 @@ var (
 	famSyncResponses  = counter("meshd_sync_responses_total", "History responses received.")
 	famSyncTimeouts   = counter("meshd_sync_timeouts_total", "History requests that timed out.")
 	famSyncGaps       = counter("meshd_sync_gaps_forgotten_total", "Catch-up rounds that gave up gaps no peer could fill.")
+	famSyncLate       = counter("meshd_sync_late_pages_total", "History pages that came after their wait timed out, and were used.")
+	famSyncResumed    = counter("meshd_sync_resumed_total", "Catch-up paging resumed where it stopped with a peer.")
+	famSyncPaused     = counter("meshd_sync_paused_total", "Catch-up paging paused at the page limit of a round, to resume in the next.")
+	famSyncStalled    = counter("meshd_sync_stalled_total", "Catch-up pages with more that held nothing the request asked for.")
 	famSyncRefused    = counter("meshd_sync_refused_total", "History requests of ours a peer refused, by status.", "status")
 	famHistServed     = counter("meshd_history_requests_served_total", "History requests from peers served.")
 	famHistServedEnv  = counter("meshd_history_served_envelopes_total", "Envelopes sent in history responses.")
@@ -246,6 +250,10 @@ var rules = []rule{
 	{name: "sync.responses", fam: famSyncResponses},
 	{name: "sync.timeouts", fam: famSyncTimeouts},
 	{name: "sync.gaps_forgotten", fam: famSyncGaps},
+	{name: "sync.late_pages", fam: famSyncLate},
+	{name: "sync.resumed", fam: famSyncResumed},
+	{name: "sync.paused", fam: famSyncPaused},
+	{name: "sync.stalled", fam: famSyncStalled},
 	{name: "sync.refused.", fam: famSyncRefused},
 	{name: "history.served", fam: famHistServed},
 	{name: "history.served.envelopes", fam: famHistServedEnv},
