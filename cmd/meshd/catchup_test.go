@@ -391,7 +391,10 @@ func TestEpochFloodKeepsRealGap(t *testing.T) {
 	const before, flood = 900, 5000
 	carol, mallory := newFloodMember(t), newFloodMember(t)
 	carol.silent = true
-	o := newHistOrgWith(t, map[string]proto.PubKey{"carol": carol.pub, "mallory": mallory.pub}, "alice", "bob")
+	// The per-sender channel quota would refuse most of the flood; this
+	// test is about the marks of what a node did take.
+	o := newHistOrgArgs(t, map[string]proto.PubKey{"carol": carol.pub, "mallory": mallory.pub},
+		[]string{"--channel-sender-burst", "20000"}, "alice", "bob")
 	o.ctl("alice", "channel", "create", "ops")
 	o.waitChannel("bob", "ops")
 	var show struct {
