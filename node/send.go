@@ -199,8 +199,11 @@ func principals(ps []channel.Principal) string {
 	return strings.Join(s, ", ")
 }
 
-// sendDirect signs a peer-addressed envelope and sends it, or keeps it for
-// the peer (signed with the offline window as its TTL) when not linked.
+// sendDirect signs a peer-addressed envelope, keeps it for the peer until
+// the peer acknowledges it, and sends it if linked. It is signed with the
+// store-and-forward window as its TTL whether or not the peer is linked
+// (PROTOCOL §16.1): delivery is never confirmed at signing time, and a
+// link that looks up may already be dead.
 func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)) (*api.Sent, error) {
 	m, err := n.resolvePeer(to)
 	if err != nil {
@@ -210,11 +213,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		return nil, badRequest("cannot send to this node itself")
 	}
 	linked := n.linkTo(m.Key) != nil
-	ttl := n.cfg.EnvelopeTTL
-	if !linked {
-		ttl = n.cfg.OfflineWindow
-	}
-	se, err := n.sign(proto.ToPeer(m.Key), kind, ttl, fill)
+	se, err := n.sign(proto.ToPeer(m.Key), kind, n.cfg.OfflineWindow, fill)
 	if err != nil {
 		return nil, err
 	}
