@@ -63,8 +63,8 @@ type fileConfig struct {
 	// every other envelope it signs.
 	DeliveryWindow string
 	EnvelopeTTL    string
-	LogLevel             string
-	LogFormat            string
+	LogLevel       string
+	LogFormat      string
 	// HTTP is the address of the read-only status page (HOST:PORT, empty:
 	// none); beyond loopback only with HTTPAllowRemote.
 	HTTP            string
