@@ -68,7 +68,9 @@ func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 	if err != nil {
 		return api.Item{}, err
 	}
-	return n.renderEnvelope(se, it), nil
+	x := n.renderEnvelope(se, it)
+	n.markFailed(&x, se)
+	return x, nil
 }
 
 // renderEnvelope renders an inbox item whose envelope is at hand.

@@ -81,6 +81,9 @@ func (n *Node) mirrorItem(se *proto.SignedEnvelope, prio history.Priority, fromH
 		it.FromName = m.Name
 	}
 	it.ToText = n.destText(se.To)
+	if f, ok := n.failureOf(se); ok {
+		it.Failure = &mailbox.Failure{State: f.State.String(), Reason: f.Reason}
+	}
 	return it
 }
 

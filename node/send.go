@@ -87,6 +87,19 @@ func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 	return sent
 }
 
+// linkedCount returns how many of keys we hold a link to.
+func (n *Node) linkedCount(keys []proto.PubKey) int {
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	c := 0
+	for _, k := range keys {
+		if n.linkedLocked(k) != nil {
+			c++
+		}
+	}
+	return c
+}
+
 // resolvePeer finds a roster member by key, fingerprint or name.
 func (n *Node) resolvePeer(q string) (roster.Member, error) {
 	q = strings.TrimPrefix(strings.TrimSpace(q), "@")
@@ -167,17 +180,15 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 	// our fsync, and the call returns once both are done. If we crash in
 	// between, our next catch-up fetches the envelope back from a reader
 	// (its number is a gap in our own stream).
-	stored := make(chan error, 1)
-	go func() {
-		_, err := n.store.Put(se, false)
-		stored <- err
-	}()
 	var readers []proto.PubKey
 	for _, k := range p.Readers(r) {
 		if !k.Equal(n.id.Pub) {
 			readers = append(readers, k)
 		}
 	}
+	linked := n.linkedCount(readers)
+	stored := make(chan error, 1)
+	go func() { stored <- n.store.PutSent(se, linked) }()
 	sent := n.fanOut(se, readers)
 	if err := <-stored; err != nil {
 		n.metrics.Inc("tx.store_failed")

@@ -19,7 +19,7 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"mute", "read_inbox", "send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe"}
+var mcpTools = []string{"delivery_status", "mute", "read_inbox", "send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits
 // until they link.
