@@ -88,7 +88,9 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 			// copy is acked only if it verifies (§16.3): anyone can forge
 			// an unsigned copy of a held id, and an ack for it would tell
 			// the sender that bytes it never signed were stored.
-			if n.ackable(se, src) {
+			// Channel copies are not acked again: their ack only counts a
+			// reader, which the first one did.
+			if se.To.Kind == proto.DestPeer && n.ackable(se, src) {
 				if err := se.Verify(); err != nil {
 					n.drop(dropBadSignature, se, src, err)
 					return false
