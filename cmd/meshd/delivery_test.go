@@ -60,7 +60,8 @@ func (m *faultMesh) inboxItem(i int, within time.Duration, match func(api.Item) 
 	}
 }
 
-// TestDeliveryOutlivesTTLThroughCrash: alice DMs bob while bob hangs
+// TestDeliveryOutlivesTTLThroughCrash: a channel message counts bob as a
+// reader that acknowledged it. Then alice DMs bob while bob hangs
 // (SIGSTOP: alice's link still looks up, so the old rule signed the DM
 // with ttl_secs, 2 s here); bob is then killed and stays down for longer
 // than that life. The DM must still be queued, reach bob when he starts
@@ -68,6 +69,26 @@ func (m *faultMesh) inboxItem(i int, within time.Duration, match func(api.Item) 
 func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
 	const ttl = 2 * time.Second
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--envelope-ttl", "2s", "--retention-interval", "1s")
+	// A channel message counts the linked readers that stored it.
+	m.channel("ch")
+	var cs api.Sent
+	meshctlJSON(t, m.meshctl, &cs, "--home", m.homes[0], "send", "#ch", "counted")
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		d := m.deliveryOf(0, cs.ID)
+		if d.LinkedReaders == nil || d.AckedReaders == nil || *d.LinkedReaders != 1 {
+			t.Fatalf("channel message record %+v: want 1 linked reader", d)
+		}
+		if *d.AckedReaders == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob never acknowledged the channel message: %+v", d)
+		}
+	}
+	if out := m.ctl(0, "status", cs.ID); !strings.Contains(out, "1 linked when sent, 1 acknowledged") {
+		t.Fatalf("meshctl status of a channel message:\n%s", out)
+	}
+
 	bob := m.ds[1]
 	if err := syscall.Kill(bob.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
