@@ -375,7 +375,7 @@ func (s *Store) PruneDeliveries(before time.Time, keep int) (removed int, err er
 			}
 		}
 		removed = len(victims)
-		return nil, nil
+		return nil, w.pruneRequestsOut(before.UnixMilli())
 	}, nil)
 	return removed, err
 }
@@ -388,6 +388,55 @@ func (w *wtx) deleteChannelAcks(id uuid.UUID) error {
 	}
 	for _, k := range ks {
 		if err := w.deliveryA.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Outgoing requests (bucket requests-out, key request id(16)): the
+// recipient(32) | sent ms(8) of each Request this node queued, so that a
+// Response is matched by (responder, request id) (PROTOCOL §15 step 5).
+// They are kept as long as delivery records (PruneDeliveries).
+
+func (w *wtx) putRequestOut(peer proto.PubKey, se *proto.SignedEnvelope) error {
+	if se.Kind != proto.KindRequest || se.Request == nil {
+		return nil
+	}
+	v := make([]byte, 0, keyLen+8)
+	v = append(v, peer[:]...)
+	v = binary.BigEndian.AppendUint64(v, uint64(se.TS))
+	return w.reqOut.Put(bytes.Clone(se.Request.RequestID[:]), v)
+}
+
+// RequestRecipient returns whom this node sent the Request requestID to,
+// while its record is kept; ok is false for a request id it never used.
+func (s *Store) RequestRecipient(requestID uuid.UUID) (peer proto.PubKey, ok bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketReqOut).Get(requestID[:])
+		if v == nil {
+			return nil
+		}
+		if len(v) != keyLen+8 {
+			return fmt.Errorf("%w: outgoing request record of %d bytes", ErrCorrupt, len(v))
+		}
+		peer, ok = proto.PubKey(v[:keyLen]), true
+		return nil
+	})
+	return peer, ok, err
+}
+
+// pruneRequestsOut removes the outgoing request records sent before cut.
+func (w *wtx) pruneRequestsOut(cut int64) error {
+	var ks [][]byte
+	c := w.reqOut.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) != keyLen+8 || int64(binary.BigEndian.Uint64(v[keyLen:])) < cut {
+			ks = append(ks, bytes.Clone(k))
+		}
+	}
+	for _, k := range ks {
+		if err := w.reqOut.Delete(k); err != nil {
 			return err
 		}
 	}

@@ -32,12 +32,13 @@ var (
 	bucketDelivery  = []byte("delivery")
 	bucketDeliveryT = []byte("delivery-time")
 	bucketDeliveryA = []byte("delivery-acks")
+	bucketReqOut    = []byte("requests-out")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketEnv, bucketChanIdx, bucketDirIdx, bucketCounts,
 		bucketSeen, bucketSeenAge, bucketMarks, bucketSeqs, bucketQueue,
 		bucketQueueID, bucketQCount, bucketInbox, bucketInboxT, bucketSenders,
-		bucketDelivery, bucketDeliveryT, bucketDeliveryA,
+		bucketDelivery, bucketDeliveryT, bucketDeliveryA, bucketReqOut,
 	}
 )
 

@@ -61,6 +61,9 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 		if err := w.putDelivery(&r); err != nil {
 			return nil, err
 		}
+		if err := w.putRequestOut(peer, se); err != nil {
+			return nil, err
+		}
 		return nil, w.addCount(w.qcount, peer[:], 1)
 	}, nil)
 }

@@ -427,7 +427,7 @@ type wtx struct {
 
 	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, seqs,
 	queue, queueID, qcount, inbox, inboxT, senders,
-	delivery, deliveryT, deliveryA *bolt.Bucket
+	delivery, deliveryT, deliveryA, reqOut *bolt.Bucket
 
 	// key is scratch space for one key at a time: bbolt copies the key of
 	// a Put and keeps no reference to the key of a Get, Seek or Delete.
@@ -482,6 +482,7 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 		delivery:  tx.Bucket(bucketDelivery),
 		deliveryT: tx.Bucket(bucketDeliveryT),
 		deliveryA: tx.Bucket(bucketDeliveryA),
+		reqOut:    tx.Bucket(bucketReqOut),
 	}
 	// Keys in these buckets grow with time (UUIDv7 ids, timestamps first,
 	// or per-sender and per-peer sequences), so inserts land at or near the

@@ -315,14 +315,11 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	if n.myRole() == roster.RoleObserver {
 		return nil, forbidden("role too low: observers may read but not send")
 	}
-	info, ok, err := n.receivedRequest(id)
+	info, err := n.requester(id, req.To)
 	if err != nil {
-		return nil, fmt.Errorf("find request %s: %w", id, err)
+		return nil, err
 	}
-	if !ok {
-		return nil, notFound(n.requestIDHint(id), "no received request has id %s", id)
-	}
-	if err := n.checkAnswer(id); err != nil {
+	if err := n.checkAnswer(info.from, id); err != nil {
 		return nil, err
 	}
 	resp := &proto.Response{RequestID: id, Status: st}
@@ -337,9 +334,58 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.answered(id, st)
+	n.answered(info.from, id, st)
 	out.RequestID = id.String()
 	return out, nil
+}
+
+// requester picks the received request a response answers: the one
+// request with id id, or, when senders reused the id, the one from to
+// (a member by name, fingerprint or key). An ambiguous id is refused,
+// naming the candidates by sender.
+func (n *Node) requester(id uuid.UUID, to string) (requestInfo, error) {
+	infos, err := n.receivedRequests(id)
+	if err != nil {
+		return requestInfo{}, fmt.Errorf("find request %s: %w", id, err)
+	}
+	if len(infos) == 0 {
+		return requestInfo{}, notFound(n.requestIDHint(id), "no received request has id %s", id)
+	}
+	if strings.TrimPrefix(strings.TrimSpace(to), "@") != "" {
+		m, err := n.resolvePeer(to)
+		if err != nil {
+			return requestInfo{}, err
+		}
+		for _, in := range infos {
+			if in.from.Equal(m.Key) {
+				return in, nil
+			}
+		}
+		return requestInfo{}, notFound("list received requests with: meshctl inbox --all", "no request %s came from %s (it came from %s)", id, label(m), n.senderList(infos))
+	}
+	if len(infos) > 1 {
+		n.metrics.Inc("respond.refused.ambiguous")
+		return requestInfo{}, refuse(http.StatusConflict, "name the requester to answer: meshctl respond "+id.String()+" STATUS --to PEER",
+			"request id %s is ambiguous: %d members sent a request with it: %s", id, len(infos), n.senderList(infos))
+	}
+	return infos[0], nil
+}
+
+// senderList names requesters by name and fingerprint.
+func (n *Node) senderList(infos []requestInfo) string {
+	var s []string
+	for _, in := range infos {
+		s = append(s, n.memberLabel(in.from))
+	}
+	return strings.Join(s, ", ")
+}
+
+// memberLabel is "name (fingerprint)", or the fingerprint alone.
+func (n *Node) memberLabel(k proto.PubKey) string {
+	if m, ok := n.Roster().Member(k); ok && m.Name != "" {
+		return m.Name + " (" + k.Fingerprint() + ")"
+	}
+	return k.Fingerprint()
 }
 
 // flushQueue sends what we keep for a peer: everything it has not yet

@@ -163,7 +163,7 @@ func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.D
 				continue
 			}
 			ctx, cancel := a.ctx()
-			_, err := a.client().MarkRead(ctx, it.ID)
+			_, err := a.client().MarkReadFrom(ctx, it.ID, it.From.Key.String())
 			cancel()
 			if err != nil {
 				return a.remoteErr(err)
@@ -185,7 +185,7 @@ func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.D
 // delivery_failed item read and exits with an error status.
 func (a *app) requestFailed(it *api.Item) error {
 	ctx, cancel := a.ctx()
-	_, err := a.client().MarkRead(ctx, it.ID)
+	_, err := a.client().MarkReadFrom(ctx, it.ID, it.From.Key.String())
 	cancel()
 	if err != nil {
 		return a.remoteErr(err)

@@ -32,6 +32,7 @@ type rawMember struct {
 
 	mu    sync.Mutex
 	acked map[uuid.UUID]int
+	got   []*proto.SignedEnvelope // envelopes the node sent m
 }
 
 func newRawMember(t *testing.T) *rawMember {
@@ -61,6 +62,13 @@ func (m *rawMember) dial(s statusJSON) proto.PubKey {
 	}
 	m.t.Cleanup(func() { l.Close() })
 	l.Start(func(f []byte) {
+		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameEnvelope {
+			if se, err := proto.ParseEnvelope(f[1:]); err == nil {
+				m.mu.Lock()
+				m.got = append(m.got, se)
+				m.mu.Unlock()
+			}
+		}
 		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameAck {
 			if a, err := proto.ParseAck(f[1:]); err == nil {
 				m.mu.Lock()

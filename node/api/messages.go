@@ -87,9 +87,12 @@ type Request struct {
 
 // Respond is the body of POST /v1/respond.
 type Respond struct {
-	RequestID string          `json:"request_id"`
-	Status    string          `json:"status"` // accepted, rejected, completed or failed
-	Result    json.RawMessage `json:"result,omitempty"`
+	RequestID string `json:"request_id"`
+	// To names the requester (a member's name, fingerprint or key) when
+	// several members sent a request with this id; empty otherwise.
+	To     string          `json:"to,omitempty"`
+	Status string          `json:"status"` // accepted, rejected, completed or failed
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // Sent is the answer to send, request and respond.
@@ -313,8 +316,19 @@ func (c *Client) InboxPages(ctx context.Context, q InboxQuery, first time.Durati
 
 // MarkRead calls POST /v1/inbox/{id}/read and returns the item.
 func (c *Client) MarkRead(ctx context.Context, id string) (*Item, error) {
+	return c.MarkReadFrom(ctx, id, "")
+}
+
+// MarkReadFrom is MarkRead of the item of sender from (a member's name,
+// fingerprint or key), for an id that several senders' items share;
+// empty from is MarkRead.
+func (c *Client) MarkReadFrom(ctx context.Context, id, from string) (*Item, error) {
 	var out Item
-	return &out, c.Do(ctx, http.MethodPost, "/v1/inbox/"+url.PathEscape(id)+"/read", "", nil, &out)
+	path := "/v1/inbox/" + url.PathEscape(id) + "/read"
+	if from != "" {
+		path += "?from=" + url.QueryEscape(from)
+	}
+	return &out, c.Do(ctx, http.MethodPost, path, "", nil, &out)
 }
 
 // Presence calls GET /v1/presence.

@@ -53,7 +53,9 @@ type Backend interface {
 	// q.Wait it blocks, up to q.Timeout or until ctx ends, until an
 	// unread waking item exists.
 	InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, error)
-	MarkRead(id uuid.UUID) (api.Item, error)
+	// MarkRead marks the inbox item id read; from names its sender when
+	// several senders' items share the id.
+	MarkRead(id uuid.UUID, from string) (api.Item, error)
 	// SubscribeEvents returns the inbox items delivered from now on,
 	// lagged (which reports, and resets, whether items were lost since
 	// its last call) and cancel, which ends the subscription.

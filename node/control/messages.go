@@ -142,7 +142,7 @@ func (s *Server) markRead(w http.ResponseWriter, req *http.Request) {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("item id: %v", err), "")
 		return
 	}
-	it, err := s.b.MarkRead(id)
+	it, err := s.b.MarkRead(id, req.URL.Query().Get("from"))
 	if err != nil {
 		writeRefusal(w, err)
 		return
