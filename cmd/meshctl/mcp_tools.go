@@ -271,7 +271,9 @@ func (m *mcpServer) readInboxTool(ctx context.Context, _ *mcp.CallToolRequest, i
 			if it.Read {
 				continue
 			}
-			got, err := call(ctx, func(ctx context.Context) (*api.Item, error) { return m.c.MarkReadFrom(ctx, it.ID, it.From.Key.String()) })
+			got, err := call(ctx, func(ctx context.Context) (*api.Item, error) {
+				return m.c.MarkReadFrom(ctx, it.ID, it.From.Key.String())
+			})
 			if err != nil {
 				return nil, nil, m.toolErr(fmt.Errorf("mark %s read: %w", it.ID, err))
 			}
