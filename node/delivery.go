@@ -39,8 +39,10 @@ func (n *Node) onDeliveryFailed(rs []history.DeliveryRecord) {
 		}
 		n.onInbox(se, history.PriorityHigh, true, rxSource{})
 		if n.events.active() {
-			n.events.publish(n.renderEnvelope(se, history.InboxItem{Meta: history.Meta{ID: se.ID},
-				Priority: history.PriorityHigh, Wakes: true, Delivered: now}))
+			x := n.renderEnvelope(se, history.InboxItem{Meta: history.Meta{ID: se.ID},
+				Priority: history.PriorityHigh, Wakes: true, Delivered: now})
+			n.markFailed(&x, se)
+			n.events.publish(x)
 		}
 	}
 	n.inbox.notify(len(rs) > 0)

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,8 +131,8 @@ func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
 // looks up. The block outlives the envelope TTL (3 s): after the heal the
 // DM is delivered. Then, with a 6 s delivery window, a DM and a request
 // sent into a block that outlives the window are reported: a
-// delivery_failed item wakes meshctl wait, meshctl status ID says
-// expired, the mailbox file says delivery_failed. Nothing is lost
+// delivery_failed item wakes meshctl wait and ends request --wait,
+// meshctl status ID says expired, the mailbox file says delivery_failed. Nothing is lost
 // silently.
 func TestDeliverySilentOutage(t *testing.T) {
 	if ok, why := netnstest.Available(); !ok {
@@ -206,9 +208,18 @@ func TestDeliverySilentOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := m.client(0).Request(ctx, api.Request{To: "host1", Intent: "run-tests"})
-	if err != nil {
-		t.Fatal(err)
+	// request --wait ends with the request's own failure, not at its
+	// timeout.
+	reqCmd := exec.CommandContext(ctx, meshctl, "--home", homes[0], "request", "host1", "run-tests", "--wait", "--timeout", "90s", "--json")
+	reqCmd.Env = cleanEnv()
+	reqOut, reqErr := reqCmd.Output()
+	var req api.Item
+	if jerr := json.Unmarshal(reqOut, &req); jerr != nil || req.Kind != api.KindDeliveryFailed || req.FailedKind != "request" {
+		t.Fatalf("request --wait: %v, printed %s; want the request's delivery_failed item", reqErr, reqOut)
+	}
+	var ee *exec.ExitError
+	if !errors.As(reqErr, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("request --wait on an undelivered request: %v, want exit 1", reqErr)
 	}
 	if err := waitCmd.Wait(); err != nil {
 		t.Fatalf("meshctl wait: %v\n%s", err, waitOut.String())
@@ -228,7 +239,7 @@ func TestDeliverySilentOutage(t *testing.T) {
 			t.Errorf("meshctl status %s does not say expired:\n%s", id, out)
 		}
 	}
-	if out := m.ctl(0, "inbox"); !strings.Contains(out, "delivery failed: your request to @host1 was expired") {
+	if out := m.ctl(0, "inbox", "--all"); !strings.Contains(out, "delivery failed: your request to @host1 was expired") {
 		t.Errorf("meshctl inbox does not show the failed request:\n%s", out)
 	}
 	var pending api.SentList
