@@ -467,7 +467,7 @@ func TestControlAPIDocumentCoversRoutes(t *testing.T) {
 // provoke, each with its reason. Every other documented status must be
 // seen, so the document cannot promise answers meshd never gives.
 var notExercised = map[string]string{
-	"*/500": "a local failure (the store, or meshd shutting down)",
+	"*/500":        "a local failure (the store, or meshd shutting down)",
 	"markRead/409": "needs two senders' items that share an id: TestReusedRequestIDAmbiguous drives it through meshctl read",
 }
 
