@@ -138,6 +138,47 @@ func (s *Store) Ack(peer proto.PubKey, ids ...uuid.UUID) error {
 	}, nil)
 }
 
+// AckQueued is [Store.Ack] for the ids that name entries of peer's queue,
+// which it finds in a read transaction first: an ack frame that names
+// none (a reader acking channel Messages) costs no write. It returns the
+// other ids, for [Store.CountReaderAcks].
+func (s *Store) AckQueued(peer proto.PubKey, ids []uuid.UUID) (rest []uuid.UUID, err error) {
+	var queued []uuid.UUID
+	err = s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketQueueID)
+		for _, id := range ids {
+			if b.Get(queueIDKey(peer, id)) != nil {
+				queued = append(queued, id)
+			} else {
+				rest = append(rest, id)
+			}
+		}
+		return nil
+	})
+	if err != nil || len(queued) == 0 {
+		return rest, err
+	}
+	return rest, s.Ack(peer, queued...)
+}
+
+// CountReaderAcks counts, in one write, each reader's acks of channel
+// Messages of ours (ids that name none are ignored), once per reader.
+func (s *Store) CountReaderAcks(acks map[proto.PubKey][]uuid.UUID) error {
+	if len(acks) == 0 {
+		return nil
+	}
+	return s.write(func(w *wtx) (error, error) {
+		for reader, ids := range acks {
+			for _, id := range ids {
+				if err := w.ackChannel(id, reader); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return nil, nil
+	}, nil)
+}
+
 // expire drops peer's queue entries ids that expired before nowMS (a
 // re-read: one acked meanwhile is gone), and tells the failure hook.
 func (s *Store) expire(peer proto.PubKey, ids []uuid.UUID, nowMS int64) error {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -145,4 +146,71 @@ func (n *Node) refuseQueuedFor(keys []proto.PubKey) {
 // that are older than direct-message retention, and bounds the rest.
 func (n *Node) pruneDeliveries(now time.Time) (int, error) {
 	return n.store.PruneDeliveries(now.Add(-n.cfg.DirectRetention), maxDeliveryRecords)
+}
+
+// readerAcks collects readers' acks of our channel Messages so that they
+// are counted in one store write per readerAckInterval, not one per ack
+// frame: a busy channel's readers each ack every commit batch.
+type readerAcks struct {
+	mu      sync.Mutex
+	pending map[proto.PubKey][]uuid.UUID // guarded by mu
+	n       int                          // ids in pending; guarded by mu
+	kick    chan struct{}
+}
+
+// readerAckInterval is how often collected reader acks are counted, and
+// maxReaderAcks how many ids wait at most; more are not counted.
+const (
+	readerAckInterval = 500 * time.Millisecond
+	maxReaderAcks     = 1 << 16
+)
+
+func newReaderAcks() *readerAcks {
+	return &readerAcks{pending: map[proto.PubKey][]uuid.UUID{}, kick: make(chan struct{}, 1)}
+}
+
+// add queues ids acked by reader; it reports how many did not fit.
+func (r *readerAcks) add(reader proto.PubKey, ids []uuid.UUID) (dropped int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	room := maxReaderAcks - r.n
+	if room < len(ids) {
+		dropped, ids = len(ids)-max(room, 0), ids[:max(room, 0)]
+	}
+	r.pending[reader] = append(r.pending[reader], ids...)
+	r.n += len(ids)
+	return dropped
+}
+
+func (r *readerAcks) take() map[proto.PubKey][]uuid.UUID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		return nil
+	}
+	out := r.pending
+	r.pending, r.n = map[proto.PubKey][]uuid.UUID{}, 0
+	return out
+}
+
+// readerAckLoop counts collected reader acks until the node stops, and
+// once more then.
+func (n *Node) readerAckLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(readerAckInterval)
+	defer t.Stop()
+	flush := func() {
+		if err := n.store.CountReaderAcks(n.readerAcks.take()); err != nil {
+			n.log.Warn("count channel acks", "err", err)
+		}
+	}
+	for {
+		select {
+		case <-t.C:
+			flush()
+		case <-n.ctx.Done():
+			flush()
+			return
+		}
+	}
 }

@@ -115,6 +115,8 @@ type Node struct {
 		keys       map[proto.PubKey]bool
 	}
 	logRL rateLog // repetitive log lines, per peer and reason
+
+	readerAcks *readerAcks // acks of our channel Messages, counted in batches
 }
 
 // peerLink is an admitted link and what we learnt of the peer at the handshake.
@@ -164,6 +166,8 @@ func New(cfg Config) (*Node, error) {
 		pending: newPendingBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
+
+		readerAcks: newReaderAcks(),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
@@ -422,6 +426,8 @@ func (n *Node) run() {
 	n.startMailbox()
 	n.wg.Add(1)
 	go n.retentionLoop()
+	n.wg.Add(1)
+	go n.readerAckLoop()
 	n.syncer.start()
 	n.control.Start()
 }

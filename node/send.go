@@ -421,11 +421,19 @@ func (n *Node) handleAck(pl *peerLink, payload []byte) {
 	if len(a.IDs) == 0 {
 		return
 	}
-	if err := n.store.Ack(pl.key, a.IDs...); err != nil {
+	rest, err := n.store.AckQueued(pl.key, a.IDs)
+	if err != nil {
 		n.log.Error("ack", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
-	n.metrics.add(cTxAcked, uint64(len(a.IDs)))
+	n.metrics.add(cTxAcked, uint64(len(a.IDs)-len(rest)))
+	if len(rest) > 0 {
+		// Not queued: a reader's acks of our channel Messages, counted
+		// in batches (or ids we do not hold, which the count ignores).
+		if d := n.readerAcks.add(pl.key, rest); d > 0 {
+			n.metrics.Add("ack.reader_uncounted", uint64(d))
+		}
+	}
 }
 
 // sendAcks acknowledges peer-addressed envelopes stored by one commit,

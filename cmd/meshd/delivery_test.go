@@ -40,6 +40,23 @@ func recipientState(d api.Delivery) string {
 	return d.Recipients[0].State
 }
 
+// waitState polls node i's record of id until its recipient's state is
+// want (an ack follows the recipient's commit).
+func (m *faultMesh) waitState(i int, id, want string, within time.Duration) api.Delivery {
+	m.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d := m.deliveryOf(i, id)
+		if recipientState(d) == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("%s: %s is %q after %v, want %s", m.names[i], id, recipientState(d), within, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // inboxItem polls node i's inbox (read items too) until one matches.
 func (m *faultMesh) inboxItem(i int, within time.Duration, match func(api.Item) bool) api.Item {
 	m.t.Helper()
@@ -116,8 +133,8 @@ func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
 	}
 	m.start(1)
 	m.inboxItem(1, 60*time.Second, func(it api.Item) bool { return it.ID == sent.ID })
-	d := m.deliveryOf(0, sent.ID)
-	if recipientState(d) != "delivered" || d.Recipients[0].At.Before(signed) {
+	d := m.waitState(0, sent.ID, "delivered", 15*time.Second)
+	if d.Recipients[0].At.Before(signed) {
 		t.Fatalf("alice's record after bob stored it: %+v, want delivered with the ack's time", d)
 	}
 	out := m.ctl(0, "sent")
@@ -182,9 +199,7 @@ func TestDeliverySilentOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.inboxItem(1, 45*time.Second, func(it api.Item) bool { return it.ID == dm1.ID })
-	if st := recipientState(m.deliveryOf(0, dm1.ID)); st != "delivered" {
-		t.Fatalf("DM 1 after the heal: %q, want delivered", st)
-	}
+	m.waitState(0, dm1.ID, "delivered", 15*time.Second)
 	t.Logf("DM 1 delivered %v after it was signed, through a %v block", time.Since(signed).Round(time.Second), 6*time.Second)
 
 	// 2. A block that outlives the window (6 s).

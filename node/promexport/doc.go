@@ -40,6 +40,7 @@
 //	tx.failed.<state>         meshd_deliveries_failed_total            state (expired or refused)
 //	tx.store_failed           meshd_sends_not_kept_total
 //	ack.malformed             meshd_acks_malformed_total
+//	ack.reader_uncounted      meshd_channel_acks_uncounted_total
 //	send.dropped.<frame>      meshd_frames_send_dropped_total          frame
 //	frame.<reason>            meshd_frames_invalid_total               reason
 //	link.up                   meshd_link_events_total                  event="up"
