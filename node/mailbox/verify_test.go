@@ -438,10 +438,14 @@ func TestVerifyFailures(t *testing.T) {
 			file: func() []byte { return replace(t, f.message, "Priority: normal", "Priority: urgent") },
 			is:   ErrMalformed},
 		{name: "bad Delivery",
-			file: func() []byte { return replace(t, f.message, "Priority: normal\n", "Priority: normal\nDelivery: lost\n") },
-			is:   ErrMalformed},
+			file: func() []byte {
+				return replace(t, f.message, "Priority: normal\n", "Priority: normal\nDelivery: lost\n")
+			},
+			is: ErrMalformed},
 		{name: "Delivery added to a delivered message",
-			file:  func() []byte { return replace(t, f.message, "Priority: normal\n", "Priority: normal\nDelivery: expired\n") },
+			file: func() []byte {
+				return replace(t, f.message, "Priority: normal\n", "Priority: normal\nDelivery: expired\n")
+			},
 			field: "Kind"},
 		{name: "bad Source",
 			file: func() []byte { return replace(t, f.message, "Priority: normal\n", "Priority: normal\nSource: relay\n") },
