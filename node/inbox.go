@@ -113,6 +113,10 @@ func (n *Node) receivedRequests(id uuid.UUID) ([]requestInfo, error) {
 	}
 	infos := make([]requestInfo, 0, len(ses))
 	for _, se := range ses {
+		if se.From.Equal(n.id.Pub) {
+			// Our own request, in the inbox as a delivery_failed item.
+			continue
+		}
 		infos = append(infos, requestInfo{from: se.From, hop: se.Request.Hop})
 	}
 	n.requests.add(id, true, infos...)

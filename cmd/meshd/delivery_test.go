@@ -236,6 +236,10 @@ func TestDeliverySilentOutage(t *testing.T) {
 	if !errors.As(reqErr, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("request --wait on an undelivered request: %v, want exit 1", reqErr)
 	}
+	// Our own failed request in the inbox is not a request to answer.
+	if r := meshctlRun(t, meshctl, "--home", homes[0], "respond", req.RequestID, "completed"); r.code == 0 || !strings.Contains(r.stderr, "no received request") {
+		t.Fatalf("respond to our own failed request: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if err := waitCmd.Wait(); err != nil {
 		t.Fatalf("meshctl wait: %v\n%s", err, waitOut.String())
 	}
