@@ -28,11 +28,17 @@ var (
 	bucketInbox   = []byte("inbox")
 	bucketInboxT  = []byte("inbox-time")
 	bucketSenders = []byte("senders")
+	// Added in place, without a schema change: older builds ignore them.
+	bucketDelivery  = []byte("delivery")
+	bucketDeliveryT = []byte("delivery-time")
+	bucketDeliveryA = []byte("delivery-acks")
+	bucketReqOut    = []byte("requests-out")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketEnv, bucketChanIdx, bucketDirIdx, bucketCounts,
 		bucketSeen, bucketSeenAge, bucketMarks, bucketSeqs, bucketQueue,
 		bucketQueueID, bucketQCount, bucketInbox, bucketInboxT, bucketSenders,
+		bucketDelivery, bucketDeliveryT, bucketDeliveryA, bucketReqOut,
 	}
 )
 

@@ -362,7 +362,26 @@ func inboxItemOf(tx *bolt.Tx, ek [envKLen]byte, v []byte) (InboxItem, error) {
 // the envelopes of kind Request, so it is for the rare lookup that a
 // cache missed (a request received before a restart), not a hot path.
 func (s *Store) FindRequest(requestID uuid.UUID) (*proto.SignedEnvelope, error) {
-	var found *proto.SignedEnvelope
+	found, err := s.findRequests(requestID, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("request %s: %w", requestID, ErrNotFound)
+	}
+	return found[0], nil
+}
+
+// FindRequests returns every Request in the inbox whose request id is
+// requestID, newest first, at most max (all if max ≤ 0): request ids are
+// chosen by senders, so two senders' requests may share one. Like
+// [Store.FindRequest], it scans the inbox.
+func (s *Store) FindRequests(requestID uuid.UUID, max int) ([]*proto.SignedEnvelope, error) {
+	return s.findRequests(requestID, max)
+}
+
+func (s *Store) findRequests(requestID uuid.UUID, max int) ([]*proto.SignedEnvelope, error) {
+	var found []*proto.SignedEnvelope
 	err := s.view(func(tx *bolt.Tx) error {
 		env := tx.Bucket(bucketEnv)
 		c := tx.Bucket(bucketInboxT).Cursor()
@@ -385,17 +404,13 @@ func (s *Store) FindRequest(requestID uuid.UUID) (*proto.SignedEnvelope, error) 
 				return err
 			}
 			if se.Request != nil && se.Request.RequestID == requestID {
-				found = se
-				return nil
+				found = append(found, se)
+				if max > 0 && len(found) >= max {
+					return nil
+				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if found == nil {
-		return nil, fmt.Errorf("request %s: %w", requestID, ErrNotFound)
-	}
-	return found, nil
+	return found, err
 }

@@ -56,6 +56,14 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 		if err := w.queueID.Put(ik, u64(qseq)); err != nil {
 			return nil, err
 		}
+		r := DeliveryRecord{ID: se.ID, Peer: peer, Kind: se.Kind, State: DeliveryQueued,
+			Sent: se.Time(), Expires: se.Expires(), At: w.now}
+		if err := w.putDelivery(&r); err != nil {
+			return nil, err
+		}
+		if err := w.putRequestOut(peer, se); err != nil {
+			return nil, err
+		}
 		return nil, w.addCount(w.qcount, peer[:], 1)
 	}, nil)
 }
@@ -84,7 +92,7 @@ func (s *Store) Pending(peer proto.PubKey) ([]*proto.SignedEnvelope, error) {
 		return nil, err
 	}
 	if len(expired) > 0 {
-		if err := s.Ack(peer, expired...); err != nil {
+		if err := s.expire(peer, expired, now); err != nil {
 			return nil, fmt.Errorf("drop expired queue entries: %w", err)
 		}
 		s.st.queueExpired.Add(uint64(len(expired)))
@@ -102,7 +110,9 @@ func (s *Store) Pending(peer proto.PubKey) ([]*proto.SignedEnvelope, error) {
 }
 
 // Ack removes the envelopes with ids from peer's queue, once the peer has
-// them. Unknown ids are ignored.
+// them, and records them delivered. An id that names no queued envelope
+// but one of our channel Messages counts peer as a reader that acked it.
+// Other ids are ignored.
 func (s *Store) Ack(peer proto.PubKey, ids ...uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
@@ -112,18 +122,91 @@ func (s *Store) Ack(peer proto.PubKey, ids ...uuid.UUID) error {
 			ik := queueIDKey(peer, id)
 			v := w.queueID.Get(ik)
 			if v == nil {
+				if err := w.ackChannel(id, peer); err != nil {
+					return nil, err
+				}
 				continue
 			}
-			if err := w.queue.Delete(queueKey(peer, getU64(v))); err != nil {
+			if err := w.dropQueued(peer, queueKey(peer, getU64(v)), id); err != nil {
 				return nil, err
 			}
-			if err := w.queueID.Delete(ik); err != nil {
-				return nil, err
-			}
-			if err := w.addCount(w.qcount, peer[:], -1); err != nil {
+			if _, _, err := w.setDelivery(id, peer, DeliveryDelivered, ""); err != nil {
 				return nil, err
 			}
 		}
 		return nil, nil
 	}, nil)
+}
+
+// AckQueued is [Store.Ack] for the ids that name entries of peer's queue,
+// which it finds in a read transaction first: an ack frame that names
+// none (a reader acking channel Messages) costs no write. It returns the
+// other ids, for [Store.CountReaderAcks].
+func (s *Store) AckQueued(peer proto.PubKey, ids []uuid.UUID) (rest []uuid.UUID, err error) {
+	var queued []uuid.UUID
+	err = s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketQueueID)
+		for _, id := range ids {
+			if b.Get(queueIDKey(peer, id)) != nil {
+				queued = append(queued, id)
+			} else {
+				rest = append(rest, id)
+			}
+		}
+		return nil
+	})
+	if err != nil || len(queued) == 0 {
+		return rest, err
+	}
+	return rest, s.Ack(peer, queued...)
+}
+
+// CountReaderAcks counts, in one write, each reader's acks of channel
+// Messages of ours (ids that name none are ignored), once per reader.
+func (s *Store) CountReaderAcks(acks map[proto.PubKey][]uuid.UUID) error {
+	if len(acks) == 0 {
+		return nil
+	}
+	return s.write(func(w *wtx) (error, error) {
+		for reader, ids := range acks {
+			for _, id := range ids {
+				if err := w.ackChannel(id, reader); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return nil, nil
+	}, nil)
+}
+
+// expire drops peer's queue entries ids that expired before nowMS (a
+// re-read: one acked meanwhile is gone), and tells the failure hook.
+func (s *Store) expire(peer proto.PubKey, ids []uuid.UUID, nowMS int64) error {
+	var failed []DeliveryRecord
+	err := s.write(func(w *wtx) (error, error) {
+		failed = failed[:0]
+		for _, id := range ids {
+			v := w.queueID.Get(queueIDKey(peer, id))
+			if v == nil {
+				continue
+			}
+			key := queueKey(peer, getU64(v))
+			rec := w.queue.Get(key)
+			if len(rec) < 8+idLen || int64(binary.BigEndian.Uint64(rec)) >= nowMS {
+				continue
+			}
+			raw := bytes.Clone(rec[8+idLen:])
+			if err := w.dropQueued(peer, key, id); err != nil {
+				return nil, err
+			}
+			if err := w.failQueued(peer, id, raw, DeliveryExpired, "", &failed); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}, nil)
+	if err == nil {
+		s.deliveryFailed(failed)
+	}
+	return err
 }

@@ -245,9 +245,10 @@ func (s *Store) pruneChunks(counter *atomic.Uint64, step func(w *wtx) (n int, do
 // store-and-forward queue, including those of peers that never return.
 func (s *Store) ExpireQueues(now time.Time) (removed int, err error) {
 	nowMS := now.UnixMilli()
+	var failed []DeliveryRecord
 	err = s.write(func(w *wtx) (error, error) {
-		removed = 0
-		type victim struct{ key, idKey, peer []byte }
+		removed, failed = 0, failed[:0]
+		type victim struct{ key, idKey, peer, raw []byte }
 		var victims []victim
 		c := w.queue.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -258,7 +259,7 @@ func (s *Store) ExpireQueues(now time.Time) (removed int, err error) {
 				continue
 			}
 			peer := bytes.Clone(k[:keyLen])
-			victims = append(victims, victim{bytes.Clone(k), append(bytes.Clone(peer), v[8:8+idLen]...), peer})
+			victims = append(victims, victim{bytes.Clone(k), append(bytes.Clone(peer), v[8:8+idLen]...), peer, bytes.Clone(v[8+idLen:])})
 		}
 		for _, vi := range victims {
 			if err := w.queue.Delete(vi.key); err != nil {
@@ -270,12 +271,16 @@ func (s *Store) ExpireQueues(now time.Time) (removed int, err error) {
 			if err := w.addCount(w.qcount, vi.peer, -1); err != nil {
 				return nil, err
 			}
+			if err := w.failQueued(proto.PubKey(vi.peer), uuid.UUID(vi.idKey[keyLen:]), vi.raw, DeliveryExpired, "", &failed); err != nil {
+				return nil, err
+			}
 		}
 		removed = len(victims)
 		return nil, nil
 	}, nil)
 	if err == nil {
 		s.st.queueExpired.Add(uint64(removed))
+		s.deliveryFailed(failed)
 	}
 	return removed, err
 }

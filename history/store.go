@@ -60,6 +60,21 @@ type Store struct {
 	closeErr  error
 
 	st storeCounters
+
+	// failHook, when set, is told of envelopes of ours that expired or
+	// were refused unacknowledged, after the change is durable.
+	failHook atomic.Pointer[func([]DeliveryRecord)]
+}
+
+// OnDeliveryFailed sets fn to be called, after the commit, with the
+// delivery records of our queued envelopes that expired or were refused.
+func (s *Store) OnDeliveryFailed(fn func([]DeliveryRecord)) { s.failHook.Store(&fn) }
+
+// deliveryFailed calls the hook of [Store.OnDeliveryFailed].
+func (s *Store) deliveryFailed(rs []DeliveryRecord) {
+	if fn := s.failHook.Load(); fn != nil && len(rs) > 0 {
+		(*fn)(rs)
+	}
 }
 
 // storeCounters are running totals reported by [Store.Stats].
@@ -411,7 +426,8 @@ type wtx struct {
 	now time.Time
 
 	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, seqs,
-	queue, queueID, qcount, inbox, inboxT, senders *bolt.Bucket
+	queue, queueID, qcount, inbox, inboxT, senders,
+	delivery, deliveryT, deliveryA, reqOut *bolt.Bucket
 
 	// key is scratch space for one key at a time: bbolt copies the key of
 	// a Put and keeps no reference to the key of a Get, Seek or Delete.
@@ -465,6 +481,11 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 		inbox:   tx.Bucket(bucketInbox),
 		inboxT:  tx.Bucket(bucketInboxT),
 		senders: tx.Bucket(bucketSenders),
+
+		delivery:  tx.Bucket(bucketDelivery),
+		deliveryT: tx.Bucket(bucketDeliveryT),
+		deliveryA: tx.Bucket(bucketDeliveryA),
+		reqOut:    tx.Bucket(bucketReqOut),
 	}
 	// Keys in these buckets grow with time (UUIDv7 ids, timestamps first,
 	// or per-sender and per-peer sequences), so inserts land at or near the
@@ -472,7 +493,7 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 	// pages left behind an append stay half empty for good. Filling them
 	// to appendFill halves the pages of the index buckets, and so the
 	// file, the mapped memory and the pages a commit rewrites.
-	for _, b := range []*bolt.Bucket{w.env, w.chanIdx, w.dirIdx, w.seen, w.seenAge, w.queue, w.queueID, w.inbox, w.inboxT} {
+	for _, b := range []*bolt.Bucket{w.env, w.chanIdx, w.dirIdx, w.seen, w.seenAge, w.queue, w.queueID, w.inbox, w.inboxT, w.delivery, w.deliveryT} {
 		if b != nil {
 			b.FillPercent = appendFill
 		}

@@ -55,12 +55,14 @@ type Config struct {
 	// peer-update frames: whole lists only (tests of interoperation).
 	legacyPeers bool
 
-	// EnvelopeTTL is the lifetime given to envelopes we send (the protocol's
-	// DefaultTTL, 300 s).
+	// EnvelopeTTL is the lifetime given to the envelopes we send that are
+	// not kept for store-and-forward: channel Messages, Presence and
+	// history sync (the protocol's DefaultTTL, 300 s).
 	EnvelopeTTL time.Duration
-	// OfflineWindow is the lifetime given to a DM, Request or Response for
-	// a peer that is offline when it is sent: it is kept and delivered
-	// when the peer links again, for up to this long.
+	// OfflineWindow is the store-and-forward window: the lifetime given to
+	// every DM, Request and Response we send, linked or not. It is kept
+	// and re-sent until the peer acknowledges it, for up to this long,
+	// and its sender is told if it expires (PROTOCOL §16.1).
 	OfflineWindow time.Duration
 	// PresenceTTL is the silence after which a peer is shown offline
 	// (300 s, the protocol's presence_ttl). Our own presence is refreshed
@@ -237,6 +239,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.EnvelopeTTL <= 0 {
 		c.EnvelopeTTL = d.EnvelopeTTL
+	}
+	if c.OfflineWindow <= 0 {
+		c.OfflineWindow = d.OfflineWindow
 	}
 	if c.SyncPeers <= 0 {
 		c.SyncPeers = d.SyncPeers

@@ -41,9 +41,22 @@ func ttlWithinHorizon(se *proto.SignedEnvelope) bool { return se.TTL <= maxTTL }
 // (meshd never relays) is stored like any other but not acknowledged,
 // since the link's peer keeps no such entry and an ack for the id would
 // clear an envelope of its own that shares it.
+//
+// A channel Message that came live on a link from its own sender is
+// acknowledged too: the ack names the sender's own envelope, so it never
+// clears another, and the sender counts the readers that stored it
+// (PROTOCOL §16.3). Older senders ignore the id, which they do not keep.
 func (n *Node) ackable(se *proto.SignedEnvelope, src rxSource) bool {
-	return se.To.Kind == proto.DestPeer && se.To.Peer.Equal(n.id.Pub) &&
-		src.link != nil && !src.history && se.From.Equal(src.link.key)
+	if src.link == nil || src.history || !se.From.Equal(src.link.key) {
+		return false
+	}
+	switch se.To.Kind {
+	case proto.DestPeer:
+		return se.To.Peer.Equal(n.id.Pub)
+	case proto.DestChannel:
+		return se.Kind == proto.KindMessage
+	}
+	return false
 }
 
 // overBudget reports whether se is a peer-addressed envelope the commit

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,7 +73,9 @@ func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 	if err != nil {
 		return api.Item{}, err
 	}
-	return n.renderEnvelope(se, it), nil
+	x := n.renderEnvelope(se, it)
+	n.markFailed(&x, se)
+	return x, nil
 }
 
 // renderEnvelope renders an inbox item whose envelope is at hand.
@@ -139,10 +143,11 @@ func (n *Node) PresenceTable() api.Presence {
 }
 
 // MarkRead marks inbox item id read and returns it. Envelopes are
-// (sender, id): should two senders' items share the id, both are marked,
-// since the caller named that id, and the first (bytewise by sender key)
-// is returned.
-func (n *Node) MarkRead(id uuid.UUID) (api.Item, error) {
+// (sender, id): should two senders' items share the id, the caller must
+// name the sender (from: a name, fingerprint or key), and an id without
+// one is refused, naming the candidates by sender; a reused id must not
+// let one sender mark another's item read.
+func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 	items, err := n.store.InboxByID(id)
 	if err != nil {
 		return api.Item{}, err
@@ -150,10 +155,33 @@ func (n *Node) MarkRead(id uuid.UUID) (api.Item, error) {
 	if len(items) == 0 {
 		return api.Item{}, notFound("list items with: meshctl inbox --all", "no inbox item %s", id)
 	}
-	for _, it := range items {
-		if err := n.store.MarkRead(it.From, it.ID); err != nil && !errors.Is(err, history.ErrNotFound) {
+	if strings.TrimPrefix(strings.TrimSpace(from), "@") != "" {
+		m, err := n.resolvePeer(from)
+		if err != nil {
 			return api.Item{}, err
 		}
+		kept := items[:0]
+		for _, it := range items {
+			if it.From.Equal(m.Key) {
+				kept = append(kept, it)
+			}
+		}
+		if len(kept) == 0 {
+			return api.Item{}, notFound("list items with: meshctl inbox --all", "no inbox item %s from %s", id, label(m))
+		}
+		items = kept
+	}
+	if len(items) > 1 {
+		var s []string
+		for _, it := range items {
+			s = append(s, n.memberLabel(it.From))
+		}
+		n.metrics.Inc("read.refused.ambiguous")
+		return api.Item{}, refuse(http.StatusConflict, "name the sender: meshctl read "+id.String()+" --from PEER",
+			"inbox item id %s is ambiguous: %d senders' items share it: %s", id, len(items), strings.Join(s, ", "))
+	}
+	if err := n.store.MarkRead(items[0].From, id); err != nil && !errors.Is(err, history.ErrNotFound) {
+		return api.Item{}, err
 	}
 	it, err := n.store.InboxEntry(items[0].From, id)
 	if err != nil {

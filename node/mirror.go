@@ -85,6 +85,9 @@ func (n *Node) mirrorItem(se *proto.SignedEnvelope, prio history.Priority, fromH
 		it.FromName = m.Name
 	}
 	it.ToText = n.destText(se.To)
+	if f, ok := n.failureOf(se); ok {
+		it.Failure = &mailbox.Failure{State: f.State.String(), Reason: f.Reason}
+	}
 	return it
 }
 
@@ -640,7 +643,9 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 		}
 		sent, err = n.Request(req)
 	case proto.KindResponse:
-		req := api.Respond{RequestID: m.RequestID.String(), Status: m.Status.String()}
+		// The To header names the requester: it is honoured, so a reused
+		// request id never sends the answer to another member.
+		req := api.Respond{RequestID: m.RequestID.String(), Status: m.Status.String(), To: to}
 		if len(m.Result) > 0 {
 			if req.Result, err = proto.CBORToJSON(m.Result); err != nil {
 				return mailbox.Result{}, err

@@ -121,6 +121,8 @@ type Node struct {
 	// gate pauses the mailbox mirror past its quota or watermark
 	// (mirrorgate.go).
 	gate *mirrorGate
+
+	readerAcks *readerAcks // acks of our channel Messages, counted in batches
 }
 
 // peerLink is an admitted link and what we learnt of the peer at the handshake.
@@ -184,6 +186,8 @@ func New(cfg Config) (*Node, error) {
 		pending: newPendingBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
+
+		readerAcks: newReaderAcks(),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
@@ -443,6 +447,8 @@ func (n *Node) run() {
 	n.startMailbox()
 	n.wg.Add(1)
 	go n.retentionLoop()
+	n.wg.Add(1)
+	go n.readerAckLoop()
 	n.syncer.start()
 	n.control.Start()
 }

@@ -20,24 +20,27 @@ import (
 // also runs between 0 and 1, before the costly signature check, except
 // for a copy it would acknowledge (§16.3), which is verified first.
 const (
-	dropMalformed      = "malformed"     // §1.2 steps 1–5: not decodable into the schema
-	dropNonCanonical   = "non_canonical" // §1.2 step 6: decodable, but not the one canonical encoding
-	dropInvalid        = "invalid"       // canonical, but breaks a rule of §4–§6
-	dropDuplicate      = "duplicate"
-	dropBadSignature   = "bad_signature"
-	dropExpired        = "expired"
-	dropFuture         = "future"
-	dropNotMember      = "not_member"
-	dropUnknownChannel = "unknown_channel"
-	dropNotWriter      = "not_writer"
-	dropObserverWrite  = "observer_write"
-	dropNotReader      = "not_reader"
-	dropMisrouted      = "misrouted"
-	dropRoleTooLow     = "role_too_low"
-	dropHopLimit       = "hop_limit"
-	dropWrongOrg       = "wrong_org"
-	dropUnsupported    = "unsupported"
-	dropStore          = "store_failed"
+	dropMalformed    = "malformed"     // §1.2 steps 1–5: not decodable into the schema
+	dropNonCanonical = "non_canonical" // §1.2 step 6: decodable, but not the one canonical encoding
+	dropInvalid      = "invalid"       // canonical, but breaks a rule of §4–§6
+	dropDuplicate    = "duplicate"
+	// dropUnsolicitedResponse: a Response that answers no Request this
+	// node sent to its sender.
+	dropUnsolicitedResponse = "unsolicited_response"
+	dropBadSignature        = "bad_signature"
+	dropExpired             = "expired"
+	dropFuture              = "future"
+	dropNotMember           = "not_member"
+	dropUnknownChannel      = "unknown_channel"
+	dropNotWriter           = "not_writer"
+	dropObserverWrite       = "observer_write"
+	dropNotReader           = "not_reader"
+	dropMisrouted           = "misrouted"
+	dropRoleTooLow          = "role_too_low"
+	dropHopLimit            = "hop_limit"
+	dropWrongOrg            = "wrong_org"
+	dropUnsupported         = "unsupported"
+	dropStore               = "store_failed"
 )
 
 // rxSource says how an envelope reached us.
@@ -88,7 +91,9 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 			// copy is acked only if it verifies (§16.3): anyone can forge
 			// an unsigned copy of a held id, and an ack for it would tell
 			// the sender that bytes it never signed were stored.
-			if n.ackable(se, src) {
+			// Channel copies are not acked again: their ack only counts a
+			// reader, which the first one did.
+			if se.To.Kind == proto.DestPeer && n.ackable(se, src) {
 				if err := se.Verify(); err != nil {
 					n.drop(dropBadSignature, se, src, err)
 					return false
@@ -203,9 +208,16 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 	}
 	// Peer-addressed kinds.
 	switch se.Kind {
-	case proto.KindMessage, proto.KindResponse:
+	case proto.KindMessage:
 		if role == roster.RoleObserver {
 			return dropObserverWrite
+		}
+	case proto.KindResponse:
+		if role == roster.RoleObserver {
+			return dropObserverWrite
+		}
+		if n.unsolicited(se) {
+			return dropUnsolicitedResponse
 		}
 	case proto.KindRequest:
 		if !role.AtLeast(roster.RoleOperator) {

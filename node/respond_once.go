@@ -15,19 +15,26 @@ import (
 // like the request book and forgets at a restart.
 type answerBook struct {
 	mu sync.Mutex
-	m  *fifoMap[uuid.UUID, proto.Status] // guarded by mu
+	m  *fifoMap[answerKey, proto.Status] // guarded by mu
+}
+
+// answerKey names a received request: request ids are chosen by senders,
+// so two requesters' requests may share one.
+type answerKey struct {
+	from proto.PubKey
+	id   uuid.UUID
 }
 
 func newAnswerBook() *answerBook {
-	return &answerBook{m: newFIFOMap[uuid.UUID, proto.Status](maxRequests)}
+	return &answerBook{m: newFIFOMap[answerKey, proto.Status](maxRequests)}
 }
 
 // checkAnswer refuses a response to request id that would follow a final
 // one, and hints at the request id when id names the envelope of a
 // received request instead.
-func (n *Node) checkAnswer(id uuid.UUID) error {
+func (n *Node) checkAnswer(from proto.PubKey, id uuid.UUID) error {
 	n.answers.mu.Lock()
-	prev, ok := n.answers.m.get(id)
+	prev, ok := n.answers.m.get(answerKey{from, id})
 	n.answers.mu.Unlock()
 	if ok && prev != proto.StatusAccepted {
 		n.metrics.Inc("respond.refused.twice")
@@ -38,13 +45,14 @@ func (n *Node) checkAnswer(id uuid.UUID) error {
 }
 
 // answered records a response sent to request id.
-func (n *Node) answered(id uuid.UUID, st proto.Status) {
+func (n *Node) answered(from proto.PubKey, id uuid.UUID, st proto.Status) {
 	n.answers.mu.Lock()
 	defer n.answers.mu.Unlock()
-	if prev, ok := n.answers.m.get(id); ok && prev != proto.StatusAccepted {
+	k := answerKey{from, id}
+	if prev, ok := n.answers.m.get(k); ok && prev != proto.StatusAccepted {
 		return
 	}
-	n.answers.m.put(id, st)
+	n.answers.m.put(k, st)
 }
 
 // requestIDHint names the request id when id is the envelope (inbox item)

@@ -105,6 +105,11 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 	if rep.Queued, err = n.store.ExpireQueues(now); err != nil {
 		fail("expire store-and-forward queues", err)
 	}
+	if d, err := n.pruneDeliveries(now); err != nil {
+		fail("prune delivery records", err)
+	} else {
+		n.metrics.Add("retention.pruned.deliveries", uint64(d))
+	}
 	n.metrics.Inc("retention.runs")
 	n.metrics.Add("retention.pruned.channel", uint64(rep.Channel))
 	n.metrics.Add("retention.pruned.direct", uint64(rep.Direct))

@@ -143,10 +143,17 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	if n.syncer != nil {
 		n.syncer.channelsChanged() // the update may let us read a channel
 	}
+	var gone []proto.PubKey
 	for _, m := range cur.Members {
-		if _, ok := r.Member(m.Key); !ok && n.presence != nil {
-			n.presence.Forget(m.Key)
+		if _, ok := r.Member(m.Key); !ok {
+			gone = append(gone, m.Key)
+			if n.presence != nil {
+				n.presence.Forget(m.Key)
+			}
 		}
+	}
+	if n.store != nil {
+		n.refuseQueuedFor(gone)
 	}
 	for _, pl := range push {
 		n.pushRoster(pl, r)

@@ -87,6 +87,19 @@ func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 	return sent
 }
 
+// linkedCount returns how many of keys we hold a link to.
+func (n *Node) linkedCount(keys []proto.PubKey) int {
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	c := 0
+	for _, k := range keys {
+		if n.linkedLocked(k) != nil {
+			c++
+		}
+	}
+	return c
+}
+
 // resolvePeer finds a roster member by key, fingerprint or name.
 func (n *Node) resolvePeer(q string) (roster.Member, error) {
 	q = strings.TrimPrefix(strings.TrimSpace(q), "@")
@@ -167,17 +180,15 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 	// our fsync, and the call returns once both are done. If we crash in
 	// between, our next catch-up fetches the envelope back from a reader
 	// (its number is a gap in our own stream).
-	stored := make(chan error, 1)
-	go func() {
-		_, err := n.store.Put(se, false)
-		stored <- err
-	}()
 	var readers []proto.PubKey
 	for _, k := range p.Readers(r) {
 		if !k.Equal(n.id.Pub) {
 			readers = append(readers, k)
 		}
 	}
+	linked := n.linkedCount(readers)
+	stored := make(chan error, 1)
+	go func() { stored <- n.store.PutSent(se, linked) }()
 	sent := n.fanOut(se, readers)
 	if err := <-stored; err != nil {
 		n.metrics.Inc("tx.store_failed")
@@ -199,8 +210,11 @@ func principals(ps []channel.Principal) string {
 	return strings.Join(s, ", ")
 }
 
-// sendDirect signs a peer-addressed envelope and sends it, or keeps it for
-// the peer (signed with the offline window as its TTL) when not linked.
+// sendDirect signs a peer-addressed envelope, keeps it for the peer until
+// the peer acknowledges it, and sends it if linked. It is signed with the
+// store-and-forward window as its TTL whether or not the peer is linked
+// (PROTOCOL §16.1): delivery is never confirmed at signing time, and a
+// link that looks up may already be dead.
 func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)) (*api.Sent, error) {
 	m, err := n.resolvePeer(to)
 	if err != nil {
@@ -210,11 +224,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		return nil, badRequest("cannot send to this node itself")
 	}
 	linked := n.linkTo(m.Key) != nil
-	ttl := n.cfg.EnvelopeTTL
-	if !linked {
-		ttl = n.cfg.OfflineWindow
-	}
-	se, err := n.sign(proto.ToPeer(m.Key), kind, ttl, fill)
+	se, err := n.sign(proto.ToPeer(m.Key), kind, n.cfg.OfflineWindow, fill)
 	if err != nil {
 		return nil, err
 	}
@@ -305,14 +315,11 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	if n.myRole() == roster.RoleObserver {
 		return nil, forbidden("role too low: observers may read but not send")
 	}
-	info, ok, err := n.receivedRequest(id)
+	info, err := n.requester(id, req.To)
 	if err != nil {
-		return nil, fmt.Errorf("find request %s: %w", id, err)
+		return nil, err
 	}
-	if !ok {
-		return nil, notFound(n.requestIDHint(id), "no received request has id %s", id)
-	}
-	if err := n.checkAnswer(id); err != nil {
+	if err := n.checkAnswer(info.from, id); err != nil {
 		return nil, err
 	}
 	resp := &proto.Response{RequestID: id, Status: st}
@@ -327,9 +334,58 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.answered(id, st)
+	n.answered(info.from, id, st)
 	out.RequestID = id.String()
 	return out, nil
+}
+
+// requester picks the received request a response answers: the one
+// request with id id, or, when senders reused the id, the one from to
+// (a member by name, fingerprint or key). An ambiguous id is refused,
+// naming the candidates by sender.
+func (n *Node) requester(id uuid.UUID, to string) (requestInfo, error) {
+	infos, err := n.receivedRequests(id)
+	if err != nil {
+		return requestInfo{}, fmt.Errorf("find request %s: %w", id, err)
+	}
+	if len(infos) == 0 {
+		return requestInfo{}, notFound(n.requestIDHint(id), "no received request has id %s", id)
+	}
+	if strings.TrimPrefix(strings.TrimSpace(to), "@") != "" {
+		m, err := n.resolvePeer(to)
+		if err != nil {
+			return requestInfo{}, err
+		}
+		for _, in := range infos {
+			if in.from.Equal(m.Key) {
+				return in, nil
+			}
+		}
+		return requestInfo{}, notFound("list received requests with: meshctl inbox --all", "no request %s came from %s (it came from %s)", id, label(m), n.senderList(infos))
+	}
+	if len(infos) > 1 {
+		n.metrics.Inc("respond.refused.ambiguous")
+		return requestInfo{}, refuse(http.StatusConflict, "name the requester to answer: meshctl respond "+id.String()+" STATUS --to PEER",
+			"request id %s is ambiguous: %d members sent a request with it: %s", id, len(infos), n.senderList(infos))
+	}
+	return infos[0], nil
+}
+
+// senderList names requesters by name and fingerprint.
+func (n *Node) senderList(infos []requestInfo) string {
+	var s []string
+	for _, in := range infos {
+		s = append(s, n.memberLabel(in.from))
+	}
+	return strings.Join(s, ", ")
+}
+
+// memberLabel is "name (fingerprint)", or the fingerprint alone.
+func (n *Node) memberLabel(k proto.PubKey) string {
+	if m, ok := n.Roster().Member(k); ok && m.Name != "" {
+		return m.Name + " (" + k.Fingerprint() + ")"
+	}
+	return k.Fingerprint()
 }
 
 // flushQueue sends what we keep for a peer: everything it has not yet
@@ -365,11 +421,19 @@ func (n *Node) handleAck(pl *peerLink, payload []byte) {
 	if len(a.IDs) == 0 {
 		return
 	}
-	if err := n.store.Ack(pl.key, a.IDs...); err != nil {
+	rest, err := n.store.AckQueued(pl.key, a.IDs)
+	if err != nil {
 		n.log.Error("ack", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
-	n.metrics.add(cTxAcked, uint64(len(a.IDs)))
+	n.metrics.add(cTxAcked, uint64(len(a.IDs)-len(rest)))
+	if len(rest) > 0 {
+		// Not queued: a reader's acks of our channel Messages, counted
+		// in batches (or ids we do not hold, which the count ignores).
+		if d := n.readerAcks.add(pl.key, rest); d > 0 {
+			n.metrics.Add("ack.reader_uncounted", uint64(d))
+		}
+	}
 }
 
 // sendAcks acknowledges peer-addressed envelopes stored by one commit,

@@ -32,6 +32,7 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.store = st
+	st.OnDeliveryFailed(n.onDeliveryFailed)
 	if n.counter, err = history.OpenSendCounter(st); err != nil {
 		return err
 	}

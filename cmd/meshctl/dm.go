@@ -9,8 +9,12 @@ import (
 const usageDM = `usage: meshctl dm PEER TEXT [--in-reply-to ID] [--json]
 
 Send TEXT to one peer as a direct message. PEER is a member's full key
-(ed25519:...), fingerprint or roster name. If the peer is not linked now,
-meshd keeps the message and delivers it when the peer links.
+(ed25519:...), fingerprint or roster name. meshd keeps the message and
+re-sends it until the peer has stored it, for up to 24 hours
+(delivery_window), linked or not: a peer that is away or whose link died
+unnoticed gets it when it links again. meshctl status ID says whether it
+was delivered; if it never is, a delivery_failed item in your inbox says
+so.
 
 TEXT "-" reads the message from stdin, all of it, up to 256 KiB.
 

@@ -62,6 +62,23 @@ func writeItem(w io.Writer, it *api.Item, full bool) error {
 		}
 		b.WriteString(flags(it))
 		content = indentJSON(it.Params)
+	case api.KindDeliveryFailed:
+		fmt.Fprintf(&b, "delivery failed: your %s to %s was %s", printable(it.FailedKind, false), printable(it.To, false), printable(it.Delivery, false))
+		if it.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", printable(it.Reason, false))
+		}
+		fmt.Fprintf(&b, " id=%s", fieldValue(it.ID))
+		if it.RequestID != "" {
+			fmt.Fprintf(&b, " request_id=%s", fieldValue(it.RequestID))
+		}
+		if it.Intent != "" {
+			fmt.Fprintf(&b, " intent=%s", fieldValue(it.Intent))
+		}
+		b.WriteString(flags(it))
+		if body := strings.TrimRight(it.Body, "\n"); body != "" {
+			b.WriteString(":")
+			content = body
+		}
 	case "response":
 		fmt.Fprintf(&b, "response from %s to %s: status=%s id=%s request_id=%s%s", partyLabel(it.From), printable(it.To, false),
 			fieldValue(it.Status), fieldValue(it.ID), fieldValue(it.RequestID), flags(it))

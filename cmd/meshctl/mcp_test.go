@@ -21,8 +21,8 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
-	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
+var mcpTools = []string{"delivery_status", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox", "send_message",
+	"send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits
 // until they link.
@@ -185,6 +185,21 @@ func TestMCPServer(t *testing.T) {
 	}
 	if _, err := waitItem(ctx, bob, func(it api.Item) bool { return it.Body == "hello bob, over MCP" }); err != nil {
 		t.Fatal(err)
+	}
+	// delivery_status follows it until bob's ack arrives.
+	dmID := structured[api.Sent](t, res).ID
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res := toolOK(t, ctx, cs, "delivery_status", map[string]any{"id": dmID})
+		d := structured[api.Delivery](t, res)
+		if len(d.Recipients) == 1 && d.Recipients[0].State == "delivered" && strings.Contains(toolText(res), "delivered") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery_status of the DM: %+v %q", d, toolText(res))
+		}
+	}
+	if l := structured[api.SentList](t, toolOK(t, ctx, cs, "delivery_status", map[string]any{})); len(l.Items) != 1 || l.Items[0].ID != dmID {
+		t.Errorf("delivery_status list: %+v", l)
 	}
 	res = toolOK(t, ctx, cs, "send_message", map[string]any{"target": "#General", "body": "hello all"})
 	if s := structured[api.Sent](t, res); s.To != "#general" || s.Kind != "message" {

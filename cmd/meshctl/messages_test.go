@@ -141,7 +141,7 @@ func TestDM(t *testing.T) {
 	f.answer("POST /v1/send", 200, api.Sent{ID: "e2", Kind: "message", To: "@bob", Seq: 1, SentTo: []string{}, Queued: true})
 	out := f.ok(t, "", "dm", "bob", "hi")
 	wantBody(t, f.one(t, "POST /v1/send"), `{"to":"bob","body":"hi"}`)
-	if out != "sent e2 to @bob\npeer offline: kept and delivered when it links\n" {
+	if out != "sent e2 to @bob\npeer offline: kept and delivered when it links (meshctl status e2 follows it)\n" {
 		t.Errorf("dm output %q", out)
 	}
 	f.ok(t, "from stdin", "dm", "1a2b3c4d5e6f7a8b", "-")
@@ -182,7 +182,7 @@ func TestRequest(t *testing.T) {
 
 	f.answer("POST /v1/request", 200, api.Sent{ID: "e6", To: "@carol", RequestID: "r2", Hop: hop(1), Queued: true})
 	out = f.ok(t, "", "request", "carol", "fetch-logs", "--reply-to", "r1")
-	if out != "sent request r2 to @carol (intent fetch-logs, hop 1, envelope e6)\npeer offline: kept and delivered when it links\n" {
+	if out != "sent request r2 to @carol (intent fetch-logs, hop 1, envelope e6)\npeer offline: kept and delivered when it links (meshctl status e6 follows it)\n" {
 		t.Errorf("request output %q", out)
 	}
 	f.take()

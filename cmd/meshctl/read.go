@@ -1,17 +1,25 @@
 package main
 
-const usageRead = `usage: meshctl read ID [--json]
+const usageRead = `usage: meshctl read ID [--from PEER] [--json]
 
 Mark inbox item ID read and show it in full: the header line that 'meshctl
 inbox' shows, then the whole body, params or result. ID is the id= of an
 item (not its request_id).
+
+Ids are chosen by senders, so two members' items can share one; meshd
+then refuses, naming both senders, and --from PEER picks one.
+
+flags:
+  --from PEER   the sender of the item, when several share ID
 
 examples:
   meshctl read 01a1fe3d-fb49-7616-91dd-6ece3220b27e
 `
 
 func runRead(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
+	fs := a.flagSet()
+	from := fs.String("from", "", "")
+	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -23,7 +31,7 @@ func runRead(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	it, err := a.client().MarkRead(ctx, pos[0])
+	it, err := a.client().MarkReadFrom(ctx, pos[0], *from)
 	if err != nil {
 		return a.remoteErr(err)
 	}

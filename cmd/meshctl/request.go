@@ -146,6 +146,10 @@ func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.D
 				return a.remoteErr(n.err)
 			}
 			it := n.ev.Item
+			if !n.ev.Lagged && it.Kind == api.KindDeliveryFailed && it.ID == s.ID {
+				// The request itself never reached the peer.
+				return a.requestFailed(&it)
+			}
 			if n.ev.Lagged || it.Kind != "response" || it.RequestID != s.RequestID {
 				continue
 			}
@@ -159,7 +163,7 @@ func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.D
 				continue
 			}
 			ctx, cancel := a.ctx()
-			_, err := a.client().MarkRead(ctx, it.ID)
+			_, err := a.client().MarkReadFrom(ctx, it.ID, it.From.Key.String())
 			cancel()
 			if err != nil {
 				return a.remoteErr(err)
@@ -175,4 +179,23 @@ func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.D
 			return nil
 		}
 	}
+}
+
+// requestFailed reports a request that was not delivered, marks its
+// delivery_failed item read and exits with an error status.
+func (a *app) requestFailed(it *api.Item) error {
+	ctx, cancel := a.ctx()
+	_, err := a.client().MarkReadFrom(ctx, it.ID, it.From.Key.String())
+	cancel()
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		if err := a.printJSON(it); err != nil {
+			return err
+		}
+	} else if err := writeItem(a.Stdout, it, true); err != nil {
+		return err
+	}
+	return exitStatus(exitError)
 }

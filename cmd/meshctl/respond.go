@@ -7,7 +7,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON] [--json]
+const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON] [--to PEER] [--json]
 
 Answer the request REQUEST_ID (the request_id that 'meshctl inbox' shows)
 with STATUS, sent back to the peer that asked:
@@ -17,8 +17,13 @@ with STATUS, sent back to the peer that asked:
   completed   done; --result carries the outcome
   failed      tried, and it did not work; --result may say why
 
+Request ids are chosen by the requesters, so two members' requests can
+share one; meshd then refuses, naming both, and --to PEER picks the
+requester to answer.
+
 flags:
   --result JSON   the outcome as one JSON value; "-" reads it from stdin
+  --to PEER       the requester to answer, when several sent REQUEST_ID
 
 examples:
   meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 accepted
@@ -30,6 +35,7 @@ func runRespond(a *app, args []string) error {
 	fs := a.flagSet()
 	var result jsonFlag
 	fs.Var(&result, "result", "")
+	to := fs.String("to", "", "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -50,18 +56,18 @@ func runRespond(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r})
+	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r, To: *to})
 	if err != nil {
 		return a.remoteErr(err)
 	}
 	if a.json {
 		return a.printJSON(s)
 	}
-	to := ""
+	dest := ""
 	if s.To != "" {
-		to = " to " + printable(s.To, false)
+		dest = " to " + printable(s.To, false)
 	}
-	fmt.Fprintf(a.Stdout, "sent %s response to request %s%s (envelope %s)\n", status, printable(reqID, false), to, printable(s.ID, false))
+	fmt.Fprintf(a.Stdout, "sent %s response to request %s%s (envelope %s)\n", status, printable(reqID, false), dest, printable(s.ID, false))
 	a.printQueued(s)
 	return nil
 }

@@ -74,6 +74,6 @@ func runSend(a *app, args []string) error {
 // linked.
 func (a *app) printQueued(s *api.Sent) {
 	if s.Queued {
-		fmt.Fprintln(a.Stdout, "peer offline: kept and delivered when it links")
+		fmt.Fprintf(a.Stdout, "peer offline: kept and delivered when it links (meshctl status %s follows it)\n", printable(s.ID, false))
 	}
 }

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"github.com/meshd/meshd/node/api"
-
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/meshd/meshd/node/api"
 )
 
-const usageStatus = `usage: meshctl status [--json]
+const usageStatus = `usage: meshctl status [ID] [--json]
 
 Show the running meshd: its identity, org and roster version, listen
 addresses, number of links, uptime, the mailbox's files against its
@@ -21,15 +21,38 @@ naming the roster version and how often it still redials its former peers
 ("member": false, "removed": true and "retry_seconds" in --json). Needs a
 running meshd on this home.
 
+With ID, the id that meshctl dm, send, request or respond printed, show
+what became of that message instead: for a direct message, request or
+response, per recipient, queued, delivered (with the time it was
+acknowledged), expired or refused (with the reason); for a channel
+message, how many linked readers acknowledged it. meshctl sent lists
+them all.
+
 examples:
   meshctl status
   meshctl status --json | jq .counters
+  meshctl status 0193a1c2-7f4e-7cc1-9a4e-3b1f0c2d9e11
 `
 
 func runStatus(a *app, args []string) error {
-	s, printed, err := fetch(a, args, (*api.Client).Status)
-	if err != nil || printed {
+	pos, err := a.parse(a.flagSet(), args)
+	if err != nil {
 		return err
+	}
+	if err := a.nargs(pos, 0, 1); err != nil {
+		return err
+	}
+	if len(pos) == 1 {
+		return runDeliveryStatus(a, pos[0])
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	s, err := a.client().Status(ctx)
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(s)
 	}
 	tw := table(a.Stdout)
 	name := s.Name

@@ -72,8 +72,13 @@ type fileConfig struct {
 	MailboxMaxFiles   int
 	MailboxMaxMiB     int
 	MailboxMinFreeMiB int
-	LogLevel          string
-	LogFormat         string
+	// DeliveryWindow is the life of a DM, Request or Response this node
+	// signs (kept and re-sent until acknowledged); EnvelopeTTL that of
+	// every other envelope it signs.
+	DeliveryWindow string
+	EnvelopeTTL    string
+	LogLevel       string
+	LogFormat      string
 	// HTTP is the address of the read-only status page (HOST:PORT, empty:
 	// none); beyond loopback only with HTTPAllowRemote.
 	HTTP            string
@@ -342,6 +347,18 @@ var configKeys = []configKey{
 			}
 			return nil
 		}},
+	{key: "delivery_window", field: func(c *fileConfig) any { return &c.DeliveryWindow }, def: "24h",
+		help: "how long a DM, request or response is kept and re-sent until its recipient acknowledges it; its sender is told if it expires",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.OfflineWindow, err = parseTTL("delivery window", c.DeliveryWindow)
+			return err
+		}},
+	{key: "envelope_ttl", field: func(c *fileConfig) any { return &c.EnvelopeTTL }, def: "5m",
+		help: "life of the channel messages, presence and history requests this node signs",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.EnvelopeTTL, err = parseTTL("envelope ttl", c.EnvelopeTTL)
+			return err
+		}},
 	{key: "log_level", field: func(c *fileConfig) any { return &c.LogLevel }, def: "info",
 		help: "debug, info, warn or error"}, // the logger: see nodeConfig
 	{key: "log_format", field: func(c *fileConfig) any { return &c.LogFormat }, def: "text",
@@ -581,6 +598,23 @@ func parseDuration(what, s string, min time.Duration, want string) (time.Duratio
 	d, err := time.ParseDuration(s)
 	if err != nil || d < min {
 		return 0, fmt.Errorf("%s %q: want a duration of %s", what, s, want)
+	}
+	return d, nil
+}
+
+// parseTTL parses the life of envelopes this node signs: whole seconds
+// from 1s up to the dedupe horizon (144h), beyond which receivers drop
+// them (PROTOCOL §4.3).
+func parseTTL(what, v string) (time.Duration, error) {
+	d, err := parseDuration(what, v, time.Second, "at least 1s, like 5m")
+	if err != nil {
+		return 0, err
+	}
+	if d > 144*time.Hour {
+		return 0, fmt.Errorf("%s %s: at most 144h, beyond which receivers drop the envelopes (ttl_too_long)", what, v)
+	}
+	if d%time.Second != 0 {
+		return 0, fmt.Errorf("%s %s: whole seconds, like 90s", what, v)
 	}
 	return d, nil
 }

@@ -293,6 +293,8 @@ func TestPrintConfig(t *testing.T) {
   "mailbox_max_files": 200000,
   "mailbox_max_mib": 2048,
   "mailbox_min_free_mib": 256,
+  "delivery_window": "24h",
+  "envelope_ttl": "5m",
   "log_level": "info",
   "log_format": "text",
   "http": "",

@@ -467,7 +467,8 @@ func TestControlAPIDocumentCoversRoutes(t *testing.T) {
 // provoke, each with its reason. Every other documented status must be
 // seen, so the document cannot promise answers meshd never gives.
 var notExercised = map[string]string{
-	"*/500": "a local failure (the store, or meshd shutting down)",
+	"*/500":        "a local failure (the store, or meshd shutting down)",
+	"markRead/409": "needs two senders' items that share an id: TestReusedRequestIDAmbiguous drives it through meshctl read",
 }
 
 // TestControlAPILive drives every control endpoint of two real meshd
@@ -596,6 +597,24 @@ func TestControlAPILive(t *testing.T) {
 	}
 	c.refused(alice, reqValid, "POST", "/v1/request", js, []byte(`{"to":"nobody","intent":"x"}`), 404, true)
 	c.refused(alice, reqInvalid, "POST", "/v1/request", js, []byte(`{"to":"bob"`), 400, false)
+
+	// Delivery state: the request is queued or delivered; the channel
+	// message counts its readers.
+	var rqSent struct{ ID string }
+	c.json(alice, "POST", "/v1/request", map[string]any{"to": "bob", "intent": "delivery.check"}, 200, &rqSent)
+	c.json(alice, "GET", "/v1/sent?limit=10", nil, 200, nil)
+	c.json(alice, "GET", "/v1/sent?pending=1", nil, 200, nil)
+	var dl struct {
+		Recipients []struct{ State string }
+	}
+	c.json(alice, "GET", "/v1/sent/"+rqSent.ID, nil, 200, &dl)
+	if len(dl.Recipients) != 1 || (dl.Recipients[0].State != "queued" && dl.Recipients[0].State != "delivered") {
+		t.Fatalf("delivery of the request: %+v", dl)
+	}
+	c.json(alice, "GET", "/v1/sent/"+sent.ID, nil, 200, nil)
+	c.refused(alice, reqValid, "GET", "/v1/sent/not-an-id", "", nil, 400, false)
+	c.refused(alice, reqValid, "GET", "/v1/sent/0193a1c2-7f4e-7cc1-9a4e-3b1f0c2d9e11", "", nil, 404, true)
+	c.refused(alice, reqInvalid, "GET", "/v1/sent?limit=x", "", nil, 400, false)
 	var reqItemID string
 	for {
 		typ, item := ev.next()

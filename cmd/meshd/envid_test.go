@@ -32,6 +32,7 @@ type rawMember struct {
 
 	mu    sync.Mutex
 	acked map[uuid.UUID]int
+	got   []*proto.SignedEnvelope // envelopes the node sent m
 }
 
 func newRawMember(t *testing.T) *rawMember {
@@ -61,6 +62,13 @@ func (m *rawMember) dial(s statusJSON) proto.PubKey {
 	}
 	m.t.Cleanup(func() { l.Close() })
 	l.Start(func(f []byte) {
+		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameEnvelope {
+			if se, err := proto.ParseEnvelope(f[1:]); err == nil {
+				m.mu.Lock()
+				m.got = append(m.got, se)
+				m.mu.Unlock()
+			}
+		}
 		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameAck {
 			if a, err := proto.ParseAck(f[1:]); err == nil {
 				m.mu.Lock()
@@ -142,7 +150,7 @@ func mailboxFilesWithID(t *testing.T, home, id string) []string {
 // channel; a member then sends bob a DM that reuses X's id, which bob
 // stores and acks. When bob links to the admin again, catch-up brings X,
 // and bob holds both envelopes: in its channel history, in its inbox and
-// as two mailbox files. (A store keyed by id alone counted X as
+// as two mailbox files; meshctl read of the shared id names both senders. (A store keyed by id alone counted X as
 // sync.already_held and never stored it.)
 func TestReusedIDHeldTwice(t *testing.T) {
 	t.Parallel()
@@ -200,8 +208,14 @@ func TestReusedIDHeldTwice(t *testing.T) {
 	if n := counters(t, o.meshctl, o.homes["bob"])["sync.already_held"]; n != 0 {
 		t.Fatalf("sync.already_held = %d: X was taken for the DM", n)
 	}
-	// meshctl read names the id: both items are marked read.
-	o.ctl("bob", "read", x.ID)
+	// meshctl read of the bare id is ambiguous: it refuses, naming both
+	// senders, and marks nothing; --from picks each.
+	if r := meshctlRun(t, o.meshctl, "--home", o.homes["bob"], "read", x.ID); r.code == 0 ||
+		!strings.Contains(r.stderr, "ambiguous") || !strings.Contains(r.stderr, "admin") || !strings.Contains(r.stderr, "mal") {
+		t.Fatalf("read of a shared id: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	o.ctl("bob", "read", x.ID, "--from", "admin")
+	o.ctl("bob", "read", x.ID, "--from", "mal")
 	in, err = o.client("bob").Inbox(ctx, api.InboxQuery{})
 	if err != nil {
 		t.Fatal(err)

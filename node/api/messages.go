@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/meshd/meshd/proto"
@@ -90,9 +91,12 @@ type Request struct {
 
 // Respond is the body of POST /v1/respond.
 type Respond struct {
-	RequestID string          `json:"request_id"`
-	Status    string          `json:"status"` // accepted, rejected, completed or failed
-	Result    json.RawMessage `json:"result,omitempty"`
+	RequestID string `json:"request_id"`
+	// To names the requester (a member's name, fingerprint or key) when
+	// several members sent a request with this id; empty otherwise.
+	To     string          `json:"to,omitempty"`
+	Status string          `json:"status"` // accepted, rejected, completed or failed
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // Sent is the answer to send, request and respond.
@@ -143,7 +147,18 @@ type Item struct {
 	Hop         *int            `json:"hop,omitempty"`
 	Status      string          `json:"status,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
+	// For a delivery_failed item (kind): an envelope of this node's that
+	// will never reach To. FailedKind is its kind (message, request or
+	// response), Delivery "expired" or "refused", Reason why it was
+	// refused; ID, Sent, Body, RequestID and the rest are the envelope's.
+	FailedKind string `json:"failed_kind,omitempty"`
+	Delivery   string `json:"delivery,omitempty"`
+	Reason     string `json:"reason,omitempty"`
 }
+
+// KindDeliveryFailed is the Item kind that tells a sender an envelope of
+// its own was not delivered.
+const KindDeliveryFailed = "delivery_failed"
 
 // Inbox is the answer to GET /v1/inbox.
 type Inbox struct {
@@ -308,8 +323,19 @@ func (c *Client) InboxPages(ctx context.Context, q InboxQuery, first time.Durati
 
 // MarkRead calls POST /v1/inbox/{id}/read and returns the item.
 func (c *Client) MarkRead(ctx context.Context, id string) (*Item, error) {
+	return c.MarkReadFrom(ctx, id, "")
+}
+
+// MarkReadFrom is MarkRead of the item of sender from (a member's name,
+// fingerprint or key), for an id that several senders' items share;
+// empty from is MarkRead.
+func (c *Client) MarkReadFrom(ctx context.Context, id, from string) (*Item, error) {
 	var out Item
-	return &out, c.Do(ctx, http.MethodPost, "/v1/inbox/"+url.PathEscape(id)+"/read", "", nil, &out)
+	path := "/v1/inbox/" + url.PathEscape(id) + "/read"
+	if from != "" {
+		path += "?from=" + url.QueryEscape(from)
+	}
+	return &out, c.Do(ctx, http.MethodPost, path, "", nil, &out)
 }
 
 // Presence calls GET /v1/presence.
@@ -327,4 +353,63 @@ func (c *Client) SetPresence(ctx context.Context, state string) (*Presence, erro
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// Delivery is what became of one envelope this node sent: GET
+// /v1/sent/{id}, and one row of GET /v1/sent.
+type Delivery struct {
+	ID      string    `json:"id"`
+	Kind    string    `json:"kind"` // message, request or response
+	To      string    `json:"to"`   // "#channel" or "@name"
+	Sent    time.Time `json:"sent"`
+	Expires time.Time `json:"expires"`
+	// Recipients holds one entry per recipient of a DM, Request or
+	// Response (one, today).
+	Recipients []DeliveryRecipient `json:"recipients,omitempty"`
+	// LinkedReaders and AckedReaders, for a channel Message: how many
+	// readers it was handed to on a link, and how many acknowledged it.
+	LinkedReaders *int `json:"linked_readers,omitempty"`
+	AckedReaders  *int `json:"acked_readers,omitempty"`
+}
+
+// DeliveryRecipient is a sent envelope's state at one recipient.
+type DeliveryRecipient struct {
+	Party
+	// State is queued (kept and re-sent, not yet acknowledged),
+	// delivered (acknowledged: stored durably by the recipient), expired
+	// (never acknowledged within its life; no longer sent) or refused
+	// (given up by this node before it expired; see Reason).
+	State  string    `json:"state"`
+	At     time.Time `json:"at,omitempty"` // when State was reached; zero while queued
+	Reason string    `json:"reason,omitempty"`
+}
+
+// SentList is the answer to GET /v1/sent.
+type SentList struct {
+	Items []Delivery `json:"items"`
+}
+
+// SentQuery selects GET /v1/sent rows.
+type SentQuery struct {
+	Pending bool // only what is still queued
+	Limit   int  // newest Limit rows; 0: 100
+}
+
+// SentList calls GET /v1/sent.
+func (c *Client) SentList(ctx context.Context, q SentQuery) (*SentList, error) {
+	v := url.Values{}
+	if q.Pending {
+		v.Set("pending", "1")
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out SentList
+	return &out, c.Get(ctx, "/v1/sent?"+v.Encode(), &out)
+}
+
+// Delivery calls GET /v1/sent/{id}.
+func (c *Client) Delivery(ctx context.Context, id string) (*Delivery, error) {
+	var out Delivery
+	return &out, c.Get(ctx, "/v1/sent/"+url.PathEscape(id), &out)
 }

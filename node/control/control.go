@@ -44,12 +44,18 @@ type Backend interface {
 	Send(req api.Send) (*api.Sent, error)
 	Request(req api.Request) (*api.Sent, error)
 	Respond(req api.Respond) (*api.Sent, error)
+	// Sent lists what the node sent, newest first, with its delivery
+	// state; DeliveryStatus is one sent envelope's state per recipient.
+	Sent(q api.SentQuery) (*api.SentList, error)
+	DeliveryStatus(id uuid.UUID) (*api.Delivery, error)
 
 	// InboxPage lists one page of inbox items (see api.InboxQuery); with
 	// q.Wait it blocks, up to q.Timeout or until ctx ends, until an
 	// unread waking item exists.
 	InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, error)
-	MarkRead(id uuid.UUID) (api.Item, error)
+	// MarkRead marks the inbox item id read; from names its sender when
+	// several senders' items share the id.
+	MarkRead(id uuid.UUID, from string) (api.Item, error)
 	// SubscribeEvents returns the inbox items delivered from now on,
 	// lagged (which reports, and resets, whether items were lost since
 	// its last call) and cancel, which ends the subscription.
@@ -114,6 +120,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /v1/send", s.send)
 	mux.HandleFunc("POST /v1/request", s.request)
 	mux.HandleFunc("POST /v1/respond", s.respond)
+	mux.HandleFunc("GET /v1/sent", s.getSent)
+	mux.HandleFunc("GET /v1/sent/{id}", s.getDelivery)
 	mux.HandleFunc("GET /v1/inbox", s.getInbox)
 	mux.HandleFunc("POST /v1/inbox/{id}/read", s.markRead)
 	mux.HandleFunc("GET /v1/events", s.events)

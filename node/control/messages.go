@@ -70,6 +70,39 @@ func (s *Server) send(w http.ResponseWriter, req *http.Request)    { jsonCall(w,
 func (s *Server) request(w http.ResponseWriter, req *http.Request) { jsonCall(w, req, s.b.Request) }
 func (s *Server) respond(w http.ResponseWriter, req *http.Request) { jsonCall(w, req, s.b.Respond) }
 
+func (s *Server) getSent(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	in := api.SentQuery{Pending: q.Get("pending") == "1" || q.Get("pending") == "true"}
+	if v := q.Get("limit"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 0 {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit %q: want a number >= 0", v), "")
+			return
+		}
+		in.Limit = k
+	}
+	out, err := s.b.Sent(in)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getDelivery(w http.ResponseWriter, req *http.Request) {
+	id, err := uuid.Parse(req.PathValue("id"))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("message id: %v", err), "the id meshctl send, request or respond printed")
+		return
+	}
+	out, err := s.b.DeliveryStatus(id)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // maxWait bounds one inbox long-poll.
 const maxWait = 10 * time.Minute
 
@@ -109,7 +142,7 @@ func (s *Server) markRead(w http.ResponseWriter, req *http.Request) {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("item id: %v", err), "")
 		return
 	}
-	it, err := s.b.MarkRead(id)
+	it, err := s.b.MarkRead(id, req.URL.Query().Get("from"))
 	if err != nil {
 		writeRefusal(w, err)
 		return

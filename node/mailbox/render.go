@@ -34,7 +34,24 @@ type Item struct {
 	// "@<fingerprint>") for a peer. Empty renders the destination by id:
 	// "#<channel id>" or "@<fingerprint>".
 	ToText string
+	// Failure, when set, marks an envelope of this node's own that was
+	// not delivered: the file is a delivery_failed item (Kind header
+	// delivery_failed, the envelope's kind in Failed-Kind).
+	Failure *Failure
 }
+
+// Failure says why an envelope of this node's was not delivered.
+type Failure struct {
+	// State is "expired" (never acknowledged within its life) or
+	// "refused" (given up before it expired, for Reason).
+	State  string
+	Reason string
+}
+
+// KindDeliveryFailed is the Kind header of a delivery_failed item.
+const KindDeliveryFailed = "delivery_failed"
+
+func validFailure(state string) bool { return state == "expired" || state == "refused" }
 
 // Armor lines.
 const (
@@ -109,7 +126,14 @@ func headers(it Item) ([]header, error) {
 	if e.To.Kind == proto.DestChannel {
 		add("Channel-ID", e.To.Channel.String())
 	}
-	add("Kind", e.Kind.String())
+	if it.Failure != nil {
+		if !validFailure(it.Failure.State) {
+			return nil, fmt.Errorf("mailbox: envelope %s: delivery %q (want expired or refused)", e.ID, it.Failure.State)
+		}
+		add("Kind", KindDeliveryFailed)
+	} else {
+		add("Kind", e.Kind.String())
+	}
 	add("Date", formatTime(e.Time()))
 	add("Expires", formatTime(e.Expires()))
 	add("Message-ID", e.ID.String())
@@ -117,6 +141,13 @@ func headers(it Item) ([]header, error) {
 	add("Epoch", e.Epoch.String())
 	if it.Priority != "" {
 		add("Priority", it.Priority)
+	}
+	if f := it.Failure; f != nil {
+		add("Failed-Kind", e.Kind.String())
+		add("Delivery", f.State)
+		if f.Reason != "" {
+			add("Delivery-Reason", clean(f.Reason))
+		}
 	}
 	switch e.Kind {
 	case proto.KindMessage:

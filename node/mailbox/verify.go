@@ -108,8 +108,11 @@ type Verified struct {
 	// annotations of the receiving node, well formed but not signed.
 	Priority    string
 	FromHistory bool
+	// Failure is the Delivery and Delivery-Reason headers of a
+	// delivery_failed item: the local node's word, not signed.
+	Failure *Failure
 	// Unsigned lists the headers present that the signature does not
-	// cover: "Priority" and "Source".
+	// cover: "Priority", "Source" and "Delivery".
 	Unsigned []string
 	// Unchecked lists what could not be checked, with the reason: the
 	// sender's name without a roster, a destination's name without a
@@ -159,6 +162,15 @@ func Verify(file []byte, opts VerifyOptions) (*Verified, error) {
 		}
 		it.FromHistory, v.FromHistory = true, true
 		v.Unsigned = append(v.Unsigned, "Source")
+	}
+
+	if st, ok := fh["Delivery"]; ok {
+		if !validFailure(st) {
+			return nil, fmt.Errorf("%w: header Delivery %q (want expired or refused)", ErrMalformed, st)
+		}
+		it.Failure = &Failure{State: st, Reason: fh["Delivery-Reason"]}
+		v.Failure = it.Failure
+		v.Unsigned = append(v.Unsigned, "Delivery")
 	}
 
 	// Names: from the roster and the channel policies when given, else as

@@ -37,8 +37,10 @@
 //	tx.acked                  meshd_envelopes_acked_total
 //	tx.dropped.<reason>       meshd_envelopes_send_dropped_total       reason
 //	tx.refused.<reason>       meshd_sends_refused_total                reason
+//	tx.failed.<state>         meshd_deliveries_failed_total            state (expired or refused)
 //	tx.store_failed           meshd_sends_not_kept_total
 //	ack.malformed             meshd_acks_malformed_total
+//	ack.reader_uncounted      meshd_channel_acks_uncounted_total
 //	send.dropped.<frame>      meshd_frames_send_dropped_total          frame
 //	frame.<reason>            meshd_frames_invalid_total               reason
 //	link.up                   meshd_link_events_total                  event="up"

@@ -44,6 +44,8 @@ var (
 	famAcked          = counter("meshd_envelopes_acked_total", "Kept envelopes a peer acknowledged as stored.")
 	famSendDropped    = counter("meshd_envelopes_send_dropped_total", "Envelope copies a link refused, by reason.", "reason")
 	famStoreFailed    = counter("meshd_sends_not_kept_total", "Channel messages sent to peers that this node failed to store in its own history.")
+	famAckUncounted   = counter("meshd_channel_acks_uncounted_total", "Readers' acks of this node's channel messages not counted, because more than 65,536 were waiting to be.")
+	famDeliveryFailed = counter("meshd_deliveries_failed_total", "Kept DMs, requests and responses of this node that will never be delivered (its sender got a delivery_failed item), by state.", "state")
 	famSendRefused    = counter("meshd_sends_refused_total", "Local sends refused before signing, by reason.", "reason")
 	famAckMalformed   = counter("meshd_acks_malformed_total", "Ack frames that did not parse.")
 	famFrameDropped   = counter("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
@@ -166,8 +168,10 @@ var rules = []rule{
 	{name: "tx.acked", fam: famAcked},
 	{name: "tx.dropped.", fam: famSendDropped},
 	{name: "tx.refused.", fam: famSendRefused},
+	{name: "tx.failed.", fam: famDeliveryFailed},
 	{name: "tx.store_failed", fam: famStoreFailed},
 	{name: "ack.malformed", fam: famAckMalformed},
+	{name: "ack.reader_uncounted", fam: famAckUncounted},
 	{name: "send.dropped.", fam: famFrameDropped},
 	{name: "frame.", fam: famFrameInvalid},
 

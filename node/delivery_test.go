@@ -1,0 +1,38 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// TestReaderAcksBounded: reader acks wait for their batched count up to
+// maxReaderAcks ids; more are refused (and counted by the caller as
+// ack.reader_uncounted), and a take empties the batch.
+func TestReaderAcksBounded(t *testing.T) {
+	r := newReaderAcks()
+	var a, b proto.PubKey
+	a[0], b[0] = 1, 2
+	ids := make([]uuid.UUID, maxReaderAcks-10)
+	if d := r.add(a, ids); d != 0 {
+		t.Fatalf("%d dropped below the bound", d)
+	}
+	if d := r.add(b, make([]uuid.UUID, 25)); d != 15 {
+		t.Fatalf("%d dropped past the bound, want 15", d)
+	}
+	if d := r.add(b, make([]uuid.UUID, 1)); d != 1 {
+		t.Fatalf("%d dropped when full, want 1", d)
+	}
+	got := r.take()
+	if len(got[a]) != maxReaderAcks-10 || len(got[b]) != 10 {
+		t.Fatalf("took %d and %d ids", len(got[a]), len(got[b]))
+	}
+	if r.take() != nil {
+		t.Fatal("a second take returned ids")
+	}
+	if d := r.add(a, make([]uuid.UUID, 3)); d != 0 {
+		t.Fatalf("%d dropped after a take emptied the batch", d)
+	}
+}
