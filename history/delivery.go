@@ -355,7 +355,7 @@ func (s *Store) PruneDeliveries(before time.Time, keep int) (removed int, err er
 				continue
 			}
 			rk := k[tsLen:]
-			if v := w.delivery.Get(rk); v != nil && len(v) > 1 && DeliveryState(v[1]) == DeliveryQueued {
+			if v := w.delivery.Get(rk); len(v) > 1 && DeliveryState(v[1]) == DeliveryQueued {
 				continue
 			}
 			victims = append(victims, bytes.Clone(k))
