@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -317,21 +316,7 @@ func (m *floodMember) dial(o *histOrg, name string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	cfg := transport.DefaultConfig()
-	cfg.Identity = m.key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(m.t, s), "tcp://")}, cfg, &target)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(func() { l.Close() })
-	if old := m.links[name]; old != nil {
-		old.Close()
-	}
-	l.Start(func(f []byte) {
+	l, _ := dialMember(m.t, m.key, s, func(l *transport.Link, f []byte) {
 		if len(f) == 0 || proto.FrameType(f[0]) != proto.FrameEnvelope {
 			return
 		}
@@ -346,6 +331,9 @@ func (m *floodMember) dial(o *histOrg, name string) {
 			l.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...))
 		}
 	})
+	if old := m.links[name]; old != nil {
+		old.Close()
+	}
 	m.links[name] = l
 }
 

@@ -46,22 +46,7 @@ func newRawMember(t *testing.T) *rawMember {
 // dial links m to the meshd whose status is s, and records acks.
 func (m *rawMember) dial(s statusJSON) proto.PubKey {
 	m.t.Helper()
-	target, err := proto.ParsePubKey(s.Key)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	cfg := transport.DefaultConfig()
-	cfg.Identity = m.key
-	cfg.Org = "acme"
-	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(m.t, s), "tcp://")}, cfg, &target)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(func() { l.Close() })
-	l.Start(func(f []byte) {
+	l, target := dialMember(m.t, m.key, s, func(_ *transport.Link, f []byte) {
 		if len(f) > 0 && proto.FrameType(f[0]) == proto.FrameEnvelope {
 			if se, err := proto.ParseEnvelope(f[1:]); err == nil {
 				m.mu.Lock()
@@ -81,6 +66,30 @@ func (m *rawMember) dial(s statusJSON) proto.PubKey {
 	})
 	m.link = l
 	return target
+}
+
+// dialMember links a member made from its own key (and no meshd) to the
+// meshd whose status is s, and hands each frame it receives to onFrame,
+// with the link. The link closes at the end of the test.
+func dialMember(t testing.TB, key ed25519.PrivateKey, s statusJSON, onFrame func(l *transport.Link, f []byte)) (*transport.Link, proto.PubKey) {
+	t.Helper()
+	target, err := proto.ParsePubKey(s.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := transport.DefaultConfig()
+	cfg.Identity = key
+	cfg.Org = "acme"
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: s.RosterVersion} }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := transport.Dial(ctx, transport.Addr{Network: "tcp", Address: strings.TrimPrefix(tcpListen(t, s), "tcp://")}, cfg, &target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	l.Start(func(f []byte) { onFrame(l, f) })
+	return l, target
 }
 
 func (m *rawMember) ackedN(id uuid.UUID) int {
