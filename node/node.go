@@ -67,14 +67,16 @@ type Node struct {
 	counter  *history.SendCounter
 	channels *channel.Set
 	subs     *channel.Subscriptions
-	presence *presence.Table
-	pub      *presence.Publisher
-	inbox    *inboxNotifier
-	events   *broadcaster
-	syncer   *syncer // history sync and serving
-	mirror   *mailbox.Mirror
-	outbox   *mailbox.Outbox
-	mirrorq  chan mailbox.Item
+	// chanVersions records the policy versions accepted, for channel show.
+	chanVersions *chanVersions
+	presence     *presence.Table
+	pub          *presence.Publisher
+	inbox        *inboxNotifier
+	events       *broadcaster
+	syncer       *syncer // history sync and serving
+	mirror       *mailbox.Mirror
+	outbox       *mailbox.Outbox
+	mirrorq      chan mailbox.Item
 	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool

@@ -24,6 +24,8 @@ commands:
 
 examples:
   meshctl channel create deploys --writers role:operator
+  meshctl channel set deploys --readers role:operator --history off
+  meshctl channel delete old-builds
   meshctl channel list
 `
 
@@ -79,6 +81,9 @@ func writeChannel(w io.Writer, ch *api.Channel) error {
 	fmt.Fprintf(tw, "channel\t#%s\n", printable(ch.Name, false))
 	fmt.Fprintf(tw, "id\t%s\n", printable(ch.ID, false))
 	fmt.Fprintf(tw, "version\t%d\n", ch.Version)
+	if ch.Deleted {
+		fmt.Fprintf(tw, "deleted\tyes: a tombstone; nothing is delivered, sends are refused\n")
+	}
 	fmt.Fprintf(tw, "subscription\t%s\n", printable(ch.Subscription, false))
 	fmt.Fprintf(tw, "access\t%s\n", access(ch))
 	fmt.Fprintf(tw, "readers\t%s\n", principals(ch.Readers))

@@ -38,6 +38,32 @@ func (s *Server) createChannel(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
+func (s *Server) updateChannel(w http.ResponseWriter, req *http.Request) {
+	var in api.UpdateChannel
+	if !readJSON(w, req, &in) {
+		return
+	}
+	c, err := s.b.UpdateChannel(req.PathValue("name"), in)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) deleteChannel(w http.ResponseWriter, req *http.Request) {
+	var in struct{}
+	if !readJSON(w, req, &in) {
+		return
+	}
+	c, err := s.b.DeleteChannel(req.PathValue("name"))
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
 func (s *Server) subscribe(w http.ResponseWriter, req *http.Request) {
 	var in api.Subscribe
 	if !readJSON(w, req, &in) {
