@@ -156,7 +156,7 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 	}
 	r := n.Roster()
 	if p.Deleted() {
-		return nil, refuse(http.StatusGone, hintChannels, "#%s was deleted (policy v%d)", p.Name, p.Version)
+		return nil, refuse(http.StatusForbidden, hintChannels, "#%s was deleted (policy v%d)", p.Name, p.Version)
 	}
 	if !p.CanWrite(r, n.id.Pub) {
 		return nil, forbidden("not a writer of #%s (writers: %s)", p.Name, principals(p.WriteACL))

@@ -52,10 +52,6 @@ func (s *Server) updateChannel(w http.ResponseWriter, req *http.Request) {
 }
 
 func (s *Server) deleteChannel(w http.ResponseWriter, req *http.Request) {
-	var in struct{}
-	if !readJSON(w, req, &in) {
-		return
-	}
 	c, err := s.b.DeleteChannel(req.PathValue("name"))
 	if err != nil {
 		writeRefusal(w, err)
