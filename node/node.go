@@ -69,14 +69,16 @@ type Node struct {
 	subs     *channel.Subscriptions
 	// chanVersions records the policy versions accepted, for channel show.
 	chanVersions *chanVersions
-	presence     *presence.Table
-	pub          *presence.Publisher
-	inbox        *inboxNotifier
-	events       *broadcaster
-	syncer       *syncer // history sync and serving
-	mirror       *mailbox.Mirror
-	outbox       *mailbox.Outbox
-	mirrorq      chan mailbox.Item
+	// blocks is the local block list (meshctl block).
+	blocks   *blockList
+	presence *presence.Table
+	pub      *presence.Publisher
+	inbox    *inboxNotifier
+	events   *broadcaster
+	syncer   *syncer // history sync and serving
+	mirror   *mailbox.Mirror
+	outbox   *mailbox.Outbox
+	mirrorq  chan mailbox.Item
 	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool

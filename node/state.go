@@ -56,6 +56,9 @@ func (n *Node) openState() error {
 		n.log.Warn("channel version record unreadable; starting it again", "err", err)
 	}
 	n.chanVersions.seed(n.channels.All())
+	if n.blocks, err = openBlockList(filepath.Join(n.cfg.Home, "blocks.json")); err != nil {
+		return err
+	}
 	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {
 		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}

@@ -545,6 +545,21 @@ func TestControlAPILive(t *testing.T) {
 	c.refused(bob, reqValid, "POST", "/v1/channels/ops/delete", "", nil, 403, false)
 	c.refused(alice, reqValid, "POST", "/v1/channels/nope/delete", "", nil, 404, true)
 
+	// The block list.
+	c.json(alice, "GET", "/v1/blocks", nil, 200, nil)
+	var blocked struct{ Blocked bool }
+	c.json(alice, "POST", "/v1/blocks", map[string]string{"member": "bob"}, 200, &blocked)
+	if !blocked.Blocked {
+		t.Fatal("bob not blocked")
+	}
+	c.refused(alice, reqValid, "POST", "/v1/blocks", js, []byte(`{"member":"bob"}`), 400, false)
+	c.refused(alice, reqValid, "POST", "/v1/blocks", js, []byte(`{"member":"nobody"}`), 404, true)
+	c.refused(alice, reqInvalid, "POST", "/v1/blocks", js, []byte(`{}`), 400, false)
+	c.json(alice, "GET", "/v1/status", nil, 200, nil)
+	c.json(alice, "DELETE", "/v1/blocks/bob", nil, 200, nil)
+	c.refused(alice, reqValid, "DELETE", "/v1/blocks/bob", "", nil, 400, false)
+	c.refused(alice, reqValid, "DELETE", "/v1/blocks/nobody", "", nil, 404, true)
+
 	// Bob learns the channels from alice, then subscribes.
 	o.waitChannel("bob", "ops")
 	o.waitChannel("bob", "secret")

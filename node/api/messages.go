@@ -17,6 +17,9 @@ import (
 //	POST /v1/channels                 create a channel (admins only)        body: CreateChannel
 //	POST /v1/channels/{name}/policy   sign the next policy version (admins) body: UpdateChannel
 //	POST /v1/channels/{name}/delete   sign the channel's tombstone (admins)
+//	GET  /v1/blocks                   the members this node blocks
+//	POST /v1/blocks                   block a member                        body: SetBlock
+//	DELETE /v1/blocks/{member}        unblock a member
 //	POST /v1/subscriptions            subscribe, unsubscribe, mute, unmute  body: Subscribe
 //	POST /v1/send                     a channel message or a DM             body: Send
 //	POST /v1/request                  a Request to a peer                   body: Request
@@ -96,6 +99,26 @@ type UpdateChannel struct {
 // Channels is the answer to GET /v1/channels.
 type Channels struct {
 	Channels []Channel `json:"channels"`
+}
+
+// Block is a member this node blocks, in answers of /v1/blocks.
+type Block struct {
+	Key         string    `json:"key"`
+	Fingerprint string    `json:"fingerprint"`
+	Name        string    `json:"name,omitempty"`
+	Since       time.Time `json:"since,omitzero"`
+	// Blocked is the member's state after POST or DELETE /v1/blocks.
+	Blocked bool `json:"blocked"`
+}
+
+// Blocks is the answer to GET /v1/blocks.
+type Blocks struct {
+	Blocks []Block `json:"blocks"`
+}
+
+// SetBlock is the body of POST /v1/blocks.
+type SetBlock struct {
+	Member string `json:"member"` // key, fingerprint or roster name
 }
 
 // Subscribe is the body of POST /v1/subscriptions.
@@ -241,6 +264,24 @@ func (c *Client) UpdateChannel(ctx context.Context, name string, in UpdateChanne
 func (c *Client) DeleteChannel(ctx context.Context, name string) (*Channel, error) {
 	var out Channel
 	return &out, c.postJSON(ctx, "/v1/channels/"+url.PathEscape(name)+"/delete", struct{}{}, &out)
+}
+
+// Blocks calls GET /v1/blocks.
+func (c *Client) Blocks(ctx context.Context) (*Blocks, error) {
+	var out Blocks
+	return &out, c.Get(ctx, "/v1/blocks", &out)
+}
+
+// Block calls POST /v1/blocks.
+func (c *Client) Block(ctx context.Context, member string) (*Block, error) {
+	var out Block
+	return &out, c.postJSON(ctx, "/v1/blocks", SetBlock{Member: member}, &out)
+}
+
+// Unblock calls DELETE /v1/blocks/{member}.
+func (c *Client) Unblock(ctx context.Context, member string) (*Block, error) {
+	var out Block
+	return &out, c.Do(ctx, http.MethodDelete, "/v1/blocks/"+url.PathEscape(member), "", nil, &out)
 }
 
 // CreateChannel calls POST /v1/channels.

@@ -60,6 +60,36 @@ func (s *Server) deleteChannel(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
+func (s *Server) listBlocks(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.b.Blocks())
+}
+
+func (s *Server) block(w http.ResponseWriter, req *http.Request) {
+	var in api.SetBlock
+	if !readJSON(w, req, &in) {
+		return
+	}
+	if in.Member == "" {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("member is required"), "list members with: meshctl roster show")
+		return
+	}
+	b, err := s.b.SetBlock(in.Member, true)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) unblock(w http.ResponseWriter, req *http.Request) {
+	b, err := s.b.SetBlock(req.PathValue("member"), false)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
 func (s *Server) subscribe(w http.ResponseWriter, req *http.Request) {
 	var in api.Subscribe
 	if !readJSON(w, req, &in) {
