@@ -244,7 +244,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 	}
 	if se.Kind == proto.KindPresence {
 		n.observeClock(se, src, now)
-		if n.presence.Observe(se.From, *se.Presence, now) {
+		if n.presence.ObserveTTL(se.From, *se.Presence, time.Duration(se.TTL)*time.Second, now) {
 			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}
 		n.metrics.Inc("rx.presence")
