@@ -32,6 +32,8 @@ examples:
 // access renders what this node may do on a channel.
 func access(ch *api.Channel) string {
 	switch {
+	case ch.Deleted:
+		return "deleted"
 	case ch.CanRead && ch.CanWrite:
 		return "read/write"
 	case ch.CanRead:
