@@ -62,7 +62,10 @@ func (n *Node) UpdateChannel(q string, req api.UpdateChannel) (api.Channel, erro
 		}
 		next.RetentionMessages = uint32(m)
 	}
-	if next.Deleted() {
+	switch {
+	case next.Deleted() && p.Deleted():
+		return api.Channel{}, badRequest("#%s is deleted: give readers and writers to restore it", p.Name)
+	case next.Deleted():
 		return api.Channel{}, badRequest("#%s would have no readers and no writers, which deletes it: use meshctl channel delete", p.Name)
 	}
 	if err := next.Sign(n.id.Key); err != nil {

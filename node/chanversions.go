@@ -107,10 +107,12 @@ func (c *chanVersions) get(id uuid.UUID) []policyVersion {
 	return append([]policyVersion(nil), c.m[id]...)
 }
 
+// save writes the record; the lock is held throughout, so an older
+// snapshot never overwrites a newer one.
 func (c *chanVersions) save() error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	b, err := json.Marshal(c.m)
-	c.mu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -241,6 +241,9 @@ func (n *Node) SetSubscription(name, state string) (*api.Channel, error) {
 	if err != nil {
 		return nil, badRequest("%w", err)
 	}
+	if st != channel.Unsubscribed && p.Deleted() {
+		return nil, forbidden("#%s was deleted (policy v%d)", p.Name, p.Version)
+	}
 	if st != channel.Unsubscribed && !p.CanRead(n.Roster(), n.id.Pub) {
 		return nil, forbidden("not a reader of #%s (readers: %s)", p.Name, principals(p.ReadACL))
 	}

@@ -140,6 +140,15 @@ func TestChannelAdministration(t *testing.T) {
 			t.Fatalf("%s: send to a deleted channel: %d %s", n, r.code, r.stderr)
 		}
 	}
+	if r := meshctlRun(t, o.meshctl, "--home", o.homes["b"], "subscribe", "open"); r.code == 0 || !strings.Contains(r.stderr, "was deleted") {
+		t.Fatalf("subscribing to a deleted channel: %d %s", r.code, r.stderr)
+	}
+	if r := meshctlRun(t, o.meshctl, "--home", o.homes["a"], "channel", "set", "open", "--history", "on"); r.code == 0 || !strings.Contains(r.stderr, "restore it") {
+		t.Fatalf("editing a deleted channel without readers: %d %s", r.code, r.stderr)
+	}
+	if r := meshctlRun(t, o.meshctl, "--home", o.homes["a"], "channel", "delete", "open"); r.code == 0 || !strings.Contains(r.stderr, "already deleted") {
+		t.Fatalf("deleting twice: %d %s", r.code, r.stderr)
+	}
 	if r := meshctlRun(t, o.meshctl, "--home", o.homes["b"], "channel", "set", "ops", "--history", "on"); r.code == 0 || !strings.Contains(r.stderr, "only roster admins") {
 		t.Fatalf("a member changed a policy: %d %s", r.code, r.stderr)
 	}
