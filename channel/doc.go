@@ -55,6 +55,16 @@
 // the same way on every node whatever order documents arrive in (see
 // [Set]).
 //
+// # Tombstones
+//
+// A version whose readers and writers are both empty is a tombstone
+// ([Policy.Deleted]): the channel is deleted. [Policy.Tombstone] makes
+// the one after a held version, with history fetch off and everything
+// else kept. It is merged like any version, so an older version after it
+// is a rollback, and it keeps the channel's name. A node that predates
+// tombstones reads it as a version that grants nobody, which stops the
+// channel's delivery all the same.
+//
 // # ACL
 //
 // [Policy.CanRead] grants k read access if k is a member of the current

@@ -3,6 +3,7 @@ package channel
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -43,12 +44,20 @@ func goldenVectors(t testing.TB) []struct {
 	}
 	mustSign(t, deploys, carol, alice)
 
+	// The tombstone that deletes general: version 2, no readers, no
+	// writers, history fetch off, signed by alice.
+	tomb := testPolicy(idGeneral, "general")
+	tomb.ReadACL, tomb.WriteACL = []Principal{}, []Principal{}
+	tomb.Version, tomb.Timestamp = 2, t0+60_000
+	mustSign(t, tomb, alice)
+
 	return []struct {
 		file string
 		p    *Policy
 	}{
 		{"policy-general.hex", general},
 		{"policy-deploys.hex", deploys},
+		{"policy-general-deleted.hex", tomb},
 	}
 }
 
@@ -113,5 +122,29 @@ func TestGoldenBody(t *testing.T) {
 		0a 64 61636d65                          # 10: "acme"`)
 	if !bytes.Equal(g.Doc.Body, wantG) {
 		t.Fatalf("general body\n got %x\nwant %x", g.Doc.Body, wantG)
+	}
+}
+
+// TestTombstoneVector checks that the tombstone vector is what
+// [Policy.Tombstone] makes of the general vector, and reads as deleted.
+func TestTombstoneVector(t *testing.T) {
+	g := mustParse(t, readHex(t, "policy-general.hex"))
+	d := mustParse(t, readHex(t, "policy-general-deleted.hex"))
+	if g.Deleted() || !d.Deleted() {
+		t.Fatalf("deleted: general %v, tombstone %v", g.Deleted(), d.Deleted())
+	}
+	tb := g.Tombstone()
+	tb.Timestamp = d.Timestamp
+	mustSign(t, tb, alice)
+	if !bytes.Equal(tb.Doc.Body, d.Doc.Body) {
+		t.Fatalf("Tombstone body\n got %x\nwant %x", tb.Doc.Body, d.Doc.Body)
+	}
+	s := NewSet()
+	r := testRoster(t)
+	if _, err := s.Merge(r, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Merge(r, g); !errors.Is(err, ErrRollback) {
+		t.Fatalf("v1 after the tombstone: %v, want a rollback", err)
 	}
 }

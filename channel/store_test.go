@@ -15,6 +15,9 @@ func TestSaveLoad(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "policies") // Save creates it
 	var s Set
 	for _, g := range goldenVectors(t) {
+		if g.p.Deleted() {
+			continue // general's tombstone: the test edits general itself
+		}
 		mustApply(t, &s, r, g.p)
 	}
 	if err := s.Save(dir); err != nil {

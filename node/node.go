@@ -67,6 +67,10 @@ type Node struct {
 	counter  *history.SendCounter
 	channels *channel.Set
 	subs     *channel.Subscriptions
+	// chanVersions records the policy versions accepted, for channel show.
+	chanVersions *chanVersions
+	// blocks is the local block list (meshctl block).
+	blocks   *blockList
 	presence *presence.Table
 	pub      *presence.Publisher
 	inbox    *inboxNotifier

@@ -3,10 +3,12 @@ package node
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
 )
 
 // CreateChannel creates a channel policy signed by this node, which must
@@ -89,6 +91,7 @@ func (n *Node) applyPolicy(p *channel.Policy, from *peerLink) (bool, error) {
 		n.log.Error("persist channel policies", "err", err)
 	}
 	n.metrics.Inc("policy.accepted")
+	n.policyApplied(p)
 	n.log.Info("channel policy", "name", p.Name, "id", p.ID, "version", p.Version)
 	n.syncer.channelsChanged()
 	b, err := p.Encode()
@@ -158,7 +161,30 @@ func (n *Node) Channel(q string) (api.Channel, error) {
 	if err != nil {
 		return api.Channel{}, err
 	}
-	return n.channelInfo(p), nil
+	c := n.channelInfo(p)
+	r := n.Roster()
+	for _, v := range n.chanVersions.get(p.ID) {
+		cv := api.ChannelVersion{Version: v.Version, Made: time.UnixMilli(v.Timestamp).UTC(), History: v.History,
+			Hours: int(v.Hours), Messages: int(v.Messages), Deleted: v.Deleted, Accepted: v.Accepted,
+			Signers: []string{}, Readers: labels(v.ReadText, r), Writers: labels(v.WriteText, r)}
+		for _, k := range v.Signers {
+			cv.Signers = append(cv.Signers, r.Label(k))
+		}
+		c.Versions = append(c.Versions, cv)
+	}
+	return c, nil
+}
+
+// labels renders principal texts as channelInfo does.
+func labels(texts []string, r *roster.Roster) []string {
+	out := []string{}
+	for _, s := range texts {
+		if p, err := channel.ParsePrincipal(s, nil); err == nil {
+			s = p.Label(r)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // NewChannel is [Node.CreateChannel] answering with the API's view.
@@ -187,6 +213,7 @@ func (n *Node) channelInfo(p *channel.Policy) api.Channel {
 		Subscription:      n.subs.Get(p.ID).String(),
 		CanRead:           p.CanRead(r, n.id.Pub),
 		CanWrite:          p.CanWrite(r, n.id.Pub),
+		Deleted:           p.Deleted(),
 	}
 	for _, x := range p.ReadACL {
 		c.Readers = append(c.Readers, x.Label(r))
@@ -213,6 +240,9 @@ func (n *Node) SetSubscription(name, state string) (*api.Channel, error) {
 	st, err := channel.ParseSubState(state)
 	if err != nil {
 		return nil, badRequest("%w", err)
+	}
+	if st != channel.Unsubscribed && p.Deleted() {
+		return nil, forbidden("#%s was deleted (policy v%d)", p.Name, p.Version)
 	}
 	if st != channel.Unsubscribed && !p.CanRead(n.Roster(), n.id.Pub) {
 		return nil, forbidden("not a reader of #%s (readers: %s)", p.Name, principals(p.ReadACL))

@@ -38,9 +38,18 @@ func (n *Node) presenceLoop() {
 // presenceEnvelope signs an announcement of state.
 func (n *Node) presenceEnvelope(state proto.PresenceState) (*proto.SignedEnvelope, error) {
 	p := n.pub.Next(state, time.Now())
-	return n.sign(proto.ToOrg(n.Roster().Org), proto.KindPresence, n.cfg.EnvelopeTTL, func(e *proto.Envelope) {
+	return n.sign(proto.ToOrg(n.Roster().Org), proto.KindPresence, presenceLifetime(n.cfg.PresenceTTL), func(e *proto.Envelope) {
 		e.Presence = &p
 	})
+}
+
+// presenceLifetime is the ttl_secs of our Presence envelopes: our
+// presence_ttl, in whole seconds (rounded up, at least 1, at most the
+// dedupe horizon), so receivers with a shorter presence_ttl wait as long
+// as we do between refreshes (PROTOCOL.md §14.7).
+func presenceLifetime(ttl time.Duration) time.Duration {
+	secs := (ttl + time.Second - 1) / time.Second
+	return min(max(secs, 1), maxTTL) * time.Second
 }
 
 // publishPresence announces state to every linked peer and records it in

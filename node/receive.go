@@ -256,7 +256,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 	}
 	if se.Kind == proto.KindPresence {
 		n.observeClock(se, src, now)
-		if n.presence.Observe(se.From, *se.Presence, now) {
+		if n.presence.ObserveTTL(se.From, *se.Presence, time.Duration(se.TTL)*time.Second, now) {
 			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}
 		n.metrics.Inc("rx.presence")
@@ -319,11 +319,21 @@ func (n *Node) commitLoop() {
 
 func (n *Node) commit(batch []rxItem) {
 	ds := make([]history.Delivery, len(batch))
+	var blocked []bool // set where a blocked member's envelope left the inbox
 	for i, it := range batch {
 		prio, wakes, inbox := n.classify(it.se)
 		if it.se.Kind == proto.KindRequest && it.se.Expires().Before(it.now) {
 			// An expired request (from history sync) is never fresh work.
 			wakes = false
+		}
+		if inbox && n.blocks.has(it.se.From) {
+			// Stored and acknowledged as ever (the member is not told),
+			// but kept out of the inbox and the mailbox.
+			inbox, wakes = false, false
+			if blocked == nil {
+				blocked = make([]bool, len(batch))
+			}
+			blocked[i] = true
 		}
 		ds[i] = history.Delivery{Env: it.se, FromHistory: it.src.history, Inbox: inbox, Priority: prio, Wakes: wakes}
 	}
@@ -362,6 +372,9 @@ func (n *Node) commit(batch []rxItem) {
 			continue
 		}
 		n.metrics.Inc(deliveredMetric(se.Kind))
+		if blocked != nil && blocked[i] {
+			n.drop(dropBlocked, se, it.src, nil)
+		}
 		if se.Kind == proto.KindRequest {
 			n.requests.received(se)
 		}

@@ -168,6 +168,9 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 		return nil, err
 	}
 	r := n.Roster()
+	if p.Deleted() {
+		return nil, refuse(http.StatusForbidden, hintChannels, "#%s was deleted (policy v%d)", p.Name, p.Version)
+	}
 	if !p.CanWrite(r, n.id.Pub) {
 		return nil, forbidden("not a writer of #%s (writers: %s)", p.Name, principals(p.WriteACL))
 	}

@@ -53,6 +53,13 @@ func (n *Node) openState() error {
 	if dropped, stale := n.channels.Revalidate(n.Roster()); len(dropped)+len(stale) > 0 {
 		n.log.Warn("channel policies no longer valid under the roster", "dropped", len(dropped), "stale", len(stale))
 	}
+	if n.chanVersions, err = openChanVersions(filepath.Join(n.cfg.Home, "channel-versions.json")); err != nil {
+		n.log.Warn("channel version record unreadable; starting it again", "err", err)
+	}
+	n.chanVersions.seed(n.channels.All())
+	if n.blocks, err = openBlockList(filepath.Join(n.cfg.Home, "blocks.json")); err != nil {
+		return err
+	}
 	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {
 		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}

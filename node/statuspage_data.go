@@ -64,6 +64,7 @@ func (n *Node) StatusInfo() api.Status {
 		ClockSkewSeconds: skew.Seconds(),
 		Mailbox:          n.mailboxStatus(),
 		QuotaRefused:     n.quotaRefused(r),
+		Blocked:          n.Blocks().Blocks,
 	}
 }
 

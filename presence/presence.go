@@ -1,7 +1,9 @@
 // Package presence keeps the presence table: what each member last said
 // about itself (Online, Away, Offline), resolved by the highest sequence
-// number per sender rather than by clocks, and aged to Offline after
-// presence_ttl of silence. It also numbers our own announcements.
+// number per sender rather than by clocks, and aged to Offline after a
+// silence longer than both this node's presence_ttl and the one the
+// member announced (its Presence envelope's ttl_secs). It also numbers our
+// own announcements.
 package presence
 
 import (
@@ -28,6 +30,9 @@ type Entry struct {
 	Seq   uint64              `json:"seq"`
 	// LastHeard is when anything was last received from the member.
 	LastHeard time.Time `json:"last_heard"`
+	// TTL is the silence after which the member is shown offline: the
+	// longer of the table's TTL and the one the member announced.
+	TTL time.Duration `json:"ttl"`
 }
 
 type entry struct {
@@ -35,6 +40,7 @@ type entry struct {
 	seq       uint64
 	heard     time.Time
 	expired   bool
+	ttl       time.Duration // the TTL the member announced with seq; 0 if none
 }
 
 // Table is the presence table. It is safe for concurrent use.
@@ -59,6 +65,16 @@ func (t *Table) TTL() time.Duration { return t.ttl }
 // wins; an older or equal seq changes nothing but still counts as a sign
 // of life. It reports whether the effective state changed.
 func (t *Table) Observe(k proto.PubKey, p proto.Presence, now time.Time) bool {
+	return t.ObserveTTL(k, p, 0, now)
+}
+
+// ObserveTTL is [Table.Observe] for an announcement that also says how
+// long its sender may stay silent (its presence_ttl, carried as the
+// envelope's ttl_secs). k is shown offline only after a silence longer
+// than both that and the table's own TTL, so a member that refreshes
+// less often than this node would is not shown offline between its
+// refreshes. 0 means the announcement said nothing.
+func (t *Table) ObserveTTL(k proto.PubKey, p proto.Presence, ttl time.Duration, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.m[k]
@@ -74,6 +90,7 @@ func (t *Table) Observe(k proto.PubKey, p proto.Presence, now time.Time) bool {
 	if p.Seq > e.seq || e.announced == 0 {
 		e.seq = p.Seq
 		e.announced = p.State
+		e.ttl = ttl
 	}
 	return t.stateLocked(e, now) != before
 }
@@ -92,11 +109,14 @@ func (t *Table) stateLocked(e *entry, now time.Time) proto.PresenceState {
 	if e.announced == 0 {
 		return 0
 	}
-	if e.expired || now.Sub(e.heard) > t.ttl {
+	if e.expired || now.Sub(e.heard) > t.ttlOf(e) {
 		return proto.Offline
 	}
 	return e.announced
 }
+
+// ttlOf returns the silence after which e is shown offline.
+func (t *Table) ttlOf(e *entry) time.Duration { return max(t.ttl, e.ttl) }
 
 // Get returns k's entry as of now.
 func (t *Table) Get(k proto.PubKey, now time.Time) (Entry, bool) {
@@ -106,7 +126,7 @@ func (t *Table) Get(k proto.PubKey, now time.Time) (Entry, bool) {
 	if e == nil || e.announced == 0 {
 		return Entry{}, false
 	}
-	return Entry{Key: k, Announced: e.announced, State: t.stateLocked(e, now), Seq: e.seq, LastHeard: e.heard}, true
+	return Entry{Key: k, Announced: e.announced, State: t.stateLocked(e, now), Seq: e.seq, LastHeard: e.heard, TTL: t.ttlOf(e)}, true
 }
 
 // All returns every known entry as of now, sorted by key.
@@ -117,7 +137,7 @@ func (t *Table) All(now time.Time) []Entry {
 		if e.announced == 0 {
 			continue
 		}
-		out = append(out, Entry{Key: k, Announced: e.announced, State: t.stateLocked(e, now), Seq: e.seq, LastHeard: e.heard})
+		out = append(out, Entry{Key: k, Announced: e.announced, State: t.stateLocked(e, now), Seq: e.seq, LastHeard: e.heard, TTL: t.ttlOf(e)})
 	}
 	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key.String(), b.Key.String()) })
@@ -134,7 +154,7 @@ func (t *Table) Expire(now time.Time) []proto.PubKey {
 		if e.announced == 0 || e.expired || e.announced == proto.Offline {
 			continue
 		}
-		if now.Sub(e.heard) > t.ttl {
+		if now.Sub(e.heard) > t.ttlOf(e) {
 			e.expired = true
 			out = append(out, k)
 		}

@@ -79,3 +79,34 @@ func TestPublisherMonotonicAcrossRestart(t *testing.T) {
 		t.Fatalf("restarted seq %d does not outrank %d", c.Seq, b.Seq)
 	}
 }
+
+// TestSenderTTL: a member that announced a longer TTL than the table's
+// stays online through a silence the table's own TTL would expire, and
+// goes offline after its own; a shorter announced TTL changes nothing.
+func TestSenderTTL(t *testing.T) {
+	tb := NewTable(3 * time.Second)
+	t0 := time.Unix(1000, 0)
+	slow, fast, old := key(1), key(2), key(3)
+	tb.ObserveTTL(slow, proto.Presence{State: proto.Online, Seq: 1}, 30*time.Second, t0)
+	tb.ObserveTTL(fast, proto.Presence{State: proto.Online, Seq: 1}, time.Second, t0)
+	tb.Observe(old, proto.Presence{State: proto.Online, Seq: 1}, t0)
+	if e, _ := tb.Get(fast, t0.Add(2*time.Second)); e.State != proto.Online || e.TTL != 3*time.Second {
+		t.Fatalf("fast at +2s: %+v, want online with the table's 3s", e)
+	}
+	at := t0.Add(10 * time.Second)
+	if got := tb.Expire(at); len(got) != 2 {
+		t.Fatalf("expired %v at +10s, want fast and old", got)
+	}
+	if e, _ := tb.Get(slow, at); e.State != proto.Online || e.TTL != 30*time.Second {
+		t.Fatalf("slow at +10s: %+v, want online with a 30s ttl", e)
+	}
+	if got := tb.Expire(t0.Add(31 * time.Second)); len(got) != 1 || got[0] != slow {
+		t.Fatalf("expired %v at +31s, want slow", got)
+	}
+	// An older seq does not change the TTL in force.
+	tb.ObserveTTL(slow, proto.Presence{State: proto.Online, Seq: 2}, 30*time.Second, t0.Add(40*time.Second))
+	tb.ObserveTTL(slow, proto.Presence{State: proto.Online, Seq: 1}, time.Second, t0.Add(41*time.Second))
+	if e, _ := tb.Get(slow, t0.Add(60*time.Second)); e.State != proto.Online {
+		t.Fatalf("slow after a stale announcement: %+v", e)
+	}
+}

@@ -24,12 +24,16 @@ commands:
 
 examples:
   meshctl channel create deploys --writers role:operator
+  meshctl channel set deploys --readers role:operator --history off
+  meshctl channel delete old-builds
   meshctl channel list
 `
 
 // access renders what this node may do on a channel.
 func access(ch *api.Channel) string {
 	switch {
+	case ch.Deleted:
+		return "deleted"
 	case ch.CanRead && ch.CanWrite:
 		return "read/write"
 	case ch.CanRead:
@@ -79,6 +83,9 @@ func writeChannel(w io.Writer, ch *api.Channel) error {
 	fmt.Fprintf(tw, "channel\t#%s\n", printable(ch.Name, false))
 	fmt.Fprintf(tw, "id\t%s\n", printable(ch.ID, false))
 	fmt.Fprintf(tw, "version\t%d\n", ch.Version)
+	if ch.Deleted {
+		fmt.Fprintf(tw, "deleted\tyes: a tombstone; nothing is delivered, sends are refused\n")
+	}
 	fmt.Fprintf(tw, "subscription\t%s\n", printable(ch.Subscription, false))
 	fmt.Fprintf(tw, "access\t%s\n", access(ch))
 	fmt.Fprintf(tw, "readers\t%s\n", principals(ch.Readers))

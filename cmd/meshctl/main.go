@@ -69,11 +69,16 @@ var commands = []*command{
 	{name: "doctor", summary: "explain why this node has no or few peers, and name the fix", usage: usageDoctor, run: runDoctor},
 	{name: "ui", summary: "print the address that opens the status page (owner only)", usage: usageUI, run: runUI},
 	{name: "top", args: "[--once] [--interval D]", summary: "watch peers, traffic rates and drops, live", usage: usageTop, run: runTop},
-	{name: "channel", summary: "create, list and show channels", usage: usageChannel, sub: []*command{
+	{name: "channel", summary: "create, change, delete, list and show channels", usage: usageChannel, sub: []*command{
 		{name: "channel create", args: "NAME [--readers P] [--writers P]", summary: "create a channel (admins)", usage: usageChannelCreate, run: runChannelCreate},
 		{name: "channel list", summary: "list channels, with subscription and access", usage: usageChannelList, run: runChannelList},
-		{name: "channel show", args: "NAME", summary: "show a channel's policy and state", usage: usageChannelShow, run: runChannelShow},
+		{name: "channel show", args: "NAME", summary: "show a channel's policy, state and versions", usage: usageChannelShow, run: runChannelShow},
+		{name: "channel set", args: "NAME [--readers P] [--writers P] [--history on|off]", summary: "sign the next version of a channel's policy (admins)", usage: usageChannelSet, run: runChannelSet},
+		{name: "channel delete", args: "NAME", summary: "delete a channel everywhere (admins)", usage: usageChannelDelete, run: runChannelDelete},
 	}},
+	{name: "block", args: "MEMBER", summary: "keep a member's messages out of this inbox and mailbox", usage: usageBlock, run: runBlock},
+	{name: "unblock", args: "MEMBER", summary: "let a blocked member's messages in again", usage: usageUnblock, run: runUnblock},
+	{name: "blocks", summary: "list the members this node blocks", usage: usageBlocks, run: runBlocks},
 	{name: "subscribe", args: "NAME", summary: "subscribe to a channel", usage: usageSubscribe, run: runSubscribe},
 	{name: "unsubscribe", args: "NAME", summary: "stop taking a channel into the inbox", usage: usageUnsubscribe, run: runUnsubscribe},
 	{name: "mute", args: "NAME", summary: "keep a channel at low priority, without waking", usage: usageMute, run: runMute},

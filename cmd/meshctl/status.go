@@ -101,6 +101,9 @@ func runStatus(a *app, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d channel messages refused from %s (%s): past channel_sender_rate or its budget\n", label, q.Refused, name, q.Fingerprint)
 	}
+	if len(s.Blocked) > 0 {
+		fmt.Fprintf(tw, "blocked\t%s (meshctl blocks)\n", blockNames(s.Blocked))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -521,6 +521,46 @@ func TestControlAPILive(t *testing.T) {
 	c.json(alice, "GET", "/v1/channels/%23ops", nil, 200, nil)
 	c.refused(alice, reqValid, "GET", "/v1/channels/nope", "", nil, 404, true)
 
+	// Policy edits and the tombstone: alice (admin) signs them; bob may not.
+	var edited struct {
+		Version  uint64
+		Versions []struct{ Version uint64 }
+	}
+	c.json(alice, "POST", "/v1/channels/ops/policy", map[string]any{"allow_history_fetch": false, "retention_hours": 24}, 200, &edited)
+	if edited.Version != 2 || len(edited.Versions) != 2 {
+		t.Fatalf("edited ops: %+v", edited)
+	}
+	if msg := c.refused(alice, reqValid, "POST", "/v1/channels/ops/policy", js, []byte(`{"readers":[],"writers":[]}`), 400, false); !strings.Contains(msg, "channel delete") {
+		t.Fatalf("emptying a channel: %q", msg)
+	}
+	c.refused(alice, reqInvalid, "POST", "/v1/channels/ops/policy", js, []byte(`{"colour":"red"}`), 400, false)
+	c.refused(bob, reqValid, "POST", "/v1/channels/ops/policy", js, []byte(`{"allow_history_fetch":true}`), 403, false)
+	c.refused(alice, reqValid, "POST", "/v1/channels/nope/policy", js, []byte(`{}`), 404, true)
+	c.json(alice, "POST", "/v1/channels", map[string]any{"name": "tmp"}, 200, nil)
+	var deleted struct{ Deleted bool }
+	c.json(alice, "POST", "/v1/channels/tmp/delete", nil, 200, &deleted)
+	if !deleted.Deleted {
+		t.Fatal("tmp not deleted")
+	}
+	c.refused(alice, reqValid, "POST", "/v1/channels/tmp/delete", "", nil, 400, false)
+	c.refused(bob, reqValid, "POST", "/v1/channels/ops/delete", "", nil, 403, false)
+	c.refused(alice, reqValid, "POST", "/v1/channels/nope/delete", "", nil, 404, true)
+
+	// The block list.
+	c.json(alice, "GET", "/v1/blocks", nil, 200, nil)
+	var blocked struct{ Blocked bool }
+	c.json(alice, "POST", "/v1/blocks", map[string]string{"member": "bob"}, 200, &blocked)
+	if !blocked.Blocked {
+		t.Fatal("bob not blocked")
+	}
+	c.refused(alice, reqValid, "POST", "/v1/blocks", js, []byte(`{"member":"bob"}`), 400, false)
+	c.refused(alice, reqValid, "POST", "/v1/blocks", js, []byte(`{"member":"nobody"}`), 404, true)
+	c.refused(alice, reqInvalid, "POST", "/v1/blocks", js, []byte(`{}`), 400, false)
+	c.json(alice, "GET", "/v1/status", nil, 200, nil)
+	c.json(alice, "DELETE", "/v1/blocks/bob", nil, 200, nil)
+	c.refused(alice, reqValid, "DELETE", "/v1/blocks/bob", "", nil, 400, false)
+	c.refused(alice, reqValid, "DELETE", "/v1/blocks/nobody", "", nil, 404, true)
+
 	// Bob learns the channels from alice, then subscribes.
 	o.waitChannel("bob", "ops")
 	o.waitChannel("bob", "secret")

@@ -53,6 +53,8 @@ type Status struct {
 	// QuotaRefused lists the members whose channel Messages this node
 	// refused past their channel quota since it started, most first.
 	QuotaRefused []QuotaRefusal `json:"quota_refused,omitempty"`
+	// Blocked lists the members this node blocks (meshctl block).
+	Blocked []Block `json:"blocked,omitempty"`
 }
 
 // MailboxStatus is the mailbox mirror's files against its limits. A limit

@@ -16,6 +16,11 @@ import (
 //	GET  /v1/channels                 channels this node holds, with subscription state
 //	GET  /v1/channels/{name}          one channel
 //	POST /v1/channels                 create a channel (admins only)        body: CreateChannel
+//	POST /v1/channels/{name}/policy   sign the next policy version (admins) body: UpdateChannel
+//	POST /v1/channels/{name}/delete   sign the channel's tombstone (admins)
+//	GET  /v1/blocks                   the members this node blocks
+//	POST /v1/blocks                   block a member                        body: SetBlock
+//	DELETE /v1/blocks/{member}        unblock a member
 //	POST /v1/subscriptions            subscribe, unsubscribe, mute, unmute  body: Subscribe
 //	POST /v1/send                     a channel message or a DM             body: Send
 //	POST /v1/request                  a Request to a peer                   body: Request
@@ -60,11 +65,61 @@ type Channel struct {
 	Subscription      string   `json:"subscription"` // unsubscribed, subscribed or muted
 	CanRead           bool     `json:"can_read"`
 	CanWrite          bool     `json:"can_write"`
+	// Deleted: the held version is a tombstone (no readers, no writers).
+	Deleted bool `json:"deleted,omitempty"`
+	// Versions is the policy's history as this node saw it, oldest
+	// first; only GET /v1/channels/{name} fills it.
+	Versions []ChannelVersion `json:"versions,omitempty"`
+}
+
+// ChannelVersion is one policy version a node accepted.
+type ChannelVersion struct {
+	Version  uint64    `json:"version"`
+	Made     time.Time `json:"made"`    // the policy's timestamp
+	Signers  []string  `json:"signers"` // roster labels, or fingerprints
+	Readers  []string  `json:"readers"`
+	Writers  []string  `json:"writers"`
+	History  bool      `json:"allow_history_fetch"`
+	Hours    int       `json:"retention_hours"`
+	Messages int       `json:"retention_messages"`
+	Deleted  bool      `json:"deleted,omitempty"`
+	Accepted time.Time `json:"accepted"` // when this node accepted it
+}
+
+// UpdateChannel is the body of POST /v1/channels/{name}/policy: the
+// fields to change in the next version; an absent field keeps its value.
+type UpdateChannel struct {
+	Readers           []string `json:"readers,omitempty"`
+	Writers           []string `json:"writers,omitempty"`
+	AllowHistoryFetch *bool    `json:"allow_history_fetch,omitempty"`
+	// RetentionHours and RetentionMessages: 0 sets the default.
+	RetentionHours    *int `json:"retention_hours,omitempty"`
+	RetentionMessages *int `json:"retention_messages,omitempty"`
 }
 
 // Channels is the answer to GET /v1/channels.
 type Channels struct {
 	Channels []Channel `json:"channels"`
+}
+
+// Block is a member this node blocks, in answers of /v1/blocks.
+type Block struct {
+	Key         string    `json:"key"`
+	Fingerprint string    `json:"fingerprint"`
+	Name        string    `json:"name,omitempty"`
+	Since       time.Time `json:"since,omitzero"`
+	// Blocked is the member's state after POST or DELETE /v1/blocks.
+	Blocked bool `json:"blocked"`
+}
+
+// Blocks is the answer to GET /v1/blocks.
+type Blocks struct {
+	Blocks []Block `json:"blocks"`
+}
+
+// SetBlock is the body of POST /v1/blocks.
+type SetBlock struct {
+	Member string `json:"member"` // key, fingerprint or roster name
 }
 
 // Subscribe is the body of POST /v1/subscriptions.
@@ -212,6 +267,36 @@ func (c *Client) Channels(ctx context.Context) (*Channels, error) {
 func (c *Client) Channel(ctx context.Context, name string) (*Channel, error) {
 	var out Channel
 	return &out, c.Get(ctx, "/v1/channels/"+url.PathEscape(name), &out)
+}
+
+// UpdateChannel calls POST /v1/channels/{name}/policy.
+func (c *Client) UpdateChannel(ctx context.Context, name string, in UpdateChannel) (*Channel, error) {
+	var out Channel
+	return &out, c.postJSON(ctx, "/v1/channels/"+url.PathEscape(name)+"/policy", in, &out)
+}
+
+// DeleteChannel calls POST /v1/channels/{name}/delete.
+func (c *Client) DeleteChannel(ctx context.Context, name string) (*Channel, error) {
+	var out Channel
+	return &out, c.postJSON(ctx, "/v1/channels/"+url.PathEscape(name)+"/delete", struct{}{}, &out)
+}
+
+// Blocks calls GET /v1/blocks.
+func (c *Client) Blocks(ctx context.Context) (*Blocks, error) {
+	var out Blocks
+	return &out, c.Get(ctx, "/v1/blocks", &out)
+}
+
+// Block calls POST /v1/blocks.
+func (c *Client) Block(ctx context.Context, member string) (*Block, error) {
+	var out Block
+	return &out, c.postJSON(ctx, "/v1/blocks", SetBlock{Member: member}, &out)
+}
+
+// Unblock calls DELETE /v1/blocks/{member}.
+func (c *Client) Unblock(ctx context.Context, member string) (*Block, error) {
+	var out Block
+	return &out, c.Do(ctx, http.MethodDelete, "/v1/blocks/"+url.PathEscape(member), "", nil, &out)
 }
 
 // CreateChannel calls POST /v1/channels.

@@ -39,6 +39,11 @@ type Backend interface {
 	ChannelList() []api.Channel
 	Channel(name string) (api.Channel, error)
 	NewChannel(req api.CreateChannel) (api.Channel, error)
+	UpdateChannel(name string, req api.UpdateChannel) (api.Channel, error)
+	DeleteChannel(name string) (api.Channel, error)
+	// Blocks and SetBlock read and change the local block list.
+	Blocks() api.Blocks
+	SetBlock(member string, on bool) (api.Block, error)
 	SetSubscription(name, state string) (*api.Channel, error)
 
 	Send(req api.Send) (*api.Sent, error)
@@ -116,7 +121,12 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/channels", s.listChannels)
 	mux.HandleFunc("GET /v1/channels/{name}", s.showChannel)
 	mux.HandleFunc("POST /v1/channels", s.createChannel)
+	mux.HandleFunc("POST /v1/channels/{name}/policy", s.updateChannel)
+	mux.HandleFunc("POST /v1/channels/{name}/delete", s.deleteChannel)
 	mux.HandleFunc("POST /v1/subscriptions", s.subscribe)
+	mux.HandleFunc("GET /v1/blocks", s.listBlocks)
+	mux.HandleFunc("POST /v1/blocks", s.block)
+	mux.HandleFunc("DELETE /v1/blocks/{member}", s.unblock)
 	mux.HandleFunc("POST /v1/send", s.send)
 	mux.HandleFunc("POST /v1/request", s.request)
 	mux.HandleFunc("POST /v1/respond", s.respond)

@@ -38,6 +38,58 @@ func (s *Server) createChannel(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
+func (s *Server) updateChannel(w http.ResponseWriter, req *http.Request) {
+	var in api.UpdateChannel
+	if !readJSON(w, req, &in) {
+		return
+	}
+	c, err := s.b.UpdateChannel(req.PathValue("name"), in)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) deleteChannel(w http.ResponseWriter, req *http.Request) {
+	c, err := s.b.DeleteChannel(req.PathValue("name"))
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) listBlocks(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.b.Blocks())
+}
+
+func (s *Server) block(w http.ResponseWriter, req *http.Request) {
+	var in api.SetBlock
+	if !readJSON(w, req, &in) {
+		return
+	}
+	if in.Member == "" {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("member is required"), "list members with: meshctl roster show")
+		return
+	}
+	b, err := s.b.SetBlock(in.Member, true)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) unblock(w http.ResponseWriter, req *http.Request) {
+	b, err := s.b.SetBlock(req.PathValue("member"), false)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
 func (s *Server) subscribe(w http.ResponseWriter, req *http.Request) {
 	var in api.Subscribe
 	if !readJSON(w, req, &in) {
