@@ -10,26 +10,46 @@ import (
 	"time"
 )
 
-const usageStatus = `usage: meshctl status [--json]
+const usageStatus = `usage: meshctl status [--verbose] [--json]
 
 Show the running meshd: its identity, org and roster version, listen
 addresses, number of links, uptime, the mailbox's files against its
 limits (and whether its mirror is paused), the members whose channel
-messages were refused past their quota, and counters (drops by reason,
-link and roster events). A node an admin removed from the roster says so,
-naming the roster version and how often it still redials its former peers
+messages were refused past their quota, and a summary of its traffic:
+envelopes received and sent, drops by their most frequent reasons, and
+failures. A node an admin removed from the roster says so, naming the
+roster version and how often it still redials its former peers
 ("member": false, "removed": true and "retry_seconds" in --json). Needs a
 running meshd on this home.
 
+  --verbose   also list every counter (drops by reason, link, roster and
+              mailbox events)
+  --json      everything, counters included, as JSON
+
 examples:
   meshctl status
+  meshctl status --verbose
   meshctl status --json | jq .counters
 `
 
 func runStatus(a *app, args []string) error {
-	s, printed, err := fetch(a, args, (*api.Client).Status)
-	if err != nil || printed {
+	fs := a.flagSet()
+	verbose := fs.Bool("verbose", false, "")
+	pos, err := a.parse(fs, args)
+	if err != nil {
 		return err
+	}
+	if err := a.nargs(pos, 0, 0); err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	s, err := a.client().Status(ctx)
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(s)
 	}
 	tw := table(a.Stdout)
 	name := s.Name
@@ -78,8 +98,15 @@ func runStatus(a *app, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d channel messages refused from %s (%s): past channel_sender_rate or its budget\n", label, q.Refused, name, q.Fingerprint)
 	}
+	if !*verbose {
+		summarizeCounters(tw, s.Counters)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if !*verbose {
+		fmt.Fprintf(a.Stdout, "counters: %d (meshctl status --verbose lists them)\n", len(s.Counters))
+		return nil
 	}
 	if len(s.Counters) > 0 {
 		fmt.Fprintln(a.Stdout, "counters:")
