@@ -16,7 +16,8 @@ import (
 
 // TestDoctorWrongOrgThenJoin: on a LAN (network namespaces on a bridge,
 // mDNS only), host 1 ran plain meshd once and holds a one-node org. Its
-// doctor names the org mDNS sees next door and the fix; after an invite
+// doctor names the org mDNS sees next door and the fix, while host 0's
+// (the admin's) advises inviting the stray node; after an invite
 // from host 0 and meshctl join, a plain meshd on host 1 links.
 func TestDoctorWrongOrgThenJoin(t *testing.T) {
 	t.Parallel()
@@ -45,6 +46,13 @@ func TestDoctorWrongOrgThenJoin(t *testing.T) {
 		t.Fatalf("org check: %q / %q", detail, fix)
 	}
 	d1.waitLog("ignoring nodes of another org", 5*time.Second)
+	// On host 0, the admin of "lan", the stray node is no reason to
+	// leave: the advice is to invite it.
+	d = waitDoctor(t, meshctl, h0, "org", "warn")
+	if _, detail, fix := d.check(t, "org"); !strings.Contains(detail, "org-") || !strings.Contains(fix, "meshctl invite") ||
+		strings.Contains(fix, "join TOKEN here") {
+		t.Fatalf("org check on the admin: %q / %q", detail, fix)
+	}
 	if err := d1.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

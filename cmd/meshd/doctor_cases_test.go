@@ -1,0 +1,122 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitDoctorDetail waits until check name has status want and its detail
+// holds every one of has.
+func waitDoctorDetail(t *testing.T, meshctl, h, name, want string, has ...string) (detail, fix string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, _ := doctor(t, meshctl, h)
+		st, detail, fix := d.check(t, name)
+		ok := st == want
+		for _, s := range has {
+			ok = ok && strings.Contains(detail, s)
+		}
+		if ok {
+			return detail, fix
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("doctor %s never became %s with %q: %s: %q / %q", name, want, has, st, detail, fix)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDoctorSeedOfAnotherOrg: a node whose seed answers, but as a node of
+// another org (each ran plain meshd once), is told so and how to join,
+// not that the seed is unreachable behind a firewall.
+func TestDoctorSeedOfAnotherOrg(t *testing.T) {
+	t.Parallel()
+	meshd, meshctl := buildBinaries(t)
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	da := startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "a")
+	seed := tcpListen(t, waitStatus(t, meshctl, a, da))
+	db := startDaemon(t, meshd, b, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--no-unix", "--name", "b", "--seed", seed)
+	waitStatus(t, meshctl, b, db)
+	detail, fix := waitDoctorDetail(t, meshctl, b, "seeds", "problem", seed, "answers, but as a node of another org")
+	if strings.Contains(detail+fix, "firewall") || !strings.Contains(fix, "meshctl join TOKEN") || !strings.Contains(fix, "meshctl invite") {
+		t.Fatalf("seeds check of a seed of another org: %q / %q", detail, fix)
+	}
+}
+
+// TestDoctorLinksRemovedAndClock: in an org of three, a member whose
+// meshd stopped is named with the address that fails and why; a node an
+// admin removed is told so by send (not that it may not write); and with
+// no link left the clock check does not claim that clocks agree.
+func TestDoctorLinksRemovedAndClock(t *testing.T) {
+	t.Parallel()
+	meshd, meshctl := buildBinaries(t)
+	tmp := t.TempDir()
+	homes, keys := map[string]string{}, map[string]string{}
+	for _, n := range []string{"alice", "bob", "carol"} {
+		homes[n] = filepath.Join(tmp, n)
+		var id struct{ Key string }
+		meshctlJSON(t, meshctl, &id, "--home", homes[n], "init", "--name", n)
+		keys[n] = id.Key
+	}
+	a := homes["alice"]
+	meshctlOK(t, meshctl, "--home", a, "roster", "init", "--org", "acme")
+	meshctlOK(t, meshctl, "--home", a, "roster", "add", keys["bob"], "--role", "member", "--name", "bob")
+	meshctlOK(t, meshctl, "--home", a, "roster", "add", keys["carol"], "--role", "member", "--name", "carol")
+	pinned := filepath.Join(tmp, "roster.cbor")
+	raw, err := os.ReadFile(filepath.Join(a, "roster.cbor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pinned, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	da := startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--no-unix")
+	seed := tcpListen(t, waitStatus(t, meshctl, a, da))
+	db := startDaemon(t, meshd, homes["bob"], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--no-unix", "--roster", pinned, "--seed", seed)
+	waitStatus(t, meshctl, homes["bob"], db)
+	dc := startDaemon(t, meshd, homes["carol"], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--no-unix", "--roster", pinned, "--seed", seed)
+	carolAddr := tcpListen(t, waitStatus(t, meshctl, homes["carol"], dc))
+	waitPeers(t, meshctl, a, 2, 10*time.Second)
+	waitDoctor(t, meshctl, a, "links", "ok")
+
+	// carol's meshd stops: alice names her address and why it fails.
+	if err := dc.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitDoctorDetail(t, meshctl, a, "links", "warn", "carol", carolAddr, "nothing listens there")
+
+	// bob is removed: his send says so.
+	meshctlOK(t, meshctl, "--home", a, "roster", "remove", "bob")
+	meshctlOK(t, meshctl, "--home", a, "roster", "publish")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var s struct{ Removed bool }
+		meshctlJSON(t, meshctl, &s, "--home", homes["bob"], "status")
+		if s.Removed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bob never learnt that he was removed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, args := range [][]string{{"dm", "alice", "hello"}, {"send", "#general", "hello"}} {
+		r := meshctlRun(t, meshctl, append([]string{"--home", homes["bob"]}, args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, "this node was removed from the roster") || strings.Contains(r.stderr, "not a writer") {
+			t.Fatalf("send %v from a removed node: %+v", args, r)
+		}
+	}
+
+	// alice has no link left: the clocks are not said to agree.
+	waitPeers(t, meshctl, a, 0, 15*time.Second)
+	d, _ := doctor(t, meshctl, a)
+	if st, detail, _ := d.check(t, "clock"); st != "ok" || strings.Contains(detail, "agree") || !strings.Contains(detail, "no linked peer") {
+		t.Fatalf("clock check with no link: %s %q", st, detail)
+	}
+}
