@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,5 +119,74 @@ func TestDoctorLinksRemovedAndClock(t *testing.T) {
 	d, _ := doctor(t, meshctl, a)
 	if st, detail, _ := d.check(t, "clock"); st != "ok" || strings.Contains(detail, "agree") || !strings.Contains(detail, "no linked peer") {
 		t.Fatalf("clock check with no link: %s %q", st, detail)
+	}
+}
+
+// TestDoctorOffline: with no meshd on the home, doctor says so and runs
+// the checks that need none: home, identity, roster, the configuration
+// (as meshd --print-config checks it) and the listen ports, naming a
+// port another program holds and a value of the wrong type.
+func TestDoctorOffline(t *testing.T) {
+	t.Parallel()
+	meshd, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "node")
+
+	d, code := doctor(t, meshctl, h)
+	if st, detail, fix := d.check(t, "meshd"); code != 1 || st != "problem" || !strings.Contains(detail, "not running") || !strings.Contains(fix, "meshd --home "+h) {
+		t.Fatalf("doctor without meshd nor home: exit %d: %+v", code, d)
+	}
+	if st, _, _ := d.check(t, "home"); st != "warn" {
+		t.Fatalf("home check of a home not made yet: %+v", d)
+	}
+
+	// A home whose configured port another program holds.
+	var id struct{ Fingerprint string }
+	meshctlJSON(t, meshctl, &id, "--home", h, "init", "--name", "n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := "tcp://" + ln.Addr().String()
+	if err := os.WriteFile(filepath.Join(h, "meshd.toml"), []byte("listen = [\""+held+"\"]\nno_mdns = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, code = doctor(t, meshctl, h)
+	for name, want := range map[string]string{"home": "ok", "identity": "ok", "roster": "ok", "config": "ok", "ports": "problem"} {
+		if st, _, _ := d.check(t, name); st != want {
+			t.Fatalf("%s check: %s, want %s: %+v", name, st, want, d)
+		}
+	}
+	if _, detail, fix := d.check(t, "ports"); code != 1 || !strings.Contains(detail, held+" is in use") || !strings.Contains(fix, "--listen") {
+		t.Fatalf("ports check: exit %d: %q / %q", code, detail, fix)
+	}
+	if _, detail, _ := d.check(t, "identity"); !strings.Contains(detail, id.Fingerprint) {
+		t.Fatalf("identity check: %q", detail)
+	}
+	txt := meshctlRun(t, meshctl, "--home", h, "doctor")
+	if txt.code != 1 || !strings.Contains(txt.stdout, "meshd is not running") || !strings.Contains(txt.stdout, "PROBLEM  ports") {
+		t.Fatalf("doctor text without meshd: %+v", txt)
+	}
+
+	// A value of the wrong type: named with its line.
+	if err := os.WriteFile(filepath.Join(h, "meshd.toml"), []byte("no_mdns = true\npresence_ttl = 300\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = doctor(t, meshctl, h)
+	if st, detail, _ := d.check(t, "config"); st != "problem" || !strings.Contains(detail, `line 2: presence_ttl is a number, want a duration in quotes, like: presence_ttl = "5m"`) {
+		t.Fatalf("config check: %s %q", st, detail)
+	}
+
+	// With meshd running, the running node checks.
+	if err := os.WriteFile(filepath.Join(h, "meshd.toml"), []byte("listen = [\"tcp://127.0.0.1:0\"]\nno_mdns = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dm := startDaemon(t, meshd, h)
+	waitStatus(t, meshctl, h, dm)
+	d, _ = doctor(t, meshctl, h)
+	for _, c := range d.Checks {
+		if c.Name == "meshd" || c.Name == "ports" {
+			t.Fatalf("doctor with meshd running ran an offline check: %+v", d)
+		}
 	}
 }
