@@ -76,8 +76,15 @@ func checkHomeDir(h home.Home, add addCheck) bool {
 		add("home", "problem", "move the file aside, or give another --home", "the home %s is not a directory", h.Dir)
 		return false
 	}
-	if fi.Mode().Perm()&0o002 != 0 {
-		add("home", "problem", "chmod 700 "+h.Dir, "the home %s is writable by every user (mode %04o): meshd refuses it", h.Dir, fi.Mode().Perm())
+	if uid, ok := fileUID(fi); ok && uid != os.Geteuid() {
+		owner, _ := ownerOf(h.Dir, h.Dir)
+		add("home", "problem", "run meshctl (and meshd) as "+owner+", with --home "+h.Dir,
+			"the home %s belongs to %s, not to this user: meshd refuses a home it does not own", h.Dir, owner)
+		return false
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		add("home", "problem", "check its files, then chmod 700 "+h.Dir,
+			"group or others may write to the home %s (mode %04o): meshd refuses it", h.Dir, fi.Mode().Perm())
 		return true
 	}
 	add("home", "ok", "", "%s (mode %04o)", h.Dir, fi.Mode().Perm())

@@ -168,6 +168,18 @@ func TestDoctorOffline(t *testing.T) {
 		t.Fatalf("doctor text without meshd: %+v", txt)
 	}
 
+	// A home others may write to: meshd would refuse it.
+	if err := os.Chmod(h, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = doctor(t, meshctl, h)
+	if st, detail, fix := d.check(t, "home"); st != "problem" || !strings.Contains(detail, "0770") || !strings.Contains(fix, "chmod 700") {
+		t.Fatalf("home check of a group-writable home: %s %q %q", st, detail, fix)
+	}
+	if err := os.Chmod(h, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
 	// A value of the wrong type: named with its line.
 	if err := os.WriteFile(filepath.Join(h, "meshd.toml"), []byte("no_mdns = true\npresence_ttl = 300\n"), 0o600); err != nil {
 		t.Fatal(err)
