@@ -20,6 +20,7 @@ func (n *Node) memberToSend() error {
 	if _, ok := r.Member(n.id.Pub); ok {
 		return nil
 	}
+	n.metrics.Inc("tx.refused.not_member")
 	if n.removedSelf() {
 		return refuse(http.StatusForbidden, "meshctl doctor says how to come back",
 			"this node was removed from the roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)

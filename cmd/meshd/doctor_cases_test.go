@@ -114,6 +114,12 @@ func TestDoctorLinksRemovedAndClock(t *testing.T) {
 		}
 	}
 
+	var bs struct{ Counters map[string]uint64 }
+	meshctlJSON(t, meshctl, &bs, "--home", homes["bob"], "status")
+	if bs.Counters["tx.refused.not_member"] != 2 {
+		t.Fatalf("tx.refused.not_member = %d, want 2", bs.Counters["tx.refused.not_member"])
+	}
+
 	// alice has no link left: the clocks are not said to agree.
 	waitPeers(t, meshctl, a, 0, 15*time.Second)
 	d, _ := doctor(t, meshctl, a)
