@@ -14,7 +14,7 @@ import (
 // holds every one of has.
 func waitDoctorDetail(t *testing.T, meshctl, h, name, want string, has ...string) (detail, fix string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		d, _ := doctor(t, meshctl, h)
 		st, detail, fix := d.check(t, name)
