@@ -89,8 +89,12 @@ func (n *Node) sawForeignOrg(org string, k proto.PubKey) {
 		f = &foreignOrg{nodes: map[proto.PubKey]time.Time{}}
 		d.foreignOrgs[org] = f
 		n.metrics.Inc("mdns.ignored.other_org")
-		n.log.Info("mdns: ignoring nodes of another org", "org", org, "ours", n.Roster().Org,
-			"hint", "to join it, ask one of its admins for an invite: meshctl invite, then meshctl join TOKEN here")
+		r := n.Roster()
+		hint := "to join it, ask one of its admins for an invite: meshctl invite, then meshctl join TOKEN here"
+		if r.IsAdmin(n.id.Pub) && !(seenOrg{r.Org, []proto.PubKey{n.id.Pub}}).stray(r) {
+			hint = "to bring such a node into this org: meshctl invite --role member here, then meshctl join TOKEN on it"
+		}
+		n.log.Info("mdns: ignoring nodes of another org", "org", org, "ours", r.Org, "hint", hint)
 	}
 	for k2, at := range f.nodes {
 		if now.Sub(at) >= foreignOrgFresh {

@@ -38,7 +38,7 @@ func TestDoctorWrongOrgThenJoin(t *testing.T) {
 		waitStatus(t, meshctl, h, d)
 		return d
 	}
-	start(0, h0)
+	d0 := start(0, h0)
 	d1 := start(1, h1)
 
 	d := waitDoctor(t, meshctl, h1, "org", "problem")
@@ -54,6 +54,7 @@ func TestDoctorWrongOrgThenJoin(t *testing.T) {
 		strings.Contains(fix, "join TOKEN here") {
 		t.Fatalf("org check on the admin: %q / %q", detail, fix)
 	}
+	d0.waitLog("meshctl invite --role member here, then meshctl join TOKEN on it", 5*time.Second)
 	if err := d1.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
