@@ -362,7 +362,9 @@ func TestConfigTypeErrorNamesKeyLineAndExample(t *testing.T) {
 			`line 2: listen is a string, want a list of strings, like: listen = ["tcp://0.0.0.0:7437"]`},
 		{"# ttl\npresence_ttl = 300\n", `line 2: presence_ttl is a number, want a duration in quotes, like: presence_ttl = "5m"`},
 		{"no_mdns = \"yes\"\n", `line 1: no_mdns is a string, want true or false, like: no_mdns = true`},
-		{"sync_peers = \"3\"\n", `line 1: sync_peers is a string, want a number (no quotes), like: sync_peers = 3`},
+		{"sync_peers = \"3\"\n", `line 1: sync_peers is a string, want a whole number (no quotes), like: sync_peers = 3`},
+		{"sync_peers = 3.5\n", `line 1: sync_peers is a decimal number, want a whole number (no quotes), like: sync_peers = 3`},
+		{"listen = [7437]\n", `line 1: listen is a list of numbers, want a list of strings, like: listen = ["tcp://0.0.0.0:7437"]`},
 		{"seeds = \"tcp://10.0.0.5:7437\"\n", `line 1: seeds is a string, want a list of strings, like: seeds = ["tcp://HOST:7437"]`},
 		{"name = 7\n", `line 1: name is a number, want a string in quotes, like: name = "..."`},
 	} {

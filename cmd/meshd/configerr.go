@@ -45,6 +45,17 @@ func decodeError(path string, src []byte, err error) error {
 			}
 		}
 	}
+	if v := valueAtLine(src, row); strings.HasPrefix(v, "[") && got != "a list" {
+		// listen = [7437]: the decoder names the element's type.
+		switch got {
+		case "true or false":
+			got = "a list of booleans"
+		case "a value of another type":
+			got = "a list of values of another type"
+		default:
+			got = "a list of " + strings.TrimPrefix(got, "a ") + "s"
+		}
+	}
 	for i := range configKeys {
 		if k := &configKeys[i]; k.key == key {
 			want, example := k.wantType()
@@ -56,7 +67,7 @@ func decodeError(path string, src []byte, err error) error {
 
 // tomlTypes names the decoder's TOML types for a user.
 var tomlTypes = map[string]string{
-	"string": "a string", "integer": "a number", "float": "a number", "boolean": "true or false",
+	"string": "a string", "integer": "a number", "float": "a decimal number", "boolean": "true or false",
 	"array": "a list", "inline": "a table", "table": "a table", "datetime": "a date", "local": "a date",
 }
 
@@ -73,6 +84,17 @@ func keyAtLine(src []byte, row int) string {
 	return strings.Trim(strings.TrimSpace(k), `"'`)
 }
 
+// valueAtLine returns the value that line row (from 1) of a TOML file
+// sets, as written.
+func valueAtLine(src []byte, row int) string {
+	lines := strings.Split(string(src), "\n")
+	if row < 1 || row > len(lines) {
+		return ""
+	}
+	_, v, _ := strings.Cut(lines[row-1], "=")
+	return strings.TrimSpace(v)
+}
+
 // wantType names the TOML type of the key's value and gives a line that
 // sets it.
 func (k *configKey) wantType() (want, example string) {
@@ -86,7 +108,7 @@ func (k *configKey) wantType() (want, example string) {
 	case bool:
 		return "true or false", fmt.Sprintf("%s = true", k.key)
 	case int:
-		return "a number (no quotes)", fmt.Sprintf("%s = %d", k.key, v)
+		return "a whole number (no quotes)", fmt.Sprintf("%s = %d", k.key, v)
 	case string:
 		if _, err := time.ParseDuration(v); err == nil {
 			return "a duration in quotes", fmt.Sprintf("%s = %q", k.key, v)
