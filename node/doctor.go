@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +27,11 @@ const (
 	diskLowBytes    = 256 << 20
 	diskLowFraction = 0.02
 	maxForeignOrgs  = 16
+	// foreignOrgFresh is how long a node of another org counts after
+	// mDNS last reported it: mDNS reports an unchanged node every
+	// minute (mdns.Config: RefreshEvery rounds of QueryInterval), so
+	// one gone for three minutes has left.
+	foreignOrgFresh = 3 * time.Minute
 )
 
 // mdnsHint is the advice when mDNS cannot start: on a single host (no
@@ -43,7 +47,7 @@ type diagnosis struct {
 }
 
 type foreignOrg struct {
-	nodes map[proto.PubKey]bool
+	nodes map[proto.PubKey]time.Time // when mDNS last reported each
 	last  time.Time
 }
 
@@ -71,21 +75,36 @@ func (n *Node) sawForeignOrg(org string, k proto.PubKey) {
 	d := n.diag
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := time.Now()
+	for o, f := range d.foreignOrgs {
+		if now.Sub(f.last) >= foreignOrgFresh {
+			delete(d.foreignOrgs, o) // left: said again if it comes back
+		}
+	}
 	f := d.foreignOrgs[org]
 	if f == nil {
 		if len(d.foreignOrgs) >= maxForeignOrgs {
 			return
 		}
-		f = &foreignOrg{nodes: map[proto.PubKey]bool{}}
+		f = &foreignOrg{nodes: map[proto.PubKey]time.Time{}}
 		d.foreignOrgs[org] = f
 		n.metrics.Inc("mdns.ignored.other_org")
-		n.log.Info("mdns: ignoring nodes of another org", "org", org, "ours", n.Roster().Org,
-			"hint", "to join it, ask one of its admins for an invite: meshctl invite, then meshctl join TOKEN here")
+		r := n.Roster()
+		hint := "to join it, ask one of its admins for an invite: meshctl invite, then meshctl join TOKEN here"
+		if r.IsAdmin(n.id.Pub) && !(seenOrg{r.Org, []proto.PubKey{n.id.Pub}}).stray(r) {
+			hint = "to bring such a node into this org: meshctl invite --role member here, then meshctl join TOKEN on it"
+		}
+		n.log.Info("mdns: ignoring nodes of another org", "org", org, "ours", r.Org, "hint", hint)
 	}
-	if len(f.nodes) < 64 {
-		f.nodes[k] = true
+	for k2, at := range f.nodes {
+		if now.Sub(at) >= foreignOrgFresh {
+			delete(f.nodes, k2)
+		}
 	}
-	f.last = time.Now()
+	if _, ok := f.nodes[k]; ok || len(f.nodes) < 64 {
+		f.nodes[k] = now
+	}
+	f.last = now
 }
 
 // observeClock records the clock difference a fresh envelope shows: one
@@ -150,9 +169,9 @@ func (n *Node) Doctor() api.Doctor {
 		}
 	}
 	n.checkMembership(r, add)
-	n.checkOrgs(r, add)
+	n.checkOrgs(r, now, add)
 	n.checkDiscovery(add)
-	n.checkSeeds(add)
+	n.checkSeeds(r, add)
 	n.checkLinks(r, out.Links, add)
 	n.checkClock(r, now, add)
 	n.checkDisk(add)
@@ -180,38 +199,6 @@ func (n *Node) checkMembership(r *roster.Roster, add addCheck) {
 		n.id.Pub.Fingerprint(), r.Org, r.Version)
 }
 
-func (n *Node) checkOrgs(r *roster.Roster, add addCheck) {
-	d := n.diag
-	d.mu.Lock()
-	type seen struct {
-		org   string
-		nodes int
-	}
-	var orgs []seen
-	for o, f := range d.foreignOrgs {
-		orgs = append(orgs, seen{o, len(f.nodes)})
-	}
-	d.mu.Unlock()
-	if len(orgs) == 0 {
-		add("org", "ok", "", "org %q; mDNS saw no node of another org", r.Org)
-		return
-	}
-	sort.Slice(orgs, func(i, j int) bool { return orgs[i].nodes > orgs[j].nodes })
-	var names []string
-	for _, o := range orgs {
-		names = append(names, fmt.Sprintf("%q (%d nodes)", o.org, o.nodes))
-	}
-	status := "warn"
-	fix := fmt.Sprintf("to join %q, ask one of its admins for a token (meshctl invite --role member) and run meshctl join TOKEN here", orgs[0].org)
-	if len(r.Members) == 1 {
-		// A one-node org next to a real one: almost surely the first
-		// plain meshd run, not the org the operator meant.
-		status = "problem"
-	}
-	add("org", status, fix, "this node is in org %q (%d members), but mDNS sees nodes of %s, which it ignores",
-		r.Org, len(r.Members), strings.Join(names, ", "))
-}
-
 func (n *Node) checkDiscovery(add addCheck) {
 	n.diag.mu.Lock()
 	mdnsErr := n.diag.mdnsErr
@@ -234,36 +221,46 @@ func (n *Node) checkDiscovery(add addCheck) {
 	}
 }
 
-func (n *Node) checkSeeds(add addCheck) {
+func (n *Node) checkSeeds(r *roster.Roster, add addCheck) {
 	n.peers.Lock()
-	type seedState struct {
-		addr  string
-		fails int
-	}
-	var bad []seedState
+	var bad, otherOrg []string
 	total := len(n.peers.seeds)
 	for _, s := range n.peers.seeds {
-		if s.fails > 0 && (s.key.IsZero() || n.linkedLocked(s.key) == nil) {
-			bad = append(bad, seedState{s.addrs[0].String(), s.fails})
+		if s.fails == 0 || (!s.key.IsZero() && n.linkedLocked(s.key) != nil) {
+			continue
 		}
+		text := fmt.Sprintf("%s (%d dials failed in a row)", s.addrs[0], s.fails)
+		if len(s.lastDial) > 0 {
+			last := s.lastDial[len(s.lastDial)-1]
+			text = fmt.Sprintf("%s (%d dials failed in a row)", dialText(last), s.fails)
+			if classifyDial(last.err) == dialOtherOrg {
+				otherOrg = append(otherOrg, text)
+				continue
+			}
+		}
+		bad = append(bad, text)
 	}
 	n.peers.Unlock()
 	switch {
 	case total == 0:
 		return
-	case len(bad) == 0:
+	case len(bad) == 0 && len(otherOrg) == 0:
 		add("seeds", "ok", "", "%d seeds, none failing", total)
-	default:
-		var parts []string
-		for _, b := range bad {
-			parts = append(parts, fmt.Sprintf("%s (%d dials failed in a row)", b.addr, b.fails))
-		}
-		status := "warn"
-		if len(bad) == total {
-			status = "problem"
-		}
+		return
+	}
+	status := "warn"
+	if len(bad)+len(otherOrg) == total {
+		status = "problem"
+	}
+	if len(otherOrg) > 0 {
+		// The seed answered: the network is fine, the org is not.
+		add("seeds", status, fmt.Sprintf("this node is in org %q (%d members); to join the seed's org, ask one of its admins for an invite (meshctl invite --role member on their node) and run meshctl join TOKEN here; or, if the seed should be in %q, have it join this org",
+			r.Org, len(r.Members), r.Org),
+			"seeds of another org: %s", strings.Join(otherOrg, ", "))
+	}
+	if len(bad) > 0 {
 		add("seeds", status, "check that meshd runs at each seed address and that this host can reach it (firewall, address, port); the log names each dial's error",
-			"unreachable seeds: %s", strings.Join(parts, ", "))
+			"seeds failing: %s", strings.Join(bad, ", "))
 	}
 }
 
@@ -272,43 +269,80 @@ func (n *Node) checkLinks(r *roster.Roster, links int, add addCheck) {
 	if _, ok := r.Member(n.id.Pub); !ok {
 		others = len(r.Members)
 	}
+	failing := n.failingMembers(r)
+	why := ""
+	if failing != "" {
+		why = ": " + failing
+	}
 	switch {
 	case others <= 0:
 		add("links", "ok", "to bring in other nodes: meshctl invite --role member", "a one-node org: there is no other member to link with")
 	case links == 0:
-		add("links", "problem", "see the other checks; meshctl roster show lists the members, and the log names why each dial failed",
-			"no links to any of the %d other members", others)
+		add("links", "problem", "check that meshd runs on each member and that this host reaches the address named (firewall, address, port); meshctl roster show lists the members",
+			"no links to any of the %d other members%s", others, why)
 	case links < others:
-		add("links", "warn", "members that are offline cannot link; meshctl presence shows who was seen last", "linked to %d of the %d other members", links, others)
+		add("links", "warn", "members that are offline cannot link; meshctl presence shows who was seen last; for an address named, check the firewall, address and port",
+			"linked to %d of the %d other members%s", links, others, why)
 	default:
 		add("links", "ok", "", "linked to all %d other members", others)
 	}
 }
 
+// maxFailingNamed bounds the members the links check names.
+const maxFailingNamed = 8
+
+// failingMembers names the members without a link whose last dial
+// failed, with each address and why it failed.
+func (n *Node) failingMembers(r *roster.Roster) string {
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	var parts []string
+	more := 0
+	for k, p := range n.peers.byKey {
+		if p.link != nil || len(p.lastDial) == 0 {
+			continue
+		}
+		if len(parts) == maxFailingNamed {
+			more++
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", memberLabel(r, k), dialsText(p.lastDial)))
+	}
+	slices.Sort(parts)
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
+	return strings.Join(parts, "; ")
+}
+
 func (n *Node) checkClock(r *roster.Roster, now time.Time, add addCheck) {
+	linked := map[proto.PubKey]bool{}
+	for _, l := range n.linkList() {
+		linked[l.key] = true
+	}
 	n.diag.mu.Lock()
 	var far, near []string
 	var farSum time.Duration
-	fresh := 0
 	for k, s := range n.diag.skew {
 		if now.Sub(s.at) >= skewFresh {
 			continue
 		}
-		fresh++
-		if s.skew.Abs() > skewWarn {
+		switch {
+		case s.skew.Abs() > skewWarn:
 			far = append(far, fmt.Sprintf("%s %+ds", memberLabel(r, k), int(math.Round(s.skew.Seconds()))))
 			farSum += s.skew
-		} else {
+		case linked[k]:
+			// Only a peer linked now vouches for the clocks agreeing.
 			near = append(near, memberLabel(r, k))
 		}
 	}
 	n.diag.mu.Unlock()
 	slices.Sort(far)
 	switch {
-	case fresh == 0:
-		add("clock", "ok", "", "no recent presence from a peer to compare clocks with")
+	case len(far) == 0 && len(near) == 0:
+		add("clock", "ok", "", "no linked peer to compare clocks with")
 	case len(far) == 0:
-		add("clock", "ok", "", "clocks agree within %v with %d peers", skewWarn, fresh)
+		add("clock", "ok", "", "clocks agree within %v with %d linked peers", skewWarn, len(near))
 	default:
 		who := "those peers' clocks are off"
 		if len(near) == 0 {

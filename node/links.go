@@ -36,6 +36,9 @@ type peer struct {
 	fails   int       // dials failed in a row
 	next    time.Time // earliest next dial
 	dialing bool      // a dial is running
+	// lastDial holds why each address of the last dial failed, for
+	// meshctl doctor; nil once a dial links (see doctor_dial.go).
+	lastDial []dialFailure
 	// refusals counts links in a row the member refused (see refuse.go).
 	refusals int
 	// spread is set once the first dial of the member has been put off
@@ -392,6 +395,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	var l *transport.Link
 	var err error
 	var failed []transport.Addr
+	var why []dialFailure
 	var linked transport.Addr
 	for _, a := range addrs {
 		l, err = n.dial(a, expect)
@@ -403,6 +407,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 			break
 		}
 		failed = append(failed, a)
+		why = append(why, dialFailure{addr: a, err: err})
 	}
 	if err == nil {
 		// Registered before dialing is cleared, so that dialDue does not
@@ -417,7 +422,9 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 		gone = n.dropSeedLocked(p)
 	}
 	n.dialResultLocked(p, failed, linked)
+	p.lastDial = nil
 	if err != nil {
+		p.lastDial = why
 		p.fails++
 		p.next = time.Now().Add(n.backoff(p.fails))
 		if n.removedSelf() {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -345,7 +346,10 @@ func (n *Node) commit(batch []rxItem) {
 		for _, it := range batch {
 			n.drop(dropStore, it.se, it.src, err)
 		}
-		n.log.Error("store envelopes", "count", len(batch), "err", err)
+		// Once per interval, not once per message: a full disk fails
+		// every commit until there is room.
+		n.logRL.logAt(n.log, slog.LevelError, "store envelopes", "", dropStore, "count", len(batch), "err", err,
+			"hint", "the envelopes are not acknowledged, so their senders keep them and send them again; if the disk is full, free space on the file system of the home (meshctl doctor checks it)")
 		return
 	}
 	n.metrics.Inc("rx.commits")

@@ -153,6 +153,9 @@ func (n *Node) Send(req api.Send) (*api.Sent, error) {
 		reply = &id
 	}
 	msg := &proto.Message{Body: req.Body, InReplyTo: reply}
+	if err := n.memberToSend(); err != nil {
+		return nil, err
+	}
 	if n.myRole() == roster.RoleObserver {
 		return nil, forbidden("role too low: observers may read but not send")
 	}
@@ -266,6 +269,9 @@ func label(m roster.Member) string {
 // (ReplyTo set) carries the parent's hop + 1, and hop > 3 is refused here
 // as at every receiver.
 func (n *Node) Request(req api.Request) (*api.Sent, error) {
+	if err := n.memberToSend(); err != nil {
+		return nil, err
+	}
 	if role := n.myRole(); !role.AtLeast(roster.RoleOperator) {
 		return nil, forbidden("role too low: %ss may not send requests (operator or admin needed)", role)
 	}
@@ -307,6 +313,9 @@ func (n *Node) Request(req api.Request) (*api.Sent, error) {
 
 // Respond answers a received Request, as a DM to the requester.
 func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
+	if err := n.memberToSend(); err != nil {
+		return nil, err
+	}
 	id, err := uuid.Parse(req.RequestID)
 	if err != nil {
 		return nil, badRequest("request id: %v", err)

@@ -10,16 +10,21 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-const usageStatus = `usage: meshctl status [ID] [--json]
+const usageStatus = `usage: meshctl status [ID] [--verbose] [--json]
 
 Show the running meshd: its identity, org and roster version, listen
 addresses, number of links, uptime, the mailbox's files against its
 limits (and whether its mirror is paused), the members whose channel
-messages were refused past their quota, and counters (drops by reason,
-link and roster events). A node an admin removed from the roster says so,
-naming the roster version and how often it still redials its former peers
+messages were refused past their quota, and a summary of its traffic:
+envelopes received and sent, drops by their most frequent reasons, and
+failures. A node an admin removed from the roster says so, naming the
+roster version and how often it still redials its former peers
 ("member": false, "removed": true and "retry_seconds" in --json). Needs a
 running meshd on this home.
+
+  --verbose   also list every counter (drops by reason, link, roster and
+              mailbox events)
+  --json      everything, counters included, as JSON
 
 With ID, the id that meshctl dm, send, request or respond printed, show
 what became of that message instead: for a direct message, request or
@@ -30,12 +35,15 @@ them all.
 
 examples:
   meshctl status
+  meshctl status --verbose
   meshctl status --json | jq .counters
   meshctl status 0193a1c2-7f4e-7cc1-9a4e-3b1f0c2d9e11
 `
 
 func runStatus(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
+	fs := a.flagSet()
+	verbose := fs.Bool("verbose", false, "")
+	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -104,8 +112,15 @@ func runStatus(a *app, args []string) error {
 	if len(s.Blocked) > 0 {
 		fmt.Fprintf(tw, "blocked\t%s (meshctl blocks)\n", blockNames(s.Blocked))
 	}
+	if !*verbose {
+		summarizeCounters(tw, s.Counters)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if !*verbose {
+		fmt.Fprintf(a.Stdout, "counters: %d (meshctl status --verbose lists them)\n", len(s.Counters))
+		return nil
 	}
 	if len(s.Counters) > 0 {
 		fmt.Fprintln(a.Stdout, "counters:")

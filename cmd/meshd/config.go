@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -441,7 +440,8 @@ var fileType = func() reflect.Type {
 	return reflect.StructOf(fields)
 }()
 
-// loadFile reads a TOML config; unknown keys are an error naming the key and line.
+// loadFile reads a TOML config; an unknown key or a value of the wrong
+// type is an error naming the key and line (see decodeError).
 func loadFile(path string, c *fileConfig) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -451,21 +451,7 @@ func loadFile(path string, c *fileConfig) error {
 	dec.DisallowUnknownFields()
 	file := reflect.New(fileType)
 	if err := dec.Decode(file.Interface()); err != nil {
-		var sm *toml.StrictMissingError
-		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			var msgs []string
-			for _, e := range sm.Errors {
-				row, _ := e.Position()
-				msgs = append(msgs, fmt.Sprintf("unknown key %q at line %d", strings.Join(e.Key(), "."), row))
-			}
-			return fmt.Errorf("config %s: %s", path, strings.Join(msgs, "; "))
-		}
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, col := de.Position()
-			return fmt.Errorf("config %s: line %d column %d: %s", path, row, col, de.Error())
-		}
-		return fmt.Errorf("config %s: %w", path, err)
+		return decodeError(path, b, err)
 	}
 	for i := range configKeys {
 		if v := file.Elem().Field(i); !v.IsNil() {
@@ -550,7 +536,7 @@ func newFlags() *flagValues {
 		}
 	}
 	fs.StringVar(&f.configPath, "config", "", "TOML config file (env MESH_CONFIG; default <home>/meshd.toml if present)")
-	fs.BoolVar(&f.printConfig, "print-config", false, "print the effective configuration as JSON and exit")
+	fs.BoolVar(&f.printConfig, "print-config", false, "check the configuration as meshd would, print it as JSON and exit (exit 2, naming the error, if meshd would refuse it)")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return f
 }

@@ -352,3 +352,62 @@ func TestConfigLinkLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigTypeErrorNamesKeyLineAndExample: a value of the wrong type in
+// the file is an error that names the key, its line, the type wanted and
+// a line that sets it, not the decoder's reflected Go types.
+func TestConfigTypeErrorNamesKeyLineAndExample(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct{ file, want string }{
+		{"name = \"x\"\nlisten = \"tcp://127.0.0.1:7437\"\n",
+			`line 2: listen is a string, want a list of strings, like: listen = ["tcp://0.0.0.0:7437"]`},
+		{"# ttl\npresence_ttl = 300\n", `line 2: presence_ttl is a number, want a duration in quotes, like: presence_ttl = "5m"`},
+		{"no_mdns = \"yes\"\n", `line 1: no_mdns is a string, want true or false, like: no_mdns = true`},
+		{"sync_peers = \"3\"\n", `line 1: sync_peers is a string, want a whole number (no quotes), like: sync_peers = 3`},
+		{"sync_peers = 3.5\n", `line 1: sync_peers is a decimal number, want a whole number (no quotes), like: sync_peers = 3`},
+		{"listen = [7437]\n", `line 1: listen is a list of numbers, want a list of strings, like: listen = ["tcp://0.0.0.0:7437"]`},
+		{"seeds = \"tcp://10.0.0.5:7437\"\n", `line 1: seeds is a string, want a list of strings, like: seeds = ["tcp://HOST:7437"]`},
+		{"name = 7\n", `line 1: name is a number, want a string in quotes, like: name = "..."`},
+	} {
+		p := filepath.Join(dir, "meshd.toml")
+		if err := os.WriteFile(p, []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := resolve(t, []string{"--config", p}, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v\nwant %s", tc.file, err, tc.want)
+			continue
+		}
+		if msg := err.Error(); len(msg) > 300 || strings.Contains(msg, "struct") {
+			t.Errorf("%q: error too long or with Go types (%d chars): %s", tc.file, len(msg), msg)
+		}
+	}
+}
+
+// TestPrintConfigValidates: --print-config refuses what meshd would
+// refuse (exit 2 and the error), not only what the file's syntax does.
+func TestPrintConfigValidates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "tcp://127.0.0.1:99999"}, "port must be a number from 0 to 65535"},
+		{[]string{"--seed", "10.0.0.5:7437"}, "want tcp://host:port"},
+		{[]string{"--presence-ttl", "300"}, `presence ttl "300": want a duration`},
+		{[]string{"--keepalive", "10s", "--idle-timeout", "15s"}, "at least twice the keepalive"},
+		{[]string{"--sync-peers", "99"}, "sync peers 99"},
+		{[]string{"--log-level", "loud"}, `log level "loud"`},
+		{[]string{"--metrics", "0.0.0.0:9464"}, "--metrics-allow-remote"},
+		{[]string{"--http", "127.0.0.1"}, "want HOST:PORT"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"--home", filepath.Join(dir, "h")}, tc.args...)
+		args = append(args, "--print-config")
+		if code := run(args, &stdout, &stderr, envOf(nil)); code != 2 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("meshd %v --print-config: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, stdout.String(), stderr.String(), tc.want)
+		}
+	}
+}

@@ -43,7 +43,7 @@ examples:
   meshd                                         run on the defaults (~/.meshd, port 7437, mDNS)
   meshd --home /srv/agent1 --seed tcp://10.0.0.5:7437
   meshd --listen tcp://127.0.0.1:0 --no-mdns    a private node for a test
-  meshd --print-config                          the configuration in force, as JSON
+  meshd --print-config                          check the configuration in force, print it as JSON
   meshctl --home /srv/agent1 status             talk to it (see meshctl help)
 `
 
@@ -135,6 +135,12 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprintf(stderr, "meshd: %v\n", err)
 		return 2
 	}
+	// --print-config checks everything meshd checks before it opens the
+	// home, so that a config it prints is one meshd would run with.
+	ncfg, log, code := validate(cfg, stderr)
+	if code != 0 {
+		return code
+	}
 	if f.printConfig {
 		b, err := printConfig(cfg)
 		if err != nil {
@@ -143,29 +149,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		}
 		fmt.Fprintln(stdout, string(b))
 		return 0
-	}
-	ncfg, log, err := nodeConfig(cfg, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "meshd: %v\n", err)
-		return 2
-	}
-	if cfg.HTTP != "" {
-		if err := statuspage.CheckAddr(cfg.HTTP, cfg.HTTPAllowRemote); err != nil {
-			fmt.Fprintf(stderr, "meshd: --http: %v\n", err)
-			if errors.Is(err, statuspage.ErrNotLoopback) {
-				fmt.Fprintf(stderr, "hint: use a loopback address like 127.0.0.1:8080, or add --http-allow-remote\n")
-			}
-			return 2
-		}
-	}
-	if cfg.Metrics != "" {
-		if err := promexport.CheckAddr(cfg.Metrics, cfg.MetricsAllowRemote); err != nil {
-			fmt.Fprintf(stderr, "meshd: --metrics: %v\n", err)
-			if errors.Is(err, promexport.ErrNotLoopback) {
-				fmt.Fprintf(stderr, "hint: use a loopback address like 127.0.0.1:9464, or add --metrics-allow-remote\n")
-			}
-			return 2
-		}
 	}
 	// The home holds the key and the mailbox every DM: check who may get
 	// in before using it (see home.Secure for what is refused and what
@@ -367,6 +350,36 @@ func nodeConfig(c fileConfig, stderr io.Writer) (node.Config, *slog.Logger, erro
 		}
 	}
 	return nc, log, nil
+}
+
+// validate checks a resolved configuration as meshd does before it opens
+// the home: every key's value, the log settings, --http and --metrics. On
+// an error it writes it (and a hint) to stderr and returns exit code 2.
+func validate(cfg fileConfig, stderr io.Writer) (node.Config, *slog.Logger, int) {
+	ncfg, log, err := nodeConfig(cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshd: %v\n", err)
+		return ncfg, nil, 2
+	}
+	if cfg.HTTP != "" {
+		if err := statuspage.CheckAddr(cfg.HTTP, cfg.HTTPAllowRemote); err != nil {
+			fmt.Fprintf(stderr, "meshd: --http: %v\n", err)
+			if errors.Is(err, statuspage.ErrNotLoopback) {
+				fmt.Fprintf(stderr, "hint: use a loopback address like 127.0.0.1:8080, or add --http-allow-remote\n")
+			}
+			return ncfg, nil, 2
+		}
+	}
+	if cfg.Metrics != "" {
+		if err := promexport.CheckAddr(cfg.Metrics, cfg.MetricsAllowRemote); err != nil {
+			fmt.Fprintf(stderr, "meshd: --metrics: %v\n", err)
+			if errors.Is(err, promexport.ErrNotLoopback) {
+				fmt.Fprintf(stderr, "hint: use a loopback address like 127.0.0.1:9464, or add --metrics-allow-remote\n")
+			}
+			return ncfg, nil, 2
+		}
+	}
+	return ncfg, log, 0
 }
 
 // meshctlCommand is how to run meshctl from here: its name when it is on

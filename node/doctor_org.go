@@ -1,0 +1,108 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+)
+
+// memberToSend refuses to send from a node outside its roster, naming
+// why, rather than the channel's writers or the role: every member drops
+// what it signs.
+func (n *Node) memberToSend() error {
+	r := n.Roster()
+	if _, ok := r.Member(n.id.Pub); ok {
+		return nil
+	}
+	n.metrics.Inc("tx.refused.not_member")
+	if n.removedSelf() {
+		return refuse(http.StatusForbidden, "meshctl doctor says how to come back",
+			"this node was removed from the roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)
+	}
+	return refuse(http.StatusForbidden, "meshctl doctor says how to be added",
+		"this node is not a member of its roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)
+}
+
+func (n *Node) checkOrgs(r *roster.Roster, now time.Time, add addCheck) {
+	d := n.diag
+	d.mu.Lock()
+	var orgs []seenOrg
+	for o, f := range d.foreignOrgs {
+		var keys []proto.PubKey
+		for k, at := range f.nodes {
+			if now.Sub(at) < foreignOrgFresh {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			orgs = append(orgs, seenOrg{o, keys})
+		}
+	}
+	d.mu.Unlock()
+	if len(orgs) == 0 {
+		add("org", "ok", "", "org %q; mDNS saw no node of another org in the last %v", r.Org, foreignOrgFresh)
+		return
+	}
+	sort.Slice(orgs, func(i, j int) bool {
+		if len(orgs[i].nodes) != len(orgs[j].nodes) {
+			return len(orgs[i].nodes) > len(orgs[j].nodes)
+		}
+		return orgs[i].org < orgs[j].org
+	})
+	var names []string
+	for _, o := range orgs {
+		names = append(names, fmt.Sprintf("%q (%d nodes)", o.org, len(o.nodes)))
+	}
+	detail := fmt.Sprintf("this node is in org %q (%d members), but mDNS sees nodes of %s, which it ignores",
+		r.Org, len(r.Members), strings.Join(names, ", "))
+	self := seenOrg{r.Org, []proto.PubKey{n.id.Pub}}
+	switch top := orgs[0]; {
+	case self.stray(r) && !top.stray(nil):
+		// A first plain meshd next to the real org: join it.
+		add("org", "problem", fmt.Sprintf("to join %q, ask one of its admins for a token (meshctl invite --role member) and run meshctl join TOKEN here", top.org), "%s", detail)
+	case r.IsAdmin(n.id.Pub) && !self.stray(r):
+		// Never advise an admin of a real org to leave it for a stray
+		// node's: bring the stray node in, or ignore it.
+		var who []string
+		for _, o := range orgs {
+			for _, k := range o.nodes {
+				who = append(who, k.Fingerprint())
+			}
+		}
+		slices.Sort(who)
+		if len(who) > 4 {
+			who = append(who[:4], "...")
+		}
+		add("org", "warn", fmt.Sprintf("to bring such a node (%s) into %q: meshctl invite --role member here, then meshctl join TOKEN on that node; a node of an org of its own that is not meant to join can be left alone",
+			strings.Join(who, ", "), r.Org), "%s", detail)
+	default:
+		add("org", "warn", fmt.Sprintf("if this node belongs in %q, ask one of its admins for a token (meshctl invite --role member) and run meshctl join TOKEN here; if not, nothing to do", top.org), "%s", detail)
+	}
+}
+
+// seenOrg is an org mDNS reported, with the nodes it reported of it.
+type seenOrg struct {
+	org   string
+	nodes []proto.PubKey
+}
+
+// stray reports whether o looks like the one-node org a first plain
+// meshd makes: named after its only node, org-<fingerprint> (and, for
+// this node's org, r, with no other member).
+func (o seenOrg) stray(r *roster.Roster) bool {
+	if r != nil && len(r.Members) > 1 {
+		return false
+	}
+	for _, k := range o.nodes {
+		if o.org == "org-"+k.Fingerprint() {
+			return true
+		}
+	}
+	return false
+}
