@@ -93,7 +93,12 @@ func TestMailboxFilesFollowRetention(t *testing.T) {
 	if got := o.mailboxBodies("bob"); !slices.Equal(got, want[3:]) {
 		t.Fatalf("bob's mailbox holds %q, want the 3 newest %q", got, want[3:])
 	}
-	c := counters(t, o.meshctl, o.homes["bob"])
+	// The pass counts what it pruned once it ends, after the files went.
+	var c map[string]uint64
+	waitFor(t, "the retention pass to count what it pruned", 15*time.Second, func() bool {
+		c = counters(t, o.meshctl, o.homes["bob"])
+		return c["retention.pruned.channel"] >= 3
+	})
 	if c["mirror.pruned"] != 3 || c["retention.pruned.channel"] != 3 {
 		t.Fatalf("mirror.pruned %d, retention.pruned.channel %d; want 3 and 3", c["mirror.pruned"], c["retention.pruned.channel"])
 	}
