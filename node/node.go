@@ -84,6 +84,8 @@ type Node struct {
 	pending           *pendingBook // non-members it refused (pending.go)
 	diag              *diagnosis   // what meshctl doctor reports (doctor.go)
 	answers           *answerBook  // final answers sent to requests (respond_once.go)
+	cards             *cardBook    // members' agent cards (cards.go)
+	cardMu            sync.Mutex   // serialises this node's card updates
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -168,6 +170,7 @@ func New(cfg Config) (*Node, error) {
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
 	n.logRL = newRateLog()
+	n.cards = n.openCards()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.setup(); err != nil {
 		n.cancel()

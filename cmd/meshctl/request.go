@@ -10,7 +10,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--wait] [--timeout D] [--json]
+const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--wait] [--timeout D] [--strict] [--json]
 
 Ask PEER to do something. INTENT names the action (1 to 256 bytes, such as
 run-tests) and --params carries its arguments as one JSON value. A request
@@ -27,11 +27,16 @@ rejected or failed) arrives, prints it and marks it read; an accepted
 answer on the way is printed too. It exits 1 if the answer is rejected or
 failed, and 3 if --timeout passes first.
 
+When PEER publishes a card (meshctl card show PEER) that does not list
+INTENT, request warns on stderr and sends anyway; with --strict it refuses
+to send, and also when PEER publishes no card.
+
 flags:
   --params JSON          the request's arguments; "-" reads them from stdin
   --reply-to REQUEST_ID  the request this one follows up
   --wait                 wait for the final answer and print it
   --timeout D            with --wait, give up after D (default: no limit)
+  --strict               refuse unless PEER's card lists INTENT
 
 examples:
   meshctl request bob run-tests --params '{"branch": "main"}'
@@ -47,6 +52,7 @@ func runRequest(a *app, args []string) error {
 	replyTo := fs.String("reply-to", "", "")
 	wait := fs.Bool("wait", false, "")
 	timeout := fs.Duration("timeout", 0, "")
+	strict := fs.Bool("strict", false, "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -68,6 +74,9 @@ func runRequest(a *app, args []string) error {
 	}
 	if *timeout != 0 && !*wait {
 		return a.usageErrorf("--timeout needs --wait")
+	}
+	if err := a.checkCardIntent(peer, intent, *strict); err != nil {
+		return err
 	}
 	var events *api.EventStream
 	if *wait {
