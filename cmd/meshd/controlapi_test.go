@@ -668,6 +668,9 @@ func TestControlAPILive(t *testing.T) {
 	}
 	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{"state":"asleep"}`), 400, false)
 
+	// Agent cards.
+	c.exerciseCards(alice, bob)
+
 	// History and sequence.
 	var hist struct {
 		Channel  string
