@@ -161,6 +161,7 @@ func TestDM(t *testing.T) {
 
 func TestRequest(t *testing.T) {
 	f := newFakeMeshd(t)
+	f.unrecorded = []string{"GET /v1/cards/"} // no card: asked as before (TestRequestCardCheck)
 	sent := api.Sent{ID: "e5", Kind: "request", To: "@bob", Seq: 3, RequestID: "r1", Hop: hop(0), SentTo: []string{"1a2b3c4d5e6f7a8b"}}
 	f.answer("POST /v1/request", 200, sent)
 
