@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshd/meshd/node/fsutil"
 	"github.com/meshd/meshd/proto"
@@ -26,10 +27,15 @@ type cardBook struct {
 	dir   string
 	mu    sync.Mutex
 	byKey map[proto.PubKey]*proto.Card // guarded by mu
+	// last and pending pace the cards taken from peers (cardpace.go);
+	// guarded by mu. Both hold only roster members' keys.
+	last    map[proto.PubKey]time.Time
+	pending map[proto.PubKey]pendingCard
+	kick    chan struct{} // wakes cardLoop when a card is held back
 }
 
 func newCardBook(dir string) *cardBook {
-	return &cardBook{dir: dir, byKey: map[proto.PubKey]*proto.Card{}}
+	return &cardBook{dir: dir, byKey: map[proto.PubKey]*proto.Card{}, kick: make(chan struct{}, 1)}
 }
 
 func (b *cardBook) path(k proto.PubKey) string {

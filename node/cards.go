@@ -92,6 +92,19 @@ func (n *Node) handleCard(pl *peerLink, payload []byte) {
 		n.rejectCard(pl, cardBadSignature, err)
 		return
 	}
+	if !n.cards.pace(c, pl, time.Now()) {
+		n.metrics.Inc("card.paced")
+		return
+	}
+	n.acceptCard(c, pl)
+}
+
+// acceptCard applies a verified card from a peer.
+func (n *Node) acceptCard(c *proto.Card, pl *peerLink) {
+	if _, ok := n.Roster().Member(c.Key); !ok { // removed while it was held back
+		n.rejectCard(pl, cardNotMember, fmt.Errorf("signer %s is not in the roster", c.Key.Fingerprint()))
+		return
+	}
 	if c.Key.Equal(n.id.Pub) {
 		// Our own card, newer than ours: a former run of this identity
 		// (a restored home). Take its version, so our next card wins.
@@ -99,7 +112,9 @@ func (n *Node) handleCard(pl *peerLink, payload []byte) {
 	}
 	if err := n.applyCard(c, pl); err != nil {
 		n.rejectCard(pl, cardStale, err)
+		return
 	}
+	n.cards.applied(c.Key, time.Now())
 }
 
 // applyCard keeps c and sends it to every link but from.

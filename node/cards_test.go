@@ -2,6 +2,7 @@ package node
 
 import (
 	"crypto/ed25519"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,4 +154,51 @@ func TestCardReceiveChecks(t *testing.T) {
 	if b.metrics.Get("card.load_failed") != 1 || b.cards.version(m.ids[0].Pub) != 100 {
 		t.Fatalf("restart with a corrupt card file: load_failed %d, a's version %d", b.metrics.Get("card.load_failed"), b.cards.version(m.ids[0].Pub))
 	}
+}
+
+// bigCard returns a card of about MaxCardSize bytes, at version v.
+func bigCard(v uint64) *proto.Card {
+	c := &proto.Card{Version: v, Description: strings.Repeat("d", proto.MaxCardDescription)}
+	for i := range proto.MaxCardIntents {
+		c.Intents = append(c.Intents, proto.CardIntent{Name: fmt.Sprintf("intent-%02d-%s", i, strings.Repeat("n", 90)),
+			Summary: strings.Repeat("s", 100)})
+	}
+	return c
+}
+
+// TestCardFloodPaced: a member streaming new versions of its card, each
+// near MaxCardSize, gets at most one taken per second: the rest are held
+// back, the newest of them taken when the second has passed, so a flood
+// costs a signature check per card, not a durable write and a frame on
+// every link.
+func TestCardFloodPaced(t *testing.T) {
+	m, _, b := linkedPair(t)
+	pl := b.linkTo(m.ids[0].Pub)
+	if pl == nil {
+		t.Fatal("no link")
+	}
+	const n = 2000
+	frames := make([][]byte, n)
+	size := 0
+	for i := range frames {
+		raw := signedCard(t, bigCard(uint64(1000+i)), m.ids[0].Key)
+		size = len(raw)
+		frames[i] = append([]byte{byte(proto.FrameCard)}, raw...)
+	}
+	if size > proto.MaxCardSize || size < proto.MaxCardSize*3/4 {
+		t.Fatalf("card of %d bytes", size)
+	}
+	start := time.Now()
+	for _, f := range frames {
+		b.handleFrame(pl, f)
+	}
+	took := time.Since(start)
+	accepted := b.metrics.Get("card.accepted")
+	paced := b.metrics.Get("card.paced")
+	if accepted > 3 || accepted+paced != n {
+		t.Fatalf("%d cards sent in %v: %d accepted, %d held back", n, took, accepted, paced)
+	}
+	waitFor(t, 3*time.Second, "the newest card", func() bool { return b.cards.version(m.ids[0].Pub) == 1000+n-1 })
+	t.Logf("%d cards of %d bytes in %v (%.0f µs each): %d written and sent on, %d held back; the newest taken %v after the first",
+		n, size, took, float64(took.Microseconds())/n, b.metrics.Get("card.accepted"), paced, time.Since(start).Round(time.Millisecond))
 }

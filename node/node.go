@@ -425,6 +425,8 @@ func (n *Node) run() {
 	n.startMailbox()
 	n.wg.Add(1)
 	go n.retentionLoop()
+	n.wg.Add(1)
+	go n.cardLoop()
 	n.syncer.start()
 	n.control.Start()
 }

@@ -82,6 +82,7 @@
 //	card.accepted             meshd_cards_accepted_total
 //	card.rejected.<reason>    meshd_cards_rejected_total               reason
 //	card.persist_failed       meshd_persist_failures_total             what="card"
+//	card.paced                meshd_cards_held_back_total
 //	card.load_failed          meshd_card_load_failures_total
 //	mirror.files              meshd_mirror_files_written_total
 //	mirror.batches            meshd_mirror_batches_total
