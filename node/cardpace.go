@@ -31,6 +31,9 @@ func (b *cardBook) pace(c *proto.Card, from *peerLink, now time.Time) bool {
 	}
 	next := b.last[c.Key].Add(cardInterval)
 	if !now.Before(next) {
+		if p, ok := b.pending[c.Key]; ok && p.c.Version <= c.Version {
+			delete(b.pending, c.Key) // superseded
+		}
 		return true
 	}
 	if p, ok := b.pending[c.Key]; !ok || p.c.Version < c.Version {

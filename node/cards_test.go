@@ -47,14 +47,6 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 		t.Fatal("b publishes no card, yet CardOf(\"\") answered")
 	}
 
-	// A restart keeps the card.
-	b.Close()
-	b = m.start(1, tcpAddr(t, a))
-	if c, err := b.CardOf("a"); err != nil || c.Version != set.Version || c.Description != "CI runner" {
-		t.Fatalf("after restart: %+v %v", c, err)
-	}
-	waitFor(t, 5*time.Second, "relink", func() bool { return linked(a, m.ids[1].Pub) })
-
 	// Clearing publishes a newer, empty card; it drops out of the list.
 	cl, err := a.ClearCard()
 	if err != nil || !cl.Cleared || cl.Version <= set.Version {
@@ -67,11 +59,20 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 	if got := b.CardList(""); len(got.Cards) != 0 {
 		t.Fatalf("cleared card still listed: %+v", got)
 	}
+
+	// A restart keeps the card (a is stopped first, so that nothing
+	// dials b while it starts).
+	a.Close()
+	b.Close()
+	b = m.start(1)
+	if c, err := b.CardOf("a"); err != nil || c.Version != cl.Version || !c.Cleared {
+		t.Fatalf("after restart: %+v %v", c, err)
+	}
 	// Bad input from the operator is refused with the rule it breaks.
-	if _, err := a.SetCard(api.CardInput{Tags: []string{"x", "x"}}); err == nil || !strings.Contains(err.Error(), "listed twice") {
+	if _, err := b.SetCard(api.CardInput{Tags: []string{"x", "x"}}); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("duplicate tag: %v", err)
 	}
-	if _, err := a.SetCard(api.CardInput{Intents: []api.CardIntent{{Name: "x", ParamsSchema: []byte(`[1]`)}}}); err == nil || !strings.Contains(err.Error(), "not an object") {
+	if _, err := b.SetCard(api.CardInput{Intents: []api.CardIntent{{Name: "x", ParamsSchema: []byte(`[1]`)}}}); err == nil || !strings.Contains(err.Error(), "not an object") {
 		t.Fatalf("array schema: %v", err)
 	}
 }
@@ -80,11 +81,8 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 // under card.rejected.<reason>, and leaves the held card as it was.
 func TestCardReceiveChecks(t *testing.T) {
 	m, a, b := linkedPair(t)
-	_ = a
-	pl := b.linkTo(m.ids[0].Pub)
-	if pl == nil {
-		t.Fatal("no link")
-	}
+	var pl *peerLink
+	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.linkTo(m.ids[0].Pub); return pl != nil })
 	frame := func(raw []byte) []byte { return append([]byte{byte(proto.FrameCard)}, raw...) }
 	good := &proto.Card{Version: 100, Description: "v100", Intents: []proto.CardIntent{{Name: "run-tests"}}}
 	b.handleFrame(pl, frame(signedCard(t, good, m.ids[0].Key)))
@@ -145,6 +143,7 @@ func TestCardReceiveChecks(t *testing.T) {
 	}
 
 	// A corrupt file in the home is skipped at start, and counted.
+	a.Close()
 	b.Close()
 	bad := filepath.Join(m.home(1), cardsDir, strings.Repeat("00", 32)+".card")
 	if err := os.WriteFile(bad, []byte{0xff}, 0o600); err != nil {
@@ -173,10 +172,8 @@ func bigCard(v uint64) *proto.Card {
 // every link.
 func TestCardFloodPaced(t *testing.T) {
 	m, _, b := linkedPair(t)
-	pl := b.linkTo(m.ids[0].Pub)
-	if pl == nil {
-		t.Fatal("no link")
-	}
+	var pl *peerLink
+	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.linkTo(m.ids[0].Pub); return pl != nil })
 	const n = 2000
 	frames := make([][]byte, n)
 	size := 0
@@ -195,7 +192,9 @@ func TestCardFloodPaced(t *testing.T) {
 	took := time.Since(start)
 	accepted := b.metrics.Get("card.accepted")
 	paced := b.metrics.Get("card.paced")
-	if accepted > 3 || accepted+paced != n {
+	// One card taken at once, then at most one a second while they came.
+	// (A held-back card that is taken later counts in both.)
+	if most := uint64(took/cardInterval) + 2; accepted > most || paced < n-most {
 		t.Fatalf("%d cards sent in %v: %d accepted, %d held back", n, took, accepted, paced)
 	}
 	waitFor(t, 3*time.Second, "the newest card", func() bool { return b.cards.version(m.ids[0].Pub) == 1000+n-1 })
