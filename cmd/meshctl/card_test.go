@@ -100,3 +100,24 @@ func TestCardCommands(t *testing.T) {
 	f.fails(t, 2, []string{"agents", "extra"}, "")
 	f.none(t)
 }
+
+// TestRequestAnyFlags: --any's flag rules, and no candidate.
+func TestRequestAnyFlags(t *testing.T) {
+	f := newFakeMeshd(t)
+	f.fails(t, 2, []string{"request", "--intent", "x"}, "--intent goes with --any")
+	f.fails(t, 2, []string{"request", "--any"}, "give the intent once")
+	f.fails(t, 2, []string{"request", "--any", "--intent", "x", "bob"}, "give the intent once")
+	f.fails(t, 2, []string{"request", "--any", "x", "--strict"}, "--strict does not apply")
+	f.fails(t, 2, []string{"request", "--any", "x", "--accept-timeout", "0s"}, "--accept-timeout must be positive")
+	f.fails(t, 2, []string{"request", "--any", "x", "--timeout", "1s"}, "--timeout needs --wait")
+	f.none(t)
+	self := bobCard()
+	self.Self = true
+	away := bobCard()
+	away.Name, away.Presence = "carol", "offline"
+	f.answer("GET /v1/cards", 200, api.Cards{Cards: []api.Card{self, away}})
+	f.fails(t, 1, []string{"request", "--any", "--intent", "run-tests"}, "no online or away member's card lists intent run-tests")
+	if q := f.one(t, "GET /v1/cards").Query.Get("intent"); q != "run-tests" {
+		t.Errorf("intent=%q", q)
+	}
+}
