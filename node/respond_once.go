@@ -29,9 +29,9 @@ func (n *Node) checkAnswer(id uuid.UUID) error {
 	n.answers.mu.Lock()
 	prev, ok := n.answers.m.get(id)
 	n.answers.mu.Unlock()
-	if ok && prev != proto.StatusAccepted {
+	if ok && prev.Final() {
 		n.metrics.Inc("respond.refused.twice")
-		return refuse(http.StatusConflict, "a request gets one final answer (completed, rejected or failed); send accepted first when the work takes time",
+		return refuse(http.StatusConflict, "a request gets one final answer (completed, rejected or failed); send accepted or progress first when the work takes time",
 			"request %s was already answered %s", id, prev)
 	}
 	return nil
@@ -41,7 +41,7 @@ func (n *Node) checkAnswer(id uuid.UUID) error {
 func (n *Node) answered(id uuid.UUID, st proto.Status) {
 	n.answers.mu.Lock()
 	defer n.answers.mu.Unlock()
-	if prev, ok := n.answers.m.get(id); ok && prev != proto.StatusAccepted {
+	if prev, ok := n.answers.m.get(id); ok && prev.Final() {
 		return
 	}
 	n.answers.m.put(id, st)

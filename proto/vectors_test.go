@@ -363,7 +363,7 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
-	return append(vs, cardVector(t))
+	return append(vs, cardVector(t), progressVector(t))
 }
 
 func TestVectors(t *testing.T) {

@@ -227,7 +227,12 @@ func TestRespond(t *testing.T) {
 	decode[api.Sent](t, f.ok(t, "", "respond", "r1", "accepted", "--json"))
 	f.take()
 
-	f.fails(t, 2, []string{"respond", "r1", "done"}, `unknown status "done"`, "accepted, rejected, completed or failed", "usage: meshctl respond")
+	f.ok(t, "", "respond", "r1", "progress", "--note", "3 of 7 run")
+	wantBody(t, f.one(t, "POST /v1/respond"), `{"request_id":"r1","status":"progress","result":"3 of 7 run"}`)
+	f.fails(t, 2, []string{"respond", "r1", "completed", "--note", "x"}, "--note goes with STATUS progress")
+	f.fails(t, 2, []string{"respond", "r1", "progress", "--note", "x", "--result", "1"}, "not both")
+	f.fails(t, 2, []string{"respond", "r1", "progress", "--note", strings.Repeat("n", 2000)}, "--note is longer than")
+	f.fails(t, 2, []string{"respond", "r1", "done"}, `unknown status "done"`, "accepted, progress, rejected, completed or failed", "usage: meshctl respond")
 	f.fails(t, 2, []string{"respond", "r1", "Completed"}, "unknown status")
 	f.fails(t, 2, []string{"respond", "r1"}, "missing argument")
 	f.fails(t, 2, []string{"respond", "r1", "completed", "--result", "{"}, "--result: invalid json")

@@ -24,8 +24,8 @@ A request made while handling another names that one with --reply-to; its
 hop is one more than its parent's, and a chain ends at hop 3.
 
 With --wait, request blocks until the peer's final answer (completed,
-rejected or failed) arrives, prints it and marks it read; an accepted
-answer on the way is printed too. It exits 1 if the answer is rejected or
+rejected or failed) arrives, prints it and marks it read; accepted and
+progress answers on the way are printed too. It exits 1 if the answer is rejected or
 failed, and 3 if --timeout passes first.
 
 When PEER publishes a card (meshctl card show PEER) that does not list
@@ -177,7 +177,7 @@ func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.D
 			if n.ev.Lagged || it.Kind != "response" || it.RequestID != s.RequestID {
 				continue
 			}
-			final := it.Status != "accepted"
+			final := it.Status != "accepted" && it.Status != "progress"
 			if !a.json {
 				if err := writeItem(a.Stdout, &it, true); err != nil {
 					return err

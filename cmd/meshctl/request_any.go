@@ -184,7 +184,7 @@ func (a *app) requestAny(o anyOpts) error {
 // anyTaken reports the candidate that took the request, and with --wait
 // waits for its final answer.
 func (a *app) anyTaken(pump *eventPump, s *api.Sent, peer string, first api.Item, tried []anyTry, o anyOpts) error {
-	final := first.Status != "accepted"
+	final := first.Status != "accepted" && first.Status != "progress"
 	if !a.json {
 		if err := writeItem(a.Stdout, &first, true); err != nil {
 			return err
@@ -228,7 +228,7 @@ func (a *app) anyTaken(pump *eventPump, s *api.Sent, peer string, first api.Item
 				return err
 			}
 		}
-		if it.Status == "accepted" {
+		if it.Status == "accepted" || it.Status == "progress" {
 			continue
 		}
 		a.markRead(it.ID)

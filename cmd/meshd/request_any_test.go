@@ -38,7 +38,8 @@ func (o *histOrg) waitRequest(name, intent string, within time.Duration) string 
 
 // TestRequestAnyEndToEnd: request --any asks the members whose card lists
 // the intent, online first and by name: bob, who stays silent past the
-// accept timeout, then carol, who accepts and completes; and, asked
+// accept timeout, then carol, who accepts, reports progress twice (shown
+// by --wait as they come) and completes; and, asked
 // again, bob rejects and carol takes it. Without a card for the intent,
 // it names the fix.
 func TestRequestAnyEndToEnd(t *testing.T) {
@@ -71,6 +72,8 @@ func TestRequestAnyEndToEnd(t *testing.T) {
 		t.Fatal("bob and carol got the same request id")
 	}
 	o.ctl("carol", "respond", rid, "accepted")
+	o.ctl("carol", "respond", rid, "progress", "--note", "3 of 7 run")
+	o.ctl("carol", "respond", rid, "progress", "--note", "6 of 7 run")
 	o.ctl("carol", "respond", rid, "completed", "--result", `{"passed":7}`)
 	select {
 	case err := <-done:
@@ -80,7 +83,8 @@ func TestRequestAnyEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("request --any did not return:\n%s", out.String())
 	}
-	for _, w := range []string{"asked bob (online)", "bob: no answer within 2s; asking the next", "asked carol (online)", "completed"} {
+	for _, w := range []string{"asked bob (online)", "bob: no answer within 2s; asking the next", "asked carol (online)",
+		"3 of 7 run", "6 of 7 run", "completed"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("request --any output lacks %q:\n%s", w, out.String())
 		}
