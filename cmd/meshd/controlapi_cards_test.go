@@ -37,4 +37,17 @@ func (c *apiChecker) exerciseCards(alice, bob string) {
 		c.t.Fatalf("bob's cards for run-tests: %+v", cs)
 	}
 	c.json(alice, "DELETE", "/v1/card", nil, 200, nil)
+
+	// Cancel: a bad id, a request nobody answered, then one named peer.
+	c.refused(alice, reqValid, "POST", "/v1/cancel", js, []byte(`{"request_id":"x"}`), 400, false)
+	rid := "0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10"
+	c.refused(alice, reqValid, "POST", "/v1/cancel", js, []byte(`{"request_id":"`+rid+`"}`), 404, true)
+	var sent struct {
+		Kind      string
+		RequestID string `json:"request_id"`
+	}
+	c.json(alice, "POST", "/v1/cancel", map[string]string{"request_id": rid, "to": "bob"}, 200, &sent)
+	if sent.Kind != "request" || sent.RequestID == "" {
+		c.t.Fatalf("cancel sent %+v", sent)
+	}
 }

@@ -36,12 +36,39 @@ func (o *histOrg) waitRequest(name, intent string, within time.Duration) string 
 	}
 }
 
+// waitCancel polls name's inbox for a cancel of request rid, and returns
+// the cancel's own request id.
+func (o *histOrg) waitCancel(name, rid string) string {
+	o.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var in struct {
+			Items []struct {
+				Kind, Intent string
+				RequestID    string            `json:"request_id"`
+				Params       map[string]string `json:"params"`
+			} `json:"items"`
+		}
+		meshctlJSON(o.t, o.meshctl, &in, "--home", o.homes[name], "inbox", "--all")
+		for _, it := range in.Items {
+			if it.Kind == "request" && it.Intent == "meshd.cancel" && it.Params["request_id"] == rid {
+				return it.RequestID
+			}
+		}
+		if time.Now().After(deadline) {
+			o.t.Fatalf("%s got no cancel of %s: %+v", name, rid, in)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestRequestAnyEndToEnd: request --any asks the members whose card lists
 // the intent, online first and by name: bob, who stays silent past the
 // accept timeout, then carol, who accepts, reports progress twice (shown
 // by --wait as they come) and completes; and, asked
-// again, bob rejects and carol takes it. Without a card for the intent,
-// it names the fix.
+// again, bob rejects and carol takes it. meshctl cancel reaches carol
+// (found by her answer) and bob (named). Without a card for the intent,
+// request --any names the fix.
 func TestRequestAnyEndToEnd(t *testing.T) {
 	t.Parallel()
 	o := newHistOrg(t, "alice", "bob", "carol")
@@ -90,6 +117,19 @@ func TestRequestAnyEndToEnd(t *testing.T) {
 		}
 	}
 
+	// Cancel: carol answered, so she is found; bob never did, so he
+	// must be named.
+	o.ctl("alice", "cancel", rid)
+	if got := o.waitCancel("carol", rid); got == "" {
+		t.Fatal("carol got no cancel")
+	}
+	r := meshctlRun(t, o.meshctl, "--home", o.homes["alice"], "cancel", bobRID)
+	if r.code != 1 || !strings.Contains(r.stderr, "--to PEER") {
+		t.Fatalf("cancel of an unanswered request: %+v", r)
+	}
+	o.ctl("alice", "cancel", bobRID, "--to", "bob")
+	o.waitCancel("bob", bobRID)
+
 	// 2. bob rejects, carol accepts; without --wait it ends there.
 	cmd = exec.Command(o.meshctl, "--home", o.homes["alice"], "request", "--any", "--intent", "run-tests", "--accept-timeout", "20s", "--json")
 	cmd.Env = cleanEnv()
@@ -123,7 +163,7 @@ func TestRequestAnyEndToEnd(t *testing.T) {
 	}
 
 	// 3. Nobody serves the intent.
-	r := meshctlRun(t, o.meshctl, "--home", o.homes["alice"], "request", "--any", "--intent", "deploy")
+	r = meshctlRun(t, o.meshctl, "--home", o.homes["alice"], "request", "--any", "--intent", "deploy")
 	if r.code != 1 || !strings.Contains(r.stderr, "no online or away member's card lists intent deploy") {
 		t.Fatalf("request --any for an unserved intent: %+v", r)
 	}

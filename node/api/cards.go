@@ -90,3 +90,17 @@ func (c *Card) Serves(intent string) bool {
 	}
 	return false
 }
+
+// Cancel is the body of POST /v1/cancel: ask the peer working on one of
+// this node's requests to stop.
+type Cancel struct {
+	RequestID string `json:"request_id"`
+	// To names the peer; empty: the sender of an answer to the request.
+	To string `json:"to,omitempty"`
+}
+
+// Cancel calls POST /v1/cancel.
+func (c *Client) Cancel(ctx context.Context, in Cancel) (*Sent, error) {
+	var out Sent
+	return &out, c.postJSON(ctx, "/v1/cancel", in, &out)
+}

@@ -16,6 +16,9 @@ type CardBackend interface {
 	CardOf(peer string) (api.Card, error)
 	SetCard(in api.CardInput) (api.Card, error)
 	ClearCard() (api.Card, error)
+	// Cancel asks the peer working on one of this node's requests to
+	// stop (a Request for proto.IntentCancel).
+	Cancel(req api.Cancel) (*api.Sent, error)
 }
 
 func (s *Server) cardRoutes(mux *http.ServeMux) {
@@ -24,6 +27,20 @@ func (s *Server) cardRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/card", s.showCard)
 	mux.HandleFunc("PUT /v1/card", s.setCard)
 	mux.HandleFunc("DELETE /v1/card", s.clearCard)
+	mux.HandleFunc("POST /v1/cancel", s.cancel)
+}
+
+func (s *Server) cancel(w http.ResponseWriter, req *http.Request) {
+	var in api.Cancel
+	if !readJSON(w, req, &in) {
+		return
+	}
+	out, err := s.b.Cancel(in)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listCards(w http.ResponseWriter, req *http.Request) {
