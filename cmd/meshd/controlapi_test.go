@@ -668,9 +668,6 @@ func TestControlAPILive(t *testing.T) {
 	}
 	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{"state":"asleep"}`), 400, false)
 
-	// Agent cards.
-	c.exerciseCards(alice, bob)
-
 	// History and sequence.
 	var hist struct {
 		Channel  string
@@ -790,6 +787,7 @@ func TestControlAPILive(t *testing.T) {
 	}
 
 	c.exerciseJoinRoutes(alice, bob)
+	c.exerciseCards(alice, bob) // agent cards and cancel
 
 	// Every documented operation answered, with every documented status
 	// but those listed in notExercised.
