@@ -673,6 +673,7 @@ func (n *Node) onLinkUp(pl *peerLink) {
 	n.pxLinkUp(pl)
 	n.sendPolicyDigest(pl)
 	n.sendPresenceTo(pl)
+	n.sendCardsTo(pl)
 	n.flushQueue(pl)
 	n.syncer.onLinkUp(pl)
 }
@@ -711,6 +712,8 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.handlePolicyDigest(pl, payload)
 	case proto.FrameAck:
 		n.handleAck(pl, payload)
+	case proto.FrameCard:
+		n.handleCard(pl, payload)
 	default:
 		n.metrics.Inc("frame.unknown")
 		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))

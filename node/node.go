@@ -89,6 +89,8 @@ type Node struct {
 	names             nameIndexCache // which roster names are unique (names.go)
 	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
 	answers           *answerBook    // final answers sent to requests (respond_once.go)
+	cards             *cardBook      // members' agent cards (cards.go)
+	cardMu            sync.Mutex     // serialises this node's card updates
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -197,6 +199,7 @@ func New(cfg Config) (*Node, error) {
 	n.peers.byKey = map[proto.PubKey]*peer{}
 	n.logRL = newRateLog()
 	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
+	n.cards = n.openCards()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.setup(); err != nil {
 		n.cancel()
@@ -453,6 +456,8 @@ func (n *Node) run() {
 	go n.retentionLoop()
 	n.wg.Add(1)
 	go n.readerAckLoop()
+	n.wg.Add(1)
+	go n.cardLoop()
 	n.syncer.start()
 	n.control.Start()
 }

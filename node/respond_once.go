@@ -36,9 +36,9 @@ func (n *Node) checkAnswer(from proto.PubKey, id uuid.UUID) error {
 	n.answers.mu.Lock()
 	prev, ok := n.answers.m.get(answerKey{from, id})
 	n.answers.mu.Unlock()
-	if ok && prev != proto.StatusAccepted {
+	if ok && prev.Final() {
 		n.metrics.Inc("respond.refused.twice")
-		return refuse(http.StatusConflict, "a request gets one final answer (completed, rejected or failed); send accepted first when the work takes time",
+		return refuse(http.StatusConflict, "a request gets one final answer (completed, rejected or failed); send accepted or progress first when the work takes time",
 			"request %s was already answered %s", id, prev)
 	}
 	return nil
@@ -49,7 +49,7 @@ func (n *Node) answered(from proto.PubKey, id uuid.UUID, st proto.Status) {
 	n.answers.mu.Lock()
 	defer n.answers.mu.Unlock()
 	k := answerKey{from, id}
-	if prev, ok := n.answers.m.get(k); ok && prev != proto.StatusAccepted {
+	if prev, ok := n.answers.m.get(k); ok && prev.Final() {
 		return
 	}
 	n.answers.m.put(k, st)

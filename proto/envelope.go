@@ -47,6 +47,8 @@ const (
 	MaxBodySize = 256 << 10
 	// MaxIntentLen bounds Request.Intent.
 	MaxIntentLen = 256
+	// MaxProgressNote bounds the result (the note) of a progress Response.
+	MaxProgressNote = 1024
 	// MaxHop is the highest Request hop accepted (hop > 3 is rejected).
 	MaxHop = 3
 	// DefaultTTL is the default envelope lifetime in seconds.
@@ -386,9 +388,16 @@ const (
 	StatusRejected  Status = 2
 	StatusCompleted Status = 3
 	StatusFailed    Status = 4
+	// StatusProgress reports work under way; several may come before the
+	// final answer, and each may carry a short note as its result.
+	StatusProgress Status = 5
 )
 
-var statusNames = []string{"", "accepted", "rejected", "completed", "failed"}
+var statusNames = []string{"", "accepted", "rejected", "completed", "failed", "progress"}
+
+// Final reports whether s ends a request (rejected, completed, failed);
+// accepted and progress may be followed by more answers.
+func (s Status) Final() bool { return s != StatusAccepted && s != StatusProgress }
 
 func (s Status) String() string {
 	if int(s) > 0 && int(s) < len(statusNames) {
@@ -404,7 +413,7 @@ func ParseStatus(s string) (Status, error) {
 			return Status(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown status %q (want accepted, rejected, completed or failed)", s)
+	return 0, fmt.Errorf("unknown status %q (want accepted, progress, rejected, completed or failed)", s)
 }
 
 // Response answers a Request. Wire: {0: request_id, 1: status, ?2: result}.
@@ -418,8 +427,11 @@ func (r *Response) validate() error {
 	if r.RequestID == uuid.Nil {
 		return fmt.Errorf("%w: nil request_id", ErrInvalid)
 	}
-	if r.Status < StatusAccepted || r.Status > StatusFailed {
+	if r.Status < StatusAccepted || r.Status > StatusProgress {
 		return fmt.Errorf("%w: unknown status %d", ErrInvalid, r.Status)
+	}
+	if r.Status == StatusProgress && len(r.Result) > MaxProgressNote {
+		return fmt.Errorf("%w: progress note of %d bytes exceeds %d", ErrInvalid, len(r.Result), MaxProgressNote)
 	}
 	return checkPayload("result", r.Result)
 }

@@ -293,7 +293,8 @@ func negativeCases() []negCase {
 
 		// Response.
 		body("response status 0", respBody(respBase().set(1, cUint(0))).encode(), nil, ErrInvalid),
-		body("response status 5", respBody(respBase().set(1, cUint(5))).encode(), nil, ErrInvalid),
+		body("response status 6", respBody(respBase().set(1, cUint(6))).encode(), nil, ErrInvalid),
+		body("progress note beyond MaxProgressNote", respBody(respBase().set(1, cUint(uint64(StatusProgress))).set(2, cText(strings.Repeat("n", MaxProgressNote)))).encode(), nil, ErrInvalid),
 		body("response nil id", respBody(respBase().set(0, cBytes(make([]byte, 16)))).encode(), nil, ErrInvalid),
 		body("response result byte string", respBody(respBase().set(2, cBytes(nil))).encode(), nil, ErrInvalid, ErrMalformed),
 		body("response result float not shortest", respBody(respBase().set(2, cFloat32(0.5))).encode(), nil, ErrInvalid, ErrNonCanonical),

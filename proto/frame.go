@@ -34,6 +34,8 @@ const (
 	// sender's peer list since it last told the link, and a digest of the
 	// whole list (incremental peer exchange).
 	FramePeerUpdate FrameType = 8
+	// FrameCard carries one member's signed agent [Card].
+	FrameCard FrameType = 9
 )
 
 func (t FrameType) String() string {
@@ -54,6 +56,8 @@ func (t FrameType) String() string {
 		return "ack"
 	case FramePeerUpdate:
 		return "peer-update"
+	case FrameCard:
+		return "card"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }

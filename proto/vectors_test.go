@@ -33,9 +33,10 @@ type vector struct {
 	notes  []string
 	fields []vecField
 
-	env *Envelope         // expected decoding of raw for envelope vectors
-	doc *SignedDoc        // ... for the signed document vector
-	hs  *HandshakePayload // ... for the handshake vector
+	env  *Envelope         // expected decoding of raw for envelope vectors
+	doc  *SignedDoc        // ... for the signed document vector
+	hs   *HandshakePayload // ... for the handshake vector
+	card *Card             // ... for the agent card vector
 }
 
 func (v *vector) get(name string) []byte {
@@ -366,7 +367,7 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
-	return vs
+	return append(vs, cardVector(t), progressVector(t))
 }
 
 func TestVectors(t *testing.T) {
@@ -500,6 +501,8 @@ func checkStoredVector(t *testing.T, v *vector, f map[string][]byte) {
 		if !reflect.DeepEqual(p, v.hs) {
 			t.Fatalf("raw decodes to %+v", p)
 		}
+	case v.card != nil:
+		checkCardVector(t, v, f)
 	default:
 		t.Fatal("vector has no expected value")
 	}

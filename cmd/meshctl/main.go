@@ -86,6 +86,13 @@ var commands = []*command{
 	{name: "send", args: "'#NAME' TEXT|-", summary: "send a message to a channel", usage: usageSend, run: runSend},
 	{name: "dm", args: "PEER TEXT|-", summary: "send a direct message to a peer", usage: usageDM, run: runDM},
 	{name: "request", args: "PEER INTENT [--params JSON]", summary: "ask a peer to do something", usage: usageRequest, run: runRequest},
+	{name: "cancel", args: "REQUEST_ID [--to PEER]", summary: "ask the peer working on a request of yours to stop", usage: usageCancel, run: runCancel},
+	{name: "card", summary: "publish or show an agent card: what a node serves", usage: usageCard, run: runCard, sub: []*command{
+		{name: "card set", args: "--file FILE|-", summary: "publish this node's card", usage: usageCardSet, run: runCardSet},
+		{name: "card show", args: "[PEER]", summary: "show a member's card, or this node's", usage: usageCardShow, run: runCardShow},
+		{name: "card clear", summary: "publish an empty card", usage: usageCardClear, run: runCardClear},
+	}},
+	{name: "agents", args: "[--intent NAME]", summary: "list who serves which intents, with presence", usage: usageAgents, run: runAgents},
 	{name: "respond", args: "REQUEST_ID STATUS [--result JSON]", summary: "answer a request", usage: usageRespond, run: runRespond},
 	{name: "inbox", args: "[--all] [--wait] [--limit N]", summary: "list inbox items, or wait for one", usage: usageInbox, run: runInbox},
 	{name: "read", args: "ID", summary: "mark an inbox item read and show it in full", usage: usageRead, run: runRead},

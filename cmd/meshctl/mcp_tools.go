@@ -97,8 +97,8 @@ func (m *mcpServer) addTools(srv *mcp.Server) error {
 		addTool(srv, "send_response",
 			"Answer a request you received: accepted (taken on; completed or failed follows), rejected, completed (result carries the outcome) or failed.",
 			func(p map[string]*jsonschema.Schema) {
-				p["status"].Enum = []any{"accepted", "rejected", "completed", "failed"}
-				p["status"].Description = "accepted, rejected, completed or failed"
+				p["status"].Enum = []any{"accepted", "progress", "rejected", "completed", "failed"}
+				p["status"].Description = "accepted, progress (work under way; result may carry a short note, at most 1 KiB encoded; several may be sent), rejected, completed or failed"
 				p["result"] = &jsonschema.Schema{Description: "the outcome, any JSON value"}
 			}, m.sendResponse),
 		addTool(srv, "set_presence",

@@ -564,6 +564,7 @@ func TestMCPToolsWithoutMeshd(t *testing.T) {
 	}{
 		{"wait_inbox", map[string]any{"timeout_seconds": 30}},
 		{"list_peers", nil},
+		{"find_agents", nil},
 		{"list_channels", nil},
 		{"read_history", map[string]any{"channel": "general"}},
 		{"mark_read", map[string]any{"id": "0193a0c4-0000-7000-8000-000000000000"}},

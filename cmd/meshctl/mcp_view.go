@@ -59,6 +59,9 @@ type mcpPeer struct {
 	LastHeard *time.Time `json:"last_heard,omitempty"`
 	// Linked says whether this node holds a link to it now.
 	Linked bool `json:"linked"`
+	// Card is what the member's card says it serves (find_agents has
+	// the whole card); absent when it publishes none.
+	Card *mcpCard `json:"card,omitempty"`
 }
 
 type mcpPeers struct {
@@ -92,7 +95,7 @@ type mcpHistory struct {
 func (m *mcpServer) addViewTools(srv *mcp.Server) error {
 	return errors.Join(
 		addTool(srv, "list_peers",
-			"List the org's members: name, fingerprint, role, presence (online, away or offline), when last heard, and whether this node is linked to them now. Use it to find whom to talk to.",
+			"List the org's members: name, fingerprint, role, presence (online, away or offline), when last heard, whether this node is linked to them now, and the intents their card says they serve. Use it to find whom to talk to.",
 			nil, m.listPeers),
 		addTool(srv, "list_channels",
 			"List the channels this node knows: name, this node's subscription (subscribed, muted or unsubscribed), whether it may read and write, and how many members the channel's policy names.",
@@ -123,7 +126,16 @@ func (m *mcpServer) listPeers(ctx context.Context, _ *mcp.CallToolRequest, _ noI
 	if err != nil {
 		return nil, nil, m.toolErr(err)
 	}
-	return nil, peerView(&r, pr, linked), nil
+	cards, err := call(ctx, func(ctx context.Context) (*api.Cards, error) { return m.c.Cards(ctx, "") })
+	if err != nil {
+		return nil, nil, m.toolErr(err)
+	}
+	out := peerView(&r, pr, linked)
+	byFP := cardSummaries(cards)
+	for i := range out.Peers {
+		out.Peers[i].Card = byFP[out.Peers[i].Fingerprint]
+	}
+	return nil, out, nil
 }
 
 // peerView joins the roster, the presence table and the links.

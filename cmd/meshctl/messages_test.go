@@ -161,6 +161,7 @@ func TestDM(t *testing.T) {
 
 func TestRequest(t *testing.T) {
 	f := newFakeMeshd(t)
+	f.unrecorded = []string{"GET /v1/cards/"} // no card: asked as before (TestRequestCardCheck)
 	sent := api.Sent{ID: "e5", Kind: "request", To: "@bob", Seq: 3, RequestID: "r1", Hop: hop(0), SentTo: []string{"1a2b3c4d5e6f7a8b"}}
 	f.answer("POST /v1/request", 200, sent)
 
@@ -226,7 +227,12 @@ func TestRespond(t *testing.T) {
 	decode[api.Sent](t, f.ok(t, "", "respond", "r1", "accepted", "--json"))
 	f.take()
 
-	f.fails(t, 2, []string{"respond", "r1", "done"}, `unknown status "done"`, "accepted, rejected, completed or failed", "usage: meshctl respond")
+	f.ok(t, "", "respond", "r1", "progress", "--note", "3 of 7 run")
+	wantBody(t, f.one(t, "POST /v1/respond"), `{"request_id":"r1","status":"progress","result":"3 of 7 run"}`)
+	f.fails(t, 2, []string{"respond", "r1", "completed", "--note", "x"}, "--note goes with STATUS progress")
+	f.fails(t, 2, []string{"respond", "r1", "progress", "--note", "x", "--result", "1"}, "not both")
+	f.fails(t, 2, []string{"respond", "r1", "progress", "--note", strings.Repeat("n", 2000)}, "--note is longer than")
+	f.fails(t, 2, []string{"respond", "r1", "done"}, `unknown status "done"`, "accepted, progress, rejected, completed or failed", "usage: meshctl respond")
 	f.fails(t, 2, []string{"respond", "r1", "Completed"}, "unknown status")
 	f.fails(t, 2, []string{"respond", "r1"}, "missing argument")
 	f.fails(t, 2, []string{"respond", "r1", "completed", "--result", "{"}, "--result: invalid json")

@@ -10,7 +10,8 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--wait] [--timeout D] [--json]
+const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--wait] [--timeout D] [--strict] [--json]
+       meshctl request --any --intent INTENT [--accept-timeout D] [--params JSON] [--wait] [--timeout D] [--json]
 
 Ask PEER to do something. INTENT names the action (1 to 256 bytes, such as
 run-tests) and --params carries its arguments as one JSON value. A request
@@ -23,21 +24,38 @@ A request made while handling another names that one with --reply-to; its
 hop is one more than its parent's, and a chain ends at hop 3.
 
 With --wait, request blocks until the peer's final answer (completed,
-rejected or failed) arrives, prints it and marks it read; an accepted
-answer on the way is printed too. It exits 1 if the answer is rejected or
+rejected or failed) arrives, prints it and marks it read; accepted and
+progress answers on the way are printed too. It exits 1 if the answer is rejected or
 failed, and 3 if --timeout passes first.
+
+When PEER publishes a card (meshctl card show PEER) that does not list
+INTENT, request warns on stderr and sends anyway; with --strict it refuses
+to send, and also when PEER publishes no card.
+
+With --any instead of PEER, request asks whoever can: the members whose
+card lists INTENT (meshctl agents --intent INTENT), online ones first, then
+away ones, one at a time. It moves to the next when one rejects or does not
+answer within --accept-timeout, and stops at the first that accepts (or
+answers in full); with --wait it then waits for that one's final answer.
+A request left unanswered stays with its peer, which may still take it up.
+It exits 1 when nobody took the request.
 
 flags:
   --params JSON          the request's arguments; "-" reads them from stdin
   --reply-to REQUEST_ID  the request this one follows up
   --wait                 wait for the final answer and print it
   --timeout D            with --wait, give up after D (default: no limit)
+  --strict               refuse unless PEER's card lists INTENT
+  --any                  ask the members whose card lists INTENT, in turn
+  --intent INTENT        with --any: the intent (or give it as the one argument)
+  --accept-timeout D     with --any: how long to wait for each (default 30s)
 
 examples:
   meshctl request bob run-tests --params '{"branch": "main"}'
   jq -n '{pkgs: ["./..."]}' | meshctl request bob run-tests --params -
   meshctl request carol fetch-logs --reply-to 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10
   meshctl request bob run-tests --wait --timeout 10m --json | jq .result
+  meshctl request --any --intent run-tests --params '{"branch": "main"}' --wait
 `
 
 func runRequest(a *app, args []string) error {
@@ -47,9 +65,16 @@ func runRequest(a *app, args []string) error {
 	replyTo := fs.String("reply-to", "", "")
 	wait := fs.Bool("wait", false, "")
 	timeout := fs.Duration("timeout", 0, "")
+	strict := fs.Bool("strict", false, "")
+	anyone := fs.Bool("any", false, "")
+	intentFlag := fs.String("intent", "", "")
+	acceptTimeout := fs.Duration("accept-timeout", defaultAcceptTimeout, "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *anyone || *intentFlag != "" {
+		return a.runRequestAny(pos, *anyone, *intentFlag, *acceptTimeout, &params, *replyTo, *wait, *timeout, *strict)
 	}
 	if err := a.nargs(pos, 2, 2); err != nil {
 		return err
@@ -68,6 +93,9 @@ func runRequest(a *app, args []string) error {
 	}
 	if *timeout != 0 && !*wait {
 		return a.usageErrorf("--timeout needs --wait")
+	}
+	if err := a.checkCardIntent(peer, intent, *strict); err != nil {
+		return err
 	}
 	var events *api.EventStream
 	if *wait {
@@ -153,7 +181,7 @@ func (a *app) awaitResponse(events *api.EventStream, s *api.Sent, timeout time.D
 			if n.ev.Lagged || it.Kind != "response" || it.RequestID != s.RequestID {
 				continue
 			}
-			final := it.Status != "accepted"
+			final := it.Status != "accepted" && it.Status != "progress"
 			if !a.json {
 				if err := writeItem(a.Stdout, &it, true); err != nil {
 					return err

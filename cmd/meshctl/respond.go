@@ -1,18 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON] [--to PEER] [--json]
+const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON | --note TEXT] [--to PEER] [--json]
 
 Answer the request REQUEST_ID (the request_id that 'meshctl inbox' shows)
 with STATUS, sent back to the peer that asked:
 
   accepted    taken on; a completed or failed answer should follow
+  progress    work under way; --note says how far (several may be sent)
   rejected    will not be done
   completed   done; --result carries the outcome
   failed      tried, and it did not work; --result may say why
@@ -24,9 +26,11 @@ requester to answer.
 flags:
   --result JSON   the outcome as one JSON value; "-" reads it from stdin
   --to PEER       the requester to answer, when several sent REQUEST_ID
+  --note TEXT     with progress: a short note (at most 1 KiB), sent as the result
 
 examples:
   meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 accepted
+  meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 progress --note '200 of 412 tests run'
   meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 completed --result '{"passed": 412, "failed": 0}'
   jq -n '{passed: 412}' | meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 completed --result -
 `
@@ -36,6 +40,7 @@ func runRespond(a *app, args []string) error {
 	var result jsonFlag
 	fs.Var(&result, "result", "")
 	to := fs.String("to", "", "")
+	note := fs.String("note", "", "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -53,6 +58,20 @@ func runRespond(a *app, args []string) error {
 	r, err := a.jsonValue("result", &result)
 	if err != nil {
 		return err
+	}
+	if *note != "" {
+		if status != "progress" {
+			return a.usageErrorf("--note goes with STATUS progress; other answers carry --result")
+		}
+		if r != nil {
+			return a.usageErrorf("give --note or --result, not both")
+		}
+		if len(*note) > proto.MaxProgressNote-4 {
+			return a.usageErrorf("--note is longer than %d bytes", proto.MaxProgressNote-4)
+		}
+		if r, err = json.Marshal(*note); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()

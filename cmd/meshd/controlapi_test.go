@@ -846,6 +846,7 @@ func TestControlAPILive(t *testing.T) {
 	}
 
 	c.exerciseJoinRoutes(alice, bob)
+	c.exerciseCards(alice, bob) // agent cards and cancel
 
 	// Every documented operation answered, with every documented status
 	// but those listed in notExercised.

@@ -73,6 +73,7 @@ type Backend interface {
 	Sequence() api.Sequence
 
 	JoinBackend
+	CardBackend
 
 	// Done is closed when the backend shuts down; event streams end.
 	Done() <-chan struct{}
@@ -141,6 +142,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/history", s.getHistory)
 	mux.HandleFunc("GET /v1/sequence", s.getSequence)
 	s.joinRoutes(mux)
+	s.cardRoutes(mux)
 	return mux
 }
 

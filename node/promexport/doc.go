@@ -82,6 +82,11 @@
 //	policy.persist_failed     meshd_persist_failures_total             what="policy"
 //	policy.load_failed        meshd_policy_load_failures_total
 //	presence.expired          meshd_presence_expired_total
+//	card.accepted             meshd_cards_accepted_total
+//	card.rejected.<reason>    meshd_cards_rejected_total               reason
+//	card.persist_failed       meshd_persist_failures_total             what="card"
+//	card.paced                meshd_cards_held_back_total
+//	card.load_failed          meshd_card_load_failures_total
 //	mirror.files              meshd_mirror_files_written_total
 //	mirror.batches            meshd_mirror_batches_total
 //	mirror.failed             meshd_mirror_failures_total              reason="error"

@@ -68,6 +68,10 @@ var (
 	famPolicyAccepted = counter("meshd_policy_updates_accepted_total", "Channel policies accepted from peers.")
 	famPolicyRejected = counter("meshd_policy_updates_rejected_total", "Channel policies rejected, by reason.", "reason")
 	famPolicyDigest   = counter("meshd_policy_digests_malformed_total", "Policy digest frames that did not parse.")
+	famCardAccepted   = counter("meshd_cards_accepted_total", "Agent cards accepted, this node's own included.")
+	famCardRejected   = counter("meshd_cards_rejected_total", "Agent cards from peers refused, by reason.", "reason")
+	famCardPaced      = counter("meshd_cards_held_back_total", "Agent cards that came within a second of their signer's last and were held back (the newest is taken when the second has passed).")
+	famCardLoad       = counter("meshd_card_load_failures_total", "Agent card files in the home skipped at start.")
 	famPolicyLoad     = counter("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
 	famPersistFailed  = counter("meshd_persist_failures_total", "Accepted updates that could not be written to the home, by what.", "what")
 	famPresenceExp    = counter("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
@@ -215,6 +219,11 @@ var rules = []rule{
 	{name: "policy.persist_failed", fam: famPersistFailed, values: []string{"policy"}},
 	{name: "policy.load_failed", fam: famPolicyLoad},
 	{name: "presence.expired", fam: famPresenceExp},
+	{name: "card.accepted", fam: famCardAccepted},
+	{name: "card.rejected.", fam: famCardRejected},
+	{name: "card.persist_failed", fam: famPersistFailed, values: []string{"card"}},
+	{name: "card.paced", fam: famCardPaced},
+	{name: "card.load_failed", fam: famCardLoad},
 
 	{name: "mirror.files", fam: famMirrorFiles},
 	{name: "mirror.batches", fam: famMirrorBatches},

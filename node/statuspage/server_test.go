@@ -73,6 +73,11 @@ func (f *fakeSource) ChannelList() []api.Channel {
 	return []api.Channel{{Name: "general", Subscription: "subscribed", CanRead: true, CanWrite: true}}
 }
 
+func (f *fakeSource) CardList(string) api.Cards {
+	return api.Cards{Cards: []api.Card{{Party: api.Party{Fingerprint: "fp-bob", Name: "bob"}, Version: 1,
+		Description: "CI runner", Intents: []api.CardIntent{{Name: "run-tests", Summary: "go test"}}, Presence: "online"}}}
+}
+
 func (f *fakeSource) LinkReports() map[proto.PubKey][]proto.PubKey { return f.reports }
 
 func (f *fakeSource) RecentItems(limit int) ([]api.Item, error) {
@@ -290,6 +295,9 @@ func TestStateSnapshot(t *testing.T) {
 	if snap.Self.Name != "alice" || len(snap.Peers) != 1 || len(snap.Roster.Members) != 4 ||
 		len(snap.Channels) != 1 || snap.Time.IsZero() {
 		t.Fatalf("snapshot %+v", snap)
+	}
+	if len(snap.Cards) != 1 || snap.Cards[0].Name != "bob" || snap.Cards[0].Intents[0].Name != "run-tests" {
+		t.Fatalf("snapshot cards %+v", snap.Cards)
 	}
 	if len(snap.Graph.Nodes) != 4 || !snap.Graph.Nodes[0].Self || len(snap.Graph.Edges) != 2 {
 		t.Fatalf("graph %+v", snap.Graph)

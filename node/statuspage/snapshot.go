@@ -23,6 +23,8 @@ type Source interface {
 	PresenceTable() api.Presence
 	// ChannelList is the channels with subscription state.
 	ChannelList() []api.Channel
+	// CardList is the members' agent cards, as GET /v1/cards answers.
+	CardList(intent string) api.Cards
 	// LinkReports is, per linked peer, the members it says it is linked to.
 	LinkReports() map[proto.PubKey][]proto.PubKey
 	// RecentItems is up to limit inbox items, oldest first, marking none read.
@@ -41,6 +43,7 @@ type Snapshot struct {
 	Peers    []api.Peer    `json:"peers"`
 	Presence api.Presence  `json:"presence"`
 	Channels []api.Channel `json:"channels"`
+	Cards    []api.Card    `json:"cards"`
 	Graph    Graph         `json:"graph"`
 }
 
@@ -99,6 +102,7 @@ func takeSnapshot(src Source) Snapshot {
 		Peers:    peers,
 		Presence: pres,
 		Channels: chans,
+		Cards:    src.CardList("").Cards,
 		Graph:    buildGraph(st, r, peers, pres, src.LinkReports()),
 	}
 }

@@ -307,6 +307,26 @@
     setEmpty("tail-empty", false);
   }
 
+  function renderAgents(snap) {
+    const body = $("agents").tBodies[0];
+    body.replaceChildren();
+    const cards = snap.cards || [];
+    for (const c of cards) {
+      const intents = (c.intents || []).map((i) => i.name + (i.summary ? ": " + i.summary : "")).join("; ");
+      const tr = row([
+        td(label(c.name, c.fingerprint) + (c.self ? " (self)" : ""), "name"),
+        presenceCell(c.presence),
+        td(intents || "–"),
+        td(c.description || "–"),
+        td((c.tags || []).join(", ") || "–"),
+      ]);
+      tr.dataset.fingerprint = c.fingerprint;
+      body.appendChild(tr);
+    }
+    $("agents-count").textContent = String(cards.length);
+    setEmpty("agents-empty", cards.length === 0);
+  }
+
   // --- stream -------------------------------------------------------------
 
   let lastState = 0;
@@ -324,6 +344,7 @@
     renderPeers(snap, pres);
     renderRoster(snap, pres);
     renderChannels(snap);
+    renderAgents(snap);
     renderGraph(snap);
   }
 

@@ -1,0 +1,98 @@
+package node
+
+import (
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// cardInterval spaces the cards taken from one signer: each accepted card
+// costs a durable write and a frame on every link, so a member that
+// streams new versions must not turn into as many fsyncs and a flood.
+// A card that arrives sooner is held as the signer's pending card (a
+// newer one replaces it) and taken when the interval has passed: the
+// newest card still wins, at most one interval late.
+const cardInterval = time.Second
+
+// pendingCard is a card that came too soon after its signer's last.
+type pendingCard struct {
+	c    *proto.Card
+	from *peerLink
+	due  time.Time
+}
+
+// pace reports whether c, from a peer, may be applied now. If not, it
+// is kept as its signer's pending card, unless a newer one is pending.
+func (b *cardBook) pace(c *proto.Card, from *peerLink, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last == nil {
+		b.last, b.pending = map[proto.PubKey]time.Time{}, map[proto.PubKey]pendingCard{}
+	}
+	next := b.last[c.Key].Add(cardInterval)
+	if !now.Before(next) {
+		if p, ok := b.pending[c.Key]; ok && p.c.Version <= c.Version {
+			delete(b.pending, c.Key) // superseded
+		}
+		return true
+	}
+	if p, ok := b.pending[c.Key]; !ok || p.c.Version < c.Version {
+		b.pending[c.Key] = pendingCard{c: c, from: from, due: next}
+	}
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+	return false
+}
+
+// applied records that a card of k was taken at now.
+func (b *cardBook) applied(k proto.PubKey, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last == nil {
+		b.last, b.pending = map[proto.PubKey]time.Time{}, map[proto.PubKey]pendingCard{}
+	}
+	b.last[k] = now
+}
+
+// due takes the pending cards due at now, and returns when the next one
+// is due (zero if none is pending).
+func (b *cardBook) due(now time.Time) (out []pendingCard, next time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, p := range b.pending {
+		if now.Before(p.due) {
+			if next.IsZero() || p.due.Before(next) {
+				next = p.due
+			}
+			continue
+		}
+		out = append(out, p)
+		delete(b.pending, k)
+	}
+	return out, next
+}
+
+// cardLoop applies pending cards when they are due.
+func (n *Node) cardLoop() {
+	defer n.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.cards.kick:
+		case <-t.C:
+		}
+		ready, next := n.cards.due(time.Now())
+		for _, p := range ready {
+			n.acceptCard(p.c, p.from)
+		}
+		if !next.IsZero() {
+			t.Reset(time.Until(next))
+		}
+	}
+}
