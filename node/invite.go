@@ -227,7 +227,7 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 // those of other members it knows (the joiner's later seeds). Loopback
 // and Unix addresses are kept: a joiner on this host needs them.
 func (n *Node) inviteAddrs() (self, others []string) {
-	for _, a := range n.advertised {
+	for _, a := range n.advertisedAddrs() {
 		if proto.CheckListenAddr(a) == nil && len(self) < proto.MaxListenAddrs {
 			self = append(self, a)
 		}

@@ -57,9 +57,10 @@ type Node struct {
 		seeds  []*peer // static seeds, dialled by address
 		closed bool    // set by Close: no link is added after it
 	}
-	// advertised are our listen addresses as peers should dial them; set
-	// by setup, read-only after.
-	advertised []string
+	// advertised holds our listen addresses as peers should dial them
+	// (see advertisedAddrs): set by setup once every listener is bound,
+	// while the first listeners may already run handshakes that read it.
+	advertised atomic.Pointer[[]string]
 	px         peerExchange // incremental peer exchange (peerupdate.go)
 	pxHashes   entryHashes  // peer-list entry hashes, shared by the links' views
 
@@ -281,7 +282,8 @@ func (n *Node) setup() error {
 		n.listeners = append(n.listeners, ln)
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
-	n.advertised = advertiseAddrs(n.listeners)
+	adv := advertiseAddrs(n.listeners)
+	n.advertised.Store(&adv)
 	if err := n.saveNewOrg(r); err != nil {
 		return err
 	}
@@ -589,11 +591,21 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 	return nil
 }
 
+// advertisedAddrs returns our listen addresses as peers should dial them:
+// none until setup has bound every listener. The slice is not to be
+// modified.
+func (n *Node) advertisedAddrs() []string {
+	if p := n.advertised.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // payload supplies our handshake fields at handshake time.
 func (n *Node) payload() proto.HandshakePayload {
 	return proto.HandshakePayload{
 		RosterVersion: n.Roster().Version,
-		Listen:        append([]string(nil), n.advertised...),
+		Listen:        slices.Clone(n.advertisedAddrs()),
 		Name:          n.id.Name,
 	}
 }

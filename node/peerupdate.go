@@ -101,8 +101,8 @@ func (n *Node) pxRefreshLocked() {
 		px.tombs = map[proto.PubKey]uint64{}
 	}
 	want := make(map[proto.PubKey][]string, len(n.peers.byKey)+1)
-	if len(n.advertised) > 0 {
-		want[n.id.Pub] = n.advertised
+	if adv := n.advertisedAddrs(); len(adv) > 0 {
+		want[n.id.Pub] = adv
 	}
 	for k, p := range n.peers.byKey {
 		if p.link == nil {

@@ -20,7 +20,7 @@ import (
 func (n *Node) StatusInfo() api.Status {
 	r := n.Roster()
 	links := len(n.linkList())
-	adv := slices.Clone(n.advertised)
+	adv := slices.Clone(n.advertisedAddrs())
 	role := "none"
 	m, member := r.Member(n.id.Pub)
 	if member {
