@@ -27,7 +27,7 @@ func (c *apiChecker) exerciseCards(alice, bob string) {
 	}
 	c.refused(alice, reqInvalid, "PUT", "/v1/card", js, []byte(`{"colour":"red"}`), 400, false)
 	c.json(alice, "GET", "/v1/card", nil, 200, nil)
-	waitUntil(c.t, 10*time.Second, "alice's card at bob", func() bool {
+	waitFor(c.t, "alice's card at bob", 10*time.Second, func() bool {
 		code, _ := c.call(bob, reqValid, "GET", "/v1/cards/alice", "", nil)
 		return code == 200
 	})

@@ -394,7 +394,10 @@ func TestDamagedHomeFiles(t *testing.T) {
 	}
 	d = startDaemon(t, meshd, h, args...)
 	waitStatus(t, meshctl, h, d)
-	if out := d.stderr.String(); !strings.Contains(out, policy) || !strings.Contains(out, "remove each file named") {
-		t.Fatalf("the damaged policy file is not named with the fix:\n%s", out)
-	}
+	// meshd logged it before it answered, but the log reaches the test
+	// through a pipe and a copying goroutine: wait for it to arrive.
+	waitFor(t, "the damaged policy file named with the fix in the log", 10*time.Second, func() bool {
+		out := d.stderr.String()
+		return strings.Contains(out, policy) && strings.Contains(out, "remove each file named")
+	})
 }
