@@ -58,10 +58,12 @@ type Node struct {
 		closed bool    // set by Close: no link is added after it
 	}
 	// advertised are our listen addresses as peers should dial them; set
-	// by setup, read-only after.
-	advertised []string
-	px         peerExchange // incremental peer exchange (peerupdate.go)
-	pxHashes   entryHashes  // peer-list entry hashes, shared by the links' views
+	// by setup, read-only after. The listeners serve handshakes before
+	// setup sets it: payload waits for advertisedSet, closed once it is.
+	advertised    []string
+	advertisedSet chan struct{}
+	px            peerExchange // incremental peer exchange (peerupdate.go)
+	pxHashes      entryHashes  // peer-list entry hashes, shared by the links' views
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -188,6 +190,8 @@ func New(cfg Config) (*Node, error) {
 		answers: newAnswerBook(),
 
 		readerAcks: newReaderAcks(),
+
+		advertisedSet: make(chan struct{}),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
@@ -275,6 +279,7 @@ func (n *Node) setup() error {
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
 	n.advertised = advertiseAddrs(n.listeners)
+	close(n.advertisedSet)
 	if err := n.saveNewOrg(r); err != nil {
 		return err
 	}
@@ -582,6 +587,10 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 
 // payload supplies our handshake fields at handshake time.
 func (n *Node) payload() proto.HandshakePayload {
+	select {
+	case <-n.advertisedSet:
+	case <-n.ctx.Done(): // setup failed (after any write) or the node closes
+	}
 	return proto.HandshakePayload{
 		RosterVersion: n.Roster().Version,
 		Listen:        append([]string(nil), n.advertised...),
