@@ -743,6 +743,7 @@ func (s *syncer) holesFrom(ch uuid.UUID, pl *peerLink, since int64, last *proto.
 	if err != nil {
 		return nil, nil
 	}
+	s.log.Debug("history sync: resumed paging done with holes left; asking the peer from our marks", "peer", pl.key.Fingerprint())
 	res, got := s.pageFrom(pl, &proto.HistoryRequest{ChannelID: ch, SinceTS: since, SinceSeqBySender: marks,
 		MaxMessages: uint32(s.cfg.SyncPageMessages), MaxBytes: uint32(s.cfg.SyncPageBytes)})
 	return &res, got
