@@ -117,7 +117,11 @@ func TestRestartedPeerReplacesStaleLink(t *testing.T) {
 		px := newStallProxy(t, tcpAddr(t, a).Address)
 		b := m.startWith(1, func(c *Config) { c.NoUnixListener = true }, px.addr())
 		waitPolicy(t, b, "ch")
-		waitFor(t, 5*time.Second, "link through the proxy", func() bool { return linked(b, m.ids[0].Pub) })
+		// Both ends: b may count the link before a has admitted it, and
+		// a stall then would leave a without the link the test needs.
+		waitFor(t, 5*time.Second, "link through the proxy", func() bool {
+			return linked(b, m.ids[0].Pub) && linked(a, m.ids[1].Pub)
+		})
 		px.stall()
 		b.Close()
 		// a still sees b linked: the stale link has not idled out.
@@ -130,7 +134,7 @@ func TestRestartedPeerReplacesStaleLink(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Well inside the 15 s idle timeout that would free a stale link.
-		waitFor(t, 3*time.Second, fmt.Sprintf("round %d message live at a", round), func() bool {
+		waitFor(t, 10*time.Second, fmt.Sprintf("round %d message live at a", round), func() bool {
 			return channelCount(a, p.ID) == round
 		})
 		// The new process's first link was the one kept.

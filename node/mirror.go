@@ -131,22 +131,35 @@ type mirrorRun struct {
 	retry *time.Timer
 	armed bool
 	// skip are items a retry wrote from the store that may still come
-	// through the queue; the loop drops them there, once.
-	skip map[uuid.UUID]bool
+	// through the queue; the loop drops them there, once. Only items
+	// whose file was written are in it, and only the queue's batches
+	// consult it: a write from the store never skips.
+	skip map[envKey]bool
+	// files writes mailbox files ([mailbox.Mirror.Write], or Rewrite when
+	// rewrite); nil is the node's mirror. Tests inject failures here.
+	files func(rewrite bool, items ...mailbox.Item) ([]string, error)
 }
+
+// envKey names an envelope: its sender and its id (senders may share ids).
+type envKey struct {
+	from proto.PubKey
+	id   uuid.UUID
+}
+
+func keyOf(it mailbox.Item) envKey { return envKey{it.Env.From, it.Env.ID} }
 
 // unwritten returns the items of queued that are not in written.
 func (r *mirrorRun) unwritten(queued, written []mailbox.Item) []mailbox.Item {
 	if len(queued) == 0 {
 		return nil
 	}
-	done := make(map[uuid.UUID]bool, len(written))
+	done := make(map[envKey]bool, len(written))
 	for _, it := range written {
-		done[it.Env.ID] = true
+		done[keyOf(it)] = true
 	}
 	var rest []mailbox.Item
 	for _, it := range queued {
-		if !done[it.Env.ID] {
+		if !done[keyOf(it)] {
 			rest = append(rest, it)
 		}
 	}
@@ -269,10 +282,15 @@ func (r *mirrorRun) retryMissing() {
 	before := r.failures
 	// The items still queued are in the store too: take them out of the
 	// queue first, so that each gets one file, written from the store.
+	// Those the last retry wrote have theirs.
 	var queued []mailbox.Item
 	for len(queued) < mirrorQueueLen {
 		select {
 		case it := <-n.mirrorq:
+			if k := keyOf(it); r.skip[k] {
+				delete(r.skip, k)
+				continue
+			}
 			queued = append(queued, it)
 			continue
 		default:
@@ -280,20 +298,28 @@ func (r *mirrorRun) retryMissing() {
 		break
 	}
 	start := time.Now()
-	written := r.reconcile(r.failedSince.Add(-mirrorCheckMargin), false)
+	tried, written := r.reconcile(r.failedSince.Add(-mirrorCheckMargin), false)
 	// An item committed but not yet queued when the queue was read may
-	// still arrive: the loop skips those the retry wrote.
+	// still arrive: the loop skips those the retry wrote. Not those taken
+	// from the queue above (they never come again), nor those whose
+	// write failed (the queue's copy, or the next retry, writes them).
+	inQueue := make(map[envKey]bool, len(queued))
+	for _, it := range queued {
+		inQueue[keyOf(it)] = true
+	}
 	clear(r.skip)
 	for _, it := range written {
-		if it.Delivered.After(start.Add(-mirrorCheckMargin)) {
+		if it.Delivered.After(start.Add(-mirrorCheckMargin)) && !inQueue[keyOf(it)] {
 			if r.skip == nil {
-				r.skip = map[uuid.UUID]bool{}
+				r.skip = map[envKey]bool{}
 			}
-			r.skip[it.Env.ID] = true
+			r.skip[keyOf(it)] = true
 		}
 	}
-	if rest := r.unwritten(queued, written); len(rest) > 0 {
-		r.write(rest, false)
+	// The queued items reconcile did not try were committed after it
+	// read the store: they have no file yet.
+	if rest := r.unwritten(queued, tried); len(rest) > 0 {
+		r.put(rest, false)
 	}
 	if r.failures != before {
 		r.backoff = min(2*r.backoff, mirrorRetryMax)
@@ -356,12 +382,11 @@ func (n *Node) mirrorCheckpoint() time.Time {
 // cut short (see [mailbox.Mirror.Rewrite]). A batch that leaves files
 // missing is counted; the first one logs and starts the retries.
 func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time) {
-	n := r.n
 	if len(r.skip) > 0 && !rewrite {
 		kept := batch[:0:0]
 		for _, it := range batch {
-			if r.skip[it.Env.ID] {
-				delete(r.skip, it.Env.ID)
+			if k := keyOf(it); r.skip[k] {
+				delete(r.skip, k)
 				continue
 			}
 			kept = append(kept, it)
@@ -370,6 +395,15 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 			return newest
 		}
 	}
+	newest, _ = r.put(batch, rewrite)
+	return newest
+}
+
+// put is write without the skip list, for items read from the store: it
+// returns the newest delivery time in batch and the items whose files it
+// wrote.
+func (r *mirrorRun) put(batch []mailbox.Item, rewrite bool) (newest time.Time, written []mailbox.Item) {
+	n := r.n
 	oldest := batch[0].Delivered
 	for _, it := range batch {
 		if it.Delivered.After(newest) {
@@ -382,14 +416,10 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 	if reason := n.gate.check(); reason != "" {
 		n.onMirrorPause(reason)
 		r.holdBack(len(batch), oldest)
-		return time.Time{}
+		return time.Time{}, nil
 	}
 	n.onMirrorPause("")
-	write := n.mirror.Write
-	if rewrite {
-		write = n.mirror.Rewrite
-	}
-	paths, err := write(batch...)
+	paths, err := r.writeFiles(rewrite, batch)
 	n.metrics.Add("mirror.files", uint64(len(paths)))
 	n.gate.wrote(len(paths), filesSize(paths))
 	if err == nil {
@@ -399,8 +429,9 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 			r.backoff = mirrorRetryMin
 			r.arm(0)
 		}
-		return newest
+		return newest, batch
 	}
+	written = writtenItems(batch, paths)
 	// The envelopes are in the history store: the retries (or the next
 	// start) write the missing files from there.
 	r.failures++
@@ -427,7 +458,36 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 	} else {
 		n.log.Debug("mailbox mirror: files not written", "missing", missing, "err", err)
 	}
-	return newest
+	return newest, written
+}
+
+// writeFiles writes the files of batch through r.files, or the mirror.
+func (r *mirrorRun) writeFiles(rewrite bool, batch []mailbox.Item) ([]string, error) {
+	switch {
+	case r.files != nil:
+		return r.files(rewrite, batch...)
+	case rewrite:
+		return r.n.mirror.Rewrite(batch...)
+	}
+	return r.n.mirror.Write(batch...)
+}
+
+// writtenItems returns the items of batch whose files are among paths.
+// The mirror writes in batch order and returns the paths it wrote in
+// that order, so paths is a subsequence of batch, matched by tag.
+func writtenItems(batch []mailbox.Item, paths []string) []mailbox.Item {
+	var out []mailbox.Item
+	j := 0
+	for _, it := range batch {
+		if j == len(paths) {
+			break
+		}
+		if tag, ok := mailbox.TagOf(filepath.Base(paths[j])); ok && tag == mailbox.Tag(it.Env.ID.String()) {
+			out = append(out, it)
+			j++
+		}
+	}
+	return out
 }
 
 // reconcile writes the mailbox files of inbox items delivered since since
@@ -437,9 +497,11 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 // may have left them empty or cut short under their final names: those
 // are read, and rewritten unless whole; and the index lines a crash kept
 // from their day's index are appended. It returns the items whose files
-// it wrote (or tried to: a failure is counted in r.failures).
-func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.Item) {
+// it tried to write and, of those, the ones it wrote (a failure is
+// counted in r.failures). It checkpoints only when every write worked.
+func (r *mirrorRun) reconcile(since time.Time, atStart bool) (tried, written []mailbox.Item) {
 	n := r.n
+	before := r.failures
 	items, err := n.store.Inbox(history.InboxFilter{Since: since})
 	if err != nil {
 		n.log.Error("mailbox reconcile", "err", err)
@@ -523,15 +585,20 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (written []mailbox.
 	}
 	n.metrics.Add("mirror.reconciled", uint64(len(missing)+len(torn)))
 	n.metrics.Add("mirror.torn_rewritten", uint64(len(torn)))
+	// From the store: the queue's skip list does not apply.
 	for i := 0; i < len(missing); i += 256 {
-		r.write(missing[i:min(i+256, len(missing))], false)
+		_, w := r.put(missing[i:min(i+256, len(missing))], false)
+		written = append(written, w...)
 	}
 	// A file cut short may be in its day's index already.
 	for i := 0; i < len(torn); i += 256 {
-		r.write(torn[i:min(i+256, len(torn))], true)
+		_, w := r.put(torn[i:min(i+256, len(torn))], true)
+		written = append(written, w...)
 	}
-	n.checkpointMirror(newest)
-	return append(missing, torn...)
+	if r.failures == before {
+		n.checkpointMirror(newest)
+	}
+	return append(missing, torn...), written
 }
 
 // mirrorFiles finds the mailbox files of envelopes. It reads each inbox

@@ -58,11 +58,13 @@ type Node struct {
 		closed bool    // set by Close: no link is added after it
 	}
 	// advertised holds our listen addresses as peers should dial them
-	// (see advertisedAddrs): set by setup once every listener is bound,
-	// while the first listeners may already run handshakes that read it.
-	advertised atomic.Pointer[[]string]
-	px         peerExchange // incremental peer exchange (peerupdate.go)
-	pxHashes   entryHashes  // peer-list entry hashes, shared by the links' views
+	// (see advertisedAddrs): set by setup once every listener is bound.
+	// The listeners serve handshakes before that: payload waits for
+	// advertisedSet, closed once it is set.
+	advertised    atomic.Pointer[[]string]
+	advertisedSet chan struct{}
+	px            peerExchange // incremental peer exchange (peerupdate.go)
+	pxHashes      entryHashes  // peer-list entry hashes, shared by the links' views
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -195,6 +197,8 @@ func New(cfg Config) (*Node, error) {
 		answers: newAnswerBook(),
 
 		readerAcks: newReaderAcks(),
+
+		advertisedSet: make(chan struct{}),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.peers.byKey = map[proto.PubKey]*peer{}
@@ -284,6 +288,7 @@ func (n *Node) setup() error {
 	}
 	adv := advertiseAddrs(n.listeners)
 	n.advertised.Store(&adv)
+	close(n.advertisedSet)
 	if err := n.saveNewOrg(r); err != nil {
 		return err
 	}
@@ -603,6 +608,10 @@ func (n *Node) advertisedAddrs() []string {
 
 // payload supplies our handshake fields at handshake time.
 func (n *Node) payload() proto.HandshakePayload {
+	select {
+	case <-n.advertisedSet:
+	case <-n.ctx.Done(): // setup failed (after any write) or the node closes
+	}
 	return proto.HandshakePayload{
 		RosterVersion: n.Roster().Version,
 		Listen:        slices.Clone(n.advertisedAddrs()),

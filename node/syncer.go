@@ -44,7 +44,9 @@ import (
 //     until a page comes without `more`. Paging that stops early (a
 //     timeout, a closed link, maxRoundPages) resumes there in the next
 //     round, and a page that comes after its wait timed out is still
-//     used (syncer_page.go).
+//     used (syncer_page.go). A cursor's marks may have passed holes: in
+//     a full round, once resumed paging with a peer reaches its last
+//     page and holes remain, that peer is asked again from our marks.
 //  3. Every envelope of a page goes through the receive pipeline with
 //     rxSource{history: true}: every check but the TTL, dedupe by id and
 //     per-sender seq tracking happen there, and the commit stage stores
@@ -669,10 +671,21 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 			}
 		}
 		res, got := s.pageFrom(c.pl, req)
-		res.Archive, res.Resumed = c.archive, resumed
 		if got != nil {
 			last = got
 		}
+		if resumed && full && !join && res.complete() {
+			// The cursor's marks may have passed holes this peer holds
+			// now (a restarted peer, an envelope it got since): a full
+			// round asks again from the stored marks.
+			if more, got := s.holesFrom(ch, c.pl, since, last); more != nil {
+				res = res.then(*more)
+				if got != nil {
+					last = got
+				}
+			}
+		}
+		res.Archive, res.Resumed = c.archive, resumed
 		round.Peers = append(round.Peers, res)
 		if !res.complete() {
 			allComplete = false
@@ -716,6 +729,33 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 		s.rounds = slices.Delete(s.rounds, 0, len(s.rounds)-maxRoundLog)
 	}
 	s.mu.Unlock()
+}
+
+// holesFrom asks pl for the channel's envelopes above the stored marks
+// once resumed paging with it is done, if holes remain: nil when none do
+// (or the marks cannot be read).
+func (s *syncer) holesFrom(ch uuid.UUID, pl *peerLink, since int64, last *proto.SignedEnvelope) (*syncPeerResult, *proto.SignedEnvelope) {
+	s.awaitStored(last)
+	if s.gapStreams(ch) == 0 {
+		return nil, nil
+	}
+	marks, err := s.store.SeqMarks(ch)
+	if err != nil {
+		return nil, nil
+	}
+	s.log.Debug("history sync: resumed paging done with holes left; asking the peer from our marks", "peer", pl.key.Fingerprint())
+	res, got := s.pageFrom(pl, &proto.HistoryRequest{ChannelID: ch, SinceTS: since, SinceSeqBySender: marks,
+		MaxMessages: uint32(s.cfg.SyncPageMessages), MaxBytes: uint32(s.cfg.SyncPageBytes)})
+	return &res, got
+}
+
+// then is r followed by more paging with the same peer in the same round.
+func (r syncPeerResult) then(more syncPeerResult) syncPeerResult {
+	r.Status, r.Err, r.Paused = more.Status, more.Err, more.Paused
+	r.Pages += more.Pages
+	r.Envelopes += more.Envelopes
+	r.Delivered += more.Delivered
+	return r
 }
 
 // awaitStored waits, up to storedWait, until the commit stage has stored

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,5 +93,56 @@ func TestPagingPausesAndResumes(t *testing.T) {
 	// One page each, and one last empty page at most: no page twice.
 	if pages > total+1 {
 		t.Errorf("%d pages for %d messages: paging started again from the window's start", pages, total)
+	}
+}
+
+// A cursor's marks may have passed a hole (NextHistoryRequest raises a
+// mark past one); a full round that resumes paging from it must still
+// ask that peer for the holes from the stored marks once the resumed
+// paging is done. Here a pages b from a cursor saved past s's seq 4,
+// which b holds: the round fetches it, not the next periodic one.
+func TestResumedCursorStillFillsHoles(t *testing.T) {
+	m := newSyncMesh(t, 3)
+	slow := func(c *Config) { c.SyncInterval = time.Hour }
+	a := m.startWith(0, slow)
+	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := p.ID
+	b := m.startWith(1, slow, tcpAddr(t, a))
+	waitPolicy(t, b, "ch")
+	waitFor(t, 10*time.Second, "a's link-up round", func() bool { return len(a.syncer.roundsOf(ch)) > 0 })
+
+	// s's stream 1..5: a holds all but 4, b holds all.
+	s, ep := m.ids[2].Key, proto.NewEpoch()
+	var envs []*proto.SignedEnvelope
+	for seq := uint64(1); seq <= 5; seq++ {
+		se, err := proto.SignEnvelope(s, &proto.Envelope{ID: proto.NewID(), From: m.ids[2].Pub, To: proto.ToChannel(ch),
+			Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 3600, Seq: seq, Epoch: ep,
+			Message: &proto.Message{Body: fmt.Sprintf("s %d", seq)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs = append(envs, se)
+	}
+	if _, err := a.store.PutBatch([]*proto.SignedEnvelope{envs[0], envs[1], envs[2], envs[4]}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.PutBatch(envs, false); err != nil {
+		t.Fatal(err)
+	}
+	// Paging with b stopped after a page that held seq 5: its cursor
+	// asks for what follows 5.
+	a.syncer.saveCursor(m.ids[1].Pub, &proto.HistoryRequest{ChannelID: ch, SinceTS: envs[4].TS,
+		MaxMessages: uint32(a.cfg.SyncPageMessages), MaxBytes: uint32(a.cfg.SyncPageBytes),
+		SinceSeqBySender: []proto.SeqMark{{Sender: m.ids[2].Pub, Epoch: ep, LastSeq: 5}}})
+	a.syncer.markDue(ch, false)
+	waitFor(t, 10*time.Second, "a fetched s's 4 from b", func() bool {
+		ok, err := a.store.Seen(m.ids[2].Pub, envs[3].ID)
+		return err == nil && ok
+	})
+	if got := a.metrics.Get("sync.resumed"); got != 1 {
+		t.Errorf("sync.resumed = %d, want 1: the round did not start from the cursor", got)
 	}
 }

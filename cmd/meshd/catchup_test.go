@@ -434,9 +434,10 @@ func TestEpochFloodKeepsRealGap(t *testing.T) {
 	for !o.historyIDs("alice", "ops")[hole.ID.String()] {
 		if time.Now().After(deadline) {
 			a, b := counters(t, o.meshctl, o.homes["alice"]), counters(t, o.meshctl, o.homes["bob"])
-			t.Fatalf("alice never fetched carol's 901 from bob: alice sync.pages %d (+%d), sync.envelopes %d (+%d), sync.already_held %d; bob history.served %d, history.served.envelopes %d",
+			t.Fatalf("alice never fetched carol's 901 from bob: alice sync.pages %d (+%d), sync.envelopes %d (+%d), sync.already_held %d, sync.resumed %d (+%d), sync.paused %d; bob history.served %d, history.served.envelopes %d",
 				a["sync.pages"], a["sync.pages"]-pre["sync.pages"], a["sync.envelopes"], a["sync.envelopes"]-pre["sync.envelopes"],
-				a["sync.already_held"], b["history.served"], b["history.served.envelopes"])
+				a["sync.already_held"], a["sync.resumed"], a["sync.resumed"]-pre["sync.resumed"], a["sync.paused"],
+				b["history.served"], b["history.served.envelopes"])
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
