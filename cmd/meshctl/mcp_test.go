@@ -21,8 +21,8 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
-	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
+var mcpTools = []string{"cancel_request", "delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
+	"request_any", "send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits
 // until they link.

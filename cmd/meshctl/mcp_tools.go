@@ -32,6 +32,7 @@ type sendRequestIn struct {
 	Intent  string          `json:"intent" jsonschema:"what you ask for, such as run-tests (1 to 256 bytes)"`
 	Params  json.RawMessage `json:"params,omitempty"`
 	ReplyTo string          `json:"reply_to,omitempty" jsonschema:"the request_id of the request this one follows up (its hop is one more; a chain ends at hop 3)"`
+	Strict  bool            `json:"strict,omitempty" jsonschema:"refuse to send when the peer's card does not list the intent (default false: send, with a warning)"`
 }
 
 type sendResponseIn struct {
@@ -197,13 +198,22 @@ func (m *mcpServer) sendRequest(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if string(params) == "null" {
 		params = nil
 	}
+	warn, err := call(ctx, func(ctx context.Context) (string, error) {
+		return cardIntentWarning(ctx, m.c, to, in.Intent, in.Strict)
+	})
+	if err != nil {
+		return nil, nil, m.toolErr(err)
+	}
 	s, err := call(ctx, func(ctx context.Context) (*api.Sent, error) {
 		return m.c.Request(ctx, api.Request{To: to, Intent: in.Intent, Params: params, ReplyTo: in.ReplyTo})
 	})
 	if err != nil {
 		return nil, nil, m.toolErr(err)
 	}
-	return textResult("sent request %q to %s%s; its response will arrive in the inbox", in.Intent, orElse(s.To, to), sentText(s)), s, nil
+	if warn != "" {
+		warn = "; warning: " + warn + " (find_agents lists who serves what)"
+	}
+	return textResult("sent request %q to %s%s; its response will arrive in the inbox%s", in.Intent, orElse(s.To, to), sentText(s), warn), s, nil
 }
 
 func (m *mcpServer) sendResponse(ctx context.Context, _ *mcp.CallToolRequest, in sendResponseIn) (*mcp.CallToolResult, any, error) {

@@ -84,8 +84,8 @@ func (p *eventPump) close() {
 }
 
 // nextResponse returns the next response to request rid, or ok false
-// when deadline passes first (a zero deadline never passes).
-func (p *eventPump) nextResponse(rid string, deadline time.Time) (it api.Item, ok bool, err error) {
+// when deadline passes first (a zero deadline never passes) or ctx ends.
+func (p *eventPump) nextResponse(ctx context.Context, rid string, deadline time.Time) (it api.Item, ok bool, err error) {
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -94,6 +94,8 @@ func (p *eventPump) nextResponse(rid string, deadline time.Time) (it api.Item, o
 	}
 	for {
 		select {
+		case <-ctx.Done():
+			return api.Item{}, false, ctx.Err()
 		case <-expired:
 			return api.Item{}, false, nil
 		case n := <-p.ch:
@@ -108,13 +110,13 @@ func (p *eventPump) nextResponse(rid string, deadline time.Time) (it api.Item, o
 	}
 }
 
-// candidates lists the members to ask for intent: online, then away.
-func (a *app) anyCandidates(intent string) ([]api.Card, error) {
-	ctx, cancel := a.ctx()
+// anyCandidates lists the members to ask for intent: online, then away.
+func anyCandidates(ctx context.Context, c *api.Client, intent string) ([]api.Card, error) {
+	ctx, cancel := context.WithTimeout(ctx, api.DefaultTimeout)
 	defer cancel()
-	cs, err := a.client().Cards(ctx, intent)
+	cs, err := c.Cards(ctx, intent)
 	if err != nil {
-		return nil, a.remoteErr(err)
+		return nil, err
 	}
 	var out []api.Card
 	for _, c := range cs.Cards {
@@ -128,35 +130,38 @@ func (a *app) anyCandidates(intent string) ([]api.Card, error) {
 	return out, nil
 }
 
-func (a *app) requestAny(o anyOpts) error {
-	cands, err := a.anyCandidates(o.intent)
-	if err != nil {
-		return err
+// anyTaken is what askAny found: the request a candidate took, that
+// candidate, its first answer, and every candidate asked.
+type anyTaken struct {
+	sent  *api.Sent
+	peer  string
+	first api.Item
+	tried []anyTry
+}
+
+// askAny asks cands (anyCandidates) for o.intent in turn until one takes the
+// request. note, when set, is told of each ask and each move on. A nil
+// taken with a nil error means that no candidate took it.
+func askAny(ctx context.Context, c *api.Client, pump *eventPump, cands []api.Card, o anyOpts, note func(format string, args ...any)) (*anyTaken, []anyTry, error) {
+	if note == nil {
+		note = func(string, ...any) {}
 	}
-	events, err := a.client().OpenEvents(context.Background())
-	if err != nil {
-		return a.remoteErr(err)
-	}
-	pump := newEventPump(events)
-	defer pump.close()
 	var tried []anyTry
-	for _, c := range cands {
-		peer := orDash(c.Name)
-		if c.Name == "" {
-			peer = c.Fingerprint
+	for _, cd := range cands {
+		peer := orDash(cd.Name)
+		if cd.Name == "" {
+			peer = cd.Fingerprint
 		}
-		ctx, cancel := a.ctx()
-		s, err := a.client().Request(ctx, api.Request{To: c.Fingerprint, Intent: o.intent, Params: o.params, ReplyTo: o.replyTo})
-		cancel()
+		s, err := call(ctx, func(ctx context.Context) (*api.Sent, error) {
+			return c.Request(ctx, api.Request{To: cd.Fingerprint, Intent: o.intent, Params: o.params, ReplyTo: o.replyTo})
+		})
 		if err != nil {
-			return a.remoteErr(err)
+			return nil, tried, err
 		}
-		if !a.json {
-			fmt.Fprintf(a.Stdout, "asked %s (%s): request %s\n", printable(peer, false), c.Presence, printable(s.RequestID, false))
-		}
-		it, ok, err := pump.nextResponse(s.RequestID, time.Now().Add(o.acceptTimeout))
+		note("asked %s (%s): request %s", printable(peer, false), cd.Presence, printable(s.RequestID, false))
+		it, ok, err := pump.nextResponse(ctx, s.RequestID, time.Now().Add(o.acceptTimeout))
 		if err != nil {
-			return a.remoteErr(err)
+			return nil, tried, err
 		}
 		try := anyTry{Peer: peer, RequestID: s.RequestID, Outcome: "timed_out"}
 		if ok {
@@ -164,21 +169,44 @@ func (a *app) requestAny(o anyOpts) error {
 		}
 		tried = append(tried, try)
 		if !ok || it.Status == "rejected" {
-			if !a.json {
-				why := fmt.Sprintf("no answer within %v", o.acceptTimeout)
-				if ok {
-					why = "rejected"
-				}
-				fmt.Fprintf(a.Stdout, "%s: %s; asking the next\n", printable(peer, false), why)
+			why := fmt.Sprintf("no answer within %v", o.acceptTimeout)
+			if ok {
+				why = "rejected"
 			}
+			note("%s: %s; asking the next", printable(peer, false), why)
 			continue
 		}
-		return a.anyTaken(pump, s, peer, it, tried, o)
+		return &anyTaken{sent: s, peer: peer, first: it, tried: tried}, tried, nil
 	}
-	if a.json {
-		_ = a.printJSON(map[string]any{"tried": tried, "taken": false})
+	return nil, tried, nil
+}
+
+func (a *app) requestAny(o anyOpts) error {
+	cands, err := anyCandidates(context.Background(), a.client(), o.intent)
+	if err != nil {
+		return a.remoteErr(err)
 	}
-	return fmt.Errorf("no member took the request: %d asked", len(tried))
+	events, err := a.client().OpenEvents(context.Background())
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	pump := newEventPump(events)
+	defer pump.close()
+	var note func(string, ...any)
+	if !a.json {
+		note = func(format string, args ...any) { fmt.Fprintf(a.Stdout, format+"\n", args...) }
+	}
+	t, tried, err := askAny(context.Background(), a.client(), pump, cands, o, note)
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if t == nil {
+		if a.json {
+			_ = a.printJSON(map[string]any{"tried": tried, "taken": false})
+		}
+		return fmt.Errorf("no member took the request: %d asked", len(tried))
+	}
+	return a.anyTaken(pump, t.sent, t.peer, t.first, t.tried, o)
 }
 
 // anyTaken reports the candidate that took the request, and with --wait
@@ -211,7 +239,7 @@ func (a *app) anyTaken(pump *eventPump, s *api.Sent, peer string, first api.Item
 		deadline = time.Now().Add(o.timeout)
 	}
 	for {
-		it, ok, err := pump.nextResponse(s.RequestID, deadline)
+		it, ok, err := pump.nextResponse(context.Background(), s.RequestID, deadline)
 		if err != nil {
 			return a.remoteErr(err)
 		}

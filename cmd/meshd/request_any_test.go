@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // waitRequest polls name's unread inbox for a request for intent, marks
@@ -167,4 +170,109 @@ func TestRequestAnyEndToEnd(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "no online or away member's card lists intent deploy") {
 		t.Fatalf("request --any for an unserved intent: %+v", r)
 	}
+}
+
+// TestRequestAnyMCP: the MCP faces of the same. send_request warns when
+// the peer's card does not list the intent and refuses with strict;
+// request_any moves on from bob's rejection to carol, who accepts;
+// cancel_request reaches carol.
+func TestRequestAnyMCP(t *testing.T) {
+	t.Parallel()
+	o := newHistOrg(t, "alice", "bob", "carol")
+	card := filepath.Join(t.TempDir(), "card.json")
+	if err := os.WriteFile(card, []byte(`{"intents": [{"name": "run-tests"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.ctl("bob", "card", "set", "--file", card)
+	o.ctl("carol", "card", "set", "--file", card)
+	o.waitAgent(o.homes["alice"], "run-tests", "bob", 1, 10*time.Second)
+	o.waitAgent(o.homes["alice"], "run-tests", "carol", 1, 10*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command(o.meshctl, "--home", o.homes["alice"], "mcp")
+	cmd.Env = cleanEnv()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	text := func(res *mcp.CallToolResult) string {
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String()
+	}
+
+	// An intent bob's card does not list: sent with a warning, or
+	// refused with strict.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "send_request", Arguments: map[string]any{"target": "bob", "intent": "deploy"}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "warning: bob's card does not list intent deploy (it lists: run-tests)") {
+		t.Fatalf("send_request for an unlisted intent: %v %q", err, text(res))
+	}
+	o.waitRequest("bob", "deploy", 10*time.Second)
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "send_request", Arguments: map[string]any{"target": "bob", "intent": "deploy", "strict": true}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "--strict: bob's card does not list intent deploy") {
+		t.Fatalf("strict send_request for an unlisted intent: %v %q", err, text(res))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "send_request", Arguments: map[string]any{"target": "bob", "intent": "run-tests", "strict": true}})
+	if err != nil || res.IsError || strings.Contains(text(res), "warning") {
+		t.Fatalf("strict send_request for a listed intent: %v %q", err, text(res))
+	}
+	o.waitRequest("bob", "run-tests", 10*time.Second)
+
+	// request_any: bob rejects, carol accepts.
+	type callOut struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan callOut, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_any", Arguments: map[string]any{
+			"intent": "run-tests", "params": map[string]any{"branch": "main"}, "accept_timeout_seconds": 20}})
+		done <- callOut{res, err}
+	}()
+	rid := o.waitRequest("bob", "run-tests", 10*time.Second)
+	o.ctl("bob", "respond", rid, "rejected")
+	rid2 := o.waitRequest("carol", "run-tests", 10*time.Second)
+	o.ctl("carol", "respond", rid2, "accepted")
+	var got callOut
+	select {
+	case got = <-done:
+	case <-ctx.Done():
+		t.Fatal("request_any did not return")
+	}
+	if got.err != nil || got.res.IsError {
+		t.Fatalf("request_any: %v %q", got.err, text(got.res))
+	}
+	b, _ := json.Marshal(got.res.StructuredContent)
+	var taken struct {
+		Taken   bool
+		Peer    string
+		Request struct {
+			RequestID string `json:"request_id"`
+		}
+		Answer struct{ Status string }
+		Tried  []struct{ Peer, Outcome string }
+	}
+	if err := json.Unmarshal(b, &taken); err != nil || !taken.Taken || taken.Peer != "carol" || taken.Request.RequestID != rid2 ||
+		taken.Answer.Status != "accepted" || len(taken.Tried) != 2 || taken.Tried[0].Outcome != "rejected" {
+		t.Fatalf("request_any: %v %s", err, b)
+	}
+
+	// request_any for an intent nobody serves names the fix.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_any", Arguments: map[string]any{"intent": "deploy"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "no online or away member's card lists intent deploy") {
+		t.Fatalf("request_any for an unserved intent: %v %q", err, text(res))
+	}
+
+	// cancel_request finds carol by her answer.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "cancel_request", Arguments: map[string]any{"request_id": rid2}})
+	if err != nil || res.IsError {
+		t.Fatalf("cancel_request: %v %q", err, text(res))
+	}
+	o.waitCancel("carol", rid2)
 }
