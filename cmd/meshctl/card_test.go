@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,14 +111,12 @@ func TestRequestAnyFlags(t *testing.T) {
 	f.fails(t, 2, []string{"request", "--any", "x", "--strict"}, "--strict does not apply")
 	f.fails(t, 2, []string{"request", "--any", "x", "--accept-timeout", "0s"}, "--accept-timeout must be positive")
 	f.fails(t, 2, []string{"request", "--any", "x", "--timeout", "1s"}, "--timeout needs --wait")
+	f.fails(t, 2, []string{"request", "--any", "x", "--accept-timeout", "6m"}, "--accept-timeout must be at most 5m0s")
 	f.none(t)
-	self := bobCard()
-	self.Self = true
-	away := bobCard()
-	away.Name, away.Presence = "carol", "offline"
-	f.answer("GET /v1/cards", 200, api.Cards{Cards: []api.Card{self, away}})
-	f.fails(t, 1, []string{"request", "--any", "--intent", "run-tests"}, "no online or away member's card lists intent run-tests")
-	if q := f.one(t, "GET /v1/cards").Query.Get("intent"); q != "run-tests" {
-		t.Errorf("intent=%q", q)
+	f.answer("POST /v1/request/any", 404, api.Error{Error: `no online or away member's card lists intent "run-tests"`, Hint: "see who serves what: meshctl agents --intent run-tests"})
+	f.fails(t, 1, []string{"request", "--any", "--intent", "run-tests", "--accept-timeout", "2s"}, "no online or away member's card lists intent")
+	var in api.RequestAny
+	if err := json.Unmarshal([]byte(f.one(t, "POST /v1/request/any").Body), &in); err != nil || in.Intent != "run-tests" || in.AcceptTimeoutSeconds != 2 {
+		t.Errorf("request body %+v: %v", in, err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
+	
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,7 +20,7 @@ import (
 
 // mcpMaxAcceptWait bounds request_any's wait for each candidate, so one
 // tool call stays within what hosts allow a call.
-const mcpMaxAcceptWait = 300
+const mcpMaxAcceptWait = int(api.MaxAcceptTimeout / time.Second)
 
 type requestAnyIn struct {
 	Intent        string          `json:"intent" jsonschema:"what you ask for, as members' cards list it (find_agents shows them)"`
@@ -32,15 +32,6 @@ type requestAnyIn struct {
 type cancelRequestIn struct {
 	RequestID string `json:"request_id" jsonschema:"the request_id of one of this node's requests"`
 	To        string `json:"to,omitempty" jsonschema:"the peer to tell; default: the peer that answered the request"`
-}
-
-// mcpAnyResult is request_any's structured answer.
-type mcpAnyResult struct {
-	Taken   bool      `json:"taken"`
-	Request *api.Sent `json:"request,omitempty"`
-	Peer    string    `json:"peer,omitempty"`
-	Answer  *api.Item `json:"answer,omitempty"`
-	Tried   []anyTry  `json:"tried"`
 }
 
 func (m *mcpServer) addRequestTools(srv *mcp.Server) error {
@@ -66,41 +57,22 @@ func (m *mcpServer) requestAny(ctx context.Context, _ *mcp.CallToolRequest, in r
 	case in.AcceptTimeout < 0 || in.AcceptTimeout > mcpMaxAcceptWait:
 		return nil, nil, fmt.Errorf("accept_timeout_seconds must be 0 (default 30) to %d", mcpMaxAcceptWait)
 	}
-	wait := defaultAcceptTimeout
-	if in.AcceptTimeout > 0 {
-		wait = time.Duration(in.AcceptTimeout) * time.Second
-	}
 	params := in.Params
 	if string(params) == "null" {
 		params = nil
 	}
-	cands, err := anyCandidates(ctx, m.c, intent)
+	r, err := m.c.RequestAny(ctx, api.RequestAny{Intent: intent, Params: params, ReplyTo: in.ReplyTo, AcceptTimeoutSeconds: float64(in.AcceptTimeout)})
 	if err != nil {
 		return nil, nil, m.toolErr(err)
 	}
-	events, err := m.c.OpenEvents(ctx)
-	if err != nil {
-		return nil, nil, m.toolErr(err)
+	if !r.Taken {
+		return textResult("no member took the request: %d asked", len(r.Tried)), r, nil
 	}
-	pump := newEventPump(events)
-	defer pump.close()
-	t, tried, err := askAny(ctx, m.c, pump, cands, anyOpts{intent: intent, params: params, replyTo: in.ReplyTo, acceptTimeout: wait}, nil)
-	if err != nil {
-		return nil, nil, m.toolErr(err)
-	}
-	if tried == nil {
-		tried = []anyTry{}
-	}
-	if t == nil {
-		return textResult("no member took the request: %d asked", len(tried)), &mcpAnyResult{Tried: tried}, nil
-	}
-	first := t.first
-	out := &mcpAnyResult{Taken: true, Request: t.sent, Peer: t.peer, Answer: &first, Tried: tried}
-	text := fmt.Sprintf("%s took request %s (%s)", t.peer, t.sent.RequestID, first.Status)
-	if first.Status == "accepted" || first.Status == "progress" {
+	text := fmt.Sprintf("%s took request %s (%s)", partyName(*r.Peer), r.Request.RequestID, r.Answer.Status)
+	if r.Answer.Status == "accepted" || r.Answer.Status == "progress" {
 		text += "; its further answers will arrive in the inbox"
 	}
-	return textResult("%s", text), out, nil
+	return textResult("%s", text), r, nil
 }
 
 func (m *mcpServer) cancelRequest(ctx context.Context, _ *mcp.CallToolRequest, in cancelRequestIn) (*mcp.CallToolResult, any, error) {

@@ -68,7 +68,7 @@ func runRequest(a *app, args []string) error {
 	strict := fs.Bool("strict", false, "")
 	anyone := fs.Bool("any", false, "")
 	intentFlag := fs.String("intent", "", "")
-	acceptTimeout := fs.Duration("accept-timeout", defaultAcceptTimeout, "")
+	acceptTimeout := fs.Duration("accept-timeout", api.DefaultAcceptTimeout, "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err

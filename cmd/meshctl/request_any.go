@@ -11,33 +11,9 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// request --any: ask whoever can. The candidates are the members whose
-// card lists the intent, online first, then away (offline members are
-// not asked); each is asked in turn until one accepts (or answers in
-// full) within --accept-timeout. A rejection, or no answer in time,
-// moves on to the next. The requests left unanswered stay with their
-// peers: a peer that accepts one late still does the work, and its
-// answer still arrives in the inbox.
-
-// defaultAcceptTimeout is how long --any waits for each candidate.
-const defaultAcceptTimeout = 30 * time.Second
-
-// anyTry is one candidate --any asked, and what came of it.
-type anyTry struct {
-	Peer      string `json:"peer"`
-	RequestID string `json:"request_id"`
-	// Outcome is accepted, completed, failed, rejected or timed_out.
-	Outcome string `json:"outcome"`
-}
-
-// anyResult is the --json answer of request --any without --wait.
-type anyResult struct {
-	Request *api.Sent `json:"request"`
-	Peer    string    `json:"peer"`
-	Tried   []anyTry  `json:"tried"`
-	// Answer is the final answer when it came before the acceptance.
-	Answer *api.Item `json:"answer,omitempty"`
-}
+// request --any: ask whoever can. meshd does the asking (POST
+// /v1/request/any, see api.RequestAny); meshctl shows whom it asked and,
+// with --wait, waits for the final answer of the member that took it.
 
 type anyOpts struct {
 	intent        string
@@ -84,8 +60,8 @@ func (p *eventPump) close() {
 }
 
 // nextResponse returns the next response to request rid, or ok false
-// when deadline passes first (a zero deadline never passes) or ctx ends.
-func (p *eventPump) nextResponse(ctx context.Context, rid string, deadline time.Time) (it api.Item, ok bool, err error) {
+// when deadline passes first (a zero deadline never passes).
+func (p *eventPump) nextResponse(rid string, deadline time.Time) (it api.Item, ok bool, err error) {
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -94,8 +70,6 @@ func (p *eventPump) nextResponse(ctx context.Context, rid string, deadline time.
 	}
 	for {
 		select {
-		case <-ctx.Done():
-			return api.Item{}, false, ctx.Err()
 		case <-expired:
 			return api.Item{}, false, nil
 		case n := <-p.ch:
@@ -110,108 +84,48 @@ func (p *eventPump) nextResponse(ctx context.Context, rid string, deadline time.
 	}
 }
 
-// anyCandidates lists the members to ask for intent: online, then away.
-func anyCandidates(ctx context.Context, c *api.Client, intent string) ([]api.Card, error) {
-	ctx, cancel := context.WithTimeout(ctx, api.DefaultTimeout)
-	defer cancel()
-	cs, err := c.Cards(ctx, intent)
-	if err != nil {
-		return nil, err
-	}
-	var out []api.Card
-	for _, c := range cs.Cards {
-		if !c.Self && (c.Presence == "online" || c.Presence == "away") {
-			out = append(out, c)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no online or away member's card lists intent %s (see: meshctl agents --intent %s)", fieldValue(intent), quoteShell(intent))
-	}
-	return out, nil
-}
-
-// anyTaken is what askAny found: the request a candidate took, that
-// candidate, its first answer, and every candidate asked.
-type anyTaken struct {
-	sent  *api.Sent
-	peer  string
-	first api.Item
-	tried []anyTry
-}
-
-// askAny asks cands (anyCandidates) for o.intent in turn until one takes the
-// request. note, when set, is told of each ask and each move on. A nil
-// taken with a nil error means that no candidate took it.
-func askAny(ctx context.Context, c *api.Client, pump *eventPump, cands []api.Card, o anyOpts, note func(format string, args ...any)) (*anyTaken, []anyTry, error) {
-	if note == nil {
-		note = func(string, ...any) {}
-	}
-	var tried []anyTry
-	for _, cd := range cands {
-		peer := orDash(cd.Name)
-		if cd.Name == "" {
-			peer = cd.Fingerprint
-		}
-		s, err := call(ctx, func(ctx context.Context) (*api.Sent, error) {
-			return c.Request(ctx, api.Request{To: cd.Fingerprint, Intent: o.intent, Params: o.params, ReplyTo: o.replyTo})
-		})
-		if err != nil {
-			return nil, tried, err
-		}
-		note("asked %s (%s): request %s", printable(peer, false), cd.Presence, printable(s.RequestID, false))
-		it, ok, err := pump.nextResponse(ctx, s.RequestID, time.Now().Add(o.acceptTimeout))
-		if err != nil {
-			return nil, tried, err
-		}
-		try := anyTry{Peer: peer, RequestID: s.RequestID, Outcome: "timed_out"}
-		if ok {
-			try.Outcome = it.Status
-		}
-		tried = append(tried, try)
-		if !ok || it.Status == "rejected" {
-			why := fmt.Sprintf("no answer within %v", o.acceptTimeout)
-			if ok {
-				why = "rejected"
-			}
-			note("%s: %s; asking the next", printable(peer, false), why)
-			continue
-		}
-		return &anyTaken{sent: s, peer: peer, first: it, tried: tried}, tried, nil
-	}
-	return nil, tried, nil
-}
-
 func (a *app) requestAny(o anyOpts) error {
-	cands, err := anyCandidates(context.Background(), a.client(), o.intent)
-	if err != nil {
-		return a.remoteErr(err)
-	}
-	events, err := a.client().OpenEvents(context.Background())
-	if err != nil {
-		return a.remoteErr(err)
-	}
-	pump := newEventPump(events)
-	defer pump.close()
-	var note func(string, ...any)
-	if !a.json {
-		note = func(format string, args ...any) { fmt.Fprintf(a.Stdout, format+"\n", args...) }
-	}
-	t, tried, err := askAny(context.Background(), a.client(), pump, cands, o, note)
-	if err != nil {
-		return a.remoteErr(err)
-	}
-	if t == nil {
-		if a.json {
-			_ = a.printJSON(map[string]any{"tried": tried, "taken": false})
+	// With --wait, the answers after the first come by the event
+	// stream: open it before asking, so none slips past.
+	var pump *eventPump
+	if o.wait {
+		events, err := a.client().OpenEvents(context.Background())
+		if err != nil {
+			return a.remoteErr(err)
 		}
-		return fmt.Errorf("no member took the request: %d asked", len(tried))
+		pump = newEventPump(events)
+		defer pump.close()
 	}
-	return a.anyTaken(pump, t.sent, t.peer, t.first, t.tried, o)
+	r, err := a.client().RequestAny(context.Background(), api.RequestAny{Intent: o.intent, Params: o.params, ReplyTo: o.replyTo,
+		AcceptTimeoutSeconds: o.acceptTimeout.Seconds()})
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if !a.json {
+		for _, t := range r.Tried {
+			peer := partyName(t.Party)
+			fmt.Fprintf(a.Stdout, "asked %s (%s): request %s\n", peer, t.Presence, printable(t.RequestID, false))
+			switch t.Outcome {
+			case "timed_out":
+				fmt.Fprintf(a.Stdout, "%s: no answer within %v; asking the next\n", peer, o.acceptTimeout)
+			case "rejected":
+				fmt.Fprintf(a.Stdout, "%s: rejected; asking the next\n", peer)
+			}
+		}
+	}
+	if !r.Taken {
+		if a.json {
+			_ = a.printJSON(r)
+		}
+		return fmt.Errorf("no member took the request: %d asked", len(r.Tried))
+	}
+	return a.anyTaken(pump, r, o)
 }
 
-// anyTaken reports the candidate that took the request, and with --wait
+// anyTaken reports the member that took the request, and with --wait
 // waits for its final answer.
-func (a *app) anyTaken(pump *eventPump, s *api.Sent, peer string, first api.Item, tried []anyTry, o anyOpts) error {
+func (a *app) anyTaken(pump *eventPump, r *api.AnyResult, o anyOpts) error {
+	first := *r.Answer
 	final := first.Status != "accepted" && first.Status != "progress"
 	if !a.json {
 		if err := writeItem(a.Stdout, &first, true); err != nil {
@@ -223,10 +137,6 @@ func (a *app) anyTaken(pump *eventPump, s *api.Sent, peer string, first api.Item
 			a.markRead(first.ID)
 		}
 		if a.json {
-			r := anyResult{Request: s, Peer: peer, Tried: tried}
-			if final {
-				r.Answer = &first
-			}
 			return a.printJSON(r)
 		}
 		if final && first.Status != "completed" {
@@ -239,13 +149,13 @@ func (a *app) anyTaken(pump *eventPump, s *api.Sent, peer string, first api.Item
 		deadline = time.Now().Add(o.timeout)
 	}
 	for {
-		it, ok, err := pump.nextResponse(context.Background(), s.RequestID, deadline)
+		it, ok, err := pump.nextResponse(r.Request.RequestID, deadline)
 		if err != nil {
 			return a.remoteErr(err)
 		}
 		if !ok {
 			if a.json {
-				_ = a.printJSON(map[string]any{"request": s, "peer": peer, "tried": tried, "timed_out": true})
+				_ = a.printJSON(map[string]any{"request": r.Request, "peer": r.Peer, "tried": r.Tried, "timed_out": true})
 			} else {
 				fmt.Fprintf(a.Stdout, "no final answer within %v\n", o.timeout)
 			}
@@ -294,6 +204,8 @@ func (a *app) runRequestAny(pos []string, anyone bool, intent string, acceptTime
 		return a.usageErrorf("with --any, give the intent once, as --intent INTENT, and no PEER")
 	case acceptTimeout <= 0:
 		return a.usageErrorf("--accept-timeout must be positive")
+	case acceptTimeout > api.MaxAcceptTimeout:
+		return a.usageErrorf("--accept-timeout must be at most %v", api.MaxAcceptTimeout)
 	case timeout != 0 && !wait:
 		return a.usageErrorf("--timeout needs --wait")
 	}

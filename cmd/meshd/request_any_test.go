@@ -157,17 +157,18 @@ func TestRequestAnyEndToEnd(t *testing.T) {
 		t.Fatalf("request --any (2) did not return:\n%s", out2.String())
 	}
 	var res struct {
-		Peer  string
-		Tried []struct{ Peer, Outcome string }
+		Taken bool
+		Peer  struct{ Name string }
+		Tried []struct{ Name, Outcome string }
 	}
-	if err := json.Unmarshal([]byte(out2.String()), &res); err != nil || res.Peer != "carol" || len(res.Tried) != 2 ||
-		res.Tried[0].Peer != "bob" || res.Tried[0].Outcome != "rejected" || res.Tried[1].Outcome != "accepted" {
+	if err := json.Unmarshal([]byte(out2.String()), &res); err != nil || !res.Taken || res.Peer.Name != "carol" || len(res.Tried) != 2 ||
+		res.Tried[0].Name != "bob" || res.Tried[0].Outcome != "rejected" || res.Tried[1].Outcome != "accepted" {
 		t.Fatalf("request --any --json: %v\n%s", err, out2.String())
 	}
 
 	// 3. Nobody serves the intent.
 	r = meshctlRun(t, o.meshctl, "--home", o.homes["alice"], "request", "--any", "--intent", "deploy")
-	if r.code != 1 || !strings.Contains(r.stderr, "no online or away member's card lists intent deploy") {
+	if r.code != 1 || !strings.Contains(r.stderr, "no online or away member's card lists intent \"deploy\"") {
 		t.Fatalf("request --any for an unserved intent: %+v", r)
 	}
 }
@@ -251,21 +252,21 @@ func TestRequestAnyMCP(t *testing.T) {
 	b, _ := json.Marshal(got.res.StructuredContent)
 	var taken struct {
 		Taken   bool
-		Peer    string
+		Peer    struct{ Name string }
 		Request struct {
 			RequestID string `json:"request_id"`
 		}
 		Answer struct{ Status string }
 		Tried  []struct{ Peer, Outcome string }
 	}
-	if err := json.Unmarshal(b, &taken); err != nil || !taken.Taken || taken.Peer != "carol" || taken.Request.RequestID != rid2 ||
+	if err := json.Unmarshal(b, &taken); err != nil || !taken.Taken || taken.Peer.Name != "carol" || taken.Request.RequestID != rid2 ||
 		taken.Answer.Status != "accepted" || len(taken.Tried) != 2 || taken.Tried[0].Outcome != "rejected" {
 		t.Fatalf("request_any: %v %s", err, b)
 	}
 
 	// request_any for an intent nobody serves names the fix.
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_any", Arguments: map[string]any{"intent": "deploy"}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "no online or away member's card lists intent deploy") {
+	if err != nil || !res.IsError || !strings.Contains(text(res), "no online or away member's card lists intent \"deploy\"") {
 		t.Fatalf("request_any for an unserved intent: %v %q", err, text(res))
 	}
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // CardIntent is one intent of an agent card, as JSON.
@@ -103,4 +104,59 @@ type Cancel struct {
 func (c *Client) Cancel(ctx context.Context, in Cancel) (*Sent, error) {
 	var out Sent
 	return &out, c.postJSON(ctx, "/v1/cancel", in, &out)
+}
+
+// RequestAny is the body of POST /v1/request/any: ask whoever can. The
+// candidates are the members whose card lists Intent, online first,
+// then away (by name within each; offline members are not asked); each
+// is asked in turn until one accepts, or answers in full, within the
+// accept timeout. A rejection, or no answer in time, moves on.
+type RequestAny struct {
+	Intent  string          `json:"intent"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	ReplyTo string          `json:"reply_to,omitempty"`
+	// AcceptTimeoutSeconds is how long each candidate has to answer:
+	// 0 means [DefaultAcceptTimeout]; at most [MaxAcceptTimeout].
+	AcceptTimeoutSeconds float64 `json:"accept_timeout_seconds,omitempty"`
+}
+
+const (
+	// DefaultAcceptTimeout is how long request-any waits for each
+	// candidate by default.
+	DefaultAcceptTimeout = 30 * time.Second
+	// MaxAcceptTimeout bounds the wait for each candidate.
+	MaxAcceptTimeout = 5 * time.Minute
+	// MaxAnyCandidates bounds the members one request-any asks.
+	MaxAnyCandidates = 16
+)
+
+// AnyTry is one candidate a request-any asked, and what came of it.
+type AnyTry struct {
+	Party
+	Presence  string `json:"presence"`
+	RequestID string `json:"request_id"`
+	// Outcome is accepted, progress, completed, failed, rejected or
+	// timed_out.
+	Outcome string `json:"outcome"`
+}
+
+// AnyResult is the answer to POST /v1/request/any.
+type AnyResult struct {
+	// Taken says a member took the request: Peer, Request and Answer
+	// are set.
+	Taken   bool   `json:"taken"`
+	Peer    *Party `json:"peer,omitempty"`
+	Request *Sent  `json:"request,omitempty"`
+	// Answer is the first answer of the member that took it; later
+	// answers arrive in the inbox.
+	Answer *Item    `json:"answer,omitempty"`
+	Tried  []AnyTry `json:"tried"`
+}
+
+// RequestAny calls POST /v1/request/any. It blocks while the candidates
+// are asked, up to MaxAnyCandidates times the accept timeout: ctx bounds
+// it.
+func (c *Client) RequestAny(ctx context.Context, in RequestAny) (*AnyResult, error) {
+	var out AnyResult
+	return &out, c.postJSON(ctx, "/v1/request/any", in, &out)
 }

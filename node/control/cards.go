@@ -28,6 +28,7 @@ func (s *Server) cardRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/card", s.setCard)
 	mux.HandleFunc("DELETE /v1/card", s.clearCard)
 	mux.HandleFunc("POST /v1/cancel", s.cancel)
+	mux.HandleFunc("POST /v1/request/any", s.requestAny)
 }
 
 func (s *Server) cancel(w http.ResponseWriter, req *http.Request) {
