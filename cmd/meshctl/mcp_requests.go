@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
