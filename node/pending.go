@@ -90,6 +90,7 @@ func pendingSourceOf(remote string) string {
 // a new key is listed unless the list or its source's share is full or
 // its source adds keys too fast: then record returns why it was left out.
 func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (refused string) {
+	fresh := p.Knock && checkFresh(p) // a signature check: outside the lock
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.byKey[p.Identity]
@@ -102,6 +103,10 @@ func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (refused 
 		b.byKey[p.Identity] = e
 	}
 	e.Name, e.LastSeen = p.Name, now
+	e.Org, e.Fresh = "", false
+	if p.Knock {
+		e.Org, e.Fresh = p.Org, fresh
+	}
 	if p.Remote != "" && p.Remote != "@" {
 		// "@" is an unnamed Unix socket peer: keep the last real address.
 		e.Address = p.Remote
