@@ -38,6 +38,8 @@ const (
 	// knockMDNSEvery is how often one node found by mDNS is knocked at
 	// most; a seed is knocked at each failed dial, on its backoff.
 	knockMDNSEvery = 30 * time.Second
+	// maxMDNSKnocks bounds the knocks at mDNS-found nodes running at once.
+	maxMDNSKnocks = 4
 	// maxConfirmed bounds the admins meshctl adopt may confirm.
 	maxConfirmed = 8
 )
@@ -70,7 +72,7 @@ type knockBook struct {
 	mu        sync.Mutex
 	targets   map[string]*knockTarget // by address
 	confirmed []string                // admin fingerprints meshctl adopt named
-	mdnsBusy  bool                    // an mDNS knock round runs
+	mdnsBusy  map[string]bool         // addresses of the mDNS knocks running
 	adopted   chan Adoption           // holds the adoption, once
 	done      bool                    // an adoption was handed over
 }
@@ -81,7 +83,7 @@ type knockTarget struct {
 }
 
 func newKnockBook() *knockBook {
-	return &knockBook{targets: map[string]*knockTarget{}, adopted: make(chan Adoption, 1)}
+	return &knockBook{targets: map[string]*knockTarget{}, mdnsBusy: map[string]bool{}, adopted: make(chan Adoption, 1)}
 }
 
 // Adopted delivers the roster this node adopted, at most once. meshd
@@ -371,16 +373,16 @@ func (n *Node) knockMDNS(addrs []string) {
 	b.mu.Lock()
 	t := b.targets[a.String()]
 	due := t == nil || time.Since(t.LastKnock) >= knockMDNSEvery
-	if !due || b.mdnsBusy || b.done {
+	if !due || b.mdnsBusy[a.String()] || len(b.mdnsBusy) >= maxMDNSKnocks || b.done {
 		b.mu.Unlock()
 		return
 	}
-	b.mdnsBusy = true
+	b.mdnsBusy[a.String()] = true
 	b.mu.Unlock()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		defer func() { b.mu.Lock(); b.mdnsBusy = false; b.mu.Unlock() }()
+		defer func() { b.mu.Lock(); delete(b.mdnsBusy, a.String()); b.mu.Unlock() }()
 		n.knock(a, viaMDNS)
 	}()
 }
