@@ -18,7 +18,7 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
-// Knock to join (PROTOCOL.md §14.10). A seed or an mDNS peer of another
+// Knock to join (PROTOCOL.md §14.11). A seed or an mDNS peer of another
 // org cannot complete a handshake with this node: the org is in the Noise
 // prologue. So this node knocks: a handshake under the knock prologue,
 // which any meshd completes whatever its org. The responder learns who

@@ -25,7 +25,7 @@ func Prologue(org string) []byte {
 	return []byte(fmt.Sprintf("meshd/%d\x00%s", ProtocolVersion, org))
 }
 
-// KnockPrologue is the Noise prologue of a knock (PROTOCOL.md §14.10):
+// KnockPrologue is the Noise prologue of a knock (PROTOCOL.md §14.11):
 // "meshd/<version>\x00" with an empty org id, which no org can have, so a
 // knock never completes against an ordinary handshake nor the reverse.
 // A node that does not know a peer's org knocks to learn it and to be

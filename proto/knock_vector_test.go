@@ -20,7 +20,7 @@ type freshRosterMember struct {
 	Name string `cbor:"2,keyasint,omitempty"`
 }
 
-// knockVector is bob knocking as a fresh node (PROTOCOL.md §14.10): his
+// knockVector is bob knocking as a fresh node (PROTOCOL.md §14.11): his
 // payload in message 3, with his one-node org's roster as field 9.
 func knockVector(t testing.TB) vector {
 	body, err := Marshal(&freshRosterWire{Org: "org-" + bob.Fingerprint(), Version: 1, Timestamp: 1767225600000,
@@ -43,7 +43,7 @@ func knockVector(t testing.TB) vector {
 	return vector{
 		file: "16-handshake-knock.txt", title: "HandshakePayload of a fresh node knocking", hs: hs,
 		notes: []string{
-			"bob knocks (PROTOCOL.md 14.10): his org is his own one-node org \"org-<his fingerprint>\", roster_version 1,",
+			"bob knocks (PROTOCOL.md 14.11): his org is his own one-node org \"org-<his fingerprint>\", roster_version 1,",
 			"  name \"laptop\", no listen; fresh (field 9) is that org's roster: bob the only member (admin),",
 			"  timestamp 1767225600000, signed by bob alone under the roster domain",
 			"prologue is the knock prologue (an empty org); marker is handshake message 1's cleartext payload",

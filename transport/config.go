@@ -42,7 +42,7 @@ type Config struct {
 	// Like Admit, it may be called concurrently.
 	Payload func() proto.HandshakePayload
 
-	// Knock makes [Dial] and [Client] knock (PROTOCOL.md §14.10): the
+	// Knock makes [Dial] and [Client] knock (PROTOCOL.md §14.11): the
 	// handshake uses [proto.KnockPrologue], so it completes with a node
 	// of any org, and the payloads both sides see have Knock set. Admit
 	// sees the peer's org, which need not be Org. A knock link carries

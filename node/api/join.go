@@ -58,7 +58,7 @@ type PendingNode struct {
 	LastSeen    time.Time    `json:"last_seen"`
 	Attempts    uint64       `json:"attempts"`
 	// Org is the org the node came from, when it knocked from another
-	// org (PROTOCOL.md §14.10); empty when it dialled as a node of ours.
+	// org (PROTOCOL.md §14.11); empty when it dialled as a node of ours.
 	// The org id is what the node claims; it is checked only when Fresh.
 	Org string `json:"org,omitempty"`
 	// Fresh: the node proved that its org is a one-node org of its own

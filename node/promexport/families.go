@@ -83,7 +83,7 @@ var (
 	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
 	famDialRefused    = counter("meshd_dials_refused_total", "Dials that ended in a refusal (the peer holds us not a member); they back off like failures.")
-	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.10): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
+	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
 	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
 	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
 	famHistNoRoom     = counter("meshd_history_requests_no_room_total", "History requests from peers left unanswered because the peer's send queue stayed full.")
