@@ -46,12 +46,14 @@ func TestKnockRogueLANCannotAdopt(t *testing.T) {
 	}
 	start(0, h0)
 	start(1, h1)
+	began := time.Now()
 	d2 := start(2, h2)
 	own := statusOrg(t, meshctl, h2)
 	rogueFP, adminFP := statusFP(t, meshctl, h1), statusFP(t, meshctl, h0)
 
 	// The rogue offers its roster at the fresh node's first knock: refused.
 	waitCounter(t, meshctl, h2, "adopt.refused.unconfirmed", 1)
+	t.Logf("the rogue's roster was refused %v after the fresh node started", time.Since(began).Round(time.Millisecond))
 	d2.waitLog("found by mDNS only", 5*time.Second)
 	var st api.Adopt
 	meshctlJSON(t, meshctl, &st, "--home", h2, "adopt")
@@ -79,7 +81,9 @@ func TestKnockRogueLANCannotAdopt(t *testing.T) {
 	if len(st.Confirmed) != 1 || st.Confirmed[0] != adminFP {
 		t.Fatalf("adopt %s: %+v", adminFP, st)
 	}
+	confirmed := time.Now()
 	waitFor(t, "the fresh node to adopt lan", 30*time.Second, func() bool { return statusOrg(t, meshctl, h2) == "lan" })
+	t.Logf("the fresh node ran in lan %v after meshctl adopt", time.Since(confirmed).Round(time.Millisecond))
 	waitPeers(t, meshctl, h2, 1, 15*time.Second)
 	if _, err := os.Stat(filepath.Join(h2, "seeds")); err != nil {
 		t.Fatalf("no seeds file after adopting: %v", err)

@@ -77,6 +77,7 @@ func TestKnockToJoin(t *testing.T) {
 	a, f := filepath.Join(tmp, "alice"), filepath.Join(tmp, "fresh")
 	da, seed := startAdmin(t, meshd, meshctl, a)
 
+	began := time.Now()
 	df := startDaemon(t, meshd, f, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "laptop", "--seed", seed)
 	sf := waitStatus(t, meshctl, f, df)
 	if sf.Org != "org-"+sf.Fingerprint {
@@ -90,6 +91,7 @@ func TestKnockToJoin(t *testing.T) {
 		pn, ok = pendingFrom(t, meshctl, a, sf.Fingerprint)
 		return ok
 	})
+	t.Logf("the fresh node was listed %v after its meshd started", time.Since(began).Round(time.Millisecond))
 	if !pn.Fresh || pn.Org != sf.Org || pn.Name != "laptop" {
 		t.Fatalf("pending entry %+v: want fresh, from org %q, named laptop", pn, sf.Org)
 	}
@@ -111,7 +113,9 @@ func TestKnockToJoin(t *testing.T) {
 	// The admin adds it and publishes: it adopts acme and starts again.
 	meshctlOK(t, meshctl, "--home", a, "roster", "add", sf.Fingerprint, "--role", "member", "--name", "laptop")
 	meshctlOK(t, meshctl, "--home", a, "roster", "publish")
+	published := time.Now()
 	waitFor(t, "the fresh node to adopt acme", 30*time.Second, func() bool { return statusOrg(t, meshctl, f) == "acme" })
+	t.Logf("the fresh node ran in acme %v after the publish", time.Since(published).Round(time.Millisecond))
 	df.waitLog("adopted org", 5*time.Second)
 	left, _ := filepath.Glob(filepath.Join(f, "left-"+sf.Org+"-*", "roster.cbor"))
 	if len(left) != 1 {
