@@ -105,6 +105,11 @@ func TestKnockToJoin(t *testing.T) {
 	if !st.Fresh || len(st.Knocked) != 1 || st.Knocked[0].Org != "acme" || st.Knocked[0].Via != "seed" || st.Knocked[0].State != "pending" {
 		t.Fatalf("adopt state on the fresh node: %+v", st)
 	}
+	// Doctor on the fresh node says what lets it in.
+	if doc := meshctlRun(t, meshctl, "--home", f, "doctor").stdout; !strings.Contains(doc, "knocked at the seed") ||
+		!strings.Contains(doc, "roster add "+sf.Fingerprint) {
+		t.Fatalf("doctor on the fresh node:\n%s", doc)
+	}
 	// An org id is not a fingerprint: refused with why.
 	if r := meshctlRun(t, meshctl, "--home", f, "adopt", "acme"); r.code != 1 || !strings.Contains(r.stderr, "any node on the LAN") {
 		t.Fatalf("adopt acme: exit %d: %s", r.code, r.stderr)
@@ -169,6 +174,9 @@ func TestKnockOtherOrgNeverAdopted(t *testing.T) {
 		t.Fatalf("roster pending text does not name the other org:\n%s", txt)
 	}
 
+	if doc := meshctlRun(t, meshctl, "--home", b, "doctor").stdout; !strings.Contains(doc, "stays in it even if the seed's org adds it") {
+		t.Fatalf("doctor on bob:\n%s", doc)
+	}
 	// Added and published: bob is offered the roster and does not adopt.
 	meshctlOK(t, meshctl, "--home", a, "roster", "add", sb.Fingerprint, "--role", "member", "--name", "bob")
 	meshctlOK(t, meshctl, "--home", a, "roster", "publish")
