@@ -180,6 +180,12 @@ func (n *Node) knock(a transport.Addr, via string) {
 		n.log.Debug("knock not answered", "addr", a.String(), "err", err)
 		return
 	}
+	if peer.Org == n.Roster().Org {
+		// Our own org after all (the dial failed for another reason):
+		// the ordinary dial links with it; a knock has nothing to add.
+		l.Close()
+		return
+	}
 	b := awaitKnockAnswer(ctx, l)
 	if b == nil {
 		n.knocks.note(a, via, peer, knockPending, "", nil)
