@@ -52,7 +52,9 @@ func TestKnockRogueLANCannotAdopt(t *testing.T) {
 	rogueFP, adminFP := statusFP(t, meshctl, h1), statusFP(t, meshctl, h0)
 
 	// The rogue offers its roster at the fresh node's first knock: refused.
-	waitCounter(t, meshctl, h2, "adopt.refused.unconfirmed", 1)
+	waitFor(t, "the rogue's roster refused as unconfirmed", 30*time.Second, func() bool {
+		return counters(t, meshctl, h2)["adopt.refused.unconfirmed"] >= 1
+	})
 	t.Logf("the rogue's roster was refused %v after the fresh node started", time.Since(began).Round(time.Millisecond))
 	d2.waitLog("found by mDNS only", 5*time.Second)
 	var st api.Adopt

@@ -180,7 +180,9 @@ func TestKnockOtherOrgNeverAdopted(t *testing.T) {
 	// Added and published: bob is offered the roster and does not adopt.
 	meshctlOK(t, meshctl, "--home", a, "roster", "add", sb.Fingerprint, "--role", "member", "--name", "bob")
 	meshctlOK(t, meshctl, "--home", a, "roster", "publish")
-	waitCounter(t, meshctl, b, "adopt.refused.not_fresh", 1)
+	waitFor(t, "bob to refuse the offered roster", 30*time.Second, func() bool {
+		return counters(t, meshctl, b)["adopt.refused.not_fresh"] >= 1
+	})
 	if org := statusOrg(t, meshctl, b); org != "bobco" {
 		t.Fatalf("bob's org is %q after the offer, want bobco", org)
 	}
