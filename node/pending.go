@@ -202,9 +202,14 @@ func (n *Node) refusedNonMember(p *proto.HandshakePayload) {
 	if why := n.pending.record(p, time.Now()); why != pendingListed {
 		n.metrics.Inc("pending.refused." + why)
 	}
+	args := []any{"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote}
+	if p.Knock {
+		// It knocked from another org (knock.go): say which, and whether
+		// it adopts this org once added.
+		args = append(args, "from_org", p.Org, "claims_fresh", len(p.Fresh) > 0)
+	}
 	n.logRL.log(n.log, "refused a node that is not in the roster; an admin can add it with meshctl roster add",
-		p.Identity.Fingerprint(), "pending",
-		"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote)
+		p.Identity.Fingerprint(), "pending", args...)
 }
 
 // warnNotMember says, at start, that this node is not in its own roster:
