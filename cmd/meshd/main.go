@@ -32,6 +32,9 @@ meshd is the mesh node daemon. A node keeps its identity, roster and
 sockets in its home directory (--home, env MESH_HOME, default ~/.meshd).
 On first run it creates an identity and, without a roster, a one-node org
 with itself as admin; 'meshctl join TOKEN' joins an existing org instead.
+Such a fresh node knocks at a --seed of another org: that org's admins see
+it in 'meshctl roster pending', and once they add it and publish, meshd
+adopts their org (the one-node org is moved aside) and starts again in it.
 
 Configuration precedence: config file < environment (MESH_*) < flags.
 
