@@ -191,6 +191,9 @@ func TestKnockOtherOrgNeverAdopted(t *testing.T) {
 	if st.Fresh || len(st.Knocked) == 0 || st.Knocked[0].State != "offered" || st.Knocked[0].Reason != "not_fresh" {
 		t.Fatalf("adopt state on bob: %+v", st)
 	}
+	if txt := meshctlOK(t, meshctl, "--home", b, "adopt"); !strings.Contains(txt, "adopts no other org") || !strings.Contains(txt, "offered (not_fresh)") {
+		t.Fatalf("meshctl adopt on bob:\n%s", txt)
+	}
 	if left, _ := filepath.Glob(filepath.Join(b, "left-*")); len(left) != 0 {
 		t.Fatalf("bob's org was moved aside: %v", left)
 	}
