@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
+	"github.com/meshd/meshd/transport"
 )
 
 // vectorField reads one field of a stored test vector.
@@ -101,4 +103,78 @@ func TestParseAdminFingerprint(t *testing.T) {
 			t.Fatalf("%q: %v", in, err)
 		}
 	}
+}
+
+// TestConsiderAdoptionRefuses: a roster offered in a knock is refused,
+// and counted by reason, when it does not decode, is not the responder's
+// org or does not list it, is not signed by its own admins, or came over
+// an mDNS-found link with no admin confirmed; confirmed by the admin's
+// fingerprint, the same offer is adopted, once.
+func TestConsiderAdoptionRefuses(t *testing.T) {
+	m := newTestMesh(t, 2)
+	// Node 1 has no roster: it starts a one-node org of its own.
+	f := m.start(1)
+	admin := m.ids[0]
+	peer := &proto.HandshakePayload{Identity: admin.Pub, Org: "acme"}
+	mdns := transport.Addr{Network: "tcp", Address: "192.0.2.1:7437"}
+	good, err := m.roster.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Listing node 1, signed by node 1 (a member, not an admin).
+	forged := m.roster.Next()
+	if err := forged.Sign(m.ids[1].Key); err != nil {
+		t.Fatal(err)
+	}
+	forgedB, err := forged.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		reason string
+		peer   *proto.HandshakePayload
+		b      []byte
+	}{
+		{adoptMalformed, peer, []byte{0xa0}},
+		{adoptMismatch, &proto.HandshakePayload{Identity: admin.Pub, Org: "other"}, good},
+		{adoptMismatch, &proto.HandshakePayload{Identity: proto.PubKeyOf(newKey(t)), Org: "acme"}, good},
+		{adoptSignature, peer, forgedB},
+		{adoptUnconfirm, peer, good},
+	}
+	for _, c := range cases {
+		before := f.metrics.Get("adopt.refused." + c.reason)
+		f.considerAdoption(mdns, viaMDNS, c.peer, c.b)
+		if f.metrics.Get("adopt.refused."+c.reason) != before+1 {
+			t.Fatalf("offer refused as %q: counters %v", c.reason, f.metrics.Snapshot())
+		}
+	}
+	select {
+	case ad := <-f.Adopted():
+		t.Fatalf("adopted %v", ad.Roster)
+	default:
+	}
+	if _, err := f.Adopt(api.AdoptRequest{Fingerprint: admin.Pub.Fingerprint()}); err != nil {
+		t.Fatal(err)
+	}
+	f.considerAdoption(mdns, viaMDNS, peer, good)
+	select {
+	case ad := <-f.Adopted():
+		if ad.Roster.Org != "acme" || ad.From != mdns.String() || ad.Left != "org-"+m.ids[1].Pub.Fingerprint() {
+			t.Fatalf("adoption %+v", ad)
+		}
+	default:
+		t.Fatal("a confirmed admin's roster was not adopted")
+	}
+	f.considerAdoption(mdns, viaMDNS, peer, good)
+	if got := f.metrics.Get("adopt.adopted"); got != 1 {
+		t.Fatalf("adopted %d times", got)
+	}
+}
+
+func newKey(t *testing.T) ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
