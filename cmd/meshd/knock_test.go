@@ -116,7 +116,10 @@ func TestKnockToJoin(t *testing.T) {
 	}
 
 	// The admin adds it and publishes: it adopts acme and starts again.
-	meshctlOK(t, meshctl, "--home", a, "roster", "add", sf.Fingerprint, "--role", "member", "--name", "laptop")
+	if r := meshctlRun(t, meshctl, "--home", a, "roster", "add", sf.Fingerprint, "--role", "member", "--name", "laptop"); r.code != 0 ||
+		!strings.Contains(r.stderr, "it adopts this org once the roster is published") {
+		t.Fatalf("roster add of the fresh node: exit %d: %s", r.code, r.stderr)
+	}
 	meshctlOK(t, meshctl, "--home", a, "roster", "publish")
 	published := time.Now()
 	waitFor(t, "the fresh node to adopt acme", 30*time.Second, func() bool { return statusOrg(t, meshctl, f) == "acme" })
@@ -178,7 +181,10 @@ func TestKnockOtherOrgNeverAdopted(t *testing.T) {
 		t.Fatalf("doctor on bob:\n%s", doc)
 	}
 	// Added and published: bob is offered the roster and does not adopt.
-	meshctlOK(t, meshctl, "--home", a, "roster", "add", sb.Fingerprint, "--role", "member", "--name", "bob")
+	if r := meshctlRun(t, meshctl, "--home", a, "roster", "add", sb.Fingerprint, "--role", "member", "--name", "bob"); r.code != 0 ||
+		!strings.Contains(r.stderr, "it stays in that org even when added") {
+		t.Fatalf("roster add of bob: exit %d: %s", r.code, r.stderr)
+	}
 	meshctlOK(t, meshctl, "--home", a, "roster", "publish")
 	waitFor(t, "bob to refuse the offered roster", 30*time.Second, func() bool {
 		return counters(t, meshctl, b)["adopt.refused.not_fresh"] >= 1
