@@ -254,9 +254,7 @@ func (n *Node) checkSeeds(r *roster.Roster, add addCheck) {
 	}
 	if len(otherOrg) > 0 {
 		// The seed answered: the network is fine, the org is not.
-		add("seeds", status, fmt.Sprintf("this node is in org %q (%d members); to join the seed's org, ask one of its admins for an invite (meshctl invite --role member on their node) and run meshctl join TOKEN here; or, if the seed should be in %q, have it join this org",
-			r.Org, len(r.Members), r.Org),
-			"seeds of another org: %s", strings.Join(otherOrg, ", "))
+		add("seeds", status, seedsOtherOrgFix(r, n.id.Pub), "seeds of another org: %s", strings.Join(otherOrg, ", "))
 	}
 	if len(bad) > 0 {
 		add("seeds", status, "check that meshd runs at each seed address and that this host can reach it (firewall, address, port); the log names each dial's error",

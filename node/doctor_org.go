@@ -65,7 +65,8 @@ func (n *Node) checkOrgs(r *roster.Roster, now time.Time, add addCheck) {
 	switch top := orgs[0]; {
 	case self.stray(r) && !top.stray(nil):
 		// A first plain meshd next to the real org: join it.
-		add("org", "problem", fmt.Sprintf("to join %q, ask one of its admins for a token (meshctl invite --role member) and run meshctl join TOKEN here", top.org), "%s", detail)
+		add("org", "problem", fmt.Sprintf("to join %q, ask one of its admins for a token (meshctl invite --role member) and run meshctl join TOKEN here; "+
+			"or, as this node knocked there, have an admin add it (meshctl roster pending, roster add, roster publish on their node) and confirm the org here with meshctl adopt ADMIN_FINGERPRINT", top.org), "%s", detail)
 	case r.IsAdmin(n.id.Pub) && !self.stray(r):
 		// Never advise an admin of a real org to leave it for a stray
 		// node's: bring the stray node in, or ignore it.
@@ -105,4 +106,17 @@ func (o seenOrg) stray(r *roster.Roster) bool {
 		}
 	}
 	return false
+}
+
+// seedsOtherOrgFix is the fix for seeds that answer as another org. A
+// fresh node knocked there (knock.go) and adopts that org once one of its
+// admins adds it; a node of an org with members never does.
+func seedsOtherOrgFix(r *roster.Roster, self proto.PubKey) string {
+	if freshRoster(r, self) != nil {
+		return fmt.Sprintf("this node, a one-node org of its own, knocked at the seed and is listed there as pending: "+
+			"on an admin's node of the seed's org, meshctl roster add %s --role member then meshctl roster publish, and this node adopts that org by itself; "+
+			"or ask one of its admins for an invite (meshctl invite --role member) and run meshctl join TOKEN here", self.Fingerprint())
+	}
+	return fmt.Sprintf("this node is in org %q (%d members), and stays in it even if the seed's org adds it; to join the seed's org, ask one of its admins for an invite (meshctl invite --role member on their node) and run meshctl join --force TOKEN here; or, if the seed should be in %q, have it join this org",
+		r.Org, len(r.Members), r.Org)
 }

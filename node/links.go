@@ -413,6 +413,9 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 		// Registered before dialing is cleared, so that dialDue does not
 		// start a second dial of a peer just linked.
 		n.addLink(l)
+	} else if p.seed {
+		// A seed of another org: knock to be listed there (knock.go).
+		n.knockSeed(why)
 	}
 	var fm *formerMemberError
 	var gone string
@@ -592,6 +595,9 @@ func (n *Node) discoveryLoop() {
 			}
 			if p.Org != n.linkCfg.Org {
 				n.sawForeignOrg(p.Org, p.Key)
+				if !p.Key.Equal(n.id.Pub) && p.ProtoVersion == proto.ProtocolVersion {
+					n.knockMDNS(p.Addrs)
+				}
 				continue
 			}
 			if p.Key.Equal(n.id.Pub) {

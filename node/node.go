@@ -89,6 +89,7 @@ type Node struct {
 	slow              slowPeers      // peers closed for not reading; see slowpeers.go
 	invites           *inviteBook    // invites this node made (invite.go)
 	pending           *pendingBook   // non-members it refused (pending.go)
+	knocks            *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
 	names             nameIndexCache // which roster names are unique (names.go)
 	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
 	answers           *answerBook    // final answers sent to requests (respond_once.go)
@@ -193,6 +194,7 @@ func New(cfg Config) (*Node, error) {
 		px:      peerExchange{dirty: make(chan struct{}, 1)},
 		rxq:     make(chan rxItem, rxQueueLen),
 		pending: newPendingBook(),
+		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
 
@@ -265,6 +267,7 @@ func (n *Node) setup() error {
 	n.linkCfg.Org = r.Org
 	n.linkCfg.Admit = n.admit
 	n.linkCfg.Refused = n.refuse
+	n.linkCfg.AnswerKnocks = true
 	n.linkCfg.Payload = n.payload
 	n.linkCfg.Logger = n.log.With("component", "transport")
 
@@ -580,6 +583,9 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 	if p.Identity.Equal(n.id.Pub) {
 		n.metrics.Inc("handshake.rejected.self")
 		return errors.New("peer is this node itself")
+	}
+	if p.Knock {
+		return n.answerKnock(p)
 	}
 	if _, ok := r.Member(p.Identity); !ok {
 		if p.Invite != nil {

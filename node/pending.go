@@ -90,6 +90,7 @@ func pendingSourceOf(remote string) string {
 // a new key is listed unless the list or its source's share is full or
 // its source adds keys too fast: then record returns why it was left out.
 func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (refused string) {
+	fresh := p.Knock && checkFresh(p) // a signature check: outside the lock
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.byKey[p.Identity]
@@ -102,6 +103,10 @@ func (b *pendingBook) record(p *proto.HandshakePayload, now time.Time) (refused 
 		b.byKey[p.Identity] = e
 	}
 	e.Name, e.LastSeen = p.Name, now
+	e.Org, e.Fresh = "", false
+	if p.Knock {
+		e.Org, e.Fresh = p.Org, fresh
+	}
 	if p.Remote != "" && p.Remote != "@" {
 		// "@" is an unnamed Unix socket peer: keep the last real address.
 		e.Address = p.Remote
@@ -197,9 +202,14 @@ func (n *Node) refusedNonMember(p *proto.HandshakePayload) {
 	if why := n.pending.record(p, time.Now()); why != pendingListed {
 		n.metrics.Inc("pending.refused." + why)
 	}
+	args := []any{"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote}
+	if p.Knock {
+		// It knocked from another org (knock.go): say which, and whether
+		// it adopts this org once added.
+		args = append(args, "from_org", p.Org, "claims_fresh", len(p.Fresh) > 0)
+	}
 	n.logRL.log(n.log, "refused a node that is not in the roster; an admin can add it with meshctl roster add",
-		p.Identity.Fingerprint(), "pending",
-		"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote)
+		p.Identity.Fingerprint(), "pending", args...)
 }
 
 // warnNotMember says, at start, that this node is not in its own roster:

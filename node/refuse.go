@@ -101,6 +101,10 @@ func (n *Node) isMember() bool {
 func (n *Node) refuse(l *transport.Link, err error) {
 	p := l.Peer()
 	r := n.Roster()
+	if p.Knock && !p.Identity.Equal(n.id.Pub) {
+		n.answerKnockRefused(l)
+		return
+	}
 	if p.Identity.Equal(n.id.Pub) {
 		_ = l.Send(goodbyeFrame("this is the node itself"))
 		return

@@ -25,6 +25,21 @@ func Prologue(org string) []byte {
 	return []byte(fmt.Sprintf("meshd/%d\x00%s", ProtocolVersion, org))
 }
 
+// KnockPrologue is the Noise prologue of a knock (PROTOCOL.md §14.11):
+// "meshd/<version>\x00" with an empty org id, which no org can have, so a
+// knock never completes against an ordinary handshake nor the reverse.
+// A node that does not know a peer's org knocks to learn it and to be
+// listed in that peer's pending list.
+func KnockPrologue() []byte { return Prologue("") }
+
+// KnockMarker is the cleartext payload of a knock's handshake message 1:
+// it tells the responder to use [KnockPrologue].
+var KnockMarker = []byte("meshd-knock")
+
+// MaxFreshRoster bounds the roster a fresh node sends in a knock
+// (HandshakePayload.Fresh): a one-member roster is about 200 bytes.
+const MaxFreshRoster = 1024
+
 // HandshakePayload is what each side sends inside its Noise XX handshake
 // message. It binds the Noise static key to the Ed25519 identity with
 // StaticSig, a signature over DomainNoiseStatic || noise static public key
@@ -32,10 +47,15 @@ func Prologue(org string) []byte {
 //
 // Wire: {0: version, 1: bstr(32) identity, 2: bstr(64) static_sig,
 // 3: text org, 4: roster_version, ?5: [* text listen address],
-// ?6: bstr policy digest, ?7: text name, ?8: invite proof}.
+// ?6: bstr policy digest, ?7: text name, ?8: invite proof,
+// ?9: bstr fresh roster}.
 //
 // Invite (field 8, an [InviteProof]) is sent only by a joiner that is not
 // yet a member, in message 3; a member never sends it.
+//
+// Fresh (field 9) is sent only in message 3 of a knock, by a node whose
+// roster is a one-node org of its own: that roster's encoding, which the
+// responder checks to list the knocking node as fresh.
 type HandshakePayload struct {
 	Version       uint32       `cbor:"0,keyasint"`
 	Identity      PubKey       `cbor:"1,keyasint"`
@@ -46,6 +66,7 @@ type HandshakePayload struct {
 	PolicyDigest  []byte       `cbor:"6,keyasint,omitempty"`
 	Name          string       `cbor:"7,keyasint,omitempty"`
 	Invite        *InviteProof `cbor:"8,keyasint,omitempty"`
+	Fresh         []byte       `cbor:"9,keyasint,omitempty"`
 
 	// IgnoredListen counts the addresses [ParseHandshakePayload] left out
 	// of Listen because they fail [CheckListenAddr]. It never travels.
@@ -53,6 +74,9 @@ type HandshakePayload struct {
 	// Remote is the address the connection came from, as the transport
 	// saw it, for the admission hook's records. It never travels.
 	Remote string `cbor:"-"`
+	// Knock is set by the transport on a payload that came in a knock
+	// handshake (see [KnockPrologue]). It never travels.
+	Knock bool `cbor:"-"`
 }
 
 // MaxListenAddrs bounds the listen addresses a peer may announce.
@@ -106,6 +130,9 @@ func ParseHandshakePayload(b []byte) (*HandshakePayload, error) {
 	}
 	if len(p.PolicyDigest) > 64 || len(p.Name) > 128 {
 		return nil, fmt.Errorf("handshake payload: %w: policy digest or name too long", ErrMalformed)
+	}
+	if len(p.Fresh) > MaxFreshRoster {
+		return nil, fmt.Errorf("handshake payload: %w: fresh roster of %d bytes exceeds %d", ErrMalformed, len(p.Fresh), MaxFreshRoster)
 	}
 	if p.Invite != nil {
 		if err := p.Invite.check(); err != nil {

@@ -367,7 +367,7 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
-	return append(vs, cardVector(t), progressVector(t))
+	return append(vs, cardVector(t), progressVector(t), knockVector(t))
 }
 
 func TestVectors(t *testing.T) {
@@ -495,7 +495,14 @@ func checkStoredVector(t *testing.T, v *vector, f map[string][]byte) {
 		if err := p.VerifyStatic(f["signed"]); err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(f["prologue"], Prologue(p.Org)) {
+		wantPrologue := Prologue(p.Org)
+		if f["marker"] != nil {
+			wantPrologue = KnockPrologue()
+			if !bytes.Equal(f["marker"], KnockMarker) || !bytes.Equal(f["fresh"], p.Fresh) {
+				t.Fatal("knock marker or fresh roster")
+			}
+		}
+		if !bytes.Equal(f["prologue"], wantPrologue) {
 			t.Fatal("prologue")
 		}
 		if !reflect.DeepEqual(p, v.hs) {

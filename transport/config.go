@@ -42,6 +42,18 @@ type Config struct {
 	// Like Admit, it may be called concurrently.
 	Payload func() proto.HandshakePayload
 
+	// Knock makes [Dial] and [Client] knock (PROTOCOL.md §14.11): the
+	// handshake uses [proto.KnockPrologue], so it completes with a node
+	// of any org, and the payloads both sides see have Knock set. Admit
+	// sees the peer's org, which need not be Org. A knock link carries
+	// only what the responder says before closing it.
+	Knock bool
+	// AnswerKnocks lets a [Listener] or [Server] complete knocks as well
+	// as ordinary handshakes. Admit sees the knocking peer's payload with
+	// Knock set, and should refuse it: Refused then tells it what it may
+	// know.
+	AnswerKnocks bool
+
 	// HandshakeTimeout bounds each handshake step (connect, each message
 	// read or write). Default 5s: a LAN handshake takes about a
 	// millisecond, so 5s tolerates a loaded or distant peer while a peer

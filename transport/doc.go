@@ -51,6 +51,15 @@
 // deadline of [Config.HandshakeTimeout] from the start of that step,
 // shortened by the context's deadline.
 //
+// Knocks (PROTOCOL.md §14.11). With [Config.Knock] the initiator uses
+// [proto.KnockPrologue] (an empty org id) and sends [proto.KnockMarker] as
+// message 1's cleartext payload, so message 1 is 43 bytes; a listener
+// with [Config.AnswerKnocks] tells it from an ordinary message 1 by its
+// length and answers under the same prologue, and one without refuses it.
+// Neither side checks the other's org; both payloads have Knock set. The
+// responder never admits a knock: after Admit it hands the session to
+// [Config.Refused] ([ErrKnock]) and closes it.
+//
 // Transport messages. After the handshake, each Noise transport message is
 // at least 17 bytes (a 16-byte tag and a 1-byte header) and its plaintext
 // at most 65535 - 16 = 65519 bytes. The first plaintext byte is a header:

@@ -14,6 +14,9 @@ var (
 	// ErrIdentityBinding: the peer's StaticSig does not verify against the
 	// Noise static key it proved in the handshake.
 	ErrIdentityBinding = errors.New("identity binding failed")
+	// ErrKnock: the peer knocked (Config.Knock); a knock is refused once
+	// the responder's Refused hook has answered it.
+	ErrKnock = errors.New("a knock is answered, never linked")
 	// ErrWrongOrg: the peer's payload names another org.
 	ErrWrongOrg = errors.New("peer belongs to another org")
 	// ErrNotAdmitted: [Config.Admit] refused the peer. The hook's own error

@@ -119,7 +119,7 @@ func FuzzHandshakePayload(f *testing.F) {
 		mode, rest := data[0]%3, data[1:]
 		switch mode {
 		case 0:
-			if p, err := e.checkPeer(rest, static.Public()); err == nil {
+			if p, err := e.checkPeer(rest, static.Public(), false); err == nil {
 				// Only a payload signed by the identity it names over
 				// this static key may pass.
 				if p.VerifyStatic(static.Public()) != nil || p.Org != testOrg {

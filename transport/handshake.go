@@ -65,7 +65,10 @@ func (e *endpoint) localPayload(initiator bool) ([]byte, error) {
 		p = e.cfg.Payload()
 	}
 	if !initiator {
-		p.Listen, p.Name = nil, ""
+		p.Listen, p.Name, p.Fresh = nil, "", nil
+	}
+	if !e.cfg.Knock {
+		p.Fresh = nil
 	}
 	p.Version = proto.ProtocolVersion
 	p.Identity = e.id
@@ -83,12 +86,17 @@ func (e *endpoint) localPayload(initiator bool) ([]byte, error) {
 
 // checkPeer decodes a peer payload and checks its org and identity binding
 // against the static key the peer proved in the handshake.
-func (e *endpoint) checkPeer(payload, static []byte) (*proto.HandshakePayload, error) {
+// In a knock the orgs may differ: learning the peer's is its purpose.
+func (e *endpoint) checkPeer(payload, static []byte, knock bool) (*proto.HandshakePayload, error) {
 	p, err := proto.ParseHandshakePayload(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
-	if p.Org != e.cfg.Org {
+	p.Knock = knock
+	if p.Fresh != nil && !knock {
+		return nil, fmt.Errorf("%w: peer %s sent a fresh roster outside a knock", ErrProtocol, p.Identity.Fingerprint())
+	}
+	if p.Org != e.cfg.Org && !knock {
 		return nil, fmt.Errorf("%w: peer %s says org %q, we are %q", ErrWrongOrg, p.Identity.Fingerprint(), p.Org, e.cfg.Org)
 	}
 	if err := p.VerifyStatic(static); err != nil {
@@ -199,22 +207,15 @@ func (e *endpoint) handshake(ctx context.Context, conn net.Conn, br *bufio.Reade
 			_ = conn.SetDeadline(time.Time{})
 		}
 	}()
-	hs, err := noise.NewHandshakeState(noise.Config{
-		CipherSuite:   cipherSuite,
-		Pattern:       noise.HandshakeXX,
-		Initiator:     initiator,
-		Prologue:      e.prologue,
-		StaticKeypair: e.key.dh,
-		Random:        e.random,
-	})
-	if err != nil {
-		return res, fmt.Errorf("%w: %w", ErrHandshake, err)
-	}
 	h := &hsConn{ctx: ctx, conn: conn, br: br, timeout: e.cfg.HandshakeTimeout}
 	if initiator {
+		var hs *noise.HandshakeState
+		if hs, err = e.state(true, e.cfg.Knock); err != nil {
+			return res, fmt.Errorf("%w: %w", ErrHandshake, err)
+		}
 		res, err = e.initiate(h, hs, expect)
 	} else {
-		res, err = e.respond(h, hs)
+		res, err = e.respond(h)
 	}
 	if err != nil {
 		if !errors.Is(err, ErrNotAdmitted) {
@@ -225,9 +226,29 @@ func (e *endpoint) handshake(ctx context.Context, conn net.Conn, br *bufio.Reade
 	return res, nil
 }
 
+// state starts a Noise XX handshake, with the knock prologue if knock.
+func (e *endpoint) state(initiator, knock bool) (*noise.HandshakeState, error) {
+	prologue := e.prologue
+	if knock {
+		prologue = proto.KnockPrologue()
+	}
+	return noise.NewHandshakeState(noise.Config{
+		CipherSuite:   cipherSuite,
+		Pattern:       noise.HandshakeXX,
+		Initiator:     initiator,
+		Prologue:      prologue,
+		StaticKeypair: e.key.dh,
+		Random:        e.random,
+	})
+}
+
 func (e *endpoint) initiate(h *hsConn, hs *noise.HandshakeState, expect *proto.PubKey) (hsResult, error) {
 	var res hsResult
-	msg, _, _, err := hs.WriteMessage(nil, nil)
+	var marker []byte
+	if e.cfg.Knock {
+		marker = proto.KnockMarker
+	}
+	msg, _, _, err := hs.WriteMessage(nil, marker)
 	if err != nil {
 		return res, fmt.Errorf("message 1: %w", err)
 	}
@@ -243,7 +264,7 @@ func (e *endpoint) initiate(h *hsConn, hs *noise.HandshakeState, expect *proto.P
 	if err != nil {
 		return res, fmt.Errorf("message 2: %w: %w (another org or protocol version, or altered in transit)", ErrProtocol, err)
 	}
-	peer, err := e.checkPeer(payload, hs.PeerStatic())
+	peer, err := e.checkPeer(payload, hs.PeerStatic(), e.cfg.Knock)
 	if err != nil {
 		return res, fmt.Errorf("message 2: %w", err)
 	}
@@ -268,17 +289,27 @@ func (e *endpoint) initiate(h *hsConn, hs *noise.HandshakeState, expect *proto.P
 	return hsResult{peer: peer, send: send, recv: recv, hash: hs.ChannelBinding(), static: hs.PeerStatic()}, nil
 }
 
-func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error) {
+func (e *endpoint) respond(h *hsConn) (hsResult, error) {
 	var res hsResult
-	msg, err := h.read(msg1Len)
+	msg, err := h.read(knockMsg1Len)
 	if err != nil {
 		return res, fmt.Errorf("message 1: %w", err)
 	}
-	if len(msg) != msg1Len {
+	// A knock's message 1 carries the marker as its cleartext payload.
+	knock := e.cfg.AnswerKnocks && len(msg) == knockMsg1Len
+	if len(msg) != msg1Len && !knock {
 		return res, fmt.Errorf("message 1: %w: %d bytes, want %d", ErrProtocol, len(msg), msg1Len)
 	}
-	if _, _, _, err := hs.ReadMessage(nil, msg); err != nil {
+	hs, err := e.state(false, knock)
+	if err != nil {
+		return res, fmt.Errorf("message 1: %w", err)
+	}
+	marker, _, _, err := hs.ReadMessage(nil, msg)
+	if err != nil {
 		return res, fmt.Errorf("message 1: %w: %w", ErrProtocol, err)
+	}
+	if knock && string(marker) != string(proto.KnockMarker) {
+		return res, fmt.Errorf("message 1: %w: %d bytes without the knock marker", ErrProtocol, len(msg))
 	}
 
 	ours, err := e.localPayload(false)
@@ -301,7 +332,7 @@ func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error
 	if err != nil {
 		return res, fmt.Errorf("message 3: %w: %w", ErrProtocol, err)
 	}
-	peer, err := e.checkPeer(payload, hs.PeerStatic())
+	peer, err := e.checkPeer(payload, hs.PeerStatic(), knock)
 	if err != nil {
 		return res, fmt.Errorf("message 3: %w", err)
 	}
@@ -311,6 +342,11 @@ func (e *endpoint) respond(h *hsConn, hs *noise.HandshakeState) (hsResult, error
 		// The session is complete: the caller may tell the peer why
 		// (Config.Refused) before closing.
 		return res, err
+	}
+	if knock {
+		// A knock never becomes a link: Refused says what the knocking
+		// node may learn, and the connection closes.
+		return res, fmt.Errorf("%w: peer %s: %w", ErrNotAdmitted, peer.Identity.Fingerprint(), ErrKnock)
 	}
 	return res, nil
 }

@@ -306,10 +306,11 @@ func (l *Listener) awaitFirstMessage(pc *pendingConn, br *bufio.Reader) error {
 		pc.active.Store(true)
 		var hdr []byte
 		if hdr, err = br.Peek(2); err == nil {
-			if n := int(binary.BigEndian.Uint16(hdr)); n != msg1Len {
+			n := int(binary.BigEndian.Uint16(hdr))
+			if n != msg1Len && (n != knockMsg1Len || !l.ep.cfg.AnswerKnocks) {
 				return fmt.Errorf("%w: message 1: %w: %d bytes, want %d", ErrHandshake, ErrProtocol, n, msg1Len)
 			}
-			_, err = br.Peek(2 + msg1Len)
+			_, err = br.Peek(2 + n)
 		}
 	}
 	switch {

@@ -25,6 +25,8 @@ const (
 	dhLen = 32
 	// msg1Len is the exact size of handshake message 1 (e, empty payload).
 	msg1Len = dhLen
+	// knockMsg1Len is the size of a knock's message 1: e and the marker.
+	knockMsg1Len = dhLen + len("meshd-knock")
 	// maxHandshakeMsg bounds handshake messages 2 and 3:
 	// e (32) + encrypted s (48) + payload tag (16) + payload.
 	maxHandshakeMsg = dhLen + dhLen + tagSize + tagSize + proto.MaxHandshakePayload

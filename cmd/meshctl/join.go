@@ -330,25 +330,7 @@ func awaitRoster(ctx context.Context, l *transport.Link, id home.Identity, tok *
 
 // leaveOrg moves the roster and history of the org the home belonged to
 // into a directory of its own in the home, and returns its path.
-func leaveOrg(h home.Home, org string) (string, error) {
-	safe := strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r < 0x20 {
-			return '_'
-		}
-		return r
-	}, org)
-	dir := filepath.Join(h.Dir, "left-"+safe+"-"+time.Now().UTC().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("leave org %q: %w", org, err)
-	}
-	for _, name := range []string{"roster.cbor", "history.db", "invites.json", "seeds", "mailbox"} {
-		err := os.Rename(filepath.Join(h.Dir, name), filepath.Join(dir, name))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("leave org %q: %w", org, err)
-		}
-	}
-	return dir, nil
-}
+func leaveOrg(h home.Home, org string) (string, error) { return h.LeaveOrg(org) }
 
 // joinOrder puts the token's Unix socket addresses last: they reach the
 // admin's node only from its own host.
@@ -383,11 +365,4 @@ func joinSeeds(tok *proto.InviteToken, via string) []string {
 }
 
 // writeSeeds writes the seeds file meshd reads at start.
-func writeSeeds(h home.Home, seeds []string) error {
-	var b strings.Builder
-	b.WriteString("# written by 'meshctl join': addresses meshd dials as static seeds, one a line\n")
-	for _, s := range seeds {
-		b.WriteString(s + "\n")
-	}
-	return home.WriteFileAtomic(filepath.Join(h.Dir, "seeds"), []byte(b.String()), 0o600)
-}
+func writeSeeds(h home.Home, seeds []string) error { return h.WriteSeeds("'meshctl join'", seeds) }

@@ -47,6 +47,7 @@ var commands = []*command{
 	{name: "init", args: "[--name NAME]", summary: "create this node's identity", usage: usageInit, run: runInit},
 	{name: "id", summary: "show this node's identity", usage: usageID, run: runID},
 	{name: "join", args: "TOKEN|- [--name NAME] [--force]", summary: "join an org with an admin's invite token", usage: usageJoin, run: runJoin},
+	{name: "adopt", args: "[FINGERPRINT]", summary: "let this fresh node adopt an org found by mDNS, confirmed by an admin's fingerprint", usage: usageAdopt, run: runAdopt},
 	{name: "invite", args: "--role ROLE [--name NAME] [--expires D]", summary: "make a one-line token that lets a new node join (admins)", usage: usageInvite, run: runInvite, sub: []*command{
 		{name: "invite list", summary: "list the invites this node made", usage: usageInviteList, run: runInviteList},
 		{name: "invite revoke", args: "ID", summary: "make an unused invite unusable", usage: usageInviteRevoke, run: runInviteRevoke},

@@ -23,7 +23,9 @@ handshake. Without --name, the node is named after the name it claimed
 in its handshake, which is shown (escaped) first; a claimed name that
 could not be a member's (invisible or bidi characters, or one that
 looks like another member's) is refused: pass --name NAME, or --name ''
-to add the node unnamed.
+to add the node unnamed. A node that knocked from another org is told
+apart: a fresh one (a one-node org of its own) adopts this org once the
+roster is published; one of an org with other members stays in it.
 
 flags:
   --role ROLE   observer, member, operator or admin (required)
@@ -53,14 +55,16 @@ func runRosterAdd(a *app, args []string) error {
 	key, err := proto.ParsePubKey(pos[0])
 	if err != nil && isHexPrefix(pos[0]) {
 		// A fingerprint: the key of a node meshd refused (roster pending).
-		var claimed string
-		key, claimed, err = a.pendingKey(pos[0])
+		var pn api.PendingNode
+		pn, err = a.pendingKey(pos[0])
 		if err != nil {
 			return err
 		}
-		if err := adoptClaimedName(a, fs, name, claimed); err != nil {
+		key = pn.Key
+		if err := adoptClaimedName(a, fs, name, pn.Name); err != nil {
 			return err
 		}
+		noteKnockedFrom(a, pn)
 	} else if err != nil {
 		return a.usageErrorf("KEY: %v (want the full key that 'meshctl id' prints, or the fingerprint 'meshctl roster pending' shows)", err)
 	}
@@ -99,12 +103,12 @@ func isHexPrefix(s string) bool {
 
 // pendingKey finds the key of the pending node whose node id starts with
 // prefix, asking the running meshd.
-func (a *app) pendingKey(prefix string) (proto.PubKey, string, error) {
+func (a *app) pendingKey(prefix string) (api.PendingNode, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
 	p, err := a.client().Pending(ctx)
 	if err != nil {
-		return proto.PubKey{}, "", withHint(fmt.Errorf("%s is not a key, and meshd could not be asked for the pending node with that fingerprint: %w", prefix, err),
+		return api.PendingNode{}, withHint(fmt.Errorf("%s is not a key, and meshd could not be asked for the pending node with that fingerprint: %w", prefix, err),
 			"give the full key (meshctl id on that node prints it), or start meshd here")
 	}
 	prefix = strings.ToLower(prefix)
@@ -117,12 +121,25 @@ func (a *app) pendingKey(prefix string) (proto.PubKey, string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return proto.PubKey{}, "", withHint(fmt.Errorf("no pending node has fingerprint %s", prefix),
+		return api.PendingNode{}, withHint(fmt.Errorf("no pending node has fingerprint %s", prefix),
 			"'meshctl roster pending' lists the nodes meshd refused; the node must have tried to link since meshd started")
 	case 1:
-		return found[0].Key, found[0].Name, nil
+		return found[0], nil
 	}
-	return proto.PubKey{}, "", withHint(fmt.Errorf("%d pending nodes match %s", len(found), prefix), "give more hex digits")
+	return api.PendingNode{}, withHint(fmt.Errorf("%d pending nodes match %s", len(found), prefix), "give more hex digits")
+}
+
+// noteKnockedFrom says what adding a node that knocked from another org
+// does: a fresh node adopts this org; a node of an org with members stays
+// in it (PROTOCOL.md §14.11).
+func noteKnockedFrom(a *app, pn api.PendingNode) {
+	switch {
+	case pn.Org == "":
+	case pn.Fresh:
+		fmt.Fprintf(a.Stderr, "it knocked from %s, a one-node org of its own: it adopts this org once the roster is published\n", claimedText(pn.Org))
+	default:
+		fmt.Fprintf(a.Stderr, "note: it knocked from org %s, which has other members: it stays in that org even when added, until its user runs meshctl join --force with an invite\n", claimedText(pn.Org))
+	}
 }
 
 // adoptClaimedName names a node added from the pending list after the

@@ -20,7 +20,11 @@ List what waits to join the roster:
     roster: their fingerprint, the name they claim (quoted, with anything
     beyond ASCII escaped: the node chose it), the address they came from,
     when they were first and last seen, and how many times they tried
-    (meshd remembers up to 256, at most 8 from one address, in memory);
+    (meshd remembers up to 256, at most 8 from one address, in memory),
+    and the org it came from when it knocked from another org: "fresh"
+    marks a node whose org is a one-node org of its own (what a first
+    plain 'meshd' makes), which adopts this org once added; a node of
+    another org with members stays in its org even when added;
   - roster updates in the home that still need admin signatures
     (roster-vN*.cbor, as 'roster add' and invites write them when the
     quorum is more than 1), with the signatures they have.
@@ -85,10 +89,10 @@ func runRosterPending(a *app, args []string) error {
 		fmt.Fprintln(a.Stdout, "no pending nodes: no node outside the roster tried to link since meshd started")
 	default:
 		tw := table(a.Stdout)
-		fmt.Fprintln(tw, "FINGERPRINT\tCLAIMED NAME\tADDRESS\tFIRST SEEN\tLAST SEEN\tATTEMPTS")
+		fmt.Fprintln(tw, "FINGERPRINT\tCLAIMED NAME\tFROM ORG\tADDRESS\tFIRST SEEN\tLAST SEEN\tATTEMPTS")
 		now := time.Now()
 		for _, n := range res.Nodes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\t%d\n", n.Fingerprint, claimedCell(n.Name), nameCell(n.Address),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s ago\t%d\n", n.Fingerprint, claimedCell(n.Name), fromOrgCell(n), nameCell(n.Address),
 				ago(now.Sub(n.FirstSeen)), ago(now.Sub(n.LastSeen)), n.Attempts)
 		}
 		if err := tw.Flush(); err != nil {
@@ -142,4 +146,17 @@ func claimedCell(s string) string {
 		return "-"
 	}
 	return claimedText(s)
+}
+
+// fromOrgCell says where a pending node came from: "-" for a node that
+// dialled as one of ours, "fresh (ORG)" for a node of a one-node org of
+// its own, else "other org ORG" (it will not move by being added).
+func fromOrgCell(n api.PendingNode) string {
+	switch {
+	case n.Org == "":
+		return "-"
+	case n.Fresh:
+		return "fresh (" + claimedText(n.Org) + ")"
+	}
+	return "other org " + claimedText(n.Org)
 }

@@ -26,6 +26,16 @@ func (c *apiChecker) exerciseJoinRoutes(alice, bob string) {
 	c.refused(alice, reqValid, "POST", "/v1/invites/"+inv.ID+"/revoke", "", nil, 409, false)
 	c.refused(alice, reqValid, "POST", "/v1/invites/0000000000000000/revoke", "", nil, 404, true)
 	c.json(alice, "GET", "/v1/pending", nil, 200, nil)
+	var ad struct {
+		Fresh   bool
+		Knocked []any
+	}
+	c.json(bob, "GET", "/v1/adopt", nil, 200, &ad)
+	if ad.Fresh || ad.Knocked == nil {
+		t.Fatalf("adopt state of a member of a two-member org: %+v", ad)
+	}
+	c.refused(bob, reqValid, "POST", "/v1/adopt", js, []byte(`{"fingerprint":"acme"}`), 400, true)
+	c.refused(bob, reqValid, "POST", "/v1/adopt", js, []byte(`{"fingerprint":"0123456789abcdef"}`), 409, true)
 	var doc struct {
 		Problems int
 		Checks   []struct{ Name, Status string }

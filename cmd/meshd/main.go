@@ -32,6 +32,9 @@ meshd is the mesh node daemon. A node keeps its identity, roster and
 sockets in its home directory (--home, env MESH_HOME, default ~/.meshd).
 On first run it creates an identity and, without a roster, a one-node org
 with itself as admin; 'meshctl join TOKEN' joins an existing org instead.
+Such a fresh node knocks at a --seed of another org: that org's admins see
+it in 'meshctl roster pending', and once they add it and publish, meshd
+adopts their org (the one-node org is moved aside) and starts again in it.
 
 Configuration precedence: config file < environment (MESH_*) < flags.
 
@@ -87,7 +90,14 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, usageExamples)
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)) }
+func main() {
+	code := run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	if code == codeAdopted {
+		// The home now holds the org this node adopted: start again in it.
+		code = reexec()
+	}
+	os.Exit(code)
+}
 
 func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
@@ -237,15 +247,24 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	for s := range sig {
-		if s == syscall.SIGHUP {
-			if err := n.ReloadRosterFile(); err != nil {
-				log.Warn("roster reload refused", "err", err)
+	var adopted *node.Adoption
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				if err := n.ReloadRosterFile(); err != nil {
+					log.Warn("roster reload refused", "err", err)
+				}
+				continue
 			}
-			continue
+			log.Info("shutting down", "signal", s.String())
+			break wait
+		case ad := <-n.Adopted():
+			log.Info("adopting org: stopping, to start again in it", "org", ad.Roster.Org, "left", ad.Left)
+			adopted = &ad
+			break wait
 		}
-		log.Info("shutting down", "signal", s.String())
-		break
 	}
 	// Shutdown is bounded: whatever a component waits on (a peer, a
 	// disk, a file in the outbox), meshd exits within shutdownTimeout of
@@ -284,8 +303,28 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return 1
 		}
 	}
+	if adopted != nil {
+		return finishAdoption(cfg.Home, *adopted, log, stderr)
+	}
 	log.Info("stopped")
 	return 0
+}
+
+// codeAdopted is what run returns when the node adopted an org: main
+// starts meshd again, with the same arguments, in the adopted org.
+const codeAdopted = -1
+
+// finishAdoption moves the one-node org aside and installs the adopted
+// roster (node.FinishAdoption), then has main start meshd again.
+func finishAdoption(dir string, ad node.Adoption, log *slog.Logger, stderr io.Writer) int {
+	left, err := node.FinishAdoption(dir, ad)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshd: adopting org %q: %v\n", ad.Roster.Org, err)
+		return 1
+	}
+	log.Info("adopted org: the one-node org's roster, history and mailbox were moved aside; starting again",
+		"org", ad.Roster.Org, "roster_version", ad.Roster.Version, "from", ad.From, "left_dir", left)
+	return codeAdopted
 }
 
 // shutdownTimeout bounds the wait for an orderly shutdown after SIGTERM or

@@ -57,6 +57,53 @@ type PendingNode struct {
 	FirstSeen   time.Time    `json:"first_seen"`
 	LastSeen    time.Time    `json:"last_seen"`
 	Attempts    uint64       `json:"attempts"`
+	// Org is the org the node came from, when it knocked from another
+	// org (PROTOCOL.md §14.11); empty when it dialled as a node of ours.
+	// The org id is what the node claims; it is checked only when Fresh.
+	Org string `json:"org,omitempty"`
+	// Fresh: the node proved that its org is a one-node org of its own
+	// (its self-signed roster lists only itself). Once added, it adopts
+	// this org; a node of another org with members is never moved.
+	Fresh bool `json:"fresh,omitempty"`
+}
+
+// Knocked is one org this node knocked at because a seed or an mDNS
+// peer answered as another org: what it learnt, and whether it may
+// adopt that org's roster (GET /v1/adopt).
+type Knocked struct {
+	Org         string       `json:"org"`
+	Node        proto.PubKey `json:"node"`
+	Fingerprint string       `json:"fingerprint"`
+	Address     string       `json:"address"`
+	Via         string       `json:"via"` // "seed" (an address the user named) or "mdns"
+	LastKnock   time.Time    `json:"last_knock"`
+	// State: "pending" (listed there, not yet a member), "offered" (its
+	// roster lists this node but was not adopted: Reason says why),
+	// "no_answer" (nothing, or an older meshd, answered the knock).
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// Admins are the fingerprints of the admins of the roster it
+	// offered, the ones meshctl adopt may confirm.
+	Admins []string `json:"admins,omitempty"`
+}
+
+// Adopt is the answer to GET /v1/adopt, and to POST /v1/adopt.
+type Adopt struct {
+	// Fresh: this node's org is a one-node org of its own, so it may
+	// adopt another org's roster that lists it.
+	Fresh bool   `json:"fresh"`
+	Org   string `json:"org"`
+	// Confirmed are the admin fingerprints meshctl adopt confirmed: a
+	// roster signed by one of them is adopted even from mDNS.
+	Confirmed []string  `json:"confirmed"`
+	Knocked   []Knocked `json:"knocked"`
+}
+
+// AdoptRequest is the body of POST /v1/adopt.
+type AdoptRequest struct {
+	// Fingerprint is an admin's key or fingerprint (16 hex digits) of
+	// the org to adopt.
+	Fingerprint string `json:"fingerprint"`
 }
 
 // Pending is the answer to GET /v1/pending.
@@ -86,6 +133,18 @@ func (c *Client) RevokeInvite(ctx context.Context, id string) (*Invite, error) {
 func (c *Client) Pending(ctx context.Context) (*Pending, error) {
 	var out Pending
 	return &out, c.Get(ctx, "/v1/pending", &out)
+}
+
+// AdoptState calls GET /v1/adopt.
+func (c *Client) AdoptState(ctx context.Context) (*Adopt, error) {
+	var out Adopt
+	return &out, c.Get(ctx, "/v1/adopt", &out)
+}
+
+// Adopt calls POST /v1/adopt.
+func (c *Client) Adopt(ctx context.Context, in AdoptRequest) (*Adopt, error) {
+	var out Adopt
+	return &out, c.postJSON(ctx, "/v1/adopt", in, &out)
 }
 
 // DoctorCheck is one check of GET /v1/doctor.

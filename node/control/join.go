@@ -14,6 +14,8 @@ type JoinBackend interface {
 	RevokeInvite(id string) (*api.Invite, error)
 	PendingList() api.Pending
 	Doctor() api.Doctor
+	AdoptState() api.Adopt
+	Adopt(req api.AdoptRequest) (*api.Adopt, error)
 }
 
 func (s *Server) joinRoutes(mux *http.ServeMux) {
@@ -22,6 +24,25 @@ func (s *Server) joinRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/invites/{id}/revoke", s.revokeInvite)
 	mux.HandleFunc("GET /v1/pending", s.getPending)
 	mux.HandleFunc("GET /v1/doctor", s.getDoctor)
+	mux.HandleFunc("GET /v1/adopt", s.getAdopt)
+	mux.HandleFunc("POST /v1/adopt", s.postAdopt)
+}
+
+func (s *Server) getAdopt(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.b.AdoptState())
+}
+
+func (s *Server) postAdopt(w http.ResponseWriter, req *http.Request) {
+	var in api.AdoptRequest
+	if !readJSON(w, req, &in) {
+		return
+	}
+	out, err := s.b.Adopt(in)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getDoctor(w http.ResponseWriter, _ *http.Request) {

@@ -66,6 +66,13 @@
 //	handshake.first_message_timeout meshd_handshakes_shed_total        reason="first_message_timeout"
 //	dial.refused              meshd_dials_refused_total
 //	roster.pushed_refused     meshd_roster_pushes_refused_total
+//	knock.sent                meshd_knocks_total                       event="sent"
+//	knock.unanswered          meshd_knocks_total                       event="unanswered"
+//	knock.received            meshd_knocks_total                       event="received"
+//	knock.roster_sent         meshd_knocks_total                       event="roster_sent"
+//	adopt.confirmed           meshd_knocks_total                       event="confirmed"
+//	adopt.adopted             meshd_knocks_total                       event="adopted"
+//	adopt.refused.<reason>    meshd_adopt_refused_total                reason
 //	history.serve_no_room     meshd_history_requests_no_room_total
 //	link.closed_slow          meshd_link_events_total                  event="closed_slow"
 //	link.refused_slow         meshd_link_events_total                  event="refused_slow"

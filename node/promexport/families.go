@@ -83,6 +83,8 @@ var (
 	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
 	famDialRefused    = counter("meshd_dials_refused_total", "Dials that ended in a refusal (the peer holds us not a member); they back off like failures.")
+	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
+	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
 	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
 	famHistNoRoom     = counter("meshd_history_requests_no_room_total", "History requests from peers left unanswered because the peer's send queue stayed full.")
 	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
@@ -202,6 +204,13 @@ var rules = []rule{
 	{name: "handshake.first_message_timeout", fam: famHsShed, values: []string{"first_message_timeout"}},
 	{name: "dial.refused", fam: famDialRefused},
 	{name: "roster.pushed_refused", fam: famRosterRefused},
+	{name: "knock.sent", fam: famKnocks, values: []string{"sent"}},
+	{name: "knock.unanswered", fam: famKnocks, values: []string{"unanswered"}},
+	{name: "knock.received", fam: famKnocks, values: []string{"received"}},
+	{name: "knock.roster_sent", fam: famKnocks, values: []string{"roster_sent"}},
+	{name: "adopt.confirmed", fam: famKnocks, values: []string{"confirmed"}},
+	{name: "adopt.adopted", fam: famKnocks, values: []string{"adopted"}},
+	{name: "adopt.refused.", fam: famAdoptRefused},
 	{name: "history.serve_no_room", fam: famHistNoRoom},
 	{name: "link.closed_slow", fam: famLinkEvents, values: []string{"closed_slow"}},
 	{name: "link.refused_slow", fam: famLinkEvents, values: []string{"refused_slow"}},
