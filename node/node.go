@@ -73,7 +73,9 @@ type Node struct {
 	// chanVersions records the policy versions accepted, for channel show.
 	chanVersions *chanVersions
 	// blocks is the local block list (meshctl block).
-	blocks   *blockList
+	blocks *blockList
+	// rekey follows key rotations (rekey.go).
+	rekey    *rekeyState
 	presence *presence.Table
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
@@ -195,6 +197,7 @@ func New(cfg Config) (*Node, error) {
 		pending: newPendingBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
+		rekey:   newRekeyState(),
 
 		readerAcks: newReaderAcks(),
 
@@ -246,6 +249,9 @@ func (n *Node) setup() error {
 		return err
 	}
 	n.roster.Store(r)
+	if err := n.adoptPendingKey(r); err != nil {
+		return err
+	}
 	n.loadFormerMembers()
 	n.warnNotMember(r)
 
@@ -465,6 +471,8 @@ func (n *Node) run() {
 	go n.readerAckLoop()
 	n.wg.Add(1)
 	go n.cardLoop()
+	n.wg.Add(1)
+	go n.rekeyLoop()
 	n.syncer.start()
 	n.control.Start()
 }
