@@ -137,4 +137,3 @@ func (a *app) cancelRekey(h home.Home, id home.Identity, r *roster.Roster) error
 	fmt.Fprintf(a.Stdout, "removed the pending key %s; this node keeps %s\n", pub.Fingerprint(), id.Pub.Fingerprint())
 	return nil
 }
-
