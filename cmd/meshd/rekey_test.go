@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// rekeyEditOut is the JSON of meshctl roster rekey.
+type rekeyEditOut struct {
+	Version uint64 `json:"version"`
+	Rekey   struct {
+		Name          string `json:"name"`
+		Key           string `json:"key"`
+		OldKey        string `json:"old_key"`
+		OldValidUntil string `json:"old_valid_until"`
+		Revoked       bool   `json:"revoked"`
+	} `json:"rekey"`
+}
+
+// rotationTraffic sends, until stopped, a DM from alice to bob and a
+// #ops message from bob, in turns, and records each one meshctl
+// accepted (bob's fail while his meshd restarts).
+type rotationTraffic struct {
+	mu       sync.Mutex
+	dms, ops []string
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startTraffic(t *testing.T, m *mesh4) *rotationTraffic {
+	tr := &rotationTraffic{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for i := 0; ; i++ {
+			select {
+			case <-tr.stop:
+				return
+			default:
+			}
+			dm := fmt.Sprintf("dm-%03d", i)
+			if r := m.run("alice", "dm", "bob", dm); r.code == 0 {
+				tr.mu.Lock()
+				tr.dms = append(tr.dms, dm)
+				tr.mu.Unlock()
+			}
+			op := fmt.Sprintf("op-%03d", i)
+			if r := m.run("bob", "send", "#ops", op); r.code == 0 {
+				tr.mu.Lock()
+				tr.ops = append(tr.ops, op)
+				tr.mu.Unlock()
+			}
+		}
+	}()
+	return tr
+}
+
+// sent returns how many of each kind were accepted so far.
+func (tr *rotationTraffic) sent() (dms, ops int) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.dms), len(tr.ops)
+}
+
+func (tr *rotationTraffic) end() (dms, ops []string) {
+	close(tr.stop)
+	<-tr.done
+	return tr.dms, tr.ops
+}
+
+// TestKeyRotationWhileMessagesFlow rotates bob's key while alice sends
+// him DMs and he posts to #ops: every message sent before, during and
+// after the switch is delivered exactly once, bob keeps his name and role,
+// carol's history shows his posts under his name across both keys, and
+// once the grace window has closed an envelope signed by bob's old key is
+// dropped (drop.retired_key) and the old key cannot link.
+func TestKeyRotationWhileMessagesFlow(t *testing.T) {
+	t.Parallel()
+	m := startMesh4(t)
+	meshd, _ := buildBinaries(t)
+	oldBob, err := home.Home{Dir: m.homes["bob"]}.LoadIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ctl("alice", "channel", "create", "ops")
+	m.waitChannel("bob", "ops")
+	m.waitChannel("carol", "ops")
+	m.ctl("carol", "subscribe", "ops")
+
+	tr := startTraffic(t, m)
+	waitFor(t, "traffic before the rotation", 20*time.Second, func() bool { d, o := tr.sent(); return d >= 3 && o >= 3 })
+
+	// bob makes his next key; alice moves him to it with a short grace.
+	var nk struct {
+		Key     string `json:"key"`
+		Created bool   `json:"created"`
+		Listed  bool   `json:"listed"`
+	}
+	meshctlJSON(t, m.meshctl, &nk, "--home", m.homes["bob"], "rekey")
+	if !nk.Created || nk.Listed || nk.Key == oldBob.Pub.String() {
+		t.Fatalf("meshctl rekey: %+v", nk)
+	}
+	var again struct {
+		Key     string `json:"key"`
+		Created bool   `json:"created"`
+	}
+	meshctlJSON(t, m.meshctl, &again, "--home", m.homes["bob"], "rekey")
+	if again.Created || again.Key != nk.Key {
+		t.Fatalf("second meshctl rekey made another key: %+v, first %s", again, nk.Key)
+	}
+	var ed rekeyEditOut
+	meshctlJSON(t, m.meshctl, &ed, "--home", m.homes["alice"], "roster", "rekey", "bob", nk.Key, "--grace", "3s")
+	if ed.Rekey.Name != "bob" || ed.Rekey.Key != nk.Key || ed.Rekey.OldKey != oldBob.Pub.String() || ed.Rekey.Revoked || ed.Rekey.OldValidUntil == "" {
+		t.Fatalf("roster rekey: %+v", ed)
+	}
+	until, err := time.Parse(time.RFC3339, ed.Rekey.OldValidUntil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ctl("alice", "roster", "publish")
+	m.ds["bob"].waitLog("restart meshd to switch", 15*time.Second)
+
+	// bob restarts and takes the new key, within the window.
+	seed := tcpListen(t, waitStatus(t, m.meshctl, m.homes["alice"], m.ds["alice"]))
+	if err := m.ds["bob"].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m.ds["bob"] = startDaemon(t, meshd, m.homes["bob"], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--seed", seed)
+	m.ds["bob"].waitLog("switched to the new key", 10*time.Second)
+	if st := waitStatus(t, m.meshctl, m.homes["bob"], m.ds["bob"]); st.Key != nk.Key || st.Role != "operator" {
+		t.Fatalf("bob after the switch: key %s role %s; want %s operator", st.Key, st.Role, nk.Key)
+	}
+	waitPeers(t, m.meshctl, m.homes["bob"], 3, 15*time.Second)
+	d0, o0 := tr.sent()
+	waitFor(t, "traffic after the rotation", 30*time.Second, func() bool { d, o := tr.sent(); return d >= d0+3 && o >= o0+3 })
+	dms, ops := tr.end()
+
+	// Every DM reached bob once; every post reached carol once, as bob's.
+	waitFor(t, "every DM in bob's inbox", 30*time.Second, func() bool {
+		seen := map[string]int{}
+		for _, it := range m.inbox("bob", "--all", "--limit", "1000").Items {
+			seen[it.Body]++
+		}
+		for _, dm := range dms {
+			if seen[dm] != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	var hist api.History
+	waitFor(t, "every #ops post in carol's history", 30*time.Second, func() bool {
+		meshctlJSON(t, m.meshctl, &hist, "--home", m.homes["carol"], "history", "#ops", "--limit", "1000")
+		seen := map[string]int{}
+		for _, msg := range hist.Messages {
+			seen[msg.Body]++
+		}
+		for _, op := range ops {
+			if seen[op] != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	keys := map[string]bool{}
+	for _, msg := range hist.Messages {
+		if msg.From.Name != "bob" {
+			t.Fatalf("a post in carol's history is not shown as bob's: %+v", msg)
+		}
+		keys[msg.From.Key.String()] = true
+	}
+	if !keys[oldBob.Pub.String()] || !keys[nk.Key] {
+		t.Fatalf("carol's history of bob's posts has keys %v; want both the old and the new", keys)
+	}
+	for _, it := range m.inbox("bob", "--all", "--limit", "1000").Items {
+		if strings.HasPrefix(it.Body, "dm-") && it.From.Name != "alice" {
+			t.Fatalf("bob's item: %+v", it)
+		}
+	}
+	var rs struct {
+		Members []struct {
+			Key  string `json:"key"`
+			Name string `json:"name"`
+			Role string `json:"role"`
+		} `json:"members"`
+	}
+	meshctlJSON(t, m.meshctl, &rs, "--home", m.homes["carol"], "roster", "show")
+	found := false
+	for _, mb := range rs.Members {
+		if mb.Name == "bob" {
+			found = mb.Key == nk.Key && mb.Role == "operator"
+		}
+	}
+	if !found {
+		t.Fatalf("carol's roster: %+v; want bob, operator, on the new key", rs.Members)
+	}
+
+	// After the window (and the clock allowance), an envelope signed by
+	// the old key is dropped. dave's node stops; the test links to carol
+	// as dave and hands her one.
+	if err := m.ds["dave"].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	dave, err := home.Home{Dir: m.homes["dave"]}.LoadIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	carolSt := waitStatus(t, m.meshctl, m.homes["carol"], m.ds["carol"])
+	carolKey, err := proto.ParsePubKey(carolSt.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := until.Add(proto.MaxClockSkew)
+	waitFor(t, "the end of the grace window", time.Until(closed)+10*time.Second, func() bool { return time.Now().After(closed) })
+	retired0 := counters(t, m.meshctl, m.homes["carol"])["drop.retired_key"]
+	rt := &rawTarget{key: dave.Key, pub: dave.Pub, target: carolKey, status: carolSt}
+	l := rt.dial(t, 5*time.Second)
+	defer l.Close()
+	l.Start(func([]byte) {})
+	se, err := proto.SignEnvelope(oldBob.Key, &proto.Envelope{ID: proto.NewID(), From: oldBob.Pub, To: proto.ToPeer(carolKey),
+		Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+		Message: &proto.Message{Body: "from the retired key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "drop.retired_key at carol", 10*time.Second, func() bool {
+		return counters(t, m.meshctl, m.homes["carol"])["drop.retired_key"] == retired0+1
+	})
+	if m.hasBody("carol", "from the retired key") {
+		t.Fatal("carol took an envelope signed by bob's retired key")
+	}
+	// The old key cannot link any more.
+	old := &rawTarget{key: oldBob.Key, pub: oldBob.Pub, target: carolKey, status: carolSt}
+	if err := dialErr(old, 5*time.Second); err == nil {
+		t.Fatal("a link with bob's retired key was accepted")
+	}
+}
+
+// TestRekeyGraceZeroRevokesAtOnce: with --grace 0 the member's link by
+// its old key is closed as soon as the roster is applied, the old key is
+// refused at the handshake and its envelopes are dropped, while the new
+// key links and is shown under the member's name and role.
+func TestRekeyGraceZeroRevokesAtOnce(t *testing.T) {
+	t.Parallel()
+	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	l := rt.dial(t, 5*time.Second)
+	defer l.Close()
+	l.Start(func([]byte) {})
+	newPub, newKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := proto.PubKey(newPub)
+
+	// Refusals: a bad key, an unknown member, a negative grace.
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"raw", "ed25519:nope"}, "NEWKEY"},
+		{[]string{"nobody", np.String()}, "not a member"},
+		{[]string{"raw", np.String(), "--grace", "-1h"}, "--grace"},
+		{[]string{"raw", rt.target.String()}, "already a member"},
+	} {
+		r := meshctlRun(t, rt.meshctl, append([]string{"--home", rt.home, "roster", "rekey"}, tc.args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.msg) {
+			t.Fatalf("roster rekey %v: exit %d, %s; want an error naming %q", tc.args, r.code, r.stderr, tc.msg)
+		}
+	}
+
+	var ed rekeyEditOut
+	meshctlJSON(t, rt.meshctl, &ed, "--home", rt.home, "roster", "rekey", "raw", np.String(), "--grace", "0")
+	if !ed.Rekey.Revoked || ed.Rekey.OldValidUntil != "" {
+		t.Fatalf("roster rekey --grace 0: %+v", ed)
+	}
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "publish")
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old key's link stayed up after a rekey with no grace")
+	}
+	if err := dialErr(rt, 5*time.Second); err == nil {
+		t.Fatal("the old key linked after a rekey with no grace")
+	}
+
+	// The new key links; what it signs is the member's, what the old key
+	// signs is dropped.
+	rt.status = waitStatus(t, rt.meshctl, rt.home, rt.d)
+	nt := &rawTarget{key: newKey, pub: np, target: rt.target, status: rt.status}
+	nl := nt.dial(t, 5*time.Second)
+	defer nl.Close()
+	nl.Start(func([]byte) {})
+	send := func(key ed25519.PrivateKey, body string) {
+		t.Helper()
+		se, err := proto.SignEnvelope(key, &proto.Envelope{ID: proto.NewID(), From: proto.PubKeyOf(key), To: proto.ToPeer(rt.target),
+			Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+			Message: &proto.Message{Body: body}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nl.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notMember0 := counters(t, rt.meshctl, rt.home)["drop.not_member"]
+	send(rt.key, "old key")
+	waitFor(t, "drop.not_member", 10*time.Second, func() bool {
+		return counters(t, rt.meshctl, rt.home)["drop.not_member"] == notMember0+1
+	})
+	send(newKey, "new key")
+	var in inboxJSON
+	waitFor(t, "the new key's DM", 10*time.Second, func() bool {
+		meshctlJSON(t, rt.meshctl, &in, "--home", rt.home, "inbox", "--all")
+		for _, it := range in.Items {
+			if it.Body == "new key" {
+				return it.From.Name == "raw"
+			}
+		}
+		return false
+	})
+	for _, it := range in.Items {
+		if it.Body == "old key" {
+			t.Fatalf("the revoked key's DM was delivered: %+v", it)
+		}
+	}
+}
+
+// TestMeshctlRekeyCancel: meshctl rekey --cancel removes a pending key
+// the roster does not list, and refuses without one.
+func TestMeshctlRekeyCancel(t *testing.T) {
+	t.Parallel()
+	_, meshctl := buildBinaries(t)
+	h := filepath.Join(t.TempDir(), "n")
+	meshctlOK(t, meshctl, "--home", h, "init", "--name", "n")
+	if r := meshctlRun(t, meshctl, "--home", h, "rekey", "--cancel"); r.code == 0 || !strings.Contains(r.stderr, "no pending key") {
+		t.Fatalf("cancel without a pending key: exit %d, %s", r.code, r.stderr)
+	}
+	out := meshctlOK(t, meshctl, "--home", h, "rekey")
+	if !strings.Contains(out, "meshctl roster rekey n ed25519:") {
+		t.Fatalf("meshctl rekey does not say what the admin runs:\n%s", out)
+	}
+	if fi, err := os.Stat(filepath.Join(h, "identity-next.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("pending key file: %v, %v", fi, err)
+	}
+	meshctlOK(t, meshctl, "--home", h, "rekey", "--cancel")
+	if _, err := os.Stat(filepath.Join(h, "identity-next.key")); !os.IsNotExist(err) {
+		t.Fatalf("pending key still there after --cancel: %v", err)
+	}
+}
+
+// dialErr is rawTarget.dial that returns the handshake's error instead
+// of failing the test: a refused key is what some tests want.
+func dialErr(r *rawTarget, timeout time.Duration) error {
+	cfg := transport.DefaultConfig()
+	cfg.Identity = r.key
+	cfg.Org = "acme"
+	cfg.Payload = func() proto.HandshakePayload { return proto.HandshakePayload{RosterVersion: r.status.RosterVersion} }
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	addr := transport.Addr{Network: "tcp", Address: strings.TrimPrefix(r.status.Listen[0], "tcp://")}
+	for _, a := range r.status.Listen {
+		if strings.HasPrefix(a, "tcp://") {
+			addr.Address = strings.TrimPrefix(a, "tcp://")
+		}
+	}
+	l, err := transport.Dial(ctx, addr, cfg, &r.target)
+	if err != nil {
+		return err
+	}
+	// A refusal may come as a goodbye right after the handshake.
+	l.Start(func([]byte) {})
+	select {
+	case <-l.Done():
+		return fmt.Errorf("link closed by the node")
+	case <-time.After(time.Second):
+	}
+	l.Close()
+	return nil
+}
