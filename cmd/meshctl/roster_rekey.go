@@ -89,7 +89,7 @@ func runRosterRekey(a *app, args []string) error {
 		if until == 0 {
 			return change + "; the old key is revoked now", nil
 		}
-		t := time.UnixMilli(until).UTC().Format(time.RFC3339)
+		t := time.UnixMilli(until).UTC().Format(time.RFC3339Nano)
 		j.OldValidUntil = t
 		return change + "; the old key is accepted until " + t, nil
 	}, func(res *editResult) { res.Rekey = &j })

@@ -82,7 +82,7 @@ func runRosterShow(a *app, args []string) error {
 		mj := memberJSON{Name: m.Name, Role: m.Role, Fingerprint: m.Key.Fingerprint(), Key: m.Key, Archive: m.Archive}
 		if !m.PrevKey.IsZero() {
 			mj.PrevKey, mj.PrevFingerprint = &m.PrevKey, m.PrevKey.Fingerprint()
-			mj.PrevUntil = time.UnixMilli(m.PrevUntil).UTC().Format(time.RFC3339)
+			mj.PrevUntil = time.UnixMilli(m.PrevUntil).UTC().Format(time.RFC3339Nano)
 		}
 		j.Members = append(j.Members, mj)
 	}
