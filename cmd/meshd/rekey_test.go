@@ -99,8 +99,11 @@ func (tr *rotationTraffic) end() (dms, ops []string) {
 }
 
 // TestKeyRotationWhileMessagesFlow rotates bob's key while alice sends
-// him DMs and he posts to #ops: every message sent before, during and
-// after the switch is delivered exactly once, bob keeps his name and role,
+// him DMs and he posts to #ops. bob's node is down while alice publishes
+// the rotation (a machine being replaced), so alice keeps DMs for his old
+// key and then for his new one; bob comes back with the new roster and
+// switches keys at start. Every message sent before, during and after the
+// switch is delivered exactly once, bob keeps his name and role,
 // carol's history shows his posts under his name across both keys, and
 // once the grace window has closed an envelope signed by bob's old key is
 // dropped (drop.retired_key) and the old key cannot link.
@@ -138,8 +141,18 @@ func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 	if again.Created || again.Key != nk.Key {
 		t.Fatalf("second meshctl rekey made another key: %+v, first %s", again, nk.Key)
 	}
+	// bob's machine goes away; alice's DMs are kept for his old key.
+	seed := tcpListen(t, waitStatus(t, m.meshctl, m.homes["alice"], m.ds["alice"]))
+	tr.pause(true)
+	down := time.Now()
+	if err := m.ds["bob"].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := tr.sent()
+	waitFor(t, "DMs kept for bob's old key", 20*time.Second, func() bool { d, _ := tr.sent(); return d >= d1+2 })
+
 	var ed rekeyEditOut
-	meshctlJSON(t, m.meshctl, &ed, "--home", m.homes["alice"], "roster", "rekey", "bob", nk.Key, "--grace", "3s")
+	meshctlJSON(t, m.meshctl, &ed, "--home", m.homes["alice"], "roster", "rekey", "bob", nk.Key, "--grace", "5s")
 	if ed.Rekey.Name != "bob" || ed.Rekey.Key != nk.Key || ed.Rekey.OldKey != oldBob.Pub.String() || ed.Rekey.Revoked || ed.Rekey.OldValidUntil == "" {
 		t.Fatalf("roster rekey: %+v", ed)
 	}
@@ -148,21 +161,27 @@ func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ctl("alice", "roster", "publish")
-	m.ds["bob"].waitLog("restart meshd to switch", 15*time.Second)
+	d2, _ := tr.sent()
+	waitFor(t, "DMs kept for bob's new key", 20*time.Second, func() bool { d, _ := tr.sent(); return d >= d2+2 })
 
-	// bob restarts and takes the new key, within the window.
-	seed := tcpListen(t, waitStatus(t, m.meshctl, m.homes["alice"], m.ds["alice"]))
-	tr.pause(true)
-	if err := m.ds["bob"].stop(syscall.SIGTERM); err != nil {
+	// bob comes back with the new roster and takes the new key, within
+	// the window; what alice kept for either key reaches him.
+	pinned := filepath.Join(t.TempDir(), "roster.cbor")
+	b, err := os.ReadFile(filepath.Join(m.homes["alice"], "roster.cbor"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	m.ds["bob"] = startDaemon(t, meshd, m.homes["bob"], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--seed", seed)
+	if err := os.WriteFile(pinned, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.ds["bob"] = startDaemon(t, meshd, m.homes["bob"], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--roster", pinned, "--seed", seed)
 	m.ds["bob"].waitLog("switched to the new key", 10*time.Second)
 	if st := waitStatus(t, m.meshctl, m.homes["bob"], m.ds["bob"]); st.Key != nk.Key || st.Role != "operator" {
 		t.Fatalf("bob after the switch: key %s role %s; want %s operator", st.Key, st.Role, nk.Key)
 	}
 	waitPeers(t, m.meshctl, m.homes["bob"], 3, 15*time.Second)
 	tr.pause(false)
+	relinked := time.Since(down)
 	d0, o0 := tr.sent()
 	waitFor(t, "traffic after the rotation", 30*time.Second, func() bool { d, o := tr.sent(); return d >= d0+3 && o >= o0+3 })
 	dms, ops := tr.end()
@@ -270,6 +289,9 @@ func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	t.Logf("rotation: %d DMs to bob and %d posts by him, each delivered once; bob was away (down, then relinked under the new key) for %v; "+
+		"the retired key's envelope dropped %v after the window closed", len(dms), len(ops), relinked.Round(time.Millisecond),
+		time.Since(closed).Round(time.Millisecond))
 	if m.hasBody("carol", "from the retired key") {
 		t.Fatal("carol took an envelope signed by bob's retired key")
 	}
@@ -420,4 +442,77 @@ func dialErr(r *rawTarget, timeout time.Duration) error {
 	}
 	l.Close()
 	return nil
+}
+
+// TestAdminRotatesOwnKey: the only admin rotates its own key with a
+// running meshd. meshd says to restart once it applies the roster that
+// lists the new key (and meshctl rekey says so too, refusing --cancel);
+// after the restart the node has the new key, still signs roster updates
+// as the admin, and takes a DM a member addressed to its previous key.
+func TestAdminRotatesOwnKey(t *testing.T) {
+	t.Parallel()
+	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	meshd, _ := buildBinaries(t)
+	old := rt.target
+	var nk struct {
+		Key string `json:"key"`
+	}
+	meshctlJSON(t, rt.meshctl, &nk, "--home", rt.home, "rekey")
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "rekey", old.Fingerprint(), nk.Key, "--grace", "1h")
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "publish")
+	rt.d.waitLog("restart meshd to switch", 10*time.Second)
+	var st struct {
+		Listed bool `json:"listed"`
+	}
+	meshctlJSON(t, rt.meshctl, &st, "--home", rt.home, "rekey")
+	if !st.Listed {
+		t.Fatal("meshctl rekey does not see the roster listing the new key")
+	}
+	if r := meshctlRun(t, rt.meshctl, "--home", rt.home, "rekey", "--cancel"); r.code == 0 || !strings.Contains(r.stderr, "already lists") {
+		t.Fatalf("rekey --cancel of a listed key: exit %d, %s", r.code, r.stderr)
+	}
+
+	if err := rt.d.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rt.d = startDaemon(t, meshd, rt.home, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	rt.d.waitLog("switched to the new key", 10*time.Second)
+	rt.status = waitStatus(t, rt.meshctl, rt.home, rt.d)
+	if rt.status.Key != nk.Key || rt.status.Role != "admin" {
+		t.Fatalf("after the restart: key %s role %s; want %s admin", rt.status.Key, rt.status.Role, nk.Key)
+	}
+	if fi, err := os.Stat(filepath.Join(rt.home, "identity-prev.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("previous key file: %v, %v", fi, err)
+	}
+	// Still the admin: the next edit is signed by the new key.
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "role", "raw", "operator")
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "publish")
+	rt.status = waitStatus(t, rt.meshctl, rt.home, rt.d)
+	if rt.target, _ = proto.ParsePubKey(rt.status.Key); rt.target.IsZero() {
+		t.Fatal("no key in status")
+	}
+
+	// A member that still addresses the old key reaches the node.
+	l := rt.dial(t, 5*time.Second)
+	defer l.Close()
+	l.Start(func([]byte) {})
+	se, err := proto.SignEnvelope(rt.key, &proto.Envelope{ID: proto.NewID(), From: rt.pub, To: proto.ToPeer(old),
+		Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+		Message: &proto.Message{Body: "to your old key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the DM to the old key", 10*time.Second, func() bool {
+		var in inboxJSON
+		meshctlJSON(t, rt.meshctl, &in, "--home", rt.home, "inbox", "--all")
+		for _, it := range in.Items {
+			if it.Body == "to your old key" {
+				return true
+			}
+		}
+		return false
+	})
 }
