@@ -516,3 +516,60 @@ func TestAdminRotatesOwnKey(t *testing.T) {
 		return false
 	})
 }
+
+// TestRetiredKeyLinkClosed: a member still linked by its old key keeps
+// its link, and its DMs are taken, through the grace window; when the
+// window (and the clock allowance) ends, the node closes that link
+// (link.retired_key) without waiting for any other event.
+func TestRetiredKeyLinkClosed(t *testing.T) {
+	t.Parallel()
+	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	l := rt.dial(t, 5*time.Second)
+	defer l.Close()
+	l.Start(func([]byte) {})
+	newPub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ed rekeyEditOut
+	meshctlJSON(t, rt.meshctl, &ed, "--home", rt.home, "roster", "rekey", "raw", proto.PubKey(newPub).String(), "--grace", "1s")
+	until, err := time.Parse(time.RFC3339Nano, ed.Rekey.OldValidUntil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "publish")
+	rt.d.waitLog("member moved to a new key", 10*time.Second)
+
+	se, err := proto.SignEnvelope(rt.key, &proto.Envelope{ID: proto.NewID(), From: rt.pub, To: proto.ToPeer(rt.target),
+		Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+		Message: &proto.Message{Body: "inside the window"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the old key's DM inside the window", 10*time.Second, func() bool {
+		var in inboxJSON
+		meshctlJSON(t, rt.meshctl, &in, "--home", rt.home, "inbox", "--all")
+		for _, it := range in.Items {
+			if it.Body == "inside the window" {
+				return it.From.Name == "raw"
+			}
+		}
+		return false
+	})
+	closed := until.Add(proto.MaxClockSkew)
+	select {
+	case <-l.Done():
+		if time.Now().Before(closed) {
+			t.Fatalf("the old key's link closed %v before its window ended", time.Until(closed))
+		}
+	case <-time.After(time.Until(closed) + 10*time.Second):
+		t.Fatal("the old key's link stayed up after its window ended")
+	}
+	t.Logf("the old key's link closed %v after the window ended", time.Since(closed).Round(time.Millisecond))
+	waitFor(t, "link.retired_key", 5*time.Second, func() bool {
+		return counters(t, rt.meshctl, rt.home)["link.retired_key"] == 1
+	})
+}
