@@ -19,8 +19,9 @@ const dropRetiredKey = "retired_key"
 type rekeyState struct {
 	changed chan struct{} // a roster was applied: re-arm the timer
 	// switched: setup adopted the pending key; the send counters start a
-	// new epoch under it.
+	// new epoch under it. prev is the key it replaced.
 	switched bool
+	prev     proto.PubKey
 }
 
 func newRekeyState() *rekeyState { return &rekeyState{changed: make(chan struct{}, 1)} }
@@ -51,7 +52,7 @@ func (n *Node) adoptPendingKey(r *roster.Roster) error {
 		id.Name = old.Name
 	}
 	n.id = id
-	n.rekey.switched = true
+	n.rekey.switched, n.rekey.prev = true, old.Pub
 	n.metrics.Inc("rekey.switched")
 	n.log.Info("switched to the new key the roster lists", "key", id.Pub.String(), "fingerprint", id.Pub.Fingerprint(),
 		"previous", old.Pub.Fingerprint(), "previous_file", n.home.PrevKeyPath())
@@ -102,6 +103,9 @@ func (n *Node) rosterRekeyed(cur, r *roster.Roster) {
 // their grace window ends, by this machine's clock.
 func (n *Node) rekeyLoop() {
 	defer n.wg.Done()
+	if n.rekey.switched {
+		n.carryOwnCard()
+	}
 	for {
 		var fire <-chan time.Time
 		var t *time.Timer
@@ -178,4 +182,21 @@ func previousKeyOf(r *roster.Roster, k proto.PubKey) (proto.PubKey, bool) {
 		return proto.PubKey{}, false
 	}
 	return m.PrevKey, true
+}
+
+// carryOwnCard publishes, under the key this start switched to, the card
+// this node had published under its previous key: what it serves did not
+// change with its key.
+func (n *Node) carryOwnCard() {
+	c := n.cards.get(n.rekey.prev)
+	if c == nil || c.Empty() {
+		return
+	}
+	nc := &proto.Card{Description: c.Description, Intents: c.Intents, Tags: c.Tags}
+	if _, err := n.publishCard(nc); err != nil {
+		n.log.Warn("publish this node's card under its new key", "err", err,
+			"fix", "publish it again: meshctl card set --file card.json")
+		return
+	}
+	n.log.Info("published this node's card under its new key", "intents", len(nc.Intents))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/ed25519"
 	"fmt"
 	"os"
@@ -120,6 +121,7 @@ func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 	m.waitChannel("carol", "ops")
 	m.ctl("carol", "subscribe", "ops")
 
+	m.ctl("dave", "block", "bob")
 	tr := startTraffic(t, m)
 	waitFor(t, "traffic before the rotation", 20*time.Second, func() bool { d, o := tr.sent(); return d >= 3 && o >= 3 })
 
@@ -181,6 +183,16 @@ func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 	}
 	waitPeers(t, m.meshctl, m.homes["bob"], 3, 15*time.Second)
 	tr.pause(false)
+	waitFor(t, "dave's block of bob to follow him to his new key", 10*time.Second, func() bool {
+		var bl api.Blocks
+		meshctlJSON(t, m.meshctl, &bl, "--home", m.homes["dave"], "blocks")
+		for _, b := range bl.Blocks {
+			if b.Key == nk.Key {
+				return b.Name == "bob"
+			}
+		}
+		return false
+	})
 	relinked := time.Since(down)
 	d0, o0 := tr.sent()
 	waitFor(t, "traffic after the rotation", 30*time.Second, func() bool { d, o := tr.sent(); return d >= d0+3 && o >= o0+3 })
@@ -454,6 +466,11 @@ func TestAdminRotatesOwnKey(t *testing.T) {
 	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshd, _ := buildBinaries(t)
 	old := rt.target
+	card := filepath.Join(t.TempDir(), "card.json")
+	if err := os.WriteFile(card, []byte(`{"intents":[{"name":"run-tests","summary":"go test on a branch"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "card", "set", "--file", card)
 	var nk struct {
 		Key string `json:"key"`
 	}
@@ -483,6 +500,15 @@ func TestAdminRotatesOwnKey(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(rt.home, "identity-prev.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("previous key file: %v, %v", fi, err)
+	}
+	// Its card moved with it.
+	var c api.Card
+	waitFor(t, "the card under the new key", 10*time.Second, func() bool {
+		r := meshctlRun(t, rt.meshctl, "--home", rt.home, "card", "show", "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &c) == nil && c.Key.String() == nk.Key
+	})
+	if len(c.Intents) != 1 || c.Intents[0].Name != "run-tests" {
+		t.Fatalf("card under the new key: %+v", c)
 	}
 	// Still the admin: the next edit is signed by the new key.
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "role", "raw", "operator")
