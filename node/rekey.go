@@ -200,3 +200,11 @@ func (n *Node) carryOwnCard() {
 	}
 	n.log.Info("published this node's card under its new key", "intents", len(nc.Intents))
 }
+
+// sameMember reports whether asked and from are one member's keys across
+// a rotation: a Response from the new key answers a Request sent to the
+// old one, and the other way round inside the window.
+func sameMember(r *roster.Roster, asked, from proto.PubKey) bool {
+	m, ok := r.Member(from)
+	return ok && (m.Key == asked || (!m.PrevKey.IsZero() && m.PrevKey == asked))
+}

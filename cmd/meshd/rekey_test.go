@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
@@ -598,4 +600,53 @@ func TestRetiredKeyLinkClosed(t *testing.T) {
 	waitFor(t, "link.retired_key", 5*time.Second, func() bool {
 		return counters(t, rt.meshctl, rt.home)["link.retired_key"] == 1
 	})
+}
+
+// TestResponseFromRotatedKey: a Request sent to a member's old key is
+// answered by its new key after the rotation, and the answer is taken,
+// not dropped as unsolicited.
+func TestResponseFromRotatedKey(t *testing.T) {
+	t.Parallel()
+	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	var sent struct {
+		RequestID string `json:"request_id"`
+	}
+	meshctlJSON(t, rt.meshctl, &sent, "--home", rt.home, "request", "raw", "run-tests")
+	reqID, err := uuid.Parse(sent.RequestID)
+	if err != nil {
+		t.Fatalf("request id %q: %v", sent.RequestID, err)
+	}
+	newPub, newKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "rekey", "raw", proto.PubKey(newPub).String(), "--grace", "1h")
+	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "publish")
+	rt.status = waitStatus(t, rt.meshctl, rt.home, rt.d)
+	nt := &rawTarget{key: newKey, pub: proto.PubKey(newPub), target: rt.target, status: rt.status}
+	l := nt.dial(t, 5*time.Second)
+	defer l.Close()
+	l.Start(func([]byte) {})
+	se, err := proto.SignEnvelope(newKey, &proto.Envelope{ID: proto.NewID(), From: nt.pub, To: proto.ToPeer(rt.target),
+		Kind: proto.KindResponse, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+		Response: &proto.Response{RequestID: reqID, Status: proto.StatusCompleted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the response from the new key", 10*time.Second, func() bool {
+		var in inboxJSON
+		meshctlJSON(t, rt.meshctl, &in, "--home", rt.home, "inbox", "--all")
+		for _, it := range in.Items {
+			if it.Kind == "response" && it.RequestID == sent.RequestID {
+				return it.From.Name == "raw"
+			}
+		}
+		return false
+	})
+	if n := counters(t, rt.meshctl, rt.home)["drop.unsolicited_response"]; n != 0 {
+		t.Fatalf("drop.unsolicited_response = %d", n)
+	}
 }
