@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -148,4 +149,42 @@ func fps(ks []proto.PubKey) []string {
 		out[i] = k.Fingerprint()
 	}
 	return out
+}
+
+// TestACLFollowsRotatedKey: a policy that lists a member by key admits
+// the member's new key while the roster keeps the listed key as its
+// previous one, and the old key itself only inside its window.
+func TestACLFollowsRotatedKey(t *testing.T) {
+	r := testRoster(t).Next()
+	if err := r.Rekey(pub(bob), pub(eve), time.Now().Add(time.Hour).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy(idGeneral, "general")
+	p.ReadACL = []Principal{KeyPrincipal(pub(bob))}
+	p.WriteACL = []Principal{KeyPrincipal(pub(bob))}
+	for _, k := range []proto.PubKey{pub(eve), pub(bob)} {
+		if !p.CanRead(r, k) || !p.CanWrite(r, k) {
+			t.Fatalf("%s: the rotated member lost access", k.Fingerprint())
+		}
+	}
+	if got := p.Readers(r); !slices.Equal(got, []proto.PubKey{pub(eve)}) {
+		t.Fatalf("Readers = %v, want the new key", fps(got))
+	}
+	expired := testRoster(t).Next()
+	if err := expired.Rekey(pub(bob), pub(eve), time.Now().Add(-time.Hour).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if p.CanRead(expired, pub(bob)) {
+		t.Fatal("the old key kept access after its window")
+	}
+	if !p.CanRead(expired, pub(eve)) {
+		t.Fatal("the new key lost access while the roster still names the old one")
+	}
+	revoked := testRoster(t).Next()
+	if err := revoked.Rekey(pub(bob), pub(eve), 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.CanRead(revoked, pub(eve)) || p.CanRead(revoked, pub(bob)) {
+		t.Fatal("a policy naming a revoked key admits someone")
+	}
 }

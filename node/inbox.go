@@ -151,5 +151,5 @@ func (n *Node) unsolicited(se *proto.SignedEnvelope) bool {
 		n.log.Warn("outgoing request lookup", "request_id", se.Response.RequestID, "err", err)
 		return true
 	}
-	return !ok || !peer.Equal(se.From)
+	return !ok || !(peer.Equal(se.From) || sameMember(n.Roster(), peer, se.From))
 }

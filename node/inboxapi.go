@@ -39,7 +39,7 @@ func (n *Node) renderItems(items []history.InboxItem) *api.Inbox {
 func (n *Node) party(k proto.PubKey) api.Party {
 	p := api.Party{Key: k, Fingerprint: k.Fingerprint()}
 	r := n.Roster()
-	if m, ok := r.Member(k); ok {
+	if m, ok := r.Known(k); ok { // a previous key keeps its member's name
 		p.Name, p.Role = m.Name, m.Role.String()
 		p.NameAmbiguous = m.Name != "" && !n.names.of(r).Unique(m.Name)
 	}
@@ -55,7 +55,7 @@ func (n *Node) destText(d proto.Destination) string {
 		}
 		return "#" + d.Channel.String()
 	case proto.DestPeer:
-		if m, ok := n.Roster().Member(d.Peer); ok && m.Name != "" {
+		if m, ok := n.Roster().Known(d.Peer); ok && m.Name != "" {
 			return "@" + m.Name
 		}
 		return "@" + d.Peer.Fingerprint()

@@ -81,7 +81,7 @@ func (n *Node) onInbox(se *proto.SignedEnvelope, prio history.Priority, _ bool, 
 
 func (n *Node) mirrorItem(se *proto.SignedEnvelope, prio history.Priority, fromHistory bool, at time.Time) mailbox.Item {
 	it := mailbox.Item{Env: se, Priority: prio.String(), FromHistory: fromHistory, Delivered: at}
-	if m, ok := n.Roster().Member(se.From); ok {
+	if m, ok := n.Roster().Known(se.From); ok {
 		it.FromName = m.Name
 	}
 	it.ToText = n.destText(se.To)

@@ -73,7 +73,9 @@ type Node struct {
 	// chanVersions records the policy versions accepted, for channel show.
 	chanVersions *chanVersions
 	// blocks is the local block list (meshctl block).
-	blocks   *blockList
+	blocks *blockList
+	// rekey follows key rotations (rekey.go).
+	rekey    *rekeyState
 	presence *presence.Table
 	pub      *presence.Publisher
 	inbox    *inboxNotifier
@@ -197,6 +199,7 @@ func New(cfg Config) (*Node, error) {
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
+		rekey:   newRekeyState(),
 
 		readerAcks: newReaderAcks(),
 
@@ -248,6 +251,9 @@ func (n *Node) setup() error {
 		return err
 	}
 	n.roster.Store(r)
+	if err := n.adoptPendingKey(r); err != nil {
+		return err
+	}
 	n.loadFormerMembers()
 	n.warnNotMember(r)
 
@@ -468,6 +474,8 @@ func (n *Node) run() {
 	go n.readerAckLoop()
 	n.wg.Add(1)
 	go n.cardLoop()
+	n.wg.Add(1)
+	go n.rekeyLoop()
 	n.syncer.start()
 	n.control.Start()
 }

@@ -135,7 +135,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	r := n.Roster()
 	role, ok := r.Role(se.From)
 	if !ok {
-		n.drop(dropNotMember, se, src, nil)
+		n.drop(senderRefusal(r, se.From), se, src, nil)
 		return false
 	}
 	if !src.history {
@@ -185,7 +185,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 		}
 		return ""
 	case proto.DestPeer:
-		if !se.To.Peer.Equal(n.id.Pub) {
+		if !se.To.Peer.Equal(n.id.Pub) && !n.ownPreviousKey(r, se.To.Peer) {
 			return dropMisrouted
 		}
 	case proto.DestChannel:

@@ -123,6 +123,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 		n.metrics.Inc("roster.persist_failed")
 		n.log.Error("persist roster", "err", err)
 	}
+	n.rosterRekeyed(cur, r)
 	n.metrics.Inc("roster.accepted")
 	src := "local"
 	if from != nil {

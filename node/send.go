@@ -394,7 +394,7 @@ func (n *Node) senderList(infos []requestInfo) string {
 
 // memberLabel is "name (fingerprint)", or the fingerprint alone.
 func (n *Node) memberLabel(k proto.PubKey) string {
-	if m, ok := n.Roster().Member(k); ok && m.Name != "" {
+	if m, ok := n.Roster().Known(k); ok && m.Name != "" {
 		return m.Name + " (" + k.Fingerprint() + ")"
 	}
 	return k.Fingerprint()
@@ -408,6 +408,15 @@ func (n *Node) flushQueue(pl *peerLink) {
 	if err != nil {
 		n.log.Error("offline queue", "peer", pl.key.Fingerprint(), "err", err)
 		return
+	}
+	if prev, ok := previousKeyOf(n.Roster(), pl.key); ok {
+		// Kept for the member's previous key, before its rotation: the
+		// new key takes it (receive step 5 accepts it).
+		old, err := n.store.Pending(prev)
+		if err != nil {
+			n.log.Error("offline queue", "peer", prev.Fingerprint(), "err", err)
+		}
+		pending = append(pending, old...)
 	}
 	sent := 0
 	for _, se := range pending {
@@ -437,6 +446,12 @@ func (n *Node) handleAck(pl *peerLink, payload []byte) {
 	if err != nil {
 		n.log.Error("ack", "peer", pl.key.Fingerprint(), "err", err)
 		return
+	}
+	if prev, ok := previousKeyOf(n.Roster(), pl.key); ok && len(rest) > 0 {
+		if rest, err = n.store.AckQueued(prev, rest); err != nil {
+			n.log.Error("ack", "peer", prev.Fingerprint(), "err", err)
+			return
+		}
 	}
 	n.metrics.add(cTxAcked, uint64(len(a.IDs)-len(rest)))
 	if len(rest) > 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/presence"
+	"github.com/meshd/meshd/proto"
 )
 
 // openState opens what the message plane keeps on disk: the history store
@@ -33,6 +34,12 @@ func (n *Node) openState() error {
 	}
 	n.store = st
 	st.OnDeliveryFailed(n.onDeliveryFailed)
+	if n.rekey.switched {
+		// A new key starts its streams afresh (PROTOCOL.md §4.4).
+		if err := st.SaveCounters(proto.NewEpoch(), nil); err != nil {
+			return fmt.Errorf("new sender epoch for the new key: %w", err)
+		}
+	}
 	if n.counter, err = history.OpenSendCounter(st); err != nil {
 		return err
 	}

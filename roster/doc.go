@@ -18,6 +18,8 @@
 //	  ?2: tstr name,       ; omitted when empty; <= 128 bytes, no control characters
 //	                       ; (names entering a roster pass [CheckName] too)
 //	  ?3: bool archive,    ; omitted when false: the node keeps long history
+//	  ?4: bstr(32) prev_key, ; with 5, or neither: the member's previous key
+//	  ?5: int prev_until,  ; Unix ms; prev_key is accepted until then
 //	}
 //
 // The complete document is {0: bstr body, 1: [* {0: bstr(32) signer,
@@ -31,6 +33,13 @@
 // their zero value are omitted, so a body that carries them explicitly (for
 // example 3: 0) is non-canonical and refused. A quorum of 1 is the absent
 // key too: 3: 1 is refused as non-canonical.
+//
+// A key rotation ([Roster.Rekey]) moves a member to a new key and may keep
+// the old one as prev_key until prev_until: links and envelopes by it count
+// as the member's until then (plus [PrevKeySkew], by the receiver's clock),
+// and never for roster or policy authority. A prev_key is no member's key
+// and no other member's prev_key. [Roster.Next] drops the prev_keys whose
+// window has closed.
 //
 // [Parse] checks the structure and that every signature verifies; it does
 // not judge authority. Authority is decided by [CheckBootstrap] for the

@@ -52,6 +52,15 @@ func goldenChain(t testing.TB) []struct {
 	}
 	mustSign(t, v4, carol, alice)
 
+	// v5 moves bob to a new key (frank's seed) and keeps his old one for
+	// a day: a key rotation with a grace window.
+	v5 := v4.Next()
+	v5.Timestamp = t0 + 240_000
+	if err := v5.Rekey(pub(bob), pub(frank), t0+240_000+86_400_000); err != nil {
+		t.Fatal(err)
+	}
+	mustSign(t, v5, alice, carol)
+
 	return []struct {
 		file string
 		r    *Roster
@@ -60,6 +69,7 @@ func goldenChain(t testing.TB) []struct {
 		{"v2-members.hex", v2},
 		{"v3-quorum2.hex", v3},
 		{"v4-two-admins.hex", v4},
+		{"v5-rekey.hex", v5},
 	}
 }
 

@@ -32,6 +32,13 @@ type Member struct {
 	// Archive marks a node that keeps history longer than the default
 	// retention, so others may prefer it for history sync.
 	Archive bool
+	// PrevKey is the member's previous key while a key rotation is in its
+	// grace window (see [Roster.Rekey]); zero when there is none. Links and
+	// envelopes by it count as the member's until PrevUntil.
+	PrevKey proto.PubKey
+	// PrevUntil is when PrevKey stops being accepted, in Unix
+	// milliseconds; 0 exactly when PrevKey is zero.
+	PrevUntil int64
 }
 
 // Label returns "name (fingerprint)", or just the fingerprint when the
@@ -71,6 +78,9 @@ type wireMember struct {
 	Role    uint8        `cbor:"1,keyasint"`
 	Name    string       `cbor:"2,keyasint,omitempty"`
 	Archive bool         `cbor:"3,keyasint,omitempty"`
+	// PrevKey and PrevUntil are written together, or not at all.
+	PrevKey   *proto.PubKey `cbor:"4,keyasint,omitempty"`
+	PrevUntil int64         `cbor:"5,keyasint,omitempty"`
 }
 
 func (r *Roster) toWire() *wireRoster {
@@ -81,7 +91,10 @@ func (r *Roster) toWire() *wireRoster {
 	w := &wireRoster{Org: r.Org, Version: r.Version, Timestamp: r.Timestamp, Quorum: q,
 		Members: make([]wireMember, len(r.Members))}
 	for i, m := range r.Members {
-		w.Members[i] = wireMember{Key: m.Key, Role: uint8(m.Role), Name: m.Name, Archive: m.Archive}
+		w.Members[i] = wireMember{Key: m.Key, Role: uint8(m.Role), Name: m.Name, Archive: m.Archive, PrevUntil: m.PrevUntil}
+		if !m.PrevKey.IsZero() {
+			w.Members[i].PrevKey = &m.PrevKey
+		}
 	}
 	return w
 }
@@ -90,7 +103,10 @@ func fromWire(w *wireRoster) *Roster {
 	r := &Roster{Org: w.Org, Version: w.Version, Timestamp: w.Timestamp, Threshold: w.Quorum,
 		Members: make([]Member, len(w.Members))}
 	for i, m := range w.Members {
-		r.Members[i] = Member{Key: m.Key, Role: Role(m.Role), Name: m.Name, Archive: m.Archive}
+		r.Members[i] = Member{Key: m.Key, Role: Role(m.Role), Name: m.Name, Archive: m.Archive, PrevUntil: m.PrevUntil}
+		if m.PrevKey != nil {
+			r.Members[i].PrevKey = *m.PrevKey
+		}
 	}
 	return r
 }
@@ -154,6 +170,9 @@ func (r *Roster) Validate() error {
 			admins++
 		}
 	}
+	if err := r.checkPrevKeys(); err != nil {
+		return fmt.Errorf("%w: %q v%d: %w", ErrInvalid, r.Org, r.Version, err)
+	}
 	if admins == 0 {
 		return fmt.Errorf("%w: %q v%d has no admin", ErrInvalid, r.Org, r.Version)
 	}
@@ -173,7 +192,7 @@ func (m Member) validate() error {
 	if err := CheckStoredName(m.Name); err != nil {
 		return fmt.Errorf("%s: %w", m.Key.Fingerprint(), err)
 	}
-	return nil
+	return m.validatePrev()
 }
 
 // CheckOrg checks an org id: 1..[MaxOrgLen] bytes of UTF-8 without
@@ -298,7 +317,7 @@ func (r *Roster) Next() *Roster {
 		Version:   r.Version + 1,
 		Timestamp: time.Now().UnixMilli(),
 		Threshold: r.Threshold,
-		Members:   slices.Clone(r.Members),
+		Members:   pruneExpired(slices.Clone(r.Members), now()),
 	}
 }
 
@@ -314,19 +333,29 @@ func (r *Roster) index(k proto.PubKey) (int, bool) {
 	})
 }
 
-// Member returns the member with key k.
+// Member returns the member with key k: the member whose key is k, or
+// the member whose previous key is k while its grace window is open by
+// this machine's clock (see [Member.PrevValid]). The Member's Key is its
+// current key either way.
 func (r *Roster) Member(k proto.PubKey) (Member, bool) {
 	if i, ok := r.index(k); ok {
 		return r.Members[i], true
 	}
+	if m, ok := r.Previous(k); ok && m.PrevValid(now()) {
+		return m, true
+	}
 	return Member{}, false
 }
 
-// Label names k for messages: the [Member.Label] of a member, the
-// fingerprint of anyone else.
+// Label names k for messages: the [Member.Label] of a member, the name and
+// fingerprint of a member's previous key (valid or not), the fingerprint
+// of anyone else.
 func (r *Roster) Label(k proto.PubKey) string {
-	if m, ok := r.Member(k); ok {
-		return m.Label()
+	if i, ok := r.index(k); ok {
+		return r.Members[i].Label()
+	}
+	if m, ok := r.Previous(k); ok && m.Name != "" {
+		return m.Name + " (" + k.Fingerprint() + ")"
 	}
 	return k.Fingerprint()
 }
@@ -337,10 +366,11 @@ func (r *Roster) Role(k proto.PubKey) (Role, bool) {
 	return m.Role, ok
 }
 
-// IsAdmin reports whether k is an admin of r.
+// IsAdmin reports whether k is an admin of r. Only a current key counts:
+// an admin's previous key signs no roster or policy.
 func (r *Roster) IsAdmin(k proto.PubKey) bool {
-	role, ok := r.Role(k)
-	return ok && role == RoleAdmin
+	i, ok := r.index(k)
+	return ok && r.Members[i].Role == RoleAdmin
 }
 
 // Admins returns the admins' keys in key order.
@@ -370,6 +400,9 @@ func (r *Roster) Add(m Member) error {
 	i, found := r.index(m.Key)
 	if found {
 		return fmt.Errorf("add to %s: %s is %w as %s", r, r.Members[i].Label(), ErrDuplicateMember, r.Members[i].Role)
+	}
+	if o, ok := r.Previous(m.Key); ok {
+		return fmt.Errorf("add to %s: %s is %w: the previous key of %s", r, m.Key.Fingerprint(), ErrDuplicateMember, o.Label())
 	}
 	if err := r.checkNameFree(m.Name, m.Key); err != nil {
 		return fmt.Errorf("add to %s: %w", r, err)

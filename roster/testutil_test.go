@@ -21,6 +21,7 @@ var (
 	carol = seedKey(3)
 	dave  = seedKey(4)
 	eve   = seedKey(5)
+	frank = seedKey(6) // bob's key after a rotation
 )
 
 // t0 is the fixed timestamp of the golden vectors: 2026-01-01T00:00:00Z.

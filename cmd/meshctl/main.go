@@ -46,6 +46,7 @@ type command struct {
 var commands = []*command{
 	{name: "init", args: "[--name NAME]", summary: "create this node's identity", usage: usageInit, run: runInit},
 	{name: "id", summary: "show this node's identity", usage: usageID, run: runID},
+	{name: "rekey", args: "[--cancel]", summary: "make this node's next key, for an admin's 'roster rekey'", usage: usageRekey, run: runRekey},
 	{name: "join", args: "TOKEN|- [--name NAME] [--force]", summary: "join an org with an admin's invite token", usage: usageJoin, run: runJoin},
 	{name: "adopt", args: "[FINGERPRINT]", summary: "let this fresh node adopt an org found by mDNS, confirmed by an admin's fingerprint", usage: usageAdopt, run: runAdopt},
 	{name: "invite", args: "--role ROLE [--name NAME] [--expires D]", summary: "make a one-line token that lets a new node join (admins)", usage: usageInvite, run: runInvite, sub: []*command{
@@ -59,6 +60,7 @@ var commands = []*command{
 		{name: "roster add", args: "KEY|FINGERPRINT --role ROLE", summary: "add a member", usage: usageRosterAdd, run: runRosterAdd},
 		{name: "roster remove", args: "MEMBER", summary: "remove a member", usage: usageRosterRemove, run: runRosterRemove},
 		{name: "roster role", args: "MEMBER ROLE", summary: "change a member's role", usage: usageRosterRole, run: runRosterRole},
+		{name: "roster rekey", args: "MEMBER NEWKEY [--grace D]", summary: "move a member to a new key, keeping its name and role", usage: usageRosterRekey, run: runRosterRekey},
 		{name: "roster quorum", args: "N", summary: "set how many admins must sign an update", usage: usageRosterQuorum, run: runRosterQuorum},
 		{name: "roster sign", args: "FILE", summary: "add this admin's signature to a roster update", usage: usageRosterSign, run: runRosterSign},
 		{name: "roster verify", args: "FILE [--current FILE]", summary: "check a roster's signatures and authority", usage: usageRosterVerify, run: runRosterVerify},

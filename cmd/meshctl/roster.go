@@ -117,12 +117,19 @@ type editResult struct {
 	Required   int    `json:"required"`
 	Missing    int    `json:"missing"`
 	Complete   bool   `json:"complete"`
+	// Rekey describes a key rotation (roster rekey).
+	Rekey *rekeyEditJSON `json:"rekey,omitempty"`
 }
 
 // editRoster is the shared flow of roster add, remove, role and quorum: load
 // the roster, check that this node is one of its admins, make the next
 // version with edit (which describes the change), sign it and write it.
 func (a *app) editRoster(f editFlags, edit func(cur, next *roster.Roster) (string, error)) error {
+	return a.editRosterWith(f, edit, nil)
+}
+
+// editRosterWith is editRoster with a hook that adds to the JSON result.
+func (a *app) editRosterWith(f editFlags, edit func(cur, next *roster.Roster) (string, error), more func(*editResult)) error {
 	id, err := a.identity()
 	if err != nil {
 		return err
@@ -165,6 +172,9 @@ func (a *app) editRoster(f editFlags, edit func(cur, next *roster.Roster) (strin
 
 	res := editResult{Org: next.Org, Version: next.Version, Change: change, File: out,
 		Signatures: len(tally.Admins), Required: tally.Need, Missing: tally.Missing(), Complete: complete}
+	if more != nil {
+		more(&res)
+	}
 	if a.json {
 		return a.printJSON(res)
 	}

@@ -28,6 +28,11 @@ type memberJSON struct {
 	Fingerprint string       `json:"fingerprint"`
 	Key         proto.PubKey `json:"key"`
 	Archive     bool         `json:"archive"`
+	// PrevKey is the member's previous key during a rotation's grace
+	// window, accepted until PrevUntil (RFC 3339).
+	PrevKey         *proto.PubKey `json:"prev_key,omitempty"`
+	PrevFingerprint string        `json:"prev_fingerprint,omitempty"`
+	PrevUntil       string        `json:"prev_until,omitempty"`
 }
 
 type signerJSON struct {
@@ -74,10 +79,15 @@ func runRosterShow(a *app, args []string) error {
 		return cmp.Or(cmp.Compare(y.Role, x.Role), cmp.Compare(x.Name, y.Name))
 	})
 	for _, m := range members {
-		j.Members = append(j.Members, memberJSON{Name: m.Name, Role: m.Role, Fingerprint: m.Key.Fingerprint(), Key: m.Key, Archive: m.Archive})
+		mj := memberJSON{Name: m.Name, Role: m.Role, Fingerprint: m.Key.Fingerprint(), Key: m.Key, Archive: m.Archive}
+		if !m.PrevKey.IsZero() {
+			mj.PrevKey, mj.PrevFingerprint = &m.PrevKey, m.PrevKey.Fingerprint()
+			mj.PrevUntil = time.UnixMilli(m.PrevUntil).UTC().Format(time.RFC3339Nano)
+		}
+		j.Members = append(j.Members, mj)
 	}
 	for _, k := range r.Signers() {
-		m, _ := r.Member(k)
+		m, _ := r.Known(k)
 		j.Signers = append(j.Signers, signerJSON{Name: m.Name, Fingerprint: k.Fingerprint(), Key: k, Admin: r.IsAdmin(k)})
 	}
 	if a.json {
@@ -103,6 +113,11 @@ func runRosterShow(a *app, args []string) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", name, m.Role, archive, m.Fingerprint, m.Key)
 	}
 	tw.Flush()
+	for _, m := range j.Members {
+		if m.PrevKey != nil {
+			fmt.Fprintf(a.Stdout, "  %s: previous key %s accepted until %s\n", nameCell(m.Name), m.PrevFingerprint, m.PrevUntil)
+		}
+	}
 
 	fmt.Fprintf(a.Stdout, "\nsigned by (%d):\n", len(j.Signers))
 	tw = table(a.Stdout)

@@ -47,6 +47,7 @@
 //	link.down                 meshd_link_events_total                  event="down"
 //	link.duplicate            meshd_link_events_total                  event="duplicate"
 //	link.removed_member       meshd_link_events_total                  event="removed_member"
+//	link.retired_key          meshd_link_events_total                  event="retired_key"
 //	link.rejected.<reason>    meshd_links_rejected_total               reason
 //	handshake.accepted        meshd_handshakes_total                   result="accepted"
 //	handshake.failed          meshd_handshakes_total                   result="failed"
@@ -94,6 +95,9 @@
 //	card.persist_failed       meshd_persist_failures_total             what="card"
 //	card.paced                meshd_cards_held_back_total
 //	card.load_failed          meshd_card_load_failures_total
+//	rekey.member              meshd_key_rotations_total                event="member"
+//	rekey.switched            meshd_key_rotations_total                event="switched"
+//	rekey.restart_needed      meshd_key_rotations_total                event="restart_needed"
 //	mirror.files              meshd_mirror_files_written_total
 //	mirror.batches            meshd_mirror_batches_total
 //	mirror.failed             meshd_mirror_failures_total              reason="error"

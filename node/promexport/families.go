@@ -72,6 +72,7 @@ var (
 	famCardRejected   = counter("meshd_cards_rejected_total", "Agent cards from peers refused, by reason.", "reason")
 	famCardPaced      = counter("meshd_cards_held_back_total", "Agent cards that came within a second of their signer's last and were held back (the newest is taken when the second has passed).")
 	famCardLoad       = counter("meshd_card_load_failures_total", "Agent card files in the home skipped at start.")
+	famRekeys         = counter("meshd_key_rotations_total", "Key rotations: member (a roster update moved a member to a new key), switched (this node took its new key at start), restart_needed (the roster lists this node's new key; restart meshd).", "event")
 	famPolicyLoad     = counter("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
 	famPersistFailed  = counter("meshd_persist_failures_total", "Accepted updates that could not be written to the home, by what.", "what")
 	famPresenceExp    = counter("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
@@ -185,6 +186,7 @@ var rules = []rule{
 	{name: "link.down", fam: famLinkEvents, values: []string{"down"}},
 	{name: "link.duplicate", fam: famLinkEvents, values: []string{"duplicate"}},
 	{name: "link.removed_member", fam: famLinkEvents, values: []string{"removed_member"}},
+	{name: "link.retired_key", fam: famLinkEvents, values: []string{"retired_key"}},
 	{name: "link.rejected.", fam: famLinkRejected},
 	{name: "handshake.accepted", fam: famHandshakes, values: []string{"accepted"}},
 	{name: "handshake.failed", fam: famHandshakes, values: []string{"failed"}},
@@ -233,6 +235,9 @@ var rules = []rule{
 	{name: "card.persist_failed", fam: famPersistFailed, values: []string{"card"}},
 	{name: "card.paced", fam: famCardPaced},
 	{name: "card.load_failed", fam: famCardLoad},
+	{name: "rekey.member", fam: famRekeys, values: []string{"member"}},
+	{name: "rekey.switched", fam: famRekeys, values: []string{"switched"}},
+	{name: "rekey.restart_needed", fam: famRekeys, values: []string{"restart_needed"}},
 
 	{name: "mirror.files", fam: famMirrorFiles},
 	{name: "mirror.batches", fam: famMirrorBatches},
