@@ -64,6 +64,12 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 		if err := w.putRequestOut(peer, se); err != nil {
 			return nil, err
 		}
+		// Keep our own envelope as a received one is kept (direct
+		// retention), so the sender can list what it said: the
+		// conversation with a peer, its requests, its sent mirror.
+		if _, err := w.putEnv(se, false, false); err != nil {
+			return nil, err
+		}
 		return nil, w.addCount(w.qcount, peer[:], 1)
 	}, nil)
 }

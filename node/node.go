@@ -94,6 +94,7 @@ type Node struct {
 	answers           *answerBook    // final answers sent to requests (respond_once.go)
 	cards             *cardBook      // members' agent cards (cards.go)
 	cardMu            sync.Mutex     // serialises this node's card updates
+	claims            *claimBook     // workers' claims on inbox items (claims.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -195,6 +196,7 @@ func New(cfg Config) (*Node, error) {
 		pending: newPendingBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
+		claims:  newClaimBook(),
 
 		readerAcks: newReaderAcks(),
 
