@@ -269,4 +269,3 @@ func (n *Node) Conversation(peer string, since time.Time, limit int) (*api.Conve
 	}
 	return out, nil
 }
-
