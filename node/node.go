@@ -82,6 +82,7 @@ type Node struct {
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
 	mirrorq  chan mailbox.Item
+	readq    chan envKey // items marked read, for the mirror to move (readstate.go)
 	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool

@@ -67,6 +67,9 @@ type Result struct {
 	// RequestID is a request's request_id (zero for other kinds), so the
 	// agent can match the response.
 	RequestID uuid.UUID
+	// Read lists the items a "Kind: read" file marked read (MessageID is
+	// then zero).
+	Read []uuid.UUID
 }
 
 // SendError is an error a send function may return to choose the reason
@@ -433,7 +436,13 @@ func (o *Outbox) process(ctx context.Context, name, path string, send func(*Outg
 		return
 	}
 	var sidecar strings.Builder
-	fmt.Fprintf(&sidecar, "Message-ID: %s\n", res.MessageID)
+	if res.Read != nil {
+		for _, id := range res.Read {
+			fmt.Fprintf(&sidecar, "Read: %s\n", id)
+		}
+	} else {
+		fmt.Fprintf(&sidecar, "Message-ID: %s\n", res.MessageID)
+	}
 	if res.RequestID != uuid.Nil {
 		fmt.Fprintf(&sidecar, "Request-ID: %s\n", res.RequestID)
 	}
