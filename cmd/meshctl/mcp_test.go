@@ -21,7 +21,8 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
+var mcpTools = []string{"claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute",
+	"read_conversation", "read_history", "read_inbox", "reply", "search",
 	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits
@@ -155,12 +156,15 @@ func TestMCPServer(t *testing.T) {
 		return out
 	}
 	for tool, want := range map[string][]string{
-		"send_message":  {"body", "target"},
-		"send_request":  {"intent", "target"},
-		"send_response": {"request_id", "status"},
-		"set_presence":  {"state"},
-		"subscribe":     {"channel"},
-		"mute":          {"channel"},
+		"send_message":      {"body", "target"},
+		"send_request":      {"intent", "target"},
+		"send_response":     {"request_id", "status"},
+		"set_presence":      {"state"},
+		"subscribe":         {"channel"},
+		"mute":              {"channel"},
+		"reply":             {"body", "id"},
+		"search":            {"text"},
+		"read_conversation": {"peer"},
 	} {
 		if got := required(tool); !slices.Equal(got, want) {
 			t.Errorf("%s requires %v, want %v", tool, got, want)

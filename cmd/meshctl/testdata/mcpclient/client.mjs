@@ -21,7 +21,8 @@ if (!meshctl || !home || !peer || !channel) {
 }
 
 const want = [
-  "delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
+  "claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute",
+  "read_conversation", "read_history", "read_inbox", "reply", "search",
   "send_message", "send_request", "send_response", "set_presence", "subscribe",
   "unmute", "unsubscribe", "wait_inbox",
 ];
