@@ -592,6 +592,14 @@ The body is the message text; for a request, its params as one JSON value;
 for a response, its result as one JSON value. Both may be empty. One final
 newline is dropped.
 
+To mark inbox items read (their files move from inbox/ to read/), drop a
+file with the one header "Kind: read" and, as body, the Message-ID of each
+item, one a line (at most 1000). NAME.sent then lists them as "Read:" lines.
+
+    Kind: read
+    ---
+    01a1fe40-8b6f-7607-895e-1540d393bec2
+
 When the file is sent it moves to ../sent/, next to NAME.sent with its
 Message-ID (and Request-ID for a request). If it cannot be sent it moves to
 ../failed/, next to NAME.error, which says why. A file in ../.processing/
