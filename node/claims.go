@@ -117,6 +117,18 @@ func (b *claimBook) waitState() (<-chan struct{}, time.Time) {
 	return b.freed, first
 }
 
+// maxWorkerName bounds a worker's name, which every claim keeps.
+const maxWorkerName = 64
+
+// checkWorker refuses a worker name that is too long or holds control
+// characters.
+func checkWorker(w string) error {
+	if len(w) > maxWorkerName || strings.ContainsFunc(w, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return badRequest("worker %q: want at most %d bytes of printable text", w, maxWorkerName)
+	}
+	return nil
+}
+
 // parseLease reads a lease duration: empty is the default.
 func parseLease(s string) (time.Duration, error) {
 	if strings.TrimSpace(s) == "" {
@@ -135,6 +147,9 @@ func parseLease(s string) (time.Duration, error) {
 func (n *Node) ClaimItem(id uuid.UUID, from string, in api.Claim) (api.Item, error) {
 	lease, err := parseLease(in.Lease)
 	if err != nil {
+		return api.Item{}, err
+	}
+	if err := checkWorker(in.Worker); err != nil {
 		return api.Item{}, err
 	}
 	it, err := n.inboxItem(id, from)
@@ -256,6 +271,9 @@ func (n *Node) ClaimNext(ctx context.Context, q api.ClaimNext) (*api.Inbox, erro
 	}
 	lease, err := parseLease(q.Lease)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkWorker(q.Worker); err != nil {
 		return nil, err
 	}
 	timeout := 30 * time.Second
