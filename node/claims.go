@@ -104,12 +104,18 @@ func (b *claimBook) releaseRequest(from proto.PubKey, requestID uuid.UUID) (envK
 }
 
 // waitState returns a channel closed at the next release, and the end of
-// the earliest lease (zero if none).
+// the earliest lease that still runs (zero if none). It drops the claims
+// whose lease ended, so that a waiter never wakes for one again.
 func (b *claimBook) waitState() (<-chan struct{}, time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	var first time.Time
-	for _, c := range b.m {
+	for k, c := range b.m {
+		if !c.until.After(now) {
+			delete(b.m, k)
+			continue
+		}
 		if first.IsZero() || c.until.Before(first) {
 			first = c.until
 		}

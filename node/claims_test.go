@@ -53,3 +53,20 @@ func TestClaimBookMemory(t *testing.T) {
 		t.Fatal("an anonymous claimant took a held item")
 	}
 }
+
+// TestClaimWaitStateDropsEnded: a lease that ended is dropped by the
+// waiters' look at the book, so a waiter whose filter never meets that
+// item is not woken for it again and again (the next wake is the
+// earliest lease still running).
+func TestClaimWaitStateDropsEnded(t *testing.T) {
+	b := newClaimBook()
+	var from proto.PubKey
+	now := time.Now()
+	b.m[envKey{from, uuid.New()}] = claim{until: now.Add(-time.Minute)}
+	live := now.Add(time.Hour)
+	b.m[envKey{from, uuid.New()}] = claim{until: live}
+	_, first := b.waitState()
+	if !first.Equal(live) || len(b.m) != 1 {
+		t.Fatalf("first wake %v with %d claims, want %v with 1", first, len(b.m), live)
+	}
+}
