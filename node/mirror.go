@@ -505,6 +505,13 @@ func writtenItems(batch []mailbox.Item, paths []string) []mailbox.Item {
 // it tried to write and, of those, the ones it wrote (a failure is
 // counted in r.failures). It checkpoints only when every write worked.
 func (r *mirrorRun) reconcile(since time.Time, atStart bool) (tried, written []mailbox.Item) {
+	st, sw := r.reconcileSent(since)
+	it, iw := r.reconcileInbox(since, atStart)
+	return append(st, it...), append(sw, iw...)
+}
+
+// reconcileInbox is reconcile for the inbox items' files.
+func (r *mirrorRun) reconcileInbox(since time.Time, atStart bool) (tried, written []mailbox.Item) {
 	n := r.n
 	before := r.failures
 	items, err := n.store.Inbox(history.InboxFilter{Since: since})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"time"
+
 	"github.com/google/uuid"
 	"os"
 	"path/filepath"
@@ -126,4 +128,56 @@ func (n *Node) readFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 	}
 	n.metrics.Add("outbox.read", uint64(len(res.Read)))
 	return res, nil
+}
+
+// reconcileSent writes the sent-folder files of what this node sent since
+// since that have none: a crash between the send and the file, a full
+// disk, or a paused mirror loses no file. It reads the delivery records
+// (one per sent envelope and recipient) and each day's sent folder once.
+func (r *mirrorRun) reconcileSent(since time.Time) (tried, written []mailbox.Item) {
+	n := r.n
+	rs, err := n.store.Deliveries(history.DeliveryFilter{Limit: maxDeliveryRecords})
+	if err != nil {
+		n.log.Error("mailbox reconcile: sent messages", "err", err)
+		r.failures++
+		return nil, nil
+	}
+	files := &mirrorFiles{root: n.home.MailboxDir(), folders: map[string]map[string][]string{}, in: []string{mailbox.FolderSent}}
+	seen := map[uuid.UUID]bool{}
+	var missing []mailbox.Item
+	for _, rec := range rs {
+		if rec.Sent.Before(since) {
+			break // newest first
+		}
+		if seen[rec.ID] {
+			continue
+		}
+		seen[rec.ID] = true
+		if files.path(rec.ID, rec.Sent) != "" {
+			continue
+		}
+		st, err := n.store.Get(n.id.Pub, rec.ID)
+		if err != nil {
+			continue // sent before this node kept its own DMs, or pruned
+		}
+		se, err := st.Envelope()
+		if err != nil {
+			continue
+		}
+		it := mailbox.Item{Env: se, Delivered: se.Time(), ToText: n.destText(se.To), Folder: mailbox.FolderSent}
+		if m, ok := n.Roster().Member(se.From); ok {
+			it.FromName = m.Name
+		}
+		missing = append(missing, it)
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	n.log.Info("mailbox: writing the files of sent messages that have none", "count", len(missing))
+	n.metrics.Add("mirror.reconciled_sent", uint64(len(missing)))
+	for i := 0; i < len(missing); i += 256 {
+		_, w := r.put(missing[i:min(i+256, len(missing))], false)
+		written = append(written, w...)
+	}
+	return missing, written
 }

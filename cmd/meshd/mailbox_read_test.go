@@ -39,7 +39,8 @@ func folderFiles(t *testing.T, home, folder string) map[string]string {
 // the files (meshctl read moves an item's file from inbox/ to read/, and
 // so does a "Kind: read" file dropped in the outbox), a restart keeps
 // every file where it is, and what a node sends is mirrored in sent/
-// and verifies offline.
+// and verifies offline; a sent file lost while meshd was stopped is
+// written again when it starts.
 func TestMailboxReadStateAndSent(t *testing.T) {
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -134,5 +135,21 @@ func TestMailboxReadStateAndSent(t *testing.T) {
 	}
 	if _, ok := in[ids[2]]; !ok {
 		t.Fatalf("the unread item is not in inbox/ after a restart: %v", in)
+	}
+
+	// A sent file lost while alice was stopped is written again at start.
+	if err := m.ds[0].stop(syscall.SIGTERM); err != nil {
+		t.Logf("alice: %v", err)
+	}
+	if err := os.Remove(sent[ids[0]]); err != nil {
+		t.Fatal(err)
+	}
+	m.start(0)
+	waitFor(t, "alice's lost sent file to be written again", 10*time.Second, func() bool { _, ok := folderFiles(t, m.homes[0], "sent")[ids[0]]; return ok })
+	if st := m.status(0); st.Counters["mirror.reconciled_sent"] != 1 {
+		t.Fatalf("alice rewrote %d sent files, want 1", st.Counters["mirror.reconciled_sent"])
+	}
+	if got := len(folderFiles(t, m.homes[0], "sent")); got != len(sent) {
+		t.Fatalf("alice's sent/ holds %d files after the restart, want %d", got, len(sent))
 	}
 }
