@@ -27,7 +27,9 @@ func queueIDKey(peer proto.PubKey, id uuid.UUID) []byte {
 }
 
 // Enqueue keeps se for peer until [Store.Ack], for DMs, Requests and
-// Responses to a peer that is offline. It returns once se is durable. An
+// Responses to a peer that is offline, and stores se as an envelope (as
+// a received one is stored, under direct retention) so the sender can
+// list what it said. It returns once se is durable. An
 // envelope already queued for peer is not queued twice. A full queue
 // refuses se with an error wrapping [ErrQueueFull].
 func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
