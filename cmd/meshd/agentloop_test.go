@@ -136,6 +136,10 @@ func TestClaimRace(t *testing.T) {
 		t.Logf("one worker took every item: the race was not close")
 	}
 
+	if out := m.ctl(1, "inbox", "--limit", "1"); !strings.Contains(out, "[claimed by w") {
+		t.Fatalf("meshctl inbox does not show the claim:\n%s", out)
+	}
+
 	// One item of w0's: w1 is refused, w0 renews, read releases.
 	var one string
 	for id := range claimed[0] {
