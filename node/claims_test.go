@@ -2,6 +2,7 @@ package node
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,19 @@ func TestClaimWaitStateDropsEnded(t *testing.T) {
 	_, first := b.waitState()
 	if !first.Equal(live) || len(b.m) != 1 {
 		t.Fatalf("first wake %v with %d claims, want %v with 1", first, len(b.m), live)
+	}
+}
+
+// TestCheckWorker: a worker name is at most 64 bytes of printable text.
+func TestCheckWorker(t *testing.T) {
+	for _, w := range []string{"", "w1", "pool-a/worker 7", strings.Repeat("x", maxWorkerName)} {
+		if err := checkWorker(w); err != nil {
+			t.Errorf("%q refused: %v", w, err)
+		}
+	}
+	for _, w := range []string{strings.Repeat("x", maxWorkerName+1), "w\n1", "\x1b[31mred"} {
+		if err := checkWorker(w); err == nil || !strings.Contains(err.Error(), "printable") {
+			t.Errorf("%q: %v", w, err)
+		}
 	}
 }
