@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,5 +149,37 @@ func TestInboxFindReplyRequests(t *testing.T) {
 	}
 	if strings.Contains(out, "carol") {
 		t.Fatalf("the conversation with bob shows carol's DM:\n%s", out)
+	}
+}
+
+// TestReplyRefusesDeliveryFailed: a DM alice queued for bob is refused
+// when she removes bob from the roster; the delivery_failed item it
+// leaves is listed by inbox --kind delivery_failed, and meshctl reply
+// refuses to answer it (it is alice's own message), saying what to do.
+func TestReplyRefusesDeliveryFailed(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	if err := m.ds[1].stop(syscall.SIGTERM); err != nil {
+		t.Logf("bob: %v", err)
+	}
+	var dm api.Sent
+	meshctlJSON(t, m.meshctl, &dm, "--home", m.homes[0], "dm", "bob", "are you there?")
+	m.ctl(0, "roster", "remove", "bob")
+	m.ctl(0, "roster", "publish")
+	failed := m.inboxItem(0, 20*time.Second, func(it api.Item) bool { return it.ID == dm.ID })
+	if failed.Kind != api.KindDeliveryFailed {
+		t.Fatalf("alice's item for her DM: %+v", failed)
+	}
+	var in api.Inbox
+	meshctlJSON(t, m.meshctl, &in, "--home", m.homes[0], "inbox", "--kind", "delivery_failed")
+	if len(in.Items) != 1 || in.Items[0].ID != dm.ID {
+		t.Fatalf("inbox --kind delivery_failed: %+v", in.Items)
+	}
+	meshctlJSON(t, m.meshctl, &in, "--home", m.homes[0], "inbox", "--kind", "message")
+	if len(in.Items) != 0 {
+		t.Fatalf("inbox --kind message lists alice's own failed DM: %+v", in.Items)
+	}
+	r := meshctlRun(t, m.meshctl, "--home", m.homes[0], "reply", dm.ID, "hello?")
+	if r.code != 1 || !strings.Contains(r.stderr, "delivery_failed") {
+		t.Fatalf("reply to a delivery_failed item: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
