@@ -1,6 +1,8 @@
 package history
 
 import (
+	"github.com/meshd/meshd/proto"
+
 	"log/slog"
 	"time"
 )
@@ -93,6 +95,9 @@ type Config struct {
 	// of envelopes that had inbox items, with those items: the mailbox
 	// mirror removes their files. It runs on the pruning goroutine.
 	InboxPruned func([]PrunedItem)
+	// Self is this node's key: retention reports its own envelopes to
+	// InboxPruned as well (PrunedItem.Sent), with or without inbox items.
+	Self proto.PubKey
 
 	// Now is the clock. Default time.Now; tests substitute their own.
 	Now func() time.Time

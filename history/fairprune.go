@@ -17,6 +17,9 @@ type PrunedItem struct {
 	ID        uuid.UUID
 	From      proto.PubKey
 	Delivered time.Time
+	// Sent marks an envelope of this node's own (Config.Self): its file
+	// in the mailbox's sent folder goes too. Delivered is then its ts.
+	Sent bool
 }
 
 // pruneByCount removes channel's envelopes beyond maxCount, fairly by

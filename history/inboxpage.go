@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -28,6 +29,10 @@ type InboxPageQuery struct {
 	// NeedWaking asks for [InboxPage].Waking, which reads the inbox
 	// state of every item after the page's start.
 	NeedWaking bool
+	// Since keeps items delivered at or after it (zero: all); Match,
+	// when set, keeps the items whose envelope metadata it accepts.
+	Since time.Time
+	Match func(*Meta) bool
 }
 
 // InboxPage is one page of the inbox.
@@ -51,6 +56,10 @@ func (s *Store) InboxPage(q InboxPageQuery) (InboxPage, error) {
 		return InboxPage{}, fmt.Errorf("%w: %d bytes", ErrBadCursor, len(q.After))
 	}
 	q.Limit = max(q.Limit, 1)
+	sinceMS := int64(-1 << 63)
+	if !q.Since.IsZero() {
+		sinceMS = q.Since.UnixMilli()
+	}
 	var out InboxPage
 	err := s.view(func(tx *bolt.Tx) error {
 		inbox, env := tx.Bucket(bucketInbox), tx.Bucket(bucketEnv)
@@ -65,7 +74,19 @@ func (s *Store) InboxPage(q InboxPageQuery) (InboxPage, error) {
 			if err != nil {
 				return inboxRec{}, false, err
 			}
-			return r, !q.UnreadOnly || !r.read, nil
+			if (q.UnreadOnly && r.read) || r.delivered < sinceMS {
+				return r, false, nil
+			}
+			if q.Match != nil {
+				m, err := inboxEnv(env, ek)
+				if err != nil {
+					return inboxRec{}, false, err
+				}
+				if !q.Match(&m.Meta) {
+					return r, false, nil
+				}
+			}
+			return r, true, nil
 		}
 
 		var k []byte

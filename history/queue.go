@@ -27,7 +27,9 @@ func queueIDKey(peer proto.PubKey, id uuid.UUID) []byte {
 }
 
 // Enqueue keeps se for peer until [Store.Ack], for DMs, Requests and
-// Responses to a peer that is offline. It returns once se is durable. An
+// Responses to a peer that is offline, and stores se as an envelope (as
+// a received one is stored, under direct retention) so the sender can
+// list what it said. It returns once se is durable. An
 // envelope already queued for peer is not queued twice. A full queue
 // refuses se with an error wrapping [ErrQueueFull].
 func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
@@ -62,6 +64,12 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 			return nil, err
 		}
 		if err := w.putRequestOut(peer, se); err != nil {
+			return nil, err
+		}
+		// Keep our own envelope as a received one is kept (direct
+		// retention), so the sender can list what it said: the
+		// conversation with a peer, its requests, its sent mirror.
+		if _, err := w.putEnv(se, false, false); err != nil {
 			return nil, err
 		}
 		return nil, w.addCount(w.qcount, peer[:], 1)

@@ -124,6 +124,9 @@ func (w *wtx) deleteVictims(victims []Stored) error {
 				w.gone = append(w.gone, PrunedItem{ID: m.ID, From: m.From, Delivered: time.UnixMilli(r.delivered)})
 			}
 		}
+		if !w.s.cfg.Self.Equal(zeroPeer) && m.From.Equal(w.s.cfg.Self) {
+			w.gone = append(w.gone, PrunedItem{ID: m.ID, From: m.From, Delivered: time.UnixMilli(m.TS), Sent: true})
+		}
 		if err := w.deleteEnv(m); err != nil {
 			return err
 		}

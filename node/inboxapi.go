@@ -75,6 +75,7 @@ func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 	}
 	x := n.renderEnvelope(se, it)
 	n.markFailed(&x, se)
+	x.Claim = n.claims.of(envKey{it.From, it.ID}, time.Now())
 	return x, nil
 }
 
@@ -183,6 +184,8 @@ func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 	if err := n.store.MarkRead(items[0].From, id); err != nil && !errors.Is(err, history.ErrNotFound) {
 		return api.Item{}, err
 	}
+	n.releaseRead(envKey{items[0].From, id})
+	n.onRead(envKey{items[0].From, id})
 	it, err := n.store.InboxEntry(items[0].From, id)
 	if err != nil {
 		return api.Item{}, err

@@ -43,7 +43,12 @@ func encodeCursor(c []byte) string {
 // until ctx ends, until an unread waking item exists from the page's
 // start on.
 func (n *Node) InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, error) {
-	sq := history.InboxPageQuery{UnreadOnly: !q.All, Limit: maxInboxAnswer, MaxBytes: maxInboxBytes, NeedWaking: q.Wait}
+	match, since, err := n.inboxMatch(q.Filter)
+	if err != nil {
+		return nil, err
+	}
+	sq := history.InboxPageQuery{UnreadOnly: !q.All, Limit: maxInboxAnswer, MaxBytes: maxInboxBytes, NeedWaking: q.Wait,
+		Since: since, Match: match}
 	switch q.Cursor {
 	case "":
 		sq.Newest = q.Limit

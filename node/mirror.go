@@ -53,6 +53,7 @@ func (n *Node) openMailbox() error {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	n.mirrorq = make(chan mailbox.Item, mirrorQueueLen)
+	n.readq = make(chan envKey, mirrorQueueLen)
 	return nil
 }
 
@@ -207,6 +208,9 @@ func (n *Node) mirrorLoop() {
 		select {
 		case it := <-n.mirrorq:
 			batch = append(batch, it)
+		case k := <-n.readq:
+			r.moveRead(k)
+			continue
 		case <-tick.C:
 			if !newest.IsZero() {
 				n.checkpointMirror(newest)
@@ -395,6 +399,7 @@ func (r *mirrorRun) write(batch []mailbox.Item, rewrite bool) (newest time.Time)
 			return newest
 		}
 	}
+	r.readFolders(batch)
 	newest, _ = r.put(batch, rewrite)
 	return newest
 }
@@ -500,6 +505,13 @@ func writtenItems(batch []mailbox.Item, paths []string) []mailbox.Item {
 // it tried to write and, of those, the ones it wrote (a failure is
 // counted in r.failures). It checkpoints only when every write worked.
 func (r *mirrorRun) reconcile(since time.Time, atStart bool) (tried, written []mailbox.Item) {
+	st, sw := r.reconcileSent(since)
+	it, iw := r.reconcileInbox(since, atStart)
+	return append(st, it...), append(sw, iw...)
+}
+
+// reconcileInbox is reconcile for the inbox items' files.
+func (r *mirrorRun) reconcileInbox(since time.Time, atStart bool) (tried, written []mailbox.Item) {
 	n := r.n
 	before := r.failures
 	items, err := n.store.Inbox(history.InboxFilter{Since: since})
@@ -538,6 +550,10 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (tried, written []m
 				path, cut = "", true
 			}
 		}
+		if path != "" && it.Read && folderOfPath(path) == mailbox.FolderInbox {
+			// Read while the mirror was stopped, or its move failed.
+			r.move(path)
+		}
 		recheck := path != "" && it.Delivered.After(checkFrom)
 		if path != "" && !recheck {
 			continue
@@ -551,6 +567,9 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (tried, written []m
 			continue
 		}
 		mi := n.mirrorItem(se, it.Priority, it.FromHistory, it.Delivered)
+		if it.Read {
+			mi.Folder = mailbox.FolderRead
+		}
 		switch {
 		case recheck:
 			recent, recentPaths = append(recent, mi), append(recentPaths, path)
@@ -607,7 +626,9 @@ func (r *mirrorRun) reconcile(since time.Time, atStart bool) (tried, written []m
 // item.
 type mirrorFiles struct {
 	root    string
-	folders map[string]map[string][]string // inbox folder → tag → paths, by name
+	folders map[string]map[string][]string // folder → tag → paths, by name
+	// in are the day folders looked in; nil: inbox and read.
+	in []string
 }
 
 // path returns id's file in the inbox folders of the days around its
@@ -625,20 +646,26 @@ func (f *mirrorFiles) path(id uuid.UUID, at time.Time) string {
 func (f *mirrorFiles) paths(id uuid.UUID, at time.Time) []string {
 	tag := mailbox.Tag(id.String())
 	var out []string
+	in := f.in
+	if in == nil {
+		in = []string{mailbox.FolderInbox, mailbox.FolderRead}
+	}
 	for _, d := range []time.Time{at.Add(-24 * time.Hour), at, at.Add(24 * time.Hour)} {
-		dir := mailbox.InboxDir(f.root, d)
-		files, ok := f.folders[dir]
-		if !ok {
-			files = map[string][]string{}
-			ents, _ := os.ReadDir(dir) // sorted by name; a missing folder holds nothing
-			for _, e := range ents {
-				if t, ok := mailbox.TagOf(e.Name()); ok {
-					files[t] = append(files[t], filepath.Join(dir, e.Name()))
+		for _, folder := range in {
+			dir := filepath.Join(f.root, d.UTC().Format(time.DateOnly), folder)
+			files, ok := f.folders[dir]
+			if !ok {
+				files = map[string][]string{}
+				ents, _ := os.ReadDir(dir) // sorted by name; a missing folder holds nothing
+				for _, e := range ents {
+					if t, ok := mailbox.TagOf(e.Name()); ok {
+						files[t] = append(files[t], filepath.Join(dir, e.Name()))
+					}
 				}
+				f.folders[dir] = files
 			}
-			f.folders[dir] = files
+			out = append(out, files[tag]...)
 		}
-		out = append(out, files[tag]...)
 	}
 	return out
 }
@@ -691,6 +718,9 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 		sent *api.Sent
 		err  error
 	)
+	if m.Read != nil {
+		return n.readFromOutbox(m)
+	}
 	switch m.Kind {
 	case proto.KindMessage:
 		req := api.Send{To: to, Body: m.Body}

@@ -162,6 +162,9 @@ func (n *Node) removePrunedFiles(items []history.PrunedItem) {
 		// The file whose From-Key is the sender's: another sender's
 		// envelope may share the id, and so the file's tag.
 		p := files.pathFrom(it.ID, it.From, it.Delivered)
+		if it.Sent {
+			p = files.sentPath(it)
+		}
 		if p == "" {
 			continue // never written, or removed already
 		}

@@ -84,6 +84,7 @@ type Node struct {
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
 	mirrorq  chan mailbox.Item
+	readq    chan envKey // items marked read, for the mirror to move (readstate.go)
 	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
@@ -97,6 +98,7 @@ type Node struct {
 	answers           *answerBook    // final answers sent to requests (respond_once.go)
 	cards             *cardBook      // members' agent cards (cards.go)
 	cardMu            sync.Mutex     // serialises this node's card updates
+	claims            *claimBook     // workers' claims on inbox items (claims.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -200,6 +202,7 @@ func New(cfg Config) (*Node, error) {
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
 		rekey:   newRekeyState(),
+		claims:  newClaimBook(),
 
 		readerAcks: newReaderAcks(),
 

@@ -20,6 +20,7 @@ func (n *Node) openState() error {
 	hc := history.DefaultConfig()
 	hc.Logger = n.log.With("component", "history")
 	hc.MaxSenderBytes, hc.MaxSenderEnvelopes = n.cfg.SenderStoreBytes, n.cfg.SenderStoreEnvelopes
+	hc.Self = n.id.Pub
 	hc.InboxPruned = func(items []history.PrunedItem) {
 		if n.gate != nil {
 			n.removePrunedFiles(items)

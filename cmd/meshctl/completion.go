@@ -281,6 +281,7 @@ var flagValues = map[string]func(a *app, prefix string) ([]candidate, compDirect
 	"role":      fixedWords(roleNames),
 	"log-level": fixedWords(func() []string { return []string{"debug", "info", "warn", "error"} }),
 	"channel":   (*app).completeChannels,
+	"kind":      fixedWords(func() []string { return []string{"message", "request", "response", "delivery_failed"} }),
 }
 
 // argValues are the completions of positional arguments, by the
@@ -303,7 +304,22 @@ var argValues = map[string]func(a *app, prefix string) ([]candidate, compDirecti
 // argOverrides are positional arguments whose placeholder misleads, by
 // command name and placeholder.
 var argOverrides = map[string]func(a *app, prefix string) ([]candidate, compDirective){
-	"channel create NAME": nil, // a new channel's name
+	"channel create NAME":   nil, // a new channel's name
+	"history '#NAME'|@PEER": (*app).completeHistoryTarget,
+	"search TEXT":           nil,
+}
+
+// completeHistoryTarget completes history's argument: '#NAME' for a
+// channel, or @PEER for a conversation.
+func (a *app) completeHistoryTarget(cur string) ([]candidate, compDirective) {
+	if rest, ok := strings.CutPrefix(cur, "@"); ok {
+		out, dir := a.completeMembers(rest)
+		for i := range out {
+			out[i].value = "@" + out[i].value
+		}
+		return out, dir
+	}
+	return a.completeHashChannels(cur)
 }
 
 // completeFlagValue completes the value of flag name of cmd (nil for

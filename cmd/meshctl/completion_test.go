@@ -148,7 +148,7 @@ var completeCases = []completeCase{
 	{words: []string{"invite", "--r"}, want: []string{"--role"}},
 	{words: []string{"invite", "--role", "m"}, want: []string{"member"}},
 	{words: []string{"join", "--f"}, want: []string{"--force"}},
-	{words: []string{"c"}, want: []string{"channel", "cancel", "card", "compact", "completion"}},
+	{words: []string{"c"}, want: []string{"channel", "cancel", "card", "claim", "compact", "completion"}},
 	{words: []string{"--", "ro"}, want: []string{"roster"}},
 	{words: []string{"id", "x"}},
 	{words: []string{"bogus", ""}},

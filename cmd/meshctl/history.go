@@ -9,6 +9,7 @@ import (
 )
 
 const usageHistory = `usage: meshctl history '#NAME' [--since D] [--limit N] [--json]
+       meshctl history @PEER [--since D] [--limit N] [--json]
 
 List the messages of channel NAME that this node's store holds, oldest
 first: what it received live, what it caught up on through history sync
@@ -26,11 +27,20 @@ flags:
               or since an RFC 3339 time (2026-11-21T12:00:00Z)
   --limit N   the newest N messages (default 100, at most 10000)
 
+With @PEER, list the conversation with one member, both ways, oldest
+first: the direct messages, requests and responses it sent this node and
+those this node sent it (marked "->", with their delivery state). The
+store keeps them for the direct-message retention (72 h by default).
+
+  2026-11-21 12:00:05 <- bob id=ID: are the tests green?
+  2026-11-21 12:00:09 -> bob id=ID [delivered]: yes, 412 passed
+
 Quote '#NAME': in a shell, an unquoted # starts a comment.
 
 examples:
   meshctl history '#deploys' --since 24h
   meshctl history '#deploys' --limit 500 --json
+  meshctl history @bob --since 24h
 `
 
 func runHistory(a *app, args []string) error {
@@ -46,6 +56,9 @@ func runHistory(a *app, args []string) error {
 	}
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
+	}
+	if peer, ok := strings.CutPrefix(pos[0], "@"); ok {
+		return a.conversation(peer, *since, *limit)
 	}
 	name, err := a.channelArg(pos[0])
 	if err != nil {
@@ -93,6 +106,76 @@ func writeHistoryMessage(b *strings.Builder, m *api.HistoryMessage) {
 	switch {
 	case body == "":
 		b.WriteString(": (empty)\n")
+	case !strings.ContainsAny(body, "\r\n") && len(body) <= inlineBytes:
+		b.WriteString(": " + printable(body, false) + "\n")
+	default:
+		b.WriteString(":\n")
+		for line := range strings.SplitSeq(printable(body, true), "\n") {
+			b.WriteString("    " + line + "\n")
+		}
+	}
+}
+
+// conversation is meshctl history @PEER.
+func (a *app) conversation(peer, since string, limit int) error {
+	if peer == "" {
+		return a.usageErrorf("@PEER: name a member after the @")
+	}
+	if _, err := api.ParseSince(since, time.Now()); err != nil {
+		return a.usageErrorf("--%v", err)
+	}
+	if limit < 0 || limit > api.MaxHistoryLimit {
+		return a.usageErrorf("--limit must be from 1 to %d", api.MaxHistoryLimit)
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	c, err := a.client().Conversation(ctx, peer, since, limit)
+	if err != nil {
+		return a.remoteErr(err)
+	}
+	if a.json {
+		return a.printJSON(c)
+	}
+	var b strings.Builder
+	if len(c.Entries) == 0 {
+		fmt.Fprintf(&b, "nothing between this node and %s in the store\n", printable(partyLabel(c.Peer), false))
+	}
+	for i := range c.Entries {
+		writeConversationEntry(&b, &c.Entries[i], c.Peer)
+	}
+	_, err = fmt.Fprint(a.Stdout, b.String())
+	return err
+}
+
+// writeConversationEntry writes one envelope of a conversation.
+func writeConversationEntry(b *strings.Builder, e *api.ConversationEntry, peer api.Party) {
+	dir := "<-"
+	if e.Out {
+		dir = "->"
+	}
+	fmt.Fprintf(b, "%s %s %s id=%s", e.Sent.Local().Format(timeLayout), dir, printable(partyName(peer), false), fieldValue(e.ID))
+	body := e.Body
+	switch e.Kind {
+	case "request":
+		fmt.Fprintf(b, " request intent=%s request_id=%s", fieldValue(e.Intent), fieldValue(e.RequestID))
+		body = string(e.Params)
+	case "response":
+		fmt.Fprintf(b, " response status=%s request_id=%s", fieldValue(e.Status), fieldValue(e.RequestID))
+		body = string(e.Result)
+	}
+	if e.InReplyTo != "" {
+		fmt.Fprintf(b, " in_reply_to=%s", fieldValue(e.InReplyTo))
+	}
+	if e.Out && e.Delivery != "" {
+		fmt.Fprintf(b, " [%s]", printable(e.Delivery, false))
+	}
+	if !e.Out && !e.Read {
+		b.WriteString(" [unread]")
+	}
+	body = strings.TrimRight(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
+	switch {
+	case body == "":
+		b.WriteString("\n")
 	case !strings.ContainsAny(body, "\r\n") && len(body) <= inlineBytes:
 		b.WriteString(": " + printable(body, false) + "\n")
 	default:

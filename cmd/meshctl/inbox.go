@@ -10,7 +10,9 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-const usageInbox = `usage: meshctl inbox [--all] [--wait [--timeout D]] [--limit N] [--json]
+const usageInbox = `usage: meshctl inbox [--all] [--wait [--timeout D]] [--limit N]
+                    [--from PEER] [--kind KIND] [--channel NAME] [--since D]
+                    [--claim N [--lease D] [--worker NAME]] [--json]
 
 List the unread items of this node's inbox: messages from subscribed and
 muted channels, direct messages, requests and responses. Listing marks
@@ -40,6 +42,20 @@ flags:
   --wait         wait for a waking item first
   --timeout D    how long to wait, such as 90s or 10m (default 30s)
   --limit N      list only the newest N items
+  --from PEER    only items from PEER (a name, fingerprint or key)
+  --kind KIND    only message, request, response or delivery_failed items
+  --channel NAME only items of channel NAME; '@' for direct items only
+  --since D      only items delivered in the last D (90m, 72h, 3d) or
+                 since an RFC 3339 time
+
+Claims, for a pool of workers behind one node:
+  --claim N      claim up to N unread items that no other worker holds,
+                 oldest first, and list them; with --wait, wait until at
+                 least one can be claimed. Each stays claimed for the
+                 lease, then returns to the pool unless it was read
+                 (meshctl read ID, or meshctl respond for a request).
+  --lease D      how long a claim holds (default 5m, at most 24h)
+  --worker NAME  this worker's name, shown to others (default $MESH_WORKER)
 
 An inbox of any size lists in full: meshctl reads it from meshd a page
 (at most 1000 items, about 4 MiB) at a time and prints each page as it
@@ -52,6 +68,8 @@ examples:
   meshctl inbox
   meshctl inbox --all --limit 20
   meshctl inbox --wait --timeout 5m --json
+  meshctl inbox --all --from alice --kind request --since 24h
+  meshctl inbox --claim 1 --wait --timeout 5m --lease 10m --json
 `
 
 // defaultWait is how long inbox --wait waits without --timeout.
@@ -67,6 +85,11 @@ func runInbox(a *app, args []string) error {
 	wait := fs.Bool("wait", false, "")
 	timeout := fs.Duration("timeout", defaultWait, "")
 	limit := fs.Int("limit", 0, "")
+	var f api.InboxFilter
+	filterFlags(fs, &f)
+	claimN := fs.Int("claim", 0, "")
+	lease := fs.Duration("lease", api.DefaultLease, "")
+	worker := fs.String("worker", "", "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -84,8 +107,14 @@ func runInbox(a *app, args []string) error {
 	case *limit < 0:
 		return a.usageErrorf("--limit must not be negative")
 	}
+	if err := a.checkFilter(f); err != nil {
+		return err
+	}
+	if *claimN != 0 || flagSet(fs, "lease") || flagSet(fs, "worker") {
+		return a.claimNext(*claimN, *lease, a.workerName(*worker), *wait, *timeout, f, *all || *limit != 0)
+	}
 	// Without --limit every item, from the oldest; with it the newest N.
-	q := api.InboxQuery{All: *all, Limit: *limit}
+	q := api.InboxQuery{All: *all, Limit: *limit, Filter: f}
 	if *limit == 0 {
 		q.Cursor = api.CursorStart
 	}

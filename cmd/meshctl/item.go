@@ -145,6 +145,13 @@ func flags(it *api.Item) string {
 	if it.FromHistory {
 		s += " [from history]"
 	}
+	if it.Claim != nil {
+		who := it.Claim.Worker
+		if who == "" {
+			who = "a worker"
+		}
+		s += fmt.Sprintf(" [claimed by %s until %s]", printable(who, false), it.Claim.Until.Local().Format("15:04:05"))
+	}
 	return s
 }
 

@@ -21,8 +21,9 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"cancel_request", "delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
-	"request_any", "send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
+var mcpTools = []string{"cancel_request", "claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute",
+	"read_conversation", "read_history", "read_inbox", "reply", "request_any", "search",
+	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits
 // until they link.
@@ -155,12 +156,15 @@ func TestMCPServer(t *testing.T) {
 		return out
 	}
 	for tool, want := range map[string][]string{
-		"send_message":  {"body", "target"},
-		"send_request":  {"intent", "target"},
-		"send_response": {"request_id", "status"},
-		"set_presence":  {"state"},
-		"subscribe":     {"channel"},
-		"mute":          {"channel"},
+		"send_message":      {"body", "target"},
+		"send_request":      {"intent", "target"},
+		"send_response":     {"request_id", "status"},
+		"set_presence":      {"state"},
+		"subscribe":         {"channel"},
+		"mute":              {"channel"},
+		"reply":             {"body", "id"},
+		"search":            {"text"},
+		"read_conversation": {"peer"},
 	} {
 		if got := required(tool); !slices.Equal(got, want) {
 			t.Errorf("%s requires %v, want %v", tool, got, want)

@@ -54,6 +54,7 @@ type readInboxIn struct {
 	MarkRead bool   `json:"mark_read,omitempty" jsonschema:"mark the returned items read, so they no longer wake you (default false)"`
 	Limit    int    `json:"limit,omitempty"`
 	Cursor   string `json:"cursor,omitempty" jsonschema:"continue with the page after an earlier answer: its next"`
+	inboxFilterIn
 }
 
 type deliveryStatusIn struct {
@@ -270,7 +271,7 @@ func (m *mcpServer) readInboxTool(ctx context.Context, _ *mcp.CallToolRequest, i
 		return nil, nil, errors.New("limit must not be negative")
 	}
 	box, err := call(ctx, func(ctx context.Context) (*api.Inbox, error) {
-		return m.c.Inbox(ctx, api.InboxQuery{All: in.All, Limit: in.Limit, Cursor: in.Cursor})
+		return m.c.Inbox(ctx, api.InboxQuery{All: in.All, Limit: in.Limit, Cursor: in.Cursor, Filter: in.inboxFilterIn.api()})
 	})
 	if err != nil {
 		return nil, nil, m.toolErr(err)

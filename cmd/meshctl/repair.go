@@ -315,24 +315,28 @@ func mirrorFiles(root string) ([]mailboxFile, error) {
 		if !d.IsDir() || !dayDir.MatchString(d.Name()) {
 			continue
 		}
-		dir := filepath.Join(root, d.Name(), "inbox")
-		ents, err := os.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read the mailbox: %w", err)
-		}
-		for _, e := range ents {
-			m := fileName.FindStringSubmatch(e.Name())
-			if m == nil || !e.Type().IsRegular() {
+		// Inbox items, unread and read; sent/ holds this node's own
+		// envelopes, which are not inbox items.
+		for _, folder := range []string{"inbox", "read"} {
+			dir := filepath.Join(root, d.Name(), folder)
+			ents, err := os.ReadDir(dir)
+			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			t, err := time.Parse("2006-01-02 150405", d.Name()+" "+m[1])
 			if err != nil {
-				continue
+				return nil, fmt.Errorf("read the mailbox: %w", err)
 			}
-			out = append(out, mailboxFile{path: filepath.Join(dir, e.Name()), delivered: t})
+			for _, e := range ents {
+				m := fileName.FindStringSubmatch(e.Name())
+				if m == nil || !e.Type().IsRegular() {
+					continue
+				}
+				t, err := time.Parse("2006-01-02 150405", d.Name()+" "+m[1])
+				if err != nil {
+					continue
+				}
+				out = append(out, mailboxFile{path: filepath.Join(dir, e.Name()), delivered: t})
+			}
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].delivered.Before(out[j].delivered) })

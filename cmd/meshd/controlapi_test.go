@@ -470,6 +470,7 @@ var notExercised = map[string]string{
 	"*/500":        "a local failure (the store, or meshd shutting down)",
 	"markRead/409": "needs two senders' items that share an id: TestReusedRequestIDAmbiguous drives it through meshctl read",
 	"adopt/200":    "needs a fresh node and another org: TestKnockRogueLANCannotAdopt drives it through meshctl adopt",
+	"reply/409":    "needs two senders' items that share an id, as markRead/409",
 }
 
 // TestControlAPILive drives every control endpoint of two real meshd
@@ -708,6 +709,7 @@ func TestControlAPILive(t *testing.T) {
 	c.refused(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"0f8f7b0e-3a43-4d8e-9b55-6c1e0b8f2a11","status":"completed"}`), 404, true)
 	c.refused(bob, reqValid, "POST", "/v1/respond", js, []byte(`{"request_id":"`+rq.RequestID+`","status":"maybe"}`), 400, false)
 	c.exerciseRespondHints(bob, rq.RequestID, reqItemID)
+	c.exerciseAgentLoop(alice, bob, sent.ID)
 
 	// Presence.
 	c.json(alice, "GET", "/v1/presence", nil, 200, nil)

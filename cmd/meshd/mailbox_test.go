@@ -38,9 +38,12 @@ func twoNodes(t *testing.T) (meshctl string, homes map[string]string, ds map[str
 	return meshctl, homes, ds, pinned, seed
 }
 
+// mirrorFiles lists the inbox items' mailbox files of home, unread (inbox/)
+// and read (read/).
 func mirrorFiles(home string) []string {
 	f, _ := filepath.Glob(filepath.Join(home, "mailbox", "*", "inbox", "*.txt"))
-	return f
+	r, _ := filepath.Glob(filepath.Join(home, "mailbox", "*", "read", "*.txt"))
+	return append(f, r...)
 }
 
 // TestOutboxFileArrivesVerified: a file dropped in alice's outbox appears

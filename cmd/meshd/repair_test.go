@@ -260,7 +260,8 @@ func TestDamagedStoreRepair(t *testing.T) {
 	// Channel history the mailbox lost too comes back from bob through
 	// history sync once the repaired meshd runs.
 	lost := 0
-	files, _ := filepath.Glob(filepath.Join(f.alice, "mailbox", "*", "inbox", "*.txt"))
+	// Read items' files are in read/ (repair restores items read).
+	files := mirrorFiles(f.alice)
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -209,6 +209,9 @@ type Item struct {
 	FailedKind string `json:"failed_kind,omitempty"`
 	Delivery   string `json:"delivery,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// Claim is set while a worker holds the item (POST
+	// /v1/inbox/{id}/claim); claims live in meshd's memory only.
+	Claim *ItemClaim `json:"claim,omitempty"`
 }
 
 // KindDeliveryFailed is the Item kind that tells a sender an envelope of
@@ -342,6 +345,8 @@ type InboxQuery struct {
 	// about 4 MiB of envelopes: follow Next for the rest, or use
 	// [Client.InboxPages].
 	Cursor string
+	// Filter keeps the items that pass it.
+	Filter InboxFilter
 }
 
 // Inbox calls GET /v1/inbox. With Wait, ctx must outlive the timeout.
@@ -362,6 +367,7 @@ func (c *Client) Inbox(ctx context.Context, q InboxQuery) (*Inbox, error) {
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)
 	}
+	q.Filter.values(v)
 	var out Inbox
 	return &out, c.Get(ctx, "/v1/inbox?"+v.Encode(), &out)
 }

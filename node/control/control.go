@@ -74,6 +74,7 @@ type Backend interface {
 
 	JoinBackend
 	CardBackend
+	AgentBackend
 
 	// Done is closed when the backend shuts down; event streams end.
 	Done() <-chan struct{}
@@ -135,6 +136,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/sent/{id}", s.getDelivery)
 	mux.HandleFunc("GET /v1/inbox", s.getInbox)
 	mux.HandleFunc("POST /v1/inbox/{id}/read", s.markRead)
+	s.agentRoutes(mux)
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("GET /v1/presence", s.getPresence)
 	mux.HandleFunc("POST /v1/presence", s.setPresence)

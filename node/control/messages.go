@@ -180,7 +180,7 @@ func (s *Server) getInbox(w http.ResponseWriter, req *http.Request) {
 		}
 		timeout = min(d, maxWait)
 	}
-	out, err := s.b.InboxPage(req.Context(), api.InboxQuery{All: all, Wait: wait, Timeout: timeout, Limit: limit, Cursor: q.Get("cursor")})
+	out, err := s.b.InboxPage(req.Context(), api.InboxQuery{All: all, Wait: wait, Timeout: timeout, Limit: limit, Cursor: q.Get("cursor"), Filter: inboxFilter(q)})
 	if err != nil {
 		writeRefusal(w, err)
 		return

@@ -13,7 +13,15 @@
 //	<YYYY-MM-DD>/inbox/<HHMMSS>-<id12>.txt
 //
 // where the date and time are the delivery time in UTC and <id12> is the
-// last 12 hex digits of the envelope id. If that name is taken, "-2", "-3",
+// last 12 hex digits of the envelope id. The file of an inbox item the
+// node marks read moves to <YYYY-MM-DD>/read/ under the same name
+// ([Mirror.MoveToRead], one rename; the name is numbered there only if
+// it is taken), or is written there at once when the item was read
+// before its file was written ([Item].Folder): inbox/ holds the unread
+// items and read/ the read ones, so an agent that reads only files sees
+// the read state. What the node itself sends (channel messages, DMs,
+// requests, responses) is written to <YYYY-MM-DD>/sent/, named by the
+// envelope's ts, in the same format without a Priority header. If that name is taken, "-2", "-3",
 // ... is inserted before ".txt". Files are UTF-8 with "\n" line ends,
 // mode 0600 in folders of mode 0700: the mailbox holds every DM, so only
 // its owner reads it, unless [Config.Access] names a group that may (files
@@ -122,7 +130,9 @@
 //	HH:MM:SS<TAB>priority<TAB>kind<TAB>from<TAB>to<TAB>inbox/<file name><TAB>summary
 //
 // with the delivery time in UTC, the priority ("-" if none), the From and To
-// header values, the file name relative to the date directory, and as
+// header values, the file name relative to the date directory (inbox/,
+// read/ for a file written read, sent/; a file that moves to read/ keeps
+// its inbox/ line), and as
 // summary the first 80 characters of the body once every run of spaces and
 // control characters (newlines, tabs) is turned into one space, with no
 // space at either end; bytes that are not UTF-8 become "?". The index is a
@@ -195,6 +205,14 @@
 //	In-Reply-To: <id>      (message: optional)
 //	---
 //	<body>
+//
+// A file with the one header "Kind: read" sends nothing: its body lists
+// Message-IDs, one a line (blank lines and lines starting with "#" are
+// skipped, at most [MaxReadIDs]), and the node marks those inbox items
+// read ([OutgoingMessage].Read); its .sent note has a "Read:" line for
+// each instead of "Message-ID:". If any id cannot be marked (unknown, or
+// shared by several senders), the file goes to failed/ naming them, the
+// others being marked.
 //
 // The body is the message text, a request's params as JSON, or a
 // response's result as JSON (both may be empty), less one final newline.

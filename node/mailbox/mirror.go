@@ -149,7 +149,11 @@ func removeTemps(dir string) (int, error) {
 		if !d.IsDir() || !IsDay(d.Name()) {
 			continue
 		}
-		for _, sub := range []string{filepath.Join(dir, d.Name()), filepath.Join(dir, d.Name(), "inbox")} {
+		subs := []string{filepath.Join(dir, d.Name())}
+		for _, f := range Folders {
+			subs = append(subs, filepath.Join(dir, d.Name(), f))
+		}
+		for _, sub := range subs {
 			k, err := removeTempsIn(sub)
 			n += k
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -231,13 +235,13 @@ func (m *Mirror) writeItems(items []Item, rewrite bool) ([]string, error) {
 				if err != nil {
 					errs = append(errs, err)
 				}
-				if names == nil || names[name] {
+				if names == nil || names[folderOf(p.it)+"/"+name] {
 					continue // the day's index unreadable, or the line there
 				}
-				names[name] = true
+				names[folderOf(p.it)+"/"+name] = true
 			}
 			b := lines.of(p.day)
-			b.Write(appendIndexLine(b.AvailableBuffer(), p.when, p.it.Priority, p.hs, name, p.body))
+			b.Write(appendIndexLine(b.AvailableBuffer(), p.when, p.it.Priority, p.hs, folderOf(p.it)+"/"+name, p.body))
 		}
 	}
 	if m.cfg.SyncFiles {
@@ -312,7 +316,7 @@ func (m *Mirror) Reindex(items []Item, paths []string) (int, error) {
 		errs   []error
 	)
 	for i, it := range items {
-		name := filepath.Base(paths[i])
+		name := filepath.Base(filepath.Dir(paths[i])) + "/" + filepath.Base(paths[i])
 		day := filepath.Base(filepath.Dir(filepath.Dir(paths[i])))
 		names, err := m.listedLocked(listed, day)
 		if err != nil {
@@ -350,9 +354,9 @@ func (m *Mirror) listedLocked(listed map[string]map[string]bool, day string) (ma
 	return names, err
 }
 
-// indexed returns the file names that day's index lists: the field of
-// each line that starts with "inbox/", less that prefix. A missing index
-// lists none.
+// indexed returns the files that day's index lists, as "inbox/NAME",
+// "read/NAME" or "sent/NAME": the field of each line that starts with a
+// folder's name. A missing index lists none.
 func (m *Mirror) indexed(day string) (map[string]bool, error) {
 	names := map[string]bool{}
 	f, err := os.Open(filepath.Join(m.dir, day, "index.txt"))
@@ -367,8 +371,8 @@ func (m *Mirror) indexed(day string) (map[string]bool, error) {
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		for field := range strings.SplitSeq(sc.Text(), "\t") {
-			if name, ok := strings.CutPrefix(field, "inbox/"); ok {
-				names[name] = true
+			if isFolderPath(field) {
+				names[field] = true
 				break
 			}
 		}
@@ -504,11 +508,11 @@ func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 	}
 	data := assemble(p.hs, p.body, it.Env.Raw)
 	dp := m.dayLocked(p.when)
-	p.day, p.dir = dp.day, dp.inbox
+	p.day, p.dir = dp.day, filepath.Join(dp.dayDir, folderOf(it))
 	f, err := os.CreateTemp(p.dir, tempPrefix+"*")
 	if errors.Is(err, fs.ErrNotExist) {
 		// A new day, or someone removed the directory: make it.
-		if err := m.mkdirLocked(dp, dirs); err != nil {
+		if err := m.mkdirLocked(dp.dayDir, p.dir, dirs); err != nil {
 			return nil, err
 		}
 		f, err = os.CreateTemp(p.dir, tempPrefix+"*")
@@ -535,11 +539,11 @@ func (m *Mirror) stageLocked(it Item, dirs *dirSet) (p *pending, err error) {
 	return p, nil
 }
 
-// mkdirLocked creates the day and inbox directories of dp where they are
-// missing, with the mode and group of the configured access, and notes
-// the directories whose entries changed, to fsync.
-func (m *Mirror) mkdirLocked(dp dayPaths, dirs *dirSet) error {
-	for _, d := range []string{dp.dayDir, dp.inbox} {
+// mkdirLocked creates a day directory and one of its folders where they
+// are missing, with the mode and group of the configured access, and
+// notes the directories whose entries changed, to fsync.
+func (m *Mirror) mkdirLocked(dayDir, folder string, dirs *dirSet) error {
+	for _, d := range []string{dayDir, folder} {
 		made, err := m.cfg.Access.mkdir(d)
 		if err != nil {
 			return wrapFS("create "+d, err)
@@ -702,8 +706,8 @@ func notExist(p string) (bool, error) {
 	return false, err
 }
 
-// appendIndexLine appends the index line of the file name in the day's
-// inbox directory to b.
+// appendIndexLine appends the index line of the file name ("inbox/NAME",
+// "read/NAME" or "sent/NAME", relative to its day directory) to b.
 func appendIndexLine(b []byte, when time.Time, prio string, hs []header, name, body string) []byte {
 	var from, to, kind string
 	for _, h := range hs {
@@ -724,7 +728,7 @@ func appendIndexLine(b []byte, when time.Time, prio string, hs []header, name, b
 		b = append(b, '\t')
 		b = append(b, f...)
 	}
-	b = append(b, "\tinbox/"...)
+	b = append(b, '\t')
 	b = append(b, name...)
 	b = append(b, '\t')
 	b = appendSummary(b, body)

@@ -67,6 +67,9 @@ type Result struct {
 	// RequestID is a request's request_id (zero for other kinds), so the
 	// agent can match the response.
 	RequestID uuid.UUID
+	// Read lists the items a "Kind: read" file marked read (MessageID is
+	// then zero).
+	Read []uuid.UUID
 }
 
 // SendError is an error a send function may return to choose the reason
@@ -433,7 +436,13 @@ func (o *Outbox) process(ctx context.Context, name, path string, send func(*Outg
 		return
 	}
 	var sidecar strings.Builder
-	fmt.Fprintf(&sidecar, "Message-ID: %s\n", res.MessageID)
+	if res.Read != nil {
+		for _, id := range res.Read {
+			fmt.Fprintf(&sidecar, "Read: %s\n", id)
+		}
+	} else {
+		fmt.Fprintf(&sidecar, "Message-ID: %s\n", res.MessageID)
+	}
 	if res.RequestID != uuid.Nil {
 		fmt.Fprintf(&sidecar, "Request-ID: %s\n", res.RequestID)
 	}
@@ -582,6 +591,14 @@ Headers (names are case-insensitive; any other header is refused):
 The body is the message text; for a request, its params as one JSON value;
 for a response, its result as one JSON value. Both may be empty. One final
 newline is dropped.
+
+To mark inbox items read (their files move from inbox/ to read/), drop a
+file with the one header "Kind: read" and, as body, the Message-ID of each
+item, one a line (at most 1000). NAME.sent then lists them as "Read:" lines.
+
+    Kind: read
+    ---
+    01a1fe40-8b6f-7607-895e-1540d393bec2
 
 When the file is sent it moves to ../sent/, next to NAME.sent with its
 Message-ID (and Request-ID for a request). If it cannot be sent it moves to

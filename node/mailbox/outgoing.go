@@ -48,7 +48,14 @@ type OutgoingMessage struct {
 	RequestID uuid.UUID
 	Status    proto.Status
 	Result    cbor.RawMessage
+
+	// Read, for a file of "Kind: read", lists the inbox items (by
+	// Message-ID) to mark read; such a file sends nothing, and Kind is 0.
+	Read []uuid.UUID
 }
+
+// MaxReadIDs bounds the items one "Kind: read" file marks.
+const MaxReadIDs = 1000
 
 // outHeaders are the outbox headers, in the order error messages list
 // them, with the kinds each applies to (0: all).
@@ -130,8 +137,10 @@ func ParseOutgoing(b []byte) (*OutgoingMessage, error) {
 			m.Kind = proto.KindRequest
 		case "response":
 			m.Kind = proto.KindResponse
+		case "read":
+			return parseRead(hv["To"].line, hv["Kind"].line, len(hv), body)
 		default:
-			return nil, fmt.Errorf("%w: line %d: Kind %q (want message, request or response)", ErrBadOutgoing, k.line, k.v)
+			return nil, fmt.Errorf("%w: line %d: Kind %q (want message, request, response or read)", ErrBadOutgoing, k.line, k.v)
 		}
 	}
 	for _, h := range outHeaders {
@@ -223,6 +232,39 @@ func ParseOutgoing(b []byte) (*OutgoingMessage, error) {
 		if m.Result, err = jsonPayload("result", body); err != nil {
 			return nil, err
 		}
+	}
+	return m, nil
+}
+
+// parseRead parses the body of a "Kind: read" file: one Message-ID a
+// line (blank lines and lines starting with '#' are skipped). Such a file
+// has no header but Kind.
+func parseRead(toLine, kindLine, headers int, body string) (*OutgoingMessage, error) {
+	if headers != 1 {
+		line := toLine
+		if line == 0 {
+			line = kindLine
+		}
+		return nil, WithHint(fmt.Errorf("%w: a read file has the one header Kind: read", ErrBadOutgoing),
+			"write 'Kind: read', a line ---, then the Message-ID of each item to mark read, one a line")
+	}
+	m := &OutgoingMessage{Read: []uuid.UUID{}}
+	for i, l := range strings.Split(body, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		id, err := uuid.Parse(l)
+		if err != nil || id == uuid.Nil {
+			return nil, fmt.Errorf("%w: body line %d: %q is not a Message-ID", ErrBadOutgoing, i+1, l)
+		}
+		if len(m.Read) == MaxReadIDs {
+			return nil, fmt.Errorf("%w: more than %d ids: split them into several files", ErrBadOutgoing, MaxReadIDs)
+		}
+		m.Read = append(m.Read, id)
+	}
+	if len(m.Read) == 0 {
+		return nil, fmt.Errorf("%w: a read file lists no Message-ID", ErrBadOutgoing)
 	}
 	return m, nil
 }

@@ -38,6 +38,10 @@ type Item struct {
 	// not delivered: the file is a delivery_failed item (Kind header
 	// delivery_failed, the envelope's kind in Failed-Kind).
 	Failure *Failure
+	// Folder is the day's folder the file goes to: "" or [FolderInbox]
+	// for an unread inbox item, [FolderRead] for a read one, [FolderSent]
+	// for an envelope this node sent.
+	Folder string
 }
 
 // Failure says why an envelope of this node's was not delivered.

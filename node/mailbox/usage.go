@@ -5,11 +5,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
-// Usage counts the mirror files under root (<day>/inbox/*.txt) and their
-// bytes. Temporary files, indexes and the outbox are not counted. It reads
-// each day's inbox folder once; a folder that vanishes meanwhile counts
+// Usage counts the mirror files under root (<day>/inbox/*.txt, and in
+// read/ and sent/) and their bytes. Temporary files, indexes and the
+// outbox are not counted. It reads each folder once; a folder that vanishes meanwhile counts
 // as empty.
 func Usage(root string) (files int, bytes int64, err error) {
 	days, err := os.ReadDir(root)
@@ -20,31 +21,43 @@ func Usage(root string) (files int, bytes int64, err error) {
 		if !d.IsDir() || !IsDay(d.Name()) {
 			continue
 		}
-		dir := filepath.Join(root, d.Name(), "inbox")
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			return files, bytes, err
-		}
-		for _, e := range ents {
-			if _, ok := TagOf(e.Name()); !ok || !e.Type().IsRegular() {
-				continue
-			}
-			info, err := e.Info()
+		for _, f := range Folders {
+			k, b, err := usageOf(filepath.Join(root, d.Name(), f))
+			files, bytes = files+k, bytes+b
 			if err != nil {
-				continue // removed meanwhile
+				return files, bytes, err
 			}
-			files++
-			bytes += info.Size()
 		}
 	}
 	return files, bytes, nil
 }
 
+// usageOf counts the mirror files of one folder.
+func usageOf(dir string) (files int, bytes int64, err error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	for _, e := range ents {
+		if _, ok := TagOf(e.Name()); !ok || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		files++
+		bytes += info.Size()
+	}
+	return files, bytes, nil
+}
+
 // RemoveFile removes the mirror file at path, which must be a mirror
-// file's name in a day's inbox folder under root, and returns its size.
+// file's name in a day's inbox, read or sent folder under root, and
+// returns its size.
 // A file already gone is not an error: it returns 0.
 func RemoveFile(root, path string) (int64, error) {
 	rel, err := filepath.Rel(root, path)
@@ -53,7 +66,7 @@ func RemoveFile(root, path string) (int64, error) {
 	}
 	day, rest, _ := cutDir(rel)
 	folder, name, _ := cutDir(rest)
-	if _, ok := TagOf(name); !ok || !IsDay(day) || folder != "inbox" || filepath.Base(rel) != name {
+	if _, ok := TagOf(name); !ok || !IsDay(day) || !slices.Contains(Folders, folder) || filepath.Base(rel) != name {
 		return 0, errors.New("mailbox: not a mirror file: " + path)
 	}
 	info, err := os.Lstat(path)

@@ -123,6 +123,12 @@
 //	outbox.malformed          meshd_outbox_files_malformed_total
 //	outbox.sent               meshd_outbox_sends_total                 result="sent"
 //	outbox.refused            meshd_outbox_sends_total                 result="refused"
+//	outbox.read               meshd_outbox_items_read_total
+//	claim.taken               meshd_inbox_claims_total                 result="taken"
+//	claim.conflict            meshd_inbox_claims_total                 result="conflict"
+//	claim.released            meshd_inbox_claims_total                 result="released"
+//	mirror.moved_read         meshd_mirror_files_moved_read_total
+//	mirror.read_move_failed   meshd_mirror_failures_total              reason="read_move"
 //	retention.runs            meshd_retention_runs_total
 //	retention.failed          meshd_retention_failures_total
 //	retention.pruned.<what>   meshd_retention_pruned_total             what

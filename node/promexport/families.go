@@ -108,6 +108,9 @@ var (
 	famOutboxFailures = counter("meshd_outbox_failures_total", "Outbox files that failed, by reason.", "reason")
 	famOutboxBad      = counter("meshd_outbox_files_malformed_total", "Outbox files that did not parse.")
 	famOutboxSends    = counter("meshd_outbox_sends_total", "Sends the outbox asked of the node, by result.", "result")
+	famOutboxRead     = counter("meshd_outbox_items_read_total", "Inbox items marked read by Kind: read outbox files.")
+	famClaims         = counter("meshd_inbox_claims_total", "Inbox claims by workers of a pool, by result.", "result")
+	famMirrorMoved    = counter("meshd_mirror_files_moved_read_total", "Mailbox files moved from inbox/ to read/ when their item was read.")
 	famRetentionRuns  = counter("meshd_retention_runs_total", "History retention runs.")
 	famRetentionFail  = counter("meshd_retention_failures_total", "History retention runs that failed.")
 	famRetentionPrune = counter("meshd_retention_pruned_total", "Entries removed by history retention, by what.", "what")
@@ -264,6 +267,12 @@ var rules = []rule{
 	{name: "outbox.malformed", fam: famOutboxBad},
 	{name: "outbox.sent", fam: famOutboxSends, values: []string{"sent"}},
 	{name: "outbox.refused", fam: famOutboxSends, values: []string{"refused"}},
+	{name: "outbox.read", fam: famOutboxRead},
+	{name: "claim.taken", fam: famClaims, values: []string{"taken"}},
+	{name: "claim.conflict", fam: famClaims, values: []string{"conflict"}},
+	{name: "claim.released", fam: famClaims, values: []string{"released"}},
+	{name: "mirror.moved_read", fam: famMirrorMoved},
+	{name: "mirror.read_move_failed", fam: famMirrorFailures, values: []string{"read_move"}},
 
 	{name: "retention.runs", fam: famRetentionRuns},
 	{name: "retention.failed", fam: famRetentionFail},

@@ -21,8 +21,9 @@ if (!meshctl || !home || !peer || !channel) {
 }
 
 const want = [
-  "cancel_request", "delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
-  "request_any", "send_message", "send_request", "send_response", "set_presence", "subscribe",
+  "cancel_request", "claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute",
+  "read_conversation", "read_history", "read_inbox", "reply", "request_any", "search",
+  "send_message", "send_request", "send_response", "set_presence", "subscribe",
   "unmute", "unsubscribe", "wait_inbox",
 ];
 
