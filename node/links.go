@@ -50,6 +50,9 @@ type peer struct {
 	gossiped      []string
 	gossipedAt    time.Time
 	gossipIgnored int // addresses of gossiped that the merge ignored
+	// move is the state of moving the link to the member's Unix socket
+	// (see unixmove.go).
+	move unixMove
 }
 
 // gossipRecheck is how long a member's addresses, as a third party told
@@ -124,7 +127,7 @@ func (n *Node) addLink(l *transport.Link) {
 	var loser *peerLink
 	p := n.memberLocked(key)
 	if old := p.link; old != nil {
-		if n.preferLink(old.link, l) == old.link {
+		if n.preferLink(p, old.link, l) == old.link {
 			n.peers.Unlock()
 			n.metrics.Inc("link.duplicate")
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
@@ -152,6 +155,9 @@ func (n *Node) addLink(l *transport.Link) {
 	}
 	n.metrics.Inc("link.up")
 	n.pxChanged()
+	if l.Network() == "tcp" {
+		n.wake() // a move to the peer's Unix socket may be due (unixmove.go)
+	}
 	dir := "inbound"
 	if l.Outbound() {
 		dir = "outbound"
@@ -176,10 +182,15 @@ func (n *Node) addLink(l *transport.Link) {
 // process could not close, and the new link wins. Otherwise both ends
 // decide alike: the link dialled by the lower NodeID wins, and two links in
 // the same direction (a race of one dialler) keep the one with the lower
-// Noise session id (the handshake hash), which both ends share.
-func (n *Node) preferLink(old, l *transport.Link) *transport.Link {
+// Noise session id (the handshake hash), which both ends share. Before
+// those, a Unix link both ends agreed to move to wins over the TCP link
+// (see unixmove.go). The caller holds the peers mutex.
+func (n *Node) preferLink(p *peer, old, l *transport.Link) *transport.Link {
 	if !bytes.Equal(old.PeerStatic(), l.PeerStatic()) {
 		return l
+	}
+	if w := movedLocked(p, old, l, time.Now()); w != nil {
+		return w
 	}
 	return n.tieBreak(old, l)
 }
@@ -331,7 +342,13 @@ func (n *Node) dialDue() time.Time {
 	}
 	dialing := n.dialsLocked()
 	for _, p := range n.peers.byKey {
-		if p.dialing || p.link != nil || len(p.addrs) == 0 {
+		if p.link != nil {
+			if at := n.askMoveLocked(p, now); !at.IsZero() && at.Before(next) {
+				next = at
+			}
+			continue
+		}
+		if p.dialing || len(p.addrs) == 0 {
 			continue
 		}
 		if now.Before(p.next) {
@@ -714,6 +731,8 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.handleAck(pl, payload)
 	case proto.FrameCard:
 		n.handleCard(pl, payload)
+	case proto.FrameLinkMove:
+		n.handleLinkMove(pl, payload)
 	default:
 		n.metrics.Inc("frame.unknown")
 		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
