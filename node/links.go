@@ -189,8 +189,11 @@ func (n *Node) preferLink(p *peer, old, l *transport.Link) *transport.Link {
 	if !bytes.Equal(old.PeerStatic(), l.PeerStatic()) {
 		return l
 	}
-	if w := movedLocked(p, old, l, time.Now()); w != nil {
-		return w
+	if keepNew, ok := movedLocked(p, old.Network(), l.Network(), time.Now()); ok {
+		if keepNew {
+			return l
+		}
+		return old
 	}
 	return n.tieBreak(old, l)
 }
@@ -732,6 +735,10 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 	case proto.FrameCard:
 		n.handleCard(pl, payload)
 	case proto.FrameLinkMove:
+		if n.cfg.legacyLinks {
+			n.metrics.Inc("frame.unknown") // as a node without them
+			return
+		}
 		n.handleLinkMove(pl, payload)
 	default:
 		n.metrics.Inc("frame.unknown")

@@ -86,12 +86,15 @@ func localSocketLocked(p *peer) (a transport.Addr, told bool) {
 // time to. It returns when to look again (zero: not waiting on p).
 func (n *Node) askMoveLocked(p *peer, now time.Time) time.Time {
 	pl := p.link
-	if pl == nil || pl.link.Network() != "tcp" || p.dialing {
+	if pl == nil || pl.link.Network() != "tcp" || p.dialing || n.cfg.legacyLinks {
 		return time.Time{}
 	}
 	m := &p.move
 	if m.askedOn == pl && now.Sub(m.askedAt) < moveWait {
 		return time.Time{}
+	}
+	if now.Before(m.agreed) {
+		return m.agreed // we agreed to the peer's ask: its dial comes
 	}
 	if now.Before(m.next) {
 		return m.next
@@ -196,24 +199,23 @@ func (n *Node) dialMove(p *peer, key proto.PubKey, a transport.Addr) {
 }
 
 // movedLocked applies the agreement to move p's link (the rule that
-// comes before rules 1 and 2 of §14.2): while it holds, of a Unix and a
-// TCP link the Unix one is kept, and the agreement is used up. It
-// returns nil when the agreement does not decide.
-func movedLocked(p *peer, old, l *transport.Link, now time.Time) *transport.Link {
-	if p == nil || now.After(p.move.agreed) || old.Network() == l.Network() {
-		return nil
+// comes before rules 1 and 2 of §14.2) to a pair of links on networks
+// oldNet (the registered link) and newNet: while the agreement holds, of
+// a Unix and a TCP link the Unix one is kept, and the agreement is used
+// up. decided is false when the agreement does not decide.
+func movedLocked(p *peer, oldNet, newNet string, now time.Time) (keepNew, decided bool) {
+	if p == nil || now.After(p.move.agreed) {
+		return false, false
 	}
-	var unix *transport.Link
 	switch {
-	case old.Network() == "unix" && l.Network() == "tcp":
-		unix = old
-	case old.Network() == "tcp" && l.Network() == "unix":
-		unix = l
+	case oldNet == "unix" && newNet == "tcp":
+	case oldNet == "tcp" && newNet == "unix":
+		keepNew = true
 	default:
-		return nil
+		return false, false
 	}
 	p.move.agreed = time.Time{}
-	return unix
+	return keepNew, true
 }
 
 // hasUnixListener reports whether the node accepts links on a Unix
