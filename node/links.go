@@ -677,7 +677,19 @@ func (n *Node) sendFrame(pl *peerLink, t proto.FrameType, payload []byte) {
 	f := make([]byte, 0, 1+len(payload))
 	f = append(f, byte(t))
 	f = append(f, payload...)
-	if err := pl.link.Send(f); err != nil {
+	err := pl.link.Send(f)
+	if errors.Is(err, transport.ErrClosed) && rehomed(t) {
+		// The link lost a duplicate pair since it was picked (a move to
+		// a Unix socket, say): the frames that move to the winner of a
+		// pair go on the peer's link now, as in fanOut.
+		n.peers.Lock()
+		cur := n.linkedLocked(pl.key)
+		n.peers.Unlock()
+		if cur != nil && cur != pl {
+			err = cur.link.Send(f)
+		}
+	}
+	if err != nil {
 		n.metrics.Inc("send.dropped." + t.String())
 		n.log.Debug("send failed", "peer", pl.key.Fingerprint(), "frame", t.String(), "err", err)
 	}

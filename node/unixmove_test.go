@@ -66,7 +66,13 @@ func TestLinkMoveOlderPeer(t *testing.T) {
 // TestLinkMoveFramesChecked: a malformed link-move frame and an agreement
 // nobody asked for are counted and change nothing.
 func TestLinkMoveFramesChecked(t *testing.T) {
-	m, a, _ := linkedPair(t)
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	tcpOnly := func(c *Config) { c.NoUnixListener = true } // no move of their own
+	a := m.startWith(0, tcpOnly)
+	b := m.startWith(1, tcpOnly, tcpAddr(t, a))
+	waitFor(t, 10*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
 	a.peers.Lock()
 	pl := a.linkedLocked(m.ids[1].Pub)
 	a.peers.Unlock()

@@ -119,12 +119,12 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 	client := func(n string) *api.Client { return api.NewClient(filepath.Join(homes[n], "meshd.sock")) }
 
 	ds := map[string]*daemon{}
-	ds["alice"] = startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug")
+	ds["alice"] = startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug", "--metrics", "127.0.0.1:0")
 	seed := tcpListen(t, waitStatus(t, meshctl, a, ds["alice"]))
 	streams := []*dmStream{startDMStream(client("alice"), "alice", "bob")}
 	for _, n := range names[1:] {
 		ds[n] = startDaemon(t, meshd, homes[n], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug",
-			"--roster", pinned, "--seed", seed)
+			"--metrics", "127.0.0.1:0", "--roster", pinned, "--seed", seed)
 	}
 	for _, n := range names[1:] {
 		waitStatus(t, meshctl, homes[n], ds[n])
@@ -199,6 +199,27 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 			t.Fatalf("%s's inbox holds %d DMs from %s, %d were sent", s.to, len(got), s.from, len(sent))
 		}
 		t.Logf("%s -> %s: %d DMs, each once", s.from, s.to, len(sent))
+	}
+	// No envelope was refused by a link on the way: the frames of each
+	// retired TCP link went on its Unix successor.
+	for _, n := range names {
+		mfs := scrapeFamilies(t, "http://"+waitMetricsAddr(t, ds[n])+"/metrics")
+		for _, fam := range []string{"meshd_frames_send_dropped_total", "meshd_envelopes_send_dropped_total"} {
+			for _, m := range mfs[fam].GetMetric() {
+				if v := m.GetCounter().GetValue(); v != 0 {
+					t.Fatalf("%s: %s %v = %v", n, fam, m.GetLabel(), v)
+				}
+			}
+		}
+		moved := 0.0
+		for _, m := range mfs["meshd_link_events_total"].GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == "moved_unix" {
+					moved += m.GetCounter().GetValue()
+				}
+			}
+		}
+		t.Logf("%s: %v links moved", n, moved)
 	}
 	for _, n := range names {
 		if err := ds[n].stop(syscall.SIGTERM); err != nil {
