@@ -735,6 +735,9 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		}
 		n.logRL.log(n.log, "peer said goodbye", pl.key.Fingerprint(), "goodbye",
 			"peer", pl.key.Fingerprint(), "reason", sanitize(payload))
+		if n.awaitMove(pl) {
+			return // the Unix link that retires pl is on its way (unixmove.go)
+		}
 		n.closeLinkAsync(pl, "goodbye")
 	case proto.FrameEnvelope:
 		n.receive(payload, rxSource{link: pl})

@@ -218,6 +218,45 @@ func movedLocked(p *peer, oldNet, newNet string, now time.Time) (keepNew, decide
 	return keepNew, true
 }
 
+// moveGrace bounds how long a TCP link the peer said goodbye to, while
+// a move to the Unix socket is agreed, stays this node's link to the
+// peer, waiting for the Unix link to retire it.
+const moveGrace = 2 * time.Second
+
+// awaitMove handles a goodbye on pl, the peer's TCP link, while a move
+// is agreed with the peer: the asker registered its Unix link and said
+// goodbye on pl before this node registered that link (its handshake
+// ends later here). Closing pl now would leave the peer without a link
+// for a moment, and drop what fan-out sends it meanwhile. So pl stays
+// the peer's link until the Unix link wins the duplicate pair (§14.2),
+// which moves pl's queued frames to it; the peer reads pl on until then
+// (for at most a second). If no Unix link comes within moveGrace, pl is
+// closed as after any goodbye. It reports whether it took the goodbye.
+func (n *Node) awaitMove(pl *peerLink) bool {
+	n.peers.Lock()
+	p := n.peers.byKey[pl.key]
+	ok := p != nil && p.link == pl && pl.link.Network() == "tcp" && time.Now().Before(p.move.agreed)
+	n.peers.Unlock()
+	if !ok {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTimer(moveGrace)
+		defer t.Stop()
+		select {
+		case <-pl.link.Done():
+			return
+		case <-n.ctx.Done():
+		case <-t.C:
+			n.metrics.Inc("link.move.late")
+		}
+		n.closeLinkAsync(pl, "goodbye")
+	}()
+	return true
+}
+
 // hasUnixListener reports whether the node accepts links on a Unix
 // socket.
 func (n *Node) hasUnixListener() bool {

@@ -157,3 +157,34 @@ func TestMoveRuleScope(t *testing.T) {
 		t.Fatal("an expired agreement decided")
 	}
 }
+
+// TestGoodbyeWhileMoveAgreed: a goodbye on the peer's TCP link while a
+// move is agreed leaves the link in place for the Unix link to retire;
+// with no Unix link in moveGrace, it closes as after any goodbye.
+func TestGoodbyeWhileMoveAgreed(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	tcpOnly := func(c *Config) { c.NoUnixListener = true }
+	a := m.startWith(0, tcpOnly)
+	b := m.startWith(1, tcpOnly, tcpAddr(t, a))
+	waitFor(t, 10*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
+	b.peers.Lock()
+	p := b.peers.byKey[m.ids[0].Pub]
+	pl := p.link
+	p.move.agreed = time.Now().Add(time.Minute)
+	b.peers.Unlock()
+	b.handleFrame(pl, append([]byte{byte(proto.FrameGoodbye)}, "duplicate link"...))
+	if pl.byeSent.Load() || pl.link.Err() != nil {
+		t.Fatal("the link was closed at the goodbye while a move was agreed")
+	}
+	b.peers.Lock()
+	still := p.link == pl
+	b.peers.Unlock()
+	if !still {
+		t.Fatal("the link is no longer b's link to a")
+	}
+	waitFor(t, 2*moveGrace, "the link closed after moveGrace", func() bool {
+		return b.metrics.Get("link.move.late") == 1 && pl.link.Err() != nil
+	})
+}

@@ -14,8 +14,9 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-// dmStream sends DMs from one node to another until stopped, and keeps
-// the bodies it sent.
+// dmStream sends DMs from one node to another (or, when to starts with
+// '#', messages to that channel) until stopped, and keeps the bodies it
+// sent.
 type dmStream struct {
 	from, to string
 	stop     chan struct{}
@@ -38,7 +39,11 @@ func startDMStream(cl *api.Client, from, to string) *dmStream {
 			default:
 			}
 			body := fmt.Sprintf("%s to %s %d", s.from, s.to, i)
-			if _, err := cl.Send(ctx, api.Send{To: "@" + s.to, Body: body}); err != nil {
+			to := s.to
+			if !strings.HasPrefix(to, "#") {
+				to = "@" + to
+			}
+			if _, err := cl.Send(ctx, api.Send{To: to, Body: body}); err != nil {
 				s.mu.Lock()
 				s.err = err
 				s.mu.Unlock()
@@ -119,9 +124,12 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 	client := func(n string) *api.Client { return api.NewClient(filepath.Join(homes[n], "meshd.sock")) }
 
 	ds := map[string]*daemon{}
-	ds["alice"] = startDaemon(t, meshd, a, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug", "--metrics", "127.0.0.1:0")
+	ds["alice"] = startDaemon(t, meshd, a, append([]string{"--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug",
+		"--metrics", "127.0.0.1:0"}, noChannelQuota...)...)
 	seed := tcpListen(t, waitStatus(t, meshctl, a, ds["alice"]))
+	meshctlOK(t, meshctl, "--home", a, "channel", "create", "live")
 	streams := []*dmStream{startDMStream(client("alice"), "alice", "bob")}
+	live := startDMStream(client("alice"), "alice", "#live")
 	for _, n := range names[1:] {
 		ds[n] = startDaemon(t, meshd, homes[n], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--log-level", "debug",
 			"--metrics", "127.0.0.1:0", "--roster", pinned, "--seed", seed)
@@ -200,6 +208,39 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 		}
 		t.Logf("%s -> %s: %d DMs, each once", s.from, s.to, len(sent))
 	}
+	// The channel messages alice sent across the moves are in both
+	// readers' stores.
+	sentLive := live.end(t)
+	for _, n := range names[1:] {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := map[string]bool{}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			h, err := client(n).History(ctx, api.HistoryQuery{Channel: "live", Limit: api.MaxHistoryLimit})
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: history: %v", n, err)
+			}
+			for _, m := range h.Messages {
+				got[m.Body] = true
+			}
+			missing := 0
+			for _, b := range sentLive {
+				if !got[b] {
+					missing++
+				}
+			}
+			if missing == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's history of #live lacks %d of %d messages", n, missing, len(sentLive))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Logf("alice -> #live: %d messages in both readers' stores", len(sentLive))
+
 	// No envelope was refused by a link on the way: the frames of each
 	// retired TCP link went on its Unix successor.
 	for _, n := range names {
