@@ -141,7 +141,8 @@ func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
 	}
 	switch m.Step {
 	case proto.MoveAsk:
-		if !n.hasUnixListener() {
+		if !n.hasUnixListener() || p.dialing {
+			// No socket to move to, or a Unix dial of ours is on its way.
 			n.metrics.Inc("link.move.ignored")
 			return
 		}
