@@ -159,6 +159,10 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// meshctl status counts the links by transport.
+	if st := meshctlOK(t, meshctl, "--home", a, "status"); !strings.Contains(st, "(unix 2)") {
+		t.Fatalf("alice's status does not count two Unix links:\n%s", st)
+	}
 	// meshctl peers shows the transport.
 	txt := meshctlOK(t, meshctl, "--home", a, "peers")
 	if !strings.Contains(txt, "unix") || strings.Contains(txt, "tcp") {
