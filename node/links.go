@@ -124,10 +124,11 @@ func (n *Node) addLink(l *transport.Link) {
 		_ = l.Close()
 		return
 	}
-	var loser *peerLink
+	var loser, deferred *peerLink
 	p := n.memberLocked(key)
 	if old := p.link; old != nil {
-		if n.preferLink(p, old.link, l) == old.link {
+		keep, moved := n.preferLink(p, old.link, l)
+		if keep == old.link {
 			n.peers.Unlock()
 			n.metrics.Inc("link.duplicate")
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
@@ -135,7 +136,11 @@ func (n *Node) addLink(l *transport.Link) {
 			return
 		}
 		loser = old
-		n.retireLoser(old, pl) // before pl is published: its frames go first
+		if moved && l.Outbound() {
+			deferred = old // retired once the peer has taken l (unixmove.go)
+		} else {
+			n.retireLoser(old, pl) // before pl is published: its frames go first
+		}
 	}
 	p.link = pl
 	p.fails = 0
@@ -165,7 +170,7 @@ func (n *Node) addLink(l *transport.Link) {
 	n.log.Info("link up", "peer", key.Fingerprint(), "name", pl.payload.Name, "addr", l.RemoteAddr(),
 		"network", l.Network(), "dir", dir, "peer_roster", pl.payload.RosterVersion)
 
-	l.Start(func(frame []byte) { n.handleFrame(pl, frame) })
+	l.Start(n.frameHandler(pl, deferred))
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -185,17 +190,18 @@ func (n *Node) addLink(l *transport.Link) {
 // Noise session id (the handshake hash), which both ends share. Before
 // those, a Unix link both ends agreed to move to wins over the TCP link
 // (see unixmove.go). The caller holds the peers mutex.
-func (n *Node) preferLink(p *peer, old, l *transport.Link) *transport.Link {
+// moved says the move agreement decided.
+func (n *Node) preferLink(p *peer, old, l *transport.Link) (keep *transport.Link, moved bool) {
 	if !bytes.Equal(old.PeerStatic(), l.PeerStatic()) {
-		return l
+		return l, false
 	}
 	if keepNew, ok := movedLocked(p, old.Network(), l.Network(), time.Now()); ok {
 		if keepNew {
-			return l
+			return l, true
 		}
-		return old
+		return old, true
 	}
-	return n.tieBreak(old, l)
+	return n.tieBreak(old, l), false
 }
 
 func (n *Node) tieBreak(a, b *transport.Link) *transport.Link {

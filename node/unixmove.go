@@ -2,6 +2,7 @@ package node
 
 import (
 	"os"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/proto"
@@ -256,6 +257,40 @@ func (n *Node) awaitMove(pl *peerLink) bool {
 		n.closeLinkAsync(pl, "goodbye")
 	}()
 	return true
+}
+
+// frameHandler returns the frame handler of pl. When pl is the Unix link
+// this node dialled to move the peer's TCP link old, old is retired only
+// once the peer has taken pl: at pl's first frame (the peer sends its
+// link-up frames on pl only after registering it), when pl ends, or
+// after moveGrace. Until then old stays open both ways, so the peer,
+// whose link old still is, neither loses it for a moment (its side of
+// old would end at our goodbye) nor has its frames refused; ours go on
+// pl already.
+func (n *Node) frameHandler(pl, old *peerLink) func([]byte) {
+	if old == nil {
+		return func(frame []byte) { n.handleFrame(pl, frame) }
+	}
+	var once sync.Once
+	retire := func() {
+		once.Do(func() { n.sendRehomed(old.link.CloseAndDrain(goodbyeFrame("duplicate link")), old, pl) })
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTimer(moveGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-pl.link.Done():
+		case <-n.ctx.Done():
+		}
+		retire()
+	}()
+	return func(frame []byte) {
+		retire()
+		n.handleFrame(pl, frame)
+	}
 }
 
 // hasUnixListener reports whether the node accepts links on a Unix
