@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,14 @@ func TestLinkMovesToUnix(t *testing.T) {
 	}
 	if a.metrics.Get("link.move.agreed")+b.metrics.Get("link.move.agreed") != 1 {
 		t.Fatalf("link.move.agreed a=%d b=%d, want one", a.metrics.Get("link.move.agreed"), b.metrics.Get("link.move.agreed"))
+	}
+	// Neither end was without a link for a moment: no frame was refused.
+	for _, n := range []*Node{a, b} {
+		for name, v := range n.metrics.Snapshot() {
+			if v != 0 && (strings.HasPrefix(name, "send.dropped.") || strings.HasPrefix(name, "tx.dropped.") || name == "link.move.late") {
+				t.Fatalf("%s = %d", name, v)
+			}
+		}
 	}
 }
 
