@@ -24,6 +24,9 @@ var (
 	ErrWrongOrg = errors.New("wrong org")
 	// ErrNameTaken: another channel of the org holds the name and keeps it.
 	ErrNameTaken = errors.New("channel name taken")
+	// ErrTooFewSignatures: an edit (a version after the first) carries
+	// fewer admin signatures than the roster's quorum.
+	ErrTooFewSignatures = errors.New("too few admin signatures")
 	// ErrUnknownChannel: no channel has that id or name.
 	ErrUnknownChannel = errors.New("unknown channel")
 )

@@ -368,3 +368,54 @@ func TestCheckUpdate(t *testing.T) {
 	mustSign(t, byMember, bob)
 	wantErr(t, CheckUpdate(r, cur, byMember), ErrNotAdmin)
 }
+
+// TestEditQuorum: where the roster's quorum is 2, a new channel needs one
+// admin signature and an edit (a tombstone included) two distinct ones;
+// a non-admin's signature still spoils the document.
+func TestEditQuorum(t *testing.T) {
+	r := testRoster(t)
+	r.Threshold = 2
+	v1 := testPolicy(uuid.Must(uuid.NewV7()), "ops")
+	if err := v1.Sign(alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(r, v1); err != nil {
+		t.Fatalf("v1 with one admin signature: %v", err)
+	}
+	for _, next := range []*Policy{v1.Next(), v1.Tombstone()} {
+		if err := next.Sign(alice); err != nil {
+			t.Fatal(err)
+		}
+		if err := next.Sign(alice); err != nil { // again: replaces, counts once
+			t.Fatal(err)
+		}
+		err := Check(r, next)
+		if !errors.Is(err, ErrTooFewSignatures) || !strings.Contains(err.Error(), "1 of 2") {
+			t.Fatalf("v%d with one admin signature: %v, want too few (1 of 2)", next.Version, err)
+		}
+		if tl := CountSignatures(r, next); tl.Have != 1 || tl.Need != 2 || tl.Missing() != 1 {
+			t.Fatalf("tally %+v", tl)
+		}
+		if err := next.Sign(carol); err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(r, next); err != nil {
+			t.Fatalf("v%d signed by two admins: %v", next.Version, err)
+		}
+		if err := next.Sign(bob); err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(r, next); !errors.Is(err, ErrNotAdmin) {
+			t.Fatalf("v%d also signed by a member: %v, want not admin", next.Version, err)
+		}
+	}
+	// Quorum 1 (the default): one admin signs an edit, as before.
+	r.Threshold = 1
+	next := v1.Next()
+	if err := next.Sign(alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(r, next); err != nil {
+		t.Fatalf("edit under quorum 1: %v", err)
+	}
+}

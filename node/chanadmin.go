@@ -1,6 +1,8 @@
 package node
 
 import (
+	"errors"
+	"net/http"
 	"slices"
 
 	"github.com/meshd/meshd/channel"
@@ -30,19 +32,29 @@ func (n *Node) adminPolicy(q, what string) (*channel.Policy, *roster.Roster, err
 // UpdateChannel signs and spreads the next version of channel q's policy
 // with the changes in req.
 func (n *Node) UpdateChannel(q string, req api.UpdateChannel) (api.Channel, error) {
-	p, r, err := n.adminPolicy(q, "change a channel")
+	next, err := n.nextPolicy(q, req)
 	if err != nil {
 		return api.Channel{}, err
+	}
+	return n.publishOwn(next)
+}
+
+// nextPolicy returns the next version of channel q's policy with the
+// changes in req, signed by this node.
+func (n *Node) nextPolicy(q string, req api.UpdateChannel) (*channel.Policy, error) {
+	p, r, err := n.adminPolicy(q, "change a channel")
+	if err != nil {
+		return nil, err
 	}
 	next := p.Next()
 	if req.Readers != nil {
 		if next.ReadACL, err = parsePrincipals("readers", req.Readers, r); err != nil {
-			return api.Channel{}, err
+			return nil, err
 		}
 	}
 	if req.Writers != nil {
 		if next.WriteACL, err = parsePrincipals("writers", req.Writers, r); err != nil {
-			return api.Channel{}, err
+			return nil, err
 		}
 	}
 	if req.AllowHistoryFetch != nil {
@@ -51,49 +63,108 @@ func (n *Node) UpdateChannel(q string, req api.UpdateChannel) (api.Channel, erro
 	if req.RetentionHours != nil {
 		h := *req.RetentionHours
 		if h < 0 || h > channel.MaxRetentionHours {
-			return api.Channel{}, badRequest("retention of %d hours: want 0 (the default) to %d", h, channel.MaxRetentionHours)
+			return nil, badRequest("retention of %d hours: want 0 (the default) to %d", h, channel.MaxRetentionHours)
 		}
 		next.RetentionHours = uint32(h)
 	}
 	if req.RetentionMessages != nil {
 		m := *req.RetentionMessages
 		if m < 0 || m > channel.MaxRetentionMessages {
-			return api.Channel{}, badRequest("retention of %d messages: want 0 (the default) to %d", m, channel.MaxRetentionMessages)
+			return nil, badRequest("retention of %d messages: want 0 (the default) to %d", m, channel.MaxRetentionMessages)
 		}
 		next.RetentionMessages = uint32(m)
 	}
 	switch {
 	case next.Deleted() && p.Deleted():
-		return api.Channel{}, badRequest("#%s is deleted: give readers and writers to restore it", p.Name)
+		return nil, badRequest("#%s is deleted: give readers and writers to restore it", p.Name)
 	case next.Deleted():
-		return api.Channel{}, badRequest("#%s would have no readers and no writers, which deletes it: use meshctl channel delete", p.Name)
+		return nil, badRequest("#%s would have no readers and no writers, which deletes it: use meshctl channel delete", p.Name)
 	}
 	if err := next.Sign(n.id.Key); err != nil {
-		return api.Channel{}, badRequest("%w", err)
+		return nil, badRequest("%w", err)
 	}
-	if _, err := n.applyPolicy(next, nil); err != nil {
-		return api.Channel{}, badRequest("%w", err)
-	}
-	return n.Channel(next.ID.String())
+	return next, nil
 }
 
 // DeleteChannel signs and spreads the tombstone of channel q.
 func (n *Node) DeleteChannel(q string) (api.Channel, error) {
-	p, _, err := n.adminPolicy(q, "delete a channel")
+	tomb, err := n.tombstone(q)
 	if err != nil {
 		return api.Channel{}, err
 	}
+	return n.publishOwn(tomb)
+}
+
+// tombstone returns the tombstone of channel q, signed by this node.
+func (n *Node) tombstone(q string) (*channel.Policy, error) {
+	p, _, err := n.adminPolicy(q, "delete a channel")
+	if err != nil {
+		return nil, err
+	}
 	if p.Deleted() {
-		return api.Channel{}, badRequest("#%s is already deleted (v%d)", p.Name, p.Version)
+		return nil, badRequest("#%s is already deleted (v%d)", p.Name, p.Version)
 	}
 	tomb := p.Tombstone()
 	if err := tomb.Sign(n.id.Key); err != nil {
+		return nil, badRequest("%w", err)
+	}
+	return tomb, nil
+}
+
+// hintCosign says how an edit gathers the roster's quorum.
+const hintCosign = "the roster's quorum applies to channel edits: sign it to a file with --out FILE, " +
+	"have other admins run meshctl channel sign FILE, then meshctl channel publish FILE"
+
+// publishOwn merges a version this node signed and spreads it.
+func (n *Node) publishOwn(p *channel.Policy) (api.Channel, error) {
+	if _, err := n.applyPolicy(p, nil); err != nil {
+		if errors.Is(err, channel.ErrTooFewSignatures) {
+			return api.Channel{}, refuse(http.StatusConflict, hintCosign, "%w", err)
+		}
 		return api.Channel{}, badRequest("%w", err)
 	}
-	if _, err := n.applyPolicy(tomb, nil); err != nil {
+	return n.Channel(p.ID.String())
+}
+
+// DraftChannel signs the next version of channel q's policy (its
+// tombstone when del is set) without applying it, for other admins to
+// co-sign (meshctl channel sign) before it is published.
+func (n *Node) DraftChannel(q string, req api.UpdateChannel, del bool) (api.PolicyDraft, error) {
+	var p *channel.Policy
+	var err error
+	if del {
+		p, err = n.tombstone(q)
+	} else {
+		p, err = n.nextPolicy(q, req)
+	}
+	if err != nil {
+		return api.PolicyDraft{}, err
+	}
+	b, err := p.Encode()
+	if err != nil {
+		return api.PolicyDraft{}, badRequest("%w", err)
+	}
+	t := channel.CountSignatures(n.Roster(), p)
+	return api.PolicyDraft{Channel: p.Name, ID: p.ID.String(), Version: p.Version, Document: b,
+		Signatures: t.Have, Required: t.Need}, nil
+}
+
+// PublishChannel merges a signed policy document given by a local client
+// (an edit its admins co-signed) and spreads it, under the rules of a
+// policy from a peer: authority, the quorum for an edit, and no rollback.
+func (n *Node) PublishChannel(doc []byte) (api.Channel, error) {
+	p, err := channel.Parse(doc)
+	if err != nil {
+		n.metrics.Inc("policy.rejected.malformed")
 		return api.Channel{}, badRequest("%w", err)
 	}
-	return n.Channel(tomb.ID.String())
+	if _, err := n.applyPolicy(p, nil); err != nil {
+		if errors.Is(err, channel.ErrTooFewSignatures) {
+			return api.Channel{}, refuse(http.StatusConflict, "have other admins run: meshctl channel sign FILE", "%w", err)
+		}
+		return api.Channel{}, badRequest("%w", err)
+	}
+	return n.Channel(p.ID.String())
 }
 
 // policyApplied runs after the set took a new version p: it records the

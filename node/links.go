@@ -50,6 +50,9 @@ type peer struct {
 	gossiped      []string
 	gossipedAt    time.Time
 	gossipIgnored int // addresses of gossiped that the merge ignored
+	// move is the state of moving the link to the member's Unix socket
+	// (see unixmove.go).
+	move unixMove
 }
 
 // gossipRecheck is how long a member's addresses, as a third party told
@@ -121,10 +124,11 @@ func (n *Node) addLink(l *transport.Link) {
 		_ = l.Close()
 		return
 	}
-	var loser *peerLink
+	var loser, deferred *peerLink
 	p := n.memberLocked(key)
 	if old := p.link; old != nil {
-		if n.preferLink(old.link, l) == old.link {
+		keep, moved := n.preferLink(p, old.link, l)
+		if keep == old.link {
 			n.peers.Unlock()
 			n.metrics.Inc("link.duplicate")
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
@@ -132,7 +136,11 @@ func (n *Node) addLink(l *transport.Link) {
 			return
 		}
 		loser = old
-		n.retireLoser(old, pl) // before pl is published: its frames go first
+		if moved && l.Outbound() {
+			deferred = old // retired once the peer has taken l (unixmove.go)
+		} else {
+			n.retireLoser(old, pl) // before pl is published: its frames go first
+		}
 	}
 	p.link = pl
 	p.fails = 0
@@ -152,6 +160,9 @@ func (n *Node) addLink(l *transport.Link) {
 	}
 	n.metrics.Inc("link.up")
 	n.pxChanged()
+	if l.Network() == "tcp" {
+		n.wake() // a move to the peer's Unix socket may be due (unixmove.go)
+	}
 	dir := "inbound"
 	if l.Outbound() {
 		dir = "outbound"
@@ -159,7 +170,7 @@ func (n *Node) addLink(l *transport.Link) {
 	n.log.Info("link up", "peer", key.Fingerprint(), "name", pl.payload.Name, "addr", l.RemoteAddr(),
 		"network", l.Network(), "dir", dir, "peer_roster", pl.payload.RosterVersion)
 
-	l.Start(func(frame []byte) { n.handleFrame(pl, frame) })
+	l.Start(n.frameHandler(pl, deferred))
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -176,12 +187,21 @@ func (n *Node) addLink(l *transport.Link) {
 // process could not close, and the new link wins. Otherwise both ends
 // decide alike: the link dialled by the lower NodeID wins, and two links in
 // the same direction (a race of one dialler) keep the one with the lower
-// Noise session id (the handshake hash), which both ends share.
-func (n *Node) preferLink(old, l *transport.Link) *transport.Link {
+// Noise session id (the handshake hash), which both ends share. Before
+// those, a Unix link both ends agreed to move to wins over the TCP link
+// (see unixmove.go). The caller holds the peers mutex.
+// moved says the move agreement decided.
+func (n *Node) preferLink(p *peer, old, l *transport.Link) (keep *transport.Link, moved bool) {
 	if !bytes.Equal(old.PeerStatic(), l.PeerStatic()) {
-		return l
+		return l, false
 	}
-	return n.tieBreak(old, l)
+	if keepNew, ok := movedLocked(p, old.Network(), l.Network(), time.Now()); ok {
+		if keepNew {
+			return l, true
+		}
+		return old, true
+	}
+	return n.tieBreak(old, l), false
 }
 
 func (n *Node) tieBreak(a, b *transport.Link) *transport.Link {
@@ -331,7 +351,13 @@ func (n *Node) dialDue() time.Time {
 	}
 	dialing := n.dialsLocked()
 	for _, p := range n.peers.byKey {
-		if p.dialing || p.link != nil || len(p.addrs) == 0 {
+		if p.link != nil {
+			if at := n.askMoveLocked(p, now); !at.IsZero() && at.Before(next) {
+				next = at
+			}
+			continue
+		}
+		if p.dialing || len(p.addrs) == 0 {
 			continue
 		}
 		if now.Before(p.next) {
@@ -663,7 +689,19 @@ func (n *Node) sendFrame(pl *peerLink, t proto.FrameType, payload []byte) {
 	f := make([]byte, 0, 1+len(payload))
 	f = append(f, byte(t))
 	f = append(f, payload...)
-	if err := pl.link.Send(f); err != nil {
+	err := pl.link.Send(f)
+	if errors.Is(err, transport.ErrClosed) && rehomed(t) {
+		// The link lost a duplicate pair since it was picked (a move to
+		// a Unix socket, say): the frames that move to the winner of a
+		// pair go on the peer's link now, as in fanOut.
+		n.peers.Lock()
+		cur := n.linkedLocked(pl.key)
+		n.peers.Unlock()
+		if cur != nil && cur != pl {
+			err = cur.link.Send(f)
+		}
+	}
+	if err != nil {
 		n.metrics.Inc("send.dropped." + t.String())
 		n.log.Debug("send failed", "peer", pl.key.Fingerprint(), "frame", t.String(), "err", err)
 	}
@@ -709,6 +747,9 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		}
 		n.logRL.log(n.log, "peer said goodbye", pl.key.Fingerprint(), "goodbye",
 			"peer", pl.key.Fingerprint(), "reason", sanitize(payload))
+		if n.awaitMove(pl) {
+			return // the Unix link that retires pl is on its way (unixmove.go)
+		}
 		n.closeLinkAsync(pl, "goodbye")
 	case proto.FrameEnvelope:
 		n.receive(payload, rxSource{link: pl})
@@ -720,6 +761,12 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.handleAck(pl, payload)
 	case proto.FrameCard:
 		n.handleCard(pl, payload)
+	case proto.FrameLinkMove:
+		if n.cfg.legacyLinks {
+			n.metrics.Inc("frame.unknown") // as a node without them
+			return
+		}
+		n.handleLinkMove(pl, payload)
 	default:
 		n.metrics.Inc("frame.unknown")
 		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))

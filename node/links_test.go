@@ -108,7 +108,9 @@ func (p *stallProxy) stall() {
 // catch that.
 func TestRestartedPeerReplacesStaleLink(t *testing.T) {
 	m := newSyncMesh(t, 2)
-	a := m.start(0)
+	// No Unix listener: the link must stay on the proxy, not move to a's
+	// socket (unixmove.go).
+	a := m.startWith(0, func(c *Config) { c.NoUnixListener = true })
 	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)

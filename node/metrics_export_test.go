@@ -12,8 +12,9 @@ func TestExportAccessors(t *testing.T) {
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
-	a := m.start(0)
-	b := m.start(1, tcpAddr(t, a))
+	tcpOnly := func(c *Config) { c.NoUnixListener = true } // the link stays on TCP
+	a := m.startWith(0, tcpOnly)
+	b := m.startWith(1, tcpOnly, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
 
 	if got := a.LinkCounts(); len(got) != 1 || got[LinkClass{Network: "tcp", Direction: "inbound"}] != 1 {

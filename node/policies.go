@@ -113,6 +113,8 @@ func policyReason(err error) string {
 		return "not_admin"
 	case errors.Is(err, channel.ErrRollback):
 		return "rollback"
+	case errors.Is(err, channel.ErrTooFewSignatures):
+		return "quorum"
 	case errors.Is(err, channel.ErrWrongOrg):
 		return "wrong_org"
 	case errors.Is(err, channel.ErrNameTaken):

@@ -19,7 +19,12 @@ import (
 // on the control socket.
 func (n *Node) StatusInfo() api.Status {
 	r := n.Roster()
-	links := len(n.linkList())
+	ll := n.linkList()
+	links := len(ll)
+	byNet := map[string]int{}
+	for _, pl := range ll {
+		byNet[pl.link.Network()]++
+	}
 	adv := slices.Clone(n.advertisedAddrs())
 	role := "none"
 	m, member := r.Member(n.id.Pub)
@@ -57,6 +62,7 @@ func (n *Node) StatusInfo() api.Status {
 		Started:       n.started.UTC(),
 		UptimeSeconds: time.Since(n.started).Seconds(),
 		Links:         links,
+		LinksByNet:    byNet,
 		MDNS:          n.disc != nil,
 		Seeds:         seeds,
 		Counters:      n.Counters(),

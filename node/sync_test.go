@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -646,9 +647,10 @@ func TestServeHistoryLimitsPerPeer(t *testing.T) {
 	waitFor(t, 5*time.Second, "replay dropped", func() bool { return a.metrics.Get("drop.duplicate") == dups+1 })
 }
 
-// TestSyncAsksArchiveFirst: the requester asks the archive peer first,
-// then the peer most recently active in the channel, then the others.
-func TestSyncAsksArchiveFirst(t *testing.T) {
+// TestSyncAsksRecentWritersFirst: the requester asks the peer most
+// recently active in the channel first, then, as the fallback, the
+// archive peer, then the admin.
+func TestSyncAsksRecentWritersFirst(t *testing.T) {
 	m := newSyncMesh(t, 4, 1) // b is an archive node
 	a := m.startWith(0, nil)
 	b := m.startWith(1, nil, tcpAddr(t, a))
@@ -683,22 +685,39 @@ func TestSyncAsksArchiveFirst(t *testing.T) {
 		}
 		return false
 	})
-	rounds := d.syncer.roundsOf(p.ID)
 	var order []proto.PubKey
 	for _, pr := range r.Peers {
 		order = append(order, pr.Peer)
 	}
-	want := []proto.PubKey{m.ids[1].Pub, m.ids[2].Pub, m.ids[0].Pub}
-	if !slices.Equal(order, want) || !r.Peers[0].Archive {
-		t.Fatalf("asked %v, want archive b, then active c, then a (%v)", order, want)
+	want := []proto.PubKey{m.ids[2].Pub, m.ids[1].Pub, m.ids[0].Pub}
+	if !slices.Equal(order, want) || r.Peers[0].Archive || !r.Peers[1].Archive {
+		t.Fatalf("asked %v, want active c, then archive b, then admin a (%v)", order, want)
 	}
-	// Every round d ran with b linked asked b first.
-	for _, r := range rounds {
-		for i, pr := range r.Peers {
-			if pr.Peer.Equal(m.ids[1].Pub) && i != 0 {
-				t.Fatalf("round %+v asked the archive peer at position %d", r, i)
-			}
-		}
+}
+
+// TestSyncCandidateOrder pins the order of PROTOCOL.md §17.2: recent
+// writers (latest first), then archives, then admins, then the others by
+// link age, then by key.
+func TestSyncCandidateOrder(t *testing.T) {
+	now := time.Now()
+	key := func(b byte) proto.PubKey { var k proto.PubKey; k[0] = b; return k }
+	cs := []syncCandidate{
+		{key: key(1), linked: now.Add(-time.Hour)},                               // other, linked longest
+		{key: key(2), admin: true, linked: now},                                  // admin
+		{key: key(3), archive: true, linked: now},                                // archive
+		{key: key(4), active: now.Add(-time.Minute), linked: now},                // wrote a minute ago
+		{key: key(5), active: now.Add(-time.Second), archive: true, linked: now}, // wrote a second ago (an archive too)
+		{key: key(6), linked: now},                                               // other
+		{key: key(7), admin: true, archive: true, linked: now.Add(time.Second)},  // archive and admin, linked later
+		{key: key(0), linked: now},                                               // other, lower key
+	}
+	orderCandidates(cs)
+	var got []byte
+	for _, c := range cs {
+		got = append(got, c.key[0])
+	}
+	if want := []byte{5, 4, 3, 7, 2, 1, 0, 6}; !bytes.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
 	}
 }
 

@@ -30,9 +30,9 @@ import (
 // channels one after the other. For each channel we may read whose
 // policy allows history fetch:
 //
-//  1. The candidates are the linked readers of the channel: archive
-//     peers first, then the peers that wrote to the channel most
-//     recently, then the longest-linked.
+//  1. The candidates are the linked readers of the channel: the peers
+//     that wrote to the channel most recently first, then archive peers
+//     and admins as the fallback, then the longest-linked.
 //  2. The first candidate is asked with our marks (history.SeqMarks) and
 //     since_ts = now - our retention for the channel, with max_messages
 //     and max_bytes of one page. After a join (a channel we could not
@@ -535,12 +535,14 @@ func (s *syncer) runDue() {
 type syncCandidate struct {
 	pl      *peerLink
 	archive bool
+	admin   bool      // an admin of the roster
 	active  time.Time // last time we stored an envelope of theirs in the channel
+	linked  time.Time // when its link was established
+	key     proto.PubKey
 }
 
-// candidates returns the linked readers of p in the order to ask them:
-// archive peers first, then those active in the channel most recently,
-// then the longest-linked, then by key.
+// candidates returns the linked readers of p in the order to ask them
+// (see orderCandidates).
 func (s *syncer) candidates(p *channel.Policy, r *roster.Roster) []syncCandidate {
 	active := map[proto.PubKey]time.Time{}
 	if streams, err := s.store.Gaps(proto.ToChannel(p.ID)); err == nil {
@@ -556,24 +558,42 @@ func (s *syncer) candidates(p *channel.Policy, r *roster.Roster) []syncCandidate
 		if !ok || !p.CanRead(r, pl.key) {
 			continue
 		}
-		out = append(out, syncCandidate{pl: pl, archive: m.Archive, active: active[pl.key]})
+		out = append(out, syncCandidate{pl: pl, archive: m.Archive, admin: m.Role == roster.RoleAdmin,
+			active: active[pl.key], linked: pl.link.Established(), key: pl.key})
 	}
-	slices.SortFunc(out, func(a, b syncCandidate) int {
+	orderCandidates(out)
+	return out
+}
+
+// orderCandidates sorts the candidates of a round as PROTOCOL.md §17.2
+// says: the peers that wrote to the channel most recently first (they
+// were online and reading it lately), latest first; then, as the
+// fallback, archive peers, then admins; then the longest-linked; then by
+// key.
+func orderCandidates(cs []syncCandidate) {
+	tier := func(c syncCandidate) int {
 		switch {
-		case a.archive != b.archive:
-			if a.archive {
-				return -1
-			}
+		case !c.active.IsZero():
+			return 0
+		case c.archive:
 			return 1
-		case !a.active.Equal(b.active):
+		case c.admin:
+			return 2
+		}
+		return 3
+	}
+	slices.SortFunc(cs, func(a, b syncCandidate) int {
+		if ta, tb := tier(a), tier(b); ta != tb {
+			return ta - tb
+		}
+		if !a.active.Equal(b.active) {
 			return b.active.Compare(a.active)
 		}
-		if c := a.pl.link.Established().Compare(b.pl.link.Established()); c != 0 {
+		if c := a.linked.Compare(b.linked); c != 0 {
 			return c
 		}
-		return bytes.Compare(a.pl.key[:], b.pl.key[:])
+		return bytes.Compare(a.key[:], b.key[:])
 	})
-	return out
 }
 
 // isArchive reports whether r marks k as an archive.

@@ -36,6 +36,9 @@ const (
 	FramePeerUpdate FrameType = 8
 	// FrameCard carries one member's signed agent [Card].
 	FrameCard FrameType = 9
+	// FrameLinkMove carries a [LinkMove]: the two ends of a TCP link
+	// agree to replace it with a link over the Unix socket of one of them.
+	FrameLinkMove FrameType = 10
 )
 
 func (t FrameType) String() string {
@@ -58,6 +61,8 @@ func (t FrameType) String() string {
 		return "peer-update"
 	case FrameCard:
 		return "card"
+	case FrameLinkMove:
+		return "link-move"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -200,4 +205,32 @@ func ParseAck(b []byte) (*Ack, error) {
 		return nil, fmt.Errorf("ack: %w", err)
 	}
 	return &a, nil
+}
+
+// LinkMove steps (PROTOCOL.md §14.12).
+const (
+	// MoveAsk says the sender will dial the receiver's Unix socket if
+	// the receiver agrees.
+	MoveAsk uint8 = 1
+	// MoveAgree answers a MoveAsk: a Unix link the asker dials now
+	// replaces the TCP link the frame came on.
+	MoveAgree uint8 = 2
+)
+
+// LinkMove is the payload of FrameLinkMove. Wire: {0: uint step}.
+type LinkMove struct {
+	Step uint8 `cbor:"0,keyasint"`
+}
+
+// ParseLinkMove decodes a link-move payload strictly. A step other than
+// [MoveAsk] and [MoveAgree] is malformed.
+func ParseLinkMove(b []byte) (*LinkMove, error) {
+	var m LinkMove
+	if err := Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("link move: %w", err)
+	}
+	if m.Step != MoveAsk && m.Step != MoveAgree {
+		return nil, fmt.Errorf("link move: %w: step %d", ErrMalformed, m.Step)
+	}
+	return &m, nil
 }

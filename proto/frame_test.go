@@ -2,7 +2,9 @@ package proto
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -10,7 +12,7 @@ import (
 func TestFrameTypeString(t *testing.T) {
 	for ft, want := range map[FrameType]string{
 		FrameEnvelope: "envelope", FrameRoster: "roster", FramePolicy: "policy", FramePeers: "peers",
-		FrameGoodbye: "goodbye", FramePolicyDigest: "policy-digest", 0: "frame(0)", 200: "frame(200)",
+		FrameGoodbye: "goodbye", FramePolicyDigest: "policy-digest", FrameLinkMove: "link-move", 0: "frame(0)", 200: "frame(200)",
 	} {
 		if got := ft.String(); got != want {
 			t.Errorf("FrameType(%d) = %q, want %q", ft, got, want)
@@ -76,5 +78,29 @@ func TestPolicyDigestEncoding(t *testing.T) {
 	var back PolicyDigest
 	if err := UnmarshalCanonical(b, &back); err != nil || !reflect.DeepEqual(back, d) {
 		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+// TestLinkMoveWire pins the link-move payloads of PROTOCOL.md §14.12 and
+// the ones refused.
+func TestLinkMoveWire(t *testing.T) {
+	for step, want := range map[uint8]string{MoveAsk: "a10001", MoveAgree: "a10002"} {
+		b, err := Marshal(&LinkMove{Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%x", b); got != want {
+			t.Fatalf("step %d encodes as %s, want %s", step, got, want)
+		}
+		m, err := ParseLinkMove(b)
+		if err != nil || m.Step != step {
+			t.Fatalf("step %d: %+v, %v", step, m, err)
+		}
+	}
+	for _, bad := range []string{"a10000", "a10003", "a0", "a10101", "a2000101010", "01", ""} {
+		b, _ := hex.DecodeString(bad)
+		if _, err := ParseLinkMove(b); err == nil {
+			t.Fatalf("%s parsed", bad)
+		}
 	}
 }

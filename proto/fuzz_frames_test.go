@@ -8,7 +8,7 @@ import (
 )
 
 // FuzzFramePayloads feeds arbitrary bytes to the decoders of the small
-// link frames (ack, peer list, peer update, policy digest). They must
+// link frames (ack, peer list, peer update, policy digest, link move). They must
 // never panic, and whatever they accept must re-encode to the same bytes
 // (ack) or decode within the limits (peer list, peer update).
 func FuzzFramePayloads(f *testing.F) {
@@ -18,7 +18,7 @@ func FuzzFramePayloads(f *testing.F) {
 	set := []PeerInfo{{Key: alice, Addrs: []string{"tcp://10.0.0.1:7437"}}}
 	d := PeerDigest(set)
 	update, _ := Marshal(&PeerUpdate{Set: set, Removed: []PubKey{bob}, Digest: d[:]})
-	for _, s := range [][]byte{ack, peers, digest, update, {}, {0xa0}, {0xa1, 0x00, 0x80}} {
+	for _, s := range [][]byte{ack, peers, digest, update, {}, {0xa0}, {0xa1, 0x00, 0x80}, {0xa1, 0x00, 0x01}} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -58,6 +58,9 @@ func FuzzFramePayloads(f *testing.F) {
 		}
 		var d PolicyDigest
 		_ = Unmarshal(b, &d)
+		if m, err := ParseLinkMove(b); err == nil && m.Step != MoveAsk && m.Step != MoveAgree {
+			t.Fatalf("link move accepted step %d", m.Step)
+		}
 	})
 }
 

@@ -21,17 +21,24 @@ A principal P is as for 'meshctl channel create'; --readers and --writers
 replace the whole list. A channel with neither readers nor writers is
 deleted: use 'meshctl channel delete' for that.
 
+Where the roster's quorum is more than 1, an edit needs that many admin
+signatures: --out FILE writes the version signed by this node, unapplied;
+other admins add theirs with 'meshctl channel sign FILE', and
+'meshctl channel publish FILE' applies and spreads it.
+
 flags:
   --readers P,...         who may read
   --writers P,...         who may write; observers never write
   --history on|off        whether peers hand out the channel's history
   --retention-hours H     hours every node keeps the history (0: default 72)
   --retention-messages N  messages every node keeps (0: default 10000)
+  --out FILE              write the signed version to FILE for co-signing; apply nothing
 
 examples:
   meshctl channel set ops --readers role:operator,alice
   meshctl channel set deploys --writers role:member --history off
   meshctl channel set builds --retention-hours 24
+  meshctl channel set ops --readers role:operator --out ops-v4.cbor
 `
 
 func runChannelSet(a *app, args []string) error {
@@ -42,6 +49,7 @@ func runChannelSet(a *app, args []string) error {
 	hist := fs.String("history", "", "")
 	hours := fs.Int("retention-hours", -1, "")
 	msgs := fs.Int("retention-messages", -1, "")
+	out := fs.String("out", "", "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -91,6 +99,9 @@ func runChannelSet(a *app, args []string) error {
 	if len(set) == 0 {
 		return a.usageErrorf("nothing to change: give --readers, --writers, --history, --retention-hours or --retention-messages")
 	}
+	if *out != "" {
+		return a.draftChannel(name, api.DraftChannel{UpdateChannel: in}, *out)
+	}
 	ctx, cancel := a.ctx()
 	defer cancel()
 	ch, err := a.client().UpdateChannel(ctx, name, in)
@@ -111,14 +122,21 @@ current one with no readers and no writers, and spreads it to the mesh.
 Every node then stops delivering the channel, drops its subscription and
 refuses sends to it; the history it holds ages out by the channel's
 retention. The name stays taken by the tombstone. This node must be a
-roster admin.
+roster admin. Where the roster's quorum is more than 1, --out FILE writes
+the tombstone for co-signing, as for 'meshctl channel set'.
+
+flags:
+  --out FILE   write the signed tombstone to FILE for co-signing; apply nothing
 
 examples:
   meshctl channel delete old-builds
+  meshctl channel delete old-builds --out old-builds-del.cbor
 `
 
 func runChannelDelete(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
+	fs := a.flagSet()
+	out := fs.String("out", "", "")
+	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -128,6 +146,9 @@ func runChannelDelete(a *app, args []string) error {
 	name, err := a.channelArg(pos[0])
 	if err != nil {
 		return err
+	}
+	if *out != "" {
+		return a.draftChannel(name, api.DraftChannel{Delete: true}, *out)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()

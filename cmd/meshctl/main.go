@@ -78,6 +78,8 @@ var commands = []*command{
 		{name: "channel show", args: "NAME", summary: "show a channel's policy, state and versions", usage: usageChannelShow, run: runChannelShow},
 		{name: "channel set", args: "NAME [--readers P] [--writers P] [--history on|off]", summary: "sign the next version of a channel's policy (admins)", usage: usageChannelSet, run: runChannelSet},
 		{name: "channel delete", args: "NAME", summary: "delete a channel everywhere (admins)", usage: usageChannelDelete, run: runChannelDelete},
+		{name: "channel sign", args: "FILE", summary: "add this admin's signature to a channel edit (quorum)", usage: usageChannelSign, run: runChannelSign},
+		{name: "channel publish", args: "FILE", summary: "apply and spread a co-signed channel edit", usage: usageChannelPublish, run: runChannelPublish},
 	}},
 	{name: "block", args: "MEMBER", summary: "keep a member's messages out of this inbox and mailbox", usage: usageBlock, run: runBlock},
 	{name: "unblock", args: "MEMBER", summary: "let a blocked member's messages in again", usage: usageUnblock, run: runUnblock},

@@ -89,7 +89,7 @@ func runStatus(a *app, args []string) error {
 	if len(s.Seeds) > 0 {
 		fmt.Fprintf(tw, "seeds\t%s\n", strings.Join(s.Seeds, " "))
 	}
-	fmt.Fprintf(tw, "links\t%d\n", s.Links)
+	fmt.Fprintf(tw, "links\t%d%s\n", s.Links, linksByNet(s.LinksByNet))
 	if s.ClockSkewSeconds != 0 {
 		fmt.Fprintf(tw, "clock\twarning: a peer's clock differs by %+.0fs (run meshctl doctor)\n", s.ClockSkewSeconds)
 	}
@@ -163,3 +163,21 @@ func mailboxLine(mb *api.MailboxStatus) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// linksByNet renders the links by transport, as " (tcp 1, unix 2)", or
+// "" when there are none.
+func linksByNet(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	nets := make([]string, 0, len(m))
+	for k := range m {
+		nets = append(nets, k)
+	}
+	slices.Sort(nets)
+	parts := make([]string, len(nets))
+	for i, k := range nets {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}

@@ -467,10 +467,13 @@ func TestControlAPIDocumentCoversRoutes(t *testing.T) {
 // provoke, each with its reason. Every other documented status must be
 // seen, so the document cannot promise answers meshd never gives.
 var notExercised = map[string]string{
-	"*/500":        "a local failure (the store, or meshd shutting down)",
-	"markRead/409": "needs two senders' items that share an id: TestReusedRequestIDAmbiguous drives it through meshctl read",
-	"adopt/200":    "needs a fresh node and another org: TestKnockRogueLANCannotAdopt drives it through meshctl adopt",
-	"reply/409":    "needs two senders' items that share an id, as markRead/409",
+	"*/500":              "a local failure (the store, or meshd shutting down)",
+	"markRead/409":       "needs two senders' items that share an id: TestReusedRequestIDAmbiguous drives it through meshctl read",
+	"adopt/200":          "needs a fresh node and another org: TestKnockRogueLANCannotAdopt drives it through meshctl adopt",
+	"reply/409":          "needs two senders' items that share an id, as markRead/409",
+	"updateChannel/409":  "needs a roster quorum above 1: TestChannelEditQuorum drives it through meshctl channel set",
+	"deleteChannel/409":  "needs a roster quorum above 1, as updateChannel/409",
+	"publishChannel/409": "needs a roster quorum above 1: TestChannelEditQuorum drives it through meshctl channel publish",
 }
 
 // TestControlAPILive drives every control endpoint of two real meshd
@@ -865,6 +868,7 @@ func TestControlAPILive(t *testing.T) {
 
 	c.exerciseJoinRoutes(alice, bob)
 	c.exerciseCards(alice, bob) // agent cards and cancel
+	c.exerciseChannelDrafts(alice, bob)
 
 	// Every documented operation answered, with every documented status
 	// but those listed in notExercised.

@@ -402,12 +402,16 @@ func TestSeedMeshRosterPublish(t *testing.T) {
 	for _, n := range []string{"alice", "bob", "carol"} {
 		waitPeers(t, meshctl, homes[n], 2, 10*time.Second)
 	}
-	// Peers text output lists names and roles.
+	// Peers text output lists names, roles and each link's transport
+	// (tcp, or unix once a same-host link moved to the socket).
 	txt := meshctlOK(t, meshctl, "--home", a, "peers")
-	for _, want := range []string{"bob", "carol", "member", "operator", "tcp"} {
+	for _, want := range []string{"bob", "carol", "member", "operator", "VIA"} {
 		if !strings.Contains(txt, want) {
 			t.Fatalf("peers text lacks %q:\n%s", want, txt)
 		}
+	}
+	if !strings.Contains(txt, "tcp") && !strings.Contains(txt, "unix") {
+		t.Fatalf("peers text names no transport:\n%s", txt)
 	}
 
 	// alice removes carol and publishes; bob gets v4 and drops carol.

@@ -38,6 +38,10 @@ type Status struct {
 	Seeds         []string          `json:"seeds,omitempty"`
 	Counters      map[string]uint64 `json:"counters"`
 
+	// LinksByNet counts the links by transport ("tcp", "unix"): a link
+	// to a peer on this host moves to its Unix socket (PROTOCOL.md §14.12).
+	LinksByNet map[string]int `json:"links_by_network"`
+
 	// ClockSkewSeconds is the largest recent clock difference to a
 	// peer (its clock minus ours), when it exceeds 10 s; else omitted.
 	ClockSkewSeconds float64 `json:"clock_skew_seconds,omitempty"`

@@ -18,6 +18,8 @@ import (
 //	POST /v1/channels                 create a channel (admins only)        body: CreateChannel
 //	POST /v1/channels/{name}/policy   sign the next policy version (admins) body: UpdateChannel
 //	POST /v1/channels/{name}/delete   sign the channel's tombstone (admins)
+//	POST /v1/channels/{name}/draft    sign the next version, not applied    body: DraftChannel
+//	POST /v1/channels/publish         publish a co-signed policy document   body: PublishChannel
 //	GET  /v1/blocks                   the members this node blocks
 //	POST /v1/blocks                   block a member                        body: SetBlock
 //	DELETE /v1/blocks/{member}        unblock a member
@@ -95,6 +97,30 @@ type UpdateChannel struct {
 	// RetentionHours and RetentionMessages: 0 sets the default.
 	RetentionHours    *int `json:"retention_hours,omitempty"`
 	RetentionMessages *int `json:"retention_messages,omitempty"`
+}
+
+// DraftChannel is the body of POST /v1/channels/{name}/draft: the
+// changes of an [UpdateChannel], or Delete for the tombstone.
+type DraftChannel struct {
+	UpdateChannel
+	Delete bool `json:"delete,omitempty"`
+}
+
+// PolicyDraft is the answer to POST /v1/channels/{name}/draft: the next
+// policy version, signed by this node and not applied, for other admins
+// to co-sign before POST /v1/channels/publish.
+type PolicyDraft struct {
+	Channel    string `json:"channel"`
+	ID         string `json:"id"`
+	Version    uint64 `json:"version"`
+	Document   []byte `json:"document"`   // the signed policy document (PROTOCOL.md §11), base64 in JSON
+	Signatures int    `json:"signatures"` // admin signatures it carries
+	Required   int    `json:"required"`   // admin signatures it needs: the roster's quorum for an edit
+}
+
+// PublishChannel is the body of POST /v1/channels/publish.
+type PublishChannel struct {
+	Document []byte `json:"document"` // a signed policy document, base64 in JSON
 }
 
 // Channels is the answer to GET /v1/channels.
@@ -270,6 +296,18 @@ func (c *Client) Channels(ctx context.Context) (*Channels, error) {
 func (c *Client) Channel(ctx context.Context, name string) (*Channel, error) {
 	var out Channel
 	return &out, c.Get(ctx, "/v1/channels/"+url.PathEscape(name), &out)
+}
+
+// DraftChannel calls POST /v1/channels/{name}/draft.
+func (c *Client) DraftChannel(ctx context.Context, name string, in DraftChannel) (*PolicyDraft, error) {
+	var out PolicyDraft
+	return &out, c.postJSON(ctx, "/v1/channels/"+url.PathEscape(name)+"/draft", in, &out)
+}
+
+// PublishChannel calls POST /v1/channels/publish.
+func (c *Client) PublishChannel(ctx context.Context, doc []byte) (*Channel, error) {
+	var out Channel
+	return &out, c.postJSON(ctx, "/v1/channels/publish", PublishChannel{Document: doc}, &out)
 }
 
 // UpdateChannel calls POST /v1/channels/{name}/policy.

@@ -41,6 +41,10 @@ type Backend interface {
 	NewChannel(req api.CreateChannel) (api.Channel, error)
 	UpdateChannel(name string, req api.UpdateChannel) (api.Channel, error)
 	DeleteChannel(name string) (api.Channel, error)
+	// DraftChannel signs an edit without applying it; PublishChannel
+	// applies and spreads a co-signed one.
+	DraftChannel(name string, req api.UpdateChannel, del bool) (api.PolicyDraft, error)
+	PublishChannel(doc []byte) (api.Channel, error)
 	// Blocks and SetBlock read and change the local block list.
 	Blocks() api.Blocks
 	SetBlock(member string, on bool) (api.Block, error)
@@ -125,6 +129,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /v1/channels", s.createChannel)
 	mux.HandleFunc("POST /v1/channels/{name}/policy", s.updateChannel)
 	mux.HandleFunc("POST /v1/channels/{name}/delete", s.deleteChannel)
+	mux.HandleFunc("POST /v1/channels/{name}/draft", s.draftChannel)
+	mux.HandleFunc("POST /v1/channels/publish", s.publishChannel)
 	mux.HandleFunc("POST /v1/subscriptions", s.subscribe)
 	mux.HandleFunc("GET /v1/blocks", s.listBlocks)
 	mux.HandleFunc("POST /v1/blocks", s.block)

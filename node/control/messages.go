@@ -51,6 +51,32 @@ func (s *Server) updateChannel(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
+func (s *Server) draftChannel(w http.ResponseWriter, req *http.Request) {
+	var in api.DraftChannel
+	if !readJSON(w, req, &in) {
+		return
+	}
+	d, err := s.b.DraftChannel(req.PathValue("name"), in.UpdateChannel, in.Delete)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) publishChannel(w http.ResponseWriter, req *http.Request) {
+	var in api.PublishChannel
+	if !readJSON(w, req, &in) {
+		return
+	}
+	c, err := s.b.PublishChannel(in.Document)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
 func (s *Server) deleteChannel(w http.ResponseWriter, req *http.Request) {
 	c, err := s.b.DeleteChannel(req.PathValue("name"))
 	if err != nil {

@@ -80,6 +80,8 @@
 //	link.recv_throttled       meshd_link_receive_throttled_total
 //	link.send_queue_full      meshd_link_send_queue_full_total
 //	link.rehomed_frames       meshd_link_frames_rehomed_total
+//	link.moved                meshd_link_events_total                  event="moved_unix"
+//	link.move.<step>          meshd_link_moves_total                   step (asked, agreed, ignored, failed, late, malformed)
 //	roster.accepted           meshd_roster_updates_accepted_total
 //	roster.rejected.<reason>  meshd_roster_updates_rejected_total      reason
 //	roster.pushed             meshd_roster_pushes_total

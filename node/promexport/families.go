@@ -91,6 +91,7 @@ var (
 	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
 	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
 	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
+	famLinkMoves      = counter("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
 	famAddrIgnored    = counter("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
@@ -222,6 +223,8 @@ var rules = []rule{
 	{name: "link.recv_throttled", fam: famRecvThrottled},
 	{name: "link.send_queue_full", fam: famQueueFull},
 	{name: "link.rehomed_frames", fam: famRehomed},
+	{name: "link.moved", fam: famLinkEvents, values: []string{"moved_unix"}},
+	{name: "link.move.", fam: famLinkMoves},
 
 	{name: "roster.accepted", fam: famRosterAccepted},
 	{name: "roster.rejected.", fam: famRosterRejected},

@@ -1,0 +1,305 @@
+package node
+
+import (
+	"os"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// Moving a same-host link to the Unix socket (PROTOCOL.md §14.12). A
+// link learnt over TCP (a seed, gossip) would otherwise stay on TCP for
+// its life: a node never dials a peer it holds a link to. So a node
+// holding a TCP link to a member that told it, over a link from this
+// host, a unix:// address whose socket file exists here asks the member,
+// on the TCP link, to move (a link-move frame, step ask). A member that
+// knows the frame agrees (step agree) and, until moveAgreeFor has passed,
+// keeps a Unix link from the asker over its TCP link in a duplicate pair
+// (§14.2). The asker then dials the socket expecting the member's key: a
+// socket of another node, of another user or of a container that only
+// shares the path answers with another key or not at all, and the link
+// stays on TCP. The TCP link is retired as the loser of a duplicate pair,
+// its queued frames moved to the Unix link.
+//
+// An older node counts the ask as an unknown frame and never agrees, so
+// it never faces a duplicate pair decided by a rule it does not know.
+
+const (
+	// moveWait is how long an ask waits for the agreement.
+	moveWait = 10 * time.Second
+	// moveRetryMin and moveRetryMax bound the delay before asking a
+	// member again after an ask that was not answered or a dial that
+	// failed; it doubles in between.
+	moveRetryMin = time.Minute
+	moveRetryMax = 30 * time.Minute
+)
+
+// unixMove is the state of moving a member's link to its Unix socket.
+// Guarded by the peers mutex.
+type unixMove struct {
+	askedOn *peerLink // the link an ask of ours waits on, or nil
+	askedAt time.Time
+	agreed  time.Time // until when a Unix link beats the member's TCP link
+	next    time.Time // earliest next ask
+	fails   int       // asks in a row that did not end on a Unix link
+}
+
+// moveAgreeFor is how long an agreement holds: at the asker, from the
+// agreement, for its dial; at the member, from the ask, for the asker to
+// read the agreement (moveWait) and dial.
+func (n *Node) moveAgreeFor(asker bool) time.Duration {
+	if asker {
+		return 2 * n.cfg.DialTimeout
+	}
+	return moveWait + 2*n.cfg.DialTimeout
+}
+
+func moveRetry(fails int) time.Duration {
+	d := moveRetryMin
+	for i := 1; i < fails && d < moveRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, moveRetryMax)
+}
+
+// localSocketLocked returns a unix:// address of p that p itself told
+// over a link from this host and whose socket file exists here, or a
+// zero Addr; told says whether p told one at all.
+func localSocketLocked(p *peer) (a transport.Addr, told bool) {
+	for _, a := range p.addrs {
+		if a.Network != "unix" {
+			continue
+		}
+		if in := p.info[a]; in == nil || in.src != addrSelfLocal {
+			continue
+		}
+		told = true
+		if fi, err := os.Stat(a.Address); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return a, true
+		}
+	}
+	return transport.Addr{}, told
+}
+
+// askMoveLocked asks p to move its TCP link to p's Unix socket, if it is
+// time to. It returns when to look again (zero: not waiting on p).
+func (n *Node) askMoveLocked(p *peer, now time.Time) time.Time {
+	pl := p.link
+	if pl == nil || pl.link.Network() != "tcp" || p.dialing || n.cfg.legacyLinks {
+		return time.Time{}
+	}
+	m := &p.move
+	if m.askedOn == pl && now.Sub(m.askedAt) < moveWait {
+		return time.Time{}
+	}
+	if now.Before(m.agreed) {
+		return m.agreed // we agreed to the peer's ask: its dial comes
+	}
+	if now.Before(m.next) {
+		return m.next
+	}
+	if a, told := localSocketLocked(p); a.Network == "" {
+		if !told {
+			return time.Time{}
+		}
+		// A socket of another host, or not there yet: look again later.
+		m.next = now.Add(moveRetryMin)
+		return m.next
+	}
+	m.askedOn, m.askedAt = pl, now
+	m.fails++
+	m.next = now.Add(moveRetry(m.fails))
+	n.sendLinkMove(pl, proto.MoveAsk)
+	n.metrics.Inc("link.move.asked")
+	return m.next
+}
+
+func (n *Node) sendLinkMove(pl *peerLink, step uint8) {
+	b, err := proto.Marshal(&proto.LinkMove{Step: step})
+	if err != nil {
+		return
+	}
+	n.sendFrame(pl, proto.FrameLinkMove, b)
+}
+
+// handleLinkMove answers a link-move frame from pl.
+func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
+	m, err := proto.ParseLinkMove(payload)
+	if err != nil {
+		n.metrics.Inc("link.move.malformed")
+		n.logRL.warn(n.log, "bad link-move frame", pl.key.Fingerprint(), "link.move.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		return
+	}
+	now := time.Now()
+	n.peers.Lock()
+	defer n.peers.Unlock()
+	p := n.peers.byKey[pl.key]
+	if p == nil || p.link != pl || pl.link.Network() != "tcp" {
+		n.metrics.Inc("link.move.ignored")
+		return
+	}
+	switch m.Step {
+	case proto.MoveAsk:
+		if !n.hasUnixListener() || p.dialing {
+			// No socket to move to, or a Unix dial of ours is on its way.
+			n.metrics.Inc("link.move.ignored")
+			return
+		}
+		if p.move.askedOn == pl && now.Sub(p.move.askedAt) < moveWait && n.id.Pub.NodeID().Less(pl.key.NodeID()) {
+			// Both asked: the lower NodeID's ask goes on, and the
+			// peer, seeing ours, agrees to it.
+			return
+		}
+		p.move.askedOn = nil
+		p.move.agreed = now.Add(n.moveAgreeFor(false))
+		n.sendLinkMove(pl, proto.MoveAgree)
+		n.metrics.Inc("link.move.agreed")
+	case proto.MoveAgree:
+		if p.move.askedOn != pl || now.Sub(p.move.askedAt) >= moveWait || p.dialing {
+			n.metrics.Inc("link.move.ignored")
+			return
+		}
+		a, _ := localSocketLocked(p)
+		if a.Network == "" {
+			n.metrics.Inc("link.move.ignored")
+			return
+		}
+		p.move.askedOn = nil
+		p.move.agreed = now.Add(n.moveAgreeFor(true))
+		p.dialing = true
+		n.wg.Add(1)
+		go n.dialMove(p, pl.key, a)
+	}
+}
+
+// dialMove dials member key's Unix socket a after it agreed to move.
+func (n *Node) dialMove(p *peer, key proto.PubKey, a transport.Addr) {
+	defer n.wg.Done()
+	l, err := n.dial(a, &key)
+	if err == nil {
+		n.addLink(l)
+	}
+	n.peers.Lock()
+	p.dialing = false
+	moved := p.link != nil && p.link.link == l
+	if moved {
+		p.move.fails = 0
+		p.move.next = time.Time{}
+	}
+	n.peers.Unlock()
+	if moved {
+		n.metrics.Inc("link.moved")
+		n.log.Info("link moved to the Unix socket", "peer", key.Fingerprint(), "addr", a.String())
+		return
+	}
+	n.metrics.Inc("link.move.failed")
+	n.logRL.warn(n.log, "link stays on TCP", key.Fingerprint(), "link.move.failed",
+		"peer", key.Fingerprint(), "socket", a.String(), "err", errString(err))
+	n.wake()
+}
+
+// movedLocked applies the agreement to move p's link (the rule that
+// comes before rules 1 and 2 of §14.2) to a pair of links on networks
+// oldNet (the registered link) and newNet: while the agreement holds, of
+// a Unix and a TCP link the Unix one is kept, and the agreement is used
+// up. decided is false when the agreement does not decide.
+func movedLocked(p *peer, oldNet, newNet string, now time.Time) (keepNew, decided bool) {
+	if p == nil || now.After(p.move.agreed) {
+		return false, false
+	}
+	switch {
+	case oldNet == "unix" && newNet == "tcp":
+	case oldNet == "tcp" && newNet == "unix":
+		keepNew = true
+	default:
+		return false, false
+	}
+	p.move.agreed = time.Time{}
+	return keepNew, true
+}
+
+// moveGrace bounds how long a TCP link the peer said goodbye to, while
+// a move to the Unix socket is agreed, stays this node's link to the
+// peer, waiting for the Unix link to retire it.
+const moveGrace = 2 * time.Second
+
+// awaitMove handles a goodbye on pl, the peer's TCP link, while a move
+// is agreed with the peer: the asker registered its Unix link and said
+// goodbye on pl before this node registered that link (its handshake
+// ends later here). Closing pl now would leave the peer without a link
+// for a moment, and drop what fan-out sends it meanwhile. So pl stays
+// the peer's link until the Unix link wins the duplicate pair (§14.2),
+// which moves pl's queued frames to it; the peer reads pl on until then
+// (for at most a second). If no Unix link comes within moveGrace, pl is
+// closed as after any goodbye. It reports whether it took the goodbye.
+func (n *Node) awaitMove(pl *peerLink) bool {
+	n.peers.Lock()
+	p := n.peers.byKey[pl.key]
+	ok := p != nil && p.link == pl && pl.link.Network() == "tcp" && time.Now().Before(p.move.agreed)
+	n.peers.Unlock()
+	if !ok {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTimer(moveGrace)
+		defer t.Stop()
+		select {
+		case <-pl.link.Done():
+			return
+		case <-n.ctx.Done():
+		case <-t.C:
+			n.metrics.Inc("link.move.late")
+		}
+		n.closeLinkAsync(pl, "goodbye")
+	}()
+	return true
+}
+
+// frameHandler returns the frame handler of pl. When pl is the Unix link
+// this node dialled to move the peer's TCP link old, old is retired only
+// once the peer has taken pl: at pl's first frame (the peer sends its
+// link-up frames on pl only after registering it), when pl ends, or
+// after moveGrace. Until then old stays open both ways, so the peer,
+// whose link old still is, neither loses it for a moment (its side of
+// old would end at our goodbye) nor has its frames refused; ours go on
+// pl already.
+func (n *Node) frameHandler(pl, old *peerLink) func([]byte) {
+	if old == nil {
+		return func(frame []byte) { n.handleFrame(pl, frame) }
+	}
+	var once sync.Once
+	retire := func() {
+		once.Do(func() { n.sendRehomed(old.link.CloseAndDrain(goodbyeFrame("duplicate link")), old, pl) })
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTimer(moveGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-pl.link.Done():
+		case <-n.ctx.Done():
+		}
+		retire()
+	}()
+	return func(frame []byte) {
+		retire()
+		n.handleFrame(pl, frame)
+	}
+}
+
+// hasUnixListener reports whether the node accepts links on a Unix
+// socket.
+func (n *Node) hasUnixListener() bool {
+	for _, ln := range n.listeners {
+		if ln.Addr().Network == "unix" {
+			return true
+		}
+	}
+	return false
+}
