@@ -139,6 +139,7 @@ func (n *Node) PresenceTable() api.Presence {
 			Self:      e.Key.Equal(n.id.Pub),
 		})
 	}
+	out.Agent = n.agentPresence(now)
 	return out
 }
 
@@ -148,6 +149,7 @@ func (n *Node) PresenceTable() api.Presence {
 // one is refused, naming the candidates by sender; a reused id must not
 // let one sender mark another's item read.
 func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
+	n.clientActed()
 	items, err := n.store.InboxByID(id)
 	if err != nil {
 		return api.Item{}, err
@@ -188,11 +190,4 @@ func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 		return api.Item{}, err
 	}
 	return n.renderItem(it)
-}
-
-// SetPresence announces our presence state to the org and returns the
-// presence table.
-func (n *Node) SetPresence(st proto.PresenceState) api.Presence {
-	n.publishPresence(st)
-	return n.PresenceTable()
 }

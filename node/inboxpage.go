@@ -67,6 +67,8 @@ func (n *Node) InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, err
 		t := time.NewTimer(q.Timeout)
 		defer t.Stop()
 		deadline = t.C
+		// A client waiting on the inbox: the agent is away (presence).
+		defer n.ClientWaiting()()
 	}
 	for {
 		// Take the notifier before looking, so an item arriving in between
@@ -85,6 +87,8 @@ func (n *Node) InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, err
 			return out
 		}
 		if !q.Wait || p.Waking {
+			// A read, or a wait that ends with work: the agent is at it.
+			n.clientActed()
 			return render(), nil
 		}
 		select {

@@ -76,6 +76,7 @@ type Node struct {
 	blocks   *blockList
 	presence *presence.Table
 	pub      *presence.Publisher
+	activity *agentActivity
 	inbox    *inboxNotifier
 	events   *broadcaster
 	syncer   *syncer // history sync and serving

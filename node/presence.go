@@ -10,9 +10,9 @@ import (
 // peers never see us silent, and ages out peers that went quiet.
 func (n *Node) presenceLoop() {
 	defer n.wg.Done()
-	n.publishPresence(proto.Online)
+	n.publishPresence(n.activity.state(time.Now()).State)
 	refresh := n.cfg.PresenceTTL / 3
-	check := min(n.cfg.PresenceTTL/4, 5*time.Second)
+	check := min(n.cfg.PresenceTTL/4, 2*time.Second)
 	// Refreshes fall on multiples of the period on the clock, so that a
 	// node receives its peers' refreshes together (see exchangeLoop).
 	rt := time.NewTimer(alignedDelay(time.Now(), refresh))
@@ -25,14 +25,29 @@ func (n *Node) presenceLoop() {
 			return
 		case <-rt.C:
 			rt.Reset(alignedDelay(time.Now(), refresh))
-			n.publishPresence(n.pub.Current().State)
+			n.publishPresence(n.activity.state(time.Now()).State)
+		case <-n.activity.kick:
+			n.followActivity(time.Now())
 		case now := <-ct.C:
+			n.followActivity(now)
 			for _, k := range n.presence.Expire(now) {
 				n.metrics.Inc("presence.expired")
 				n.log.Info("peer offline: silent longer than presence ttl", "peer", k.Fingerprint(), "ttl", n.cfg.PresenceTTL)
 			}
 		}
 	}
+}
+
+// followActivity announces the state the agent's activity gives, if it
+// is not the one announced last.
+func (n *Node) followActivity(now time.Time) {
+	st := n.activity.state(now)
+	if st.State == n.pub.Current().State {
+		return
+	}
+	n.metrics.Inc("presence.changed." + st.State.String())
+	n.log.Info("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
+	n.publishPresence(st.State)
 }
 
 // presenceEnvelope signs an announcement of state.

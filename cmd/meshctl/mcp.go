@@ -256,7 +256,7 @@ func (m *mcpServer) doorbell(ctx context.Context) {
 
 // followEvents rings for each event of one event stream until it ends.
 func (m *mcpServer) followEvents(ctx context.Context, connected func()) error {
-	s, err := m.c.OpenEvents(ctx)
+	s, err := m.c.OpenEventsPassive(ctx)
 	if err != nil {
 		return err
 	}
