@@ -104,6 +104,9 @@ func (n *Node) renderEnvelope(se *proto.SignedEnvelope, it history.InboxItem) ap
 		if se.Message.InReplyTo != nil {
 			x.InReplyTo = se.Message.InReplyTo.String()
 		}
+		if n.isLocalItem(se) {
+			renderSubagent(&x, se)
+		}
 	case se.Request != nil:
 		x.RequestID = se.Request.RequestID.String()
 		x.Intent = se.Request.Intent

@@ -191,7 +191,7 @@ func (m *mcpServer) server(log *slog.Logger) (*mcp.Server, error) {
 		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error { return m.checkURI(req.Params.URI) },
 		Capabilities:       caps,
 	})
-	if err := errors.Join(m.addTools(srv), m.addWaitTool(srv), m.addViewTools(srv), m.addCardTools(srv)); err != nil {
+	if err := errors.Join(m.addTools(srv), m.addWaitTool(srv), m.addViewTools(srv), m.addCardTools(srv), m.addSubagentTool(srv)); err != nil {
 		return nil, err
 	}
 	if m.channel != nil {

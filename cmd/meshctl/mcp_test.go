@@ -21,7 +21,7 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
+var mcpTools = []string{"delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "post_subagent_result", "read_history", "read_inbox",
 	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits
@@ -170,7 +170,7 @@ func TestMCPServer(t *testing.T) {
 		t.Errorf("read_inbox has required parameters: %v", schemas["read_inbox"])
 	}
 	props := schemas["set_presence"]["properties"].(map[string]any)
-	if enum := props["state"].(map[string]any)["enum"]; len(enum.([]any)) != 3 {
+	if enum := props["state"].(map[string]any)["enum"]; len(enum.([]any)) != 4 {
 		t.Errorf("set_presence state enum %v", enum)
 	}
 	props = schemas["send_request"]["properties"].(map[string]any)
@@ -275,6 +275,19 @@ func TestMCPServer(t *testing.T) {
 	t.Logf("doorbell rang %s after the DM", time.Since(start).Round(time.Millisecond))
 	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: inboxURI}); err != nil {
 		t.Fatal(err)
+	}
+
+	// post_subagent_result: a local item that wakes wait_inbox.
+	res = toolOK(t, ctx, cs, "post_subagent_result", map[string]any{"subagent_id": "w1", "summary": "done", "result": map[string]any{"ok": true}})
+	sub := structured[api.Item](t, res)
+	if sub.Kind != "subagent_result" || sub.SubagentID != "w1" || sub.Priority != "high" || !strings.Contains(toolText(res), sub.ID) {
+		t.Errorf("post_subagent_result: %+v %q", sub, toolText(res))
+	}
+	if w := toolText(toolOK(t, ctx, cs, "wait_inbox", map[string]any{"timeout_seconds": 5})); !strings.Contains(w, sub.ID) || !strings.Contains(w, "subagent_result") {
+		t.Errorf("wait_inbox after post_subagent_result: %s", w)
+	}
+	if res = callTool(t, ctx, cs, "post_subagent_result", map[string]any{"subagent_id": "w1", "summary": ""}); !res.IsError {
+		t.Errorf("post_subagent_result with no summary: %q", toolText(res))
 	}
 
 	// read_inbox: the items as JSON text; mark_read empties the unread list.

@@ -726,6 +726,15 @@ func TestControlAPILive(t *testing.T) {
 		t.Fatalf("presence after away: %+v", pres)
 	}
 	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{"state":"asleep"}`), 400, false)
+	c.json(alice, "POST", "/v1/presence", map[string]any{"state": "auto"}, 200, nil)
+
+	// Subagent results.
+	var posted struct{ Kind, SubagentID string }
+	c.json(alice, "POST", "/v1/subagent-results", map[string]any{"subagent_id": "w1", "summary": "done", "result": []int{1}}, 200, &posted)
+	if posted.Kind != "subagent_result" {
+		t.Fatalf("subagent result posted as %+v", posted)
+	}
+	c.refused(alice, reqValid, "POST", "/v1/subagent-results", js, []byte(`{"subagent_id":"a\tb","summary":"x"}`), 400, false)
 
 	// History and sequence.
 	var hist struct {

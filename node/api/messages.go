@@ -209,6 +209,10 @@ type Item struct {
 	FailedKind string `json:"failed_kind,omitempty"`
 	Delivery   string `json:"delivery,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// For a subagent_result item (kind), local only: the subagent's id
+	// and summary; its result, if any, is in Result.
+	SubagentID string `json:"subagent_id,omitempty"`
+	Summary    string `json:"summary,omitempty"`
 }
 
 // KindDeliveryFailed is the Item kind that tells a sender an envelope of

@@ -75,6 +75,8 @@ type Backend interface {
 	// our presence follows them (docs/AGENTS.md "Presence").
 	ClientSeen()
 	ClientWaiting() (end func())
+	// PostSubagentResult puts a subagent's result in our own inbox.
+	PostSubagentResult(req api.SubagentResult) (api.Item, error)
 
 	History(channel string, since time.Time, limit int) (*api.History, error)
 	Sequence() api.Sequence
@@ -153,6 +155,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("GET /v1/presence", s.getPresence)
 	mux.HandleFunc("POST /v1/presence", s.setPresence)
+	mux.HandleFunc("POST /v1/subagent-results", s.postSubagentResult)
 
 	mux.HandleFunc("GET /v1/history", s.getHistory)
 	mux.HandleFunc("GET /v1/sequence", s.getSequence)

@@ -209,6 +209,10 @@ func (s *Server) setPresence(w http.ResponseWriter, req *http.Request) {
 	jsonCall(w, req, s.b.SetPresence)
 }
 
+func (s *Server) postSubagentResult(w http.ResponseWriter, req *http.Request) {
+	jsonCall(w, req, s.b.PostSubagentResult)
+}
+
 func (s *Server) getHistory(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
 	name := q.Get("channel")

@@ -21,7 +21,7 @@ if (!meshctl || !home || !peer || !channel) {
 }
 
 const want = [
-  "delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "read_history", "read_inbox",
+  "delivery_status", "find_agents", "list_channels", "list_peers", "mark_read", "mute", "post_subagent_result", "read_history", "read_inbox",
   "send_message", "send_request", "send_response", "set_presence", "subscribe",
   "unmute", "unsubscribe", "wait_inbox",
 ];
