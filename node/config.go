@@ -73,6 +73,9 @@ type Config struct {
 	// node announces its agent away, then offline. Zero or less never.
 	PresenceAwayAfter    time.Duration
 	PresenceOfflineAfter time.Duration
+	// MaxReplyDepth is the deepest reply (a message with in_reply_to,
+	// counted along its chain) this node sends; zero or less, no limit.
+	MaxReplyDepth int
 	// CompactAtStart: a history store file of at least this many bytes
 	// that is at least half free pages is compacted when the node starts.
 	// Zero or less never compacts.
@@ -178,6 +181,9 @@ func DefaultConfig() Config {
 		// without any call means nobody is there.
 		PresenceAwayAfter:    10 * time.Minute,
 		PresenceOfflineAfter: time.Hour,
+		// 16: a conversation rarely runs to sixteen answers to answers,
+		// while two loops that answer each other stop within seconds.
+		MaxReplyDepth: 16,
 		// 64 MiB: below it a compaction saves little; above it, a file
 		// that is half free pages wastes disk and maps dead pages.
 		CompactAtStart: 64 << 20,

@@ -77,6 +77,7 @@ type Node struct {
 	presence *presence.Table
 	pub      *presence.Publisher
 	activity *agentActivity
+	replies  *replyDepths
 	inbox    *inboxNotifier
 	events   *broadcaster
 	syncer   *syncer // history sync and serving

@@ -387,6 +387,7 @@ func (n *Node) commit(batch []rxItem) {
 		if se.Kind == proto.KindRequest {
 			n.requests.received(se)
 		}
+		n.replies.note(se.ID, se.Message)
 		if !d.Inbox {
 			continue
 		}

@@ -160,10 +160,22 @@ func (n *Node) Send(req api.Send) (*api.Sent, error) {
 	if n.myRole() == roster.RoleObserver {
 		return nil, forbidden("role too low: observers may read but not send")
 	}
-	if strings.HasPrefix(req.To, "#") {
-		return n.sendChannel(req.To, msg)
+	if err := n.checkReplyDepth(reply); err != nil {
+		return nil, err
 	}
-	return n.sendDirect(req.To, proto.KindMessage, func(e *proto.Envelope) { e.Message = msg })
+	var out *api.Sent
+	var err error
+	if strings.HasPrefix(req.To, "#") {
+		out, err = n.sendChannel(req.To, msg)
+	} else {
+		out, err = n.sendDirect(req.To, proto.KindMessage, func(e *proto.Envelope) { e.Message = msg })
+	}
+	if err == nil && reply != nil {
+		if id, perr := uuid.Parse(out.ID); perr == nil {
+			n.replies.note(id, msg)
+		}
+	}
+	return out, err
 }
 
 func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {

@@ -37,6 +37,8 @@ type fileConfig struct {
 	// seen for this long, the agent is announced away, then offline.
 	PresenceAwayAfter    string
 	PresenceOfflineAfter string
+	// ReplyDepthMax is the deepest reply this node sends (0: no limit).
+	ReplyDepthMax int
 	// Link timers: a link idle for Keepalive sends a ping; one that hears
 	// nothing for IdleTimeout is closed and redialled.
 	Keepalive   string
@@ -182,6 +184,15 @@ var configKeys = []configKey{
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.PresenceOfflineAfter, err = parseDuration("presence offline after", c.PresenceOfflineAfter, 0, "0 (never) or more, like 1h")
 			return err
+		}},
+	{key: "reply_depth_max", field: func(c *fileConfig) any { return &c.ReplyDepthMax }, def: 16,
+		help: "the deepest reply (an answer to an answer, along in_reply_to) this node sends; 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.ReplyDepthMax < 0 || c.ReplyDepthMax > 1000 {
+				return fmt.Errorf("reply depth max %d: want 0 (no limit) to 1000", c.ReplyDepthMax)
+			}
+			nc.MaxReplyDepth = c.ReplyDepthMax
+			return nil
 		}},
 	{key: "keepalive", field: func(c *fileConfig) any { return &c.Keepalive }, def: "15s",
 		help: "ping a link after this long without receiving on it",

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/node/api"
+)
+
+// docBlock returns the first block of lang in docs/AGENTS.md after the
+// heading that starts with section.
+func docBlock(t *testing.T, section, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "AGENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+section)
+	if !ok {
+		t.Fatalf("docs/AGENTS.md has no section %q", section)
+	}
+	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(rest)
+	if m == nil {
+		t.Fatalf("docs/AGENTS.md section %q has no %s block", section, lang)
+	}
+	return m[1]
+}
+
+// loopStub stands in for the model in the Python loop: it answers every
+// message it is asked about with "ack: " and the message, the answer that
+// made two loops trade ~970 messages in 15 s, and prints what it notes.
+const loopStub = `
+import sys
+from types import SimpleNamespace
+def llm_decide(item): return SimpleNamespace(status="rejected", result={"reason": "stub"})
+def llm_reply(item): return "ack: " + item["body"]
+def note_reply(item): print("reply:", item["body"], flush=True)
+def note_result(item): pass
+def note_subagent(item): pass
+def note_failure(item): pass
+`
+
+// naiveLoop is the loop docs/AGENTS.md showed before it stopped answering
+// replies: it answers every message, in reply to it.
+const naiveLoop = `
+import json, os, subprocess, time
+def meshctl(*args):
+    p = subprocess.run(["meshctl", *args], capture_output=True, text=True)
+    return p.returncode, p.stdout
+budget_ends = time.monotonic() + float(os.environ.get("LOOP_BUDGET_SECONDS", "3600"))
+while (left := budget_ends - time.monotonic()) > 0:
+    code, out = meshctl("inbox", "--wait", "--timeout", f"{max(1, min(300, int(left)))}s", "--json")
+    if code != 0:
+        continue
+    for item in json.loads(out)["items"]:
+        meshctl("read", item["id"])
+        if item["kind"] == "message" and item.get("channel"):
+            meshctl("send", "#" + item["channel"], "ack: " + item["body"], "--in-reply-to", item["id"])
+`
+
+// loopOrg is alice and bob sharing #ops, each subscribed.
+func loopOrg(t *testing.T) *histOrg {
+	o := newHistOrg(t, "alice", "bob")
+	o.ctl("alice", "channel", "create", "ops")
+	waitFor(t, "bob learning #ops", 10*time.Second, func() bool {
+		return meshctlRun(t, o.meshctl, "--home", o.homes["bob"], "channel", "show", "ops").code == 0
+	})
+	for _, n := range o.names {
+		o.ctl(n, "subscribe", "ops")
+	}
+	return o
+}
+
+// startLoop runs a loop program (python3 or bash, with its script) as
+// node name's agent, with meshctl on its PATH; it returns its output and
+// a channel closed when it exits.
+func (o *histOrg) startLoop(ctx context.Context, name, prog, script string, env ...string) (*syncBuffer, chan struct{}) {
+	o.t.Helper()
+	cmd := exec.CommandContext(ctx, prog, "-c", script)
+	cmd.Env = append(cleanEnv("MESH_HOME="+o.homes[name], "PATH="+filepath.Dir(o.meshctl)+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		o.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	o.t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		if o.t.Failed() {
+			o.t.Logf("%s's loop (%s):\n%s", name, prog, out.String())
+		}
+	})
+	return out, done
+}
+
+// waitingAgent waits until name's meshd counts a client waiting on the
+// inbox: its loop is in its wait.
+func (o *histOrg) waitingAgent(name string) {
+	o.t.Helper()
+	waitFor(o.t, name+"'s loop waiting", 15*time.Second, func() bool {
+		var p api.Presence
+		if err := json.Unmarshal([]byte(o.ctl(name, "presence", "--json")), &p); err != nil {
+			o.t.Fatal(err)
+		}
+		return p.Agent != nil && p.Agent.Waiting > 0
+	})
+}
+
+// opsMessages returns the bodies of #ops in name's store.
+func (o *histOrg) opsMessages(name string) []string {
+	o.t.Helper()
+	var h api.History
+	meshctlJSON(o.t, o.meshctl, &h, "--home", o.homes[name], "history", "#ops", "--limit", "500")
+	var out []string
+	for _, m := range h.Messages {
+		out = append(out, m.Body)
+	}
+	return out
+}
+
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("the loops are for a POSIX system")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+}
+
+// TestAgentLoopsEnd runs docs/AGENTS.md's loops, as written, on two nodes
+// sharing #ops, and sends one message: each exchange ends.
+//
+// The LLM loop (a), with a stand-in model that answers every message it
+// is given with "ack: ...", runs on alice and bob with a budget of 8 s:
+// alice's message gets one answer, from bob, and alice's loop reads that
+// answer without answering it; both loops end within a second or two of
+// their budget (not 5 minutes late), and #ops holds the two messages.
+//
+// The shell loop (b) runs on both: bob prints alice's message and answers
+// nothing; it marks the message read.
+func TestAgentLoopsEnd(t *testing.T) {
+	needTools(t, "python3", "bash", "jq")
+	o := loopOrg(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("llm loop", func(t *testing.T) {
+		const budget = 8 * time.Second
+		script := loopStub + docBlock(t, "## (a)", "python")
+		start := time.Now()
+		outs, dones := map[string]*syncBuffer{}, map[string]chan struct{}{}
+		for _, n := range o.names {
+			outs[n], dones[n] = o.startLoop(ctx, n, "python3", script, "LOOP_BUDGET_SECONDS=8")
+		}
+		for _, n := range o.names {
+			o.waitingAgent(n)
+		}
+		o.ctl("alice", "send", "#ops", "deploy finished?")
+		waitFor(t, "alice's loop reading bob's answer", 10*time.Second, func() bool {
+			return strings.Contains(outs["alice"].String(), "reply: ack: deploy finished?")
+		})
+		for _, n := range o.names {
+			select {
+			case <-dones[n]:
+			case <-time.After(time.Until(start.Add(budget + 4*time.Second))):
+				t.Fatalf("%s's loop still ran %v after it started, past its budget of %v", n, time.Since(start).Round(time.Second), budget)
+			}
+		}
+		for _, n := range o.names {
+			if got := o.opsMessages(n); len(got) != 2 || got[0] != "deploy finished?" || got[1] != "ack: deploy finished?" {
+				t.Fatalf("#ops at %s holds %q, want the message and one answer", n, got)
+			}
+		}
+	})
+
+	t.Run("shell loop", func(t *testing.T) {
+		script := docBlock(t, "## (b)", "bash")
+		script = strings.ReplaceAll(script, "export MESH_HOME=/tmp/mesh/bob\n", "")
+		outs := map[string]*syncBuffer{}
+		for _, n := range o.names {
+			outs[n], _ = o.startLoop(ctx, n, "bash", script)
+		}
+		for _, n := range o.names {
+			o.waitingAgent(n)
+		}
+		o.ctl("alice", "send", "#ops", "tests are green")
+		waitFor(t, "bob's loop printing alice's message", 10*time.Second, func() bool {
+			return strings.Contains(outs["bob"].String(), "alice #ops: tests are green")
+		})
+		// bob's loop marked it read, and is back in its wait.
+		waitFor(t, "bob's loop done with it", 10*time.Second, func() bool {
+			var in api.Inbox
+			meshctlJSON(t, o.meshctl, &in, "--home", o.homes["bob"], "inbox")
+			return len(in.Items) == 0
+		})
+		o.waitingAgent("bob")
+		if got := o.opsMessages("bob"); len(got) != 3 || got[2] != "tests are green" {
+			t.Fatalf("#ops at bob holds %q: the shell loop answered", got)
+		}
+	})
+}
+
+// TestReplyStormCapped runs the loop docs/AGENTS.md showed before (it
+// answers every message, answers included) on alice and bob: one message
+// set them trading answers, and meshd's reply depth cap ends the exchange
+// after reply_depth_max (16) answers, refusing the 17th
+// (tx.refused.reply_depth), instead of it running until the budget ends.
+func TestReplyStormCapped(t *testing.T) {
+	needTools(t, "python3")
+	o := loopOrg(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dones := map[string]chan struct{}{}
+	for _, n := range o.names {
+		_, dones[n] = o.startLoop(ctx, n, "python3", naiveLoop, "LOOP_BUDGET_SECONDS=60")
+	}
+	for _, n := range o.names {
+		o.waitingAgent(n)
+	}
+	o.ctl("alice", "send", "#ops", "ping")
+	refused := func(n string) uint64 {
+		var s struct {
+			Counters map[string]uint64 `json:"counters"`
+		}
+		meshctlJSON(t, o.meshctl, &s, "--home", o.homes[n], "status")
+		return s.Counters["tx.refused.reply_depth"]
+	}
+	waitFor(t, "a loop's reply refused at the depth cap", 30*time.Second, func() bool { return refused("alice")+refused("bob") > 0 })
+	// Both loops are back in their waits, with nothing left to answer.
+	for _, n := range o.names {
+		o.waitingAgent(n)
+	}
+	for _, n := range o.names {
+		if got := o.opsMessages(n); len(got) != 17 {
+			t.Fatalf("#ops at %s holds %d messages, want the first and 16 answers: %q", n, len(got), got)
+		}
+	}
+	if r := refused("alice") + refused("bob"); r != 1 {
+		t.Fatalf("%d replies refused, want 1", r)
+	}
+}
