@@ -231,6 +231,7 @@ func TestReplyStormCapped(t *testing.T) {
 	for _, n := range o.names {
 		o.waitingAgent(n)
 	}
+	sent := time.Now()
 	o.ctl("alice", "send", "#ops", "ping")
 	refused := func(n string) uint64 {
 		var s struct {
@@ -240,6 +241,7 @@ func TestReplyStormCapped(t *testing.T) {
 		return s.Counters["tx.refused.reply_depth"]
 	}
 	waitFor(t, "a loop's reply refused at the depth cap", 30*time.Second, func() bool { return refused("alice")+refused("bob") > 0 })
+	t.Logf("the reply storm ended %v after the first message", time.Since(sent).Round(10*time.Millisecond))
 	// Both loops are back in their waits, with nothing left to answer.
 	for _, n := range o.names {
 		o.waitingAgent(n)
