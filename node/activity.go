@@ -49,6 +49,9 @@ type agentActivity struct {
 	lastWaitEnd   time.Time // guarded by mu
 	override      proto.PresenceState
 	overrideUntil time.Time // guarded by mu
+	note          string    // guarded by mu: the status note, until noteUntil
+	noteUntil     time.Time // guarded by mu
+	publishedNote string    // guarded by mu: the note last announced
 	// kick tells the presence loop that the state may have changed.
 	kick chan struct{}
 }
@@ -108,9 +111,32 @@ func (a *agentActivity) setOverride(st proto.PresenceState, until time.Time) {
 	a.poke()
 }
 
+// setNote holds note until until; "" clears it.
+func (a *agentActivity) setNote(note string, until time.Time) {
+	a.mu.Lock()
+	a.note, a.noteUntil = note, until
+	a.mu.Unlock()
+	a.poke()
+}
+
+// published records the note last announced, and lastNote returns it.
+func (a *agentActivity) published(note string) {
+	a.mu.Lock()
+	a.publishedNote = note
+	a.mu.Unlock()
+}
+
+func (a *agentActivity) lastNote() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.publishedNote
+}
+
 // agentState is the derived presence and why.
 type agentState struct {
 	State         proto.PresenceState
+	Note          string
+	NoteUntil     time.Time
 	Source        string
 	Reason        string
 	Waiting       int
@@ -124,6 +150,9 @@ func (a *agentActivity) state(now time.Time) agentState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := agentState{Source: presenceFromActivity, Waiting: a.waiters, LastSeen: a.lastSeen, LastActive: a.lastAct}
+	if a.note != "" && now.Before(a.noteUntil) {
+		s.Note, s.NoteUntil = a.note, a.noteUntil
+	}
 	switch {
 	case a.override != 0 && now.Before(a.overrideUntil):
 		s.State, s.Source, s.Reason, s.OverrideUntil = a.override, presenceFromOverride, "set by presence set", a.overrideUntil

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/meshd/meshd/node/api"
@@ -17,18 +18,31 @@ func (n *Node) SetPresence(req api.SetPresence) (api.Presence, error) {
 			DefaultPresenceOverride, int(MaxPresenceOverride/time.Second))
 	}
 	now := time.Now()
-	if req.State == "auto" {
+	d := DefaultPresenceOverride
+	if req.ForSeconds > 0 {
+		d = time.Duration(req.ForSeconds) * time.Second
+	}
+	if req.State == "" && req.Note == nil {
+		return api.Presence{}, badRequest("give a state (online, away, offline or auto), a note, or both")
+	}
+	if req.Note != nil {
+		if err := proto.CheckPresenceNote(*req.Note); err != nil {
+			return api.Presence{}, refuse(http.StatusBadRequest, "a short status on one line, like \"running tests on main\"", "note: %v", err)
+		}
+	}
+	switch req.State {
+	case "":
+	case "auto":
 		n.activity.setOverride(0, time.Time{})
-	} else {
+	default:
 		st, err := proto.ParsePresenceState(req.State)
 		if err != nil {
 			return api.Presence{}, badRequest("%v (or auto, to follow the agent's activity again)", err)
 		}
-		d := DefaultPresenceOverride
-		if req.ForSeconds > 0 {
-			d = time.Duration(req.ForSeconds) * time.Second
-		}
 		n.activity.setOverride(st, now.Add(d))
+	}
+	if req.Note != nil {
+		n.activity.setNote(*req.Note, now.Add(d))
 	}
 	n.followActivity(now)
 	return n.PresenceTable(), nil
@@ -38,6 +52,7 @@ func (n *Node) SetPresence(req api.SetPresence) (api.Presence, error) {
 func (n *Node) agentPresence(now time.Time) *api.AgentPresence {
 	st := n.activity.state(now)
 	return &api.AgentPresence{State: st.State.String(), Source: st.Source, Reason: st.Reason, Waiting: st.Waiting,
+		Note: st.Note, NoteUntil: st.NoteUntil.UTC(),
 		LastSeen: st.LastSeen.UTC(), LastActive: st.LastActive.UTC(), Until: st.OverrideUntil.UTC(),
 		AwayAfter: n.cfg.PresenceAwayAfter.Seconds(), OffAfter: n.cfg.PresenceOfflineAfter.Seconds()}
 }

@@ -140,6 +140,7 @@ func (n *Node) PresenceTable() api.Presence {
 			Seq:       e.Seq,
 			LastHeard: e.LastHeard.UTC(),
 			Self:      e.Key.Equal(n.id.Pub),
+			Note:      e.Note,
 		})
 	}
 	out.Agent = n.agentPresence(now)

@@ -10,7 +10,7 @@ import (
 // peers never see us silent, and ages out peers that went quiet.
 func (n *Node) presenceLoop() {
 	defer n.wg.Done()
-	n.publishPresence(n.activity.state(time.Now()).State)
+	n.publishState(n.activity.state(time.Now()))
 	refresh := n.cfg.PresenceTTL / 3
 	check := min(n.cfg.PresenceTTL/4, 2*time.Second)
 	// Refreshes fall on multiples of the period on the clock, so that a
@@ -25,7 +25,7 @@ func (n *Node) presenceLoop() {
 			return
 		case <-rt.C:
 			rt.Reset(alignedDelay(time.Now(), refresh))
-			n.publishPresence(n.activity.state(time.Now()).State)
+			n.publishState(n.activity.state(time.Now()))
 		case <-n.activity.kick:
 			n.followActivity(time.Now())
 		case now := <-ct.C:
@@ -42,17 +42,23 @@ func (n *Node) presenceLoop() {
 // is not the one announced last.
 func (n *Node) followActivity(now time.Time) {
 	st := n.activity.state(now)
-	if st.State == n.pub.Current().State {
+	if st.State == n.pub.Current().State && st.Note == n.activity.lastNote() {
 		return
 	}
-	n.metrics.Inc("presence.changed." + st.State.String())
-	n.log.Info("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
-	n.publishPresence(st.State)
+	if st.State != n.pub.Current().State {
+		n.metrics.Inc("presence.changed." + st.State.String())
+		n.log.Info("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
+	}
+	n.publishState(st)
 }
 
-// presenceEnvelope signs an announcement of state.
-func (n *Node) presenceEnvelope(state proto.PresenceState) (*proto.SignedEnvelope, error) {
+// publishState announces st, with its note.
+func (n *Node) publishState(st agentState) { n.publishPresenceNote(st.State, st.Note) }
+
+// presenceEnvelope signs an announcement of state, with note.
+func (n *Node) presenceEnvelope(state proto.PresenceState, note string) (*proto.SignedEnvelope, error) {
 	p := n.pub.Next(state, time.Now())
+	p.Note = note
 	return n.sign(proto.ToOrg(n.Roster().Org), proto.KindPresence, presenceLifetime(n.cfg.PresenceTTL), func(e *proto.Envelope) {
 		e.Presence = &p
 	})
@@ -67,20 +73,43 @@ func presenceLifetime(ttl time.Duration) time.Duration {
 	return min(max(secs, 1), maxTTL) * time.Second
 }
 
-// publishPresence announces state to every linked peer and records it in
-// our own table.
-func (n *Node) publishPresence(state proto.PresenceState) {
-	se, err := n.presenceEnvelope(state)
+// publishPresenceNote announces state, and note if any, to every linked
+// peer and records it in our own table.
+func (n *Node) publishPresenceNote(state proto.PresenceState, note string) {
+	ses, err := n.presenceEnvelopes(state, note)
 	if err != nil {
 		n.log.Error("presence", "err", err)
 		return
 	}
-	n.presence.Observe(n.id.Pub, *se.Presence, time.Now())
-	links := n.linkList()
-	for _, pl := range links {
-		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
+	n.presence.Observe(n.id.Pub, *ses[len(ses)-1].Presence, time.Now())
+	n.activity.published(note)
+	for _, pl := range n.linkList() {
+		n.sendPresenceFrames(pl, ses)
 	}
 	n.metrics.inc(cTxPresence)
+}
+
+// presenceEnvelopes signs the announcements of state (PROTOCOL.md §14.7):
+// one without a note, which every node takes, and, when there is a note,
+// one with it and the next seq, sent in a presence-note frame, which
+// older nodes ignore and newer ones take in place of the first.
+func (n *Node) presenceEnvelopes(state proto.PresenceState, note string) ([]*proto.SignedEnvelope, error) {
+	se, err := n.presenceEnvelope(state, "")
+	if err != nil || note == "" {
+		return []*proto.SignedEnvelope{se}, err
+	}
+	noted, err := n.presenceEnvelope(state, note)
+	if err != nil {
+		return nil, err
+	}
+	return []*proto.SignedEnvelope{se, noted}, nil
+}
+
+func (n *Node) sendPresenceFrames(pl *peerLink, ses []*proto.SignedEnvelope) {
+	n.sendFrame(pl, proto.FrameEnvelope, ses[0].Raw)
+	for _, se := range ses[1:] {
+		n.sendFrame(pl, proto.FramePresenceNote, se.Raw)
+	}
 }
 
 // sendPresenceTo tells one new peer our current state.
@@ -89,11 +118,24 @@ func (n *Node) sendPresenceTo(pl *peerLink) {
 	if cur.State == 0 {
 		return
 	}
-	se, err := n.presenceEnvelope(cur.State)
+	ses, err := n.presenceEnvelopes(cur.State, n.activity.lastNote())
 	if err != nil {
 		return
 	}
-	n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
+	n.sendPresenceFrames(pl, ses)
+}
+
+// receivePresenceNote takes a presence-note frame: one Presence envelope,
+// through the receive pipeline like any; anything else is ignored.
+func (n *Node) receivePresenceNote(pl *peerLink, payload []byte) {
+	se, err := proto.ParseEnvelope(payload)
+	if err == nil && se.Kind != proto.KindPresence {
+		n.metrics.Inc("frame.presence_note_not_presence")
+		n.logRL.debug(n.log, "presence-note frame without a presence", pl.key.Fingerprint(), "frame.presence_note",
+			"peer", pl.key.Fingerprint(), "kind", se.Kind.String())
+		return
+	}
+	n.receive(payload, rxSource{link: pl})
 }
 
 // announceOffline says Offline to the given links (graceful shutdown).
@@ -101,10 +143,11 @@ func (n *Node) announceOffline(links []*peerLink) {
 	if n.pub == nil {
 		return
 	}
-	se, err := n.presenceEnvelope(proto.Offline)
+	se, err := n.presenceEnvelope(proto.Offline, "")
 	if err != nil {
 		return
 	}
+	n.activity.published("")
 	for _, pl := range links {
 		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
 	}

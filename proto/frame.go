@@ -36,6 +36,11 @@ const (
 	FramePeerUpdate FrameType = 8
 	// FrameCard carries one member's signed agent [Card].
 	FrameCard FrameType = 9
+	// FramePresenceNote carries one wire envelope of kind Presence whose
+	// presence has a note (PROTOCOL.md §14.7). It has a frame type of its
+	// own because a node that predates notes drops a Presence with key 2
+	// as malformed, while it ignores a frame type it does not know.
+	FramePresenceNote FrameType = 10
 )
 
 func (t FrameType) String() string {
@@ -58,6 +63,8 @@ func (t FrameType) String() string {
 		return "peer-update"
 	case FrameCard:
 		return "card"
+	case FramePresenceNote:
+		return "presence-note"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }

@@ -105,6 +105,7 @@ var commands = []*command{
 	{name: "verify", args: "FILE...", summary: "check mailbox files and their signatures, offline", usage: usageVerify, run: runVerify},
 	{name: "presence", summary: "show who is online", usage: usagePresence, run: runPresence, sub: []*command{
 		{name: "presence set", args: "online|away|offline|auto [--for D]", summary: "override this node's presence for a while", usage: usagePresenceSet, run: runPresenceSet},
+		{name: "presence note", args: "TEXT|--clear [--for D]", summary: "announce a short status note with this node's presence", usage: usagePresenceNote, run: runPresenceNote},
 	}},
 	{name: "mcp", args: "[--claude-channel] [--log-level L]", summary: "serve the meshd tools (wait_inbox and the rest) to an MCP host on stdio", usage: usageMCP, run: runMCP},
 	{name: "demo", args: "[--keep] [--dir DIR]", summary: "run a throwaway three-node mesh and show each step", usage: usageDemo, run: runDemo},

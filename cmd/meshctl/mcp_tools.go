@@ -41,8 +41,9 @@ type sendResponseIn struct {
 }
 
 type setPresenceIn struct {
-	State      string `json:"state"`
-	ForSeconds int    `json:"for_seconds,omitempty"`
+	State      string  `json:"state"`
+	ForSeconds int     `json:"for_seconds,omitempty"`
+	Note       *string `json:"note,omitempty"`
 }
 
 type channelIn struct {
@@ -107,7 +108,8 @@ func (m *mcpServer) addTools(srv *mcp.Server) error {
 			func(p map[string]*jsonschema.Schema) {
 				p["state"].Enum = []any{"online", "away", "offline", "auto"}
 				p["state"].Description = "online, away or offline, or auto to follow your activity again"
-				p["for_seconds"].Description = "how long the override holds, in seconds (default 1800, at most 604800)"
+				p["for_seconds"].Description = "how long the override (and note) holds, in seconds (default 1800, at most 604800)"
+				p["note"].Description = "a short status shown with your presence, such as \"running tests on main\" (at most 256 bytes, one line); \"\" withdraws it"
 			}, m.setPresence),
 		addTool(srv, "subscribe",
 			"Subscribe to a channel: its messages go to the inbox at normal priority and wake you.",
@@ -229,7 +231,7 @@ func (m *mcpServer) setPresence(ctx context.Context, _ *mcp.CallToolRequest, in 
 		return nil, nil, fmt.Errorf("%v (or auto)", err)
 	}
 	p, err := call(ctx, func(ctx context.Context) (*api.Presence, error) {
-		return m.c.SetPresenceFor(ctx, api.SetPresence{State: in.State, ForSeconds: in.ForSeconds})
+		return m.c.SetPresenceFor(ctx, api.SetPresence{State: in.State, ForSeconds: in.ForSeconds, Note: in.Note})
 	})
 	if err != nil {
 		return nil, nil, m.toolErr(err)

@@ -10,6 +10,7 @@ import (
 const usagePresence = `usage: meshctl presence [--json]
        meshctl presence set online|away|offline [--for D] [--json]
        meshctl presence set auto [--json]
+       meshctl presence note TEXT|--clear [--for D] [--json]
 
 Show the presence table: every node this meshd has heard announce its
 presence, with the state it announced and its state now. A node silent
@@ -37,7 +38,7 @@ func runPresence(a *app, args []string) error {
 		return printAgentPresence(a, p.Agent)
 	}
 	tw := table(a.Stdout)
-	fmt.Fprintln(tw, "NAME\tFINGERPRINT\tSTATE\tANNOUNCED\tLAST HEARD")
+	fmt.Fprintln(tw, "NAME\tFINGERPRINT\tSTATE\tANNOUNCED\tLAST HEARD\tNOTE")
 	now := time.Now()
 	for _, e := range p.Entries {
 		name := nameText(e.Name)
@@ -55,7 +56,11 @@ func runPresence(a *app, args []string) error {
 		if !e.LastHeard.IsZero() {
 			heard = ago(now.Sub(e.LastHeard)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, printable(e.Fingerprint, false), printable(e.State, false), announced, heard)
+		note := printable(e.Note, false)
+		if note == "" {
+			note = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, printable(e.Fingerprint, false), printable(e.State, false), announced, heard, note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

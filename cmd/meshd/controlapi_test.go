@@ -727,6 +727,9 @@ func TestControlAPILive(t *testing.T) {
 	}
 	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{"state":"asleep"}`), 400, false)
 	c.json(alice, "POST", "/v1/presence", map[string]any{"state": "auto"}, 200, nil)
+	c.json(alice, "POST", "/v1/presence", map[string]any{"note": "running tests on main", "for_seconds": 60}, 200, nil)
+	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{"note":"two\nlines"}`), 400, false)
+	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{}`), 400, false)
 
 	// Subagent results.
 	var posted struct{ Kind, SubagentID string }

@@ -16,16 +16,22 @@ import (
 // all); it asks viewer's meshd only, so peer sees no client call.
 func (o *histOrg) presenceOf(viewer, peer string) string {
 	o.t.Helper()
+	return o.presenceEntry(viewer, peer).State
+}
+
+// presenceEntry returns viewer's row for peer (State "unknown" if none).
+func (o *histOrg) presenceEntry(viewer, peer string) api.PresenceEntry {
+	o.t.Helper()
 	var p api.Presence
 	if err := json.Unmarshal([]byte(o.ctl(viewer, "presence", "--json")), &p); err != nil {
 		o.t.Fatal(err)
 	}
 	for _, e := range p.Entries {
 		if e.Name == peer {
-			return e.State
+			return e
 		}
 	}
-	return "unknown"
+	return api.PresenceEntry{State: "unknown"}
 }
 
 // TestPresenceFollowsAgent: bob's presence, as alice sees it, follows what
@@ -100,5 +106,22 @@ func TestPresenceFollowsAgent(t *testing.T) {
 	r := meshctlRun(t, o.meshctl, "--home", o.homes["bob"], "presence", "set", "away", "--for", "200h")
 	if r.code == 0 || !strings.Contains(r.stderr, "--for 200h0m0s: want 1s to 168h") {
 		t.Fatalf("presence set --for 200h: exit %d, %s", r.code, r.stderr)
+	}
+
+	// A status note travels with presence.
+	o.ctl("bob", "presence", "note", "running tests on main ✓", "--for", "10m")
+	waitFor(t, "alice seeing bob's note", 5*time.Second, func() bool {
+		return o.presenceEntry("alice", "bob").Note == "running tests on main ✓"
+	})
+	if out := o.ctl("alice", "presence"); !strings.Contains(out, "running tests on main ✓") {
+		t.Fatalf("meshctl presence does not show the note:\n%s", out)
+	}
+	o.ctl("bob", "presence", "note", "--clear")
+	waitFor(t, "alice seeing bob's note withdrawn", 5*time.Second, func() bool { return o.presenceEntry("alice", "bob").Note == "" })
+	for _, bad := range []string{"two\nlines", "bidi \u202e", strings.Repeat("x", 257)} {
+		r = meshctlRun(t, o.meshctl, "--home", o.homes["bob"], "presence", "note", bad)
+		if r.code == 0 || !strings.Contains(r.stderr, "bad presence note") {
+			t.Fatalf("presence note %q: exit %d, %s", bad, r.code, r.stderr)
+		}
 	}
 }

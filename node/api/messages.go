@@ -240,6 +240,9 @@ type PresenceEntry struct {
 	Seq       uint64    `json:"seq"`
 	LastHeard time.Time `json:"last_heard"`
 	Self      bool      `json:"self,omitempty"`
+	// Note is the member's short status note, as it wrote it (escape it
+	// before showing it on a terminal).
+	Note string `json:"note,omitempty"`
 }
 
 // Presence is the answer to GET /v1/presence.
@@ -262,6 +265,8 @@ type AgentPresence struct {
 	LastSeen   time.Time `json:"last_seen"`               // the last client call
 	LastActive time.Time `json:"last_active,omitzero"`    // the last read, send or answer
 	Until      time.Time `json:"override_until,omitzero"` // when an override ends
+	Note       string    `json:"note,omitempty"`          // the status note announced with it
+	NoteUntil  time.Time `json:"note_until,omitzero"`     // when the note ends
 	AwayAfter  float64   `json:"away_after_seconds"`      // no client for this long: away (0 never)
 	OffAfter   float64   `json:"offline_after_seconds"`   // and then offline (0 never)
 }
@@ -271,8 +276,12 @@ type SetPresence struct {
 	// State is online, away or offline, held for ForSeconds (default
 	// 1800, at most 604800) instead of the state activity gives; auto
 	// ends an override.
-	State      string `json:"state"`
+	State      string `json:"state,omitempty"`
 	ForSeconds int    `json:"for_seconds,omitempty"`
+	// Note, when present, sets the status note announced with presence
+	// (at most 256 bytes on one line) for ForSeconds; "" clears it. State
+	// may then be empty, leaving the state as it is.
+	Note *string `json:"note,omitempty"`
 }
 
 func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
