@@ -59,10 +59,14 @@ func runPresenceSet(a *app, args []string) error {
 	if a.json {
 		return a.printJSON(p)
 	}
-	if ag := p.Agent; ag != nil && ag.Source == "override" {
-		fmt.Fprintf(a.Stdout, "announced %s until %s; then presence follows the agent again\n", ag.State, ag.Until.Local().Format(time.TimeOnly))
-	} else if ag != nil {
-		fmt.Fprintf(a.Stdout, "presence follows the agent again: %s (%s)\n", ag.State, ag.Reason)
+	switch ag := p.Agent; {
+	case ag == nil: // a meshd that predates presence from activity
+		fmt.Fprintf(a.Stdout, "announced %s\n", pos[0])
+	case ag.Source == "override":
+		fmt.Fprintf(a.Stdout, "announced %s until %s; then presence follows the agent again\n",
+			printable(ag.State, false), ag.Until.Local().Format(time.TimeOnly))
+	default:
+		fmt.Fprintf(a.Stdout, "presence follows the agent again: %s (%s)\n", printable(ag.State, false), printable(ag.Reason, false))
 	}
 	return nil
 }
