@@ -80,25 +80,26 @@ func loopOrg(t *testing.T) *histOrg {
 }
 
 // startLoop runs a loop program (python3 or bash, with its script) as
-// node name's agent, with meshctl on its PATH; it returns its output and
-// a channel closed when it exits.
-func (o *histOrg) startLoop(ctx context.Context, name, prog, script string, env ...string) (*syncBuffer, chan struct{}) {
-	o.t.Helper()
+// node name's agent, with meshctl on its PATH, until t ends; it returns
+// its output and a channel closed when it exits.
+func (o *histOrg) startLoop(t *testing.T, ctx context.Context, name, prog, script string, env ...string) (*syncBuffer, chan struct{}) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, prog, "-c", script)
 	cmd.Env = append(cleanEnv("MESH_HOME="+o.homes[name], "PATH="+filepath.Dir(o.meshctl)+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
-		o.t.Fatal(err)
+		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	o.t.Cleanup(func() {
-		cmd.Process.Kill()
+	t.Cleanup(func() {
+		killGroup(cmd)
 		<-done
-		if o.t.Failed() {
-			o.t.Logf("%s's loop (%s):\n%s", name, prog, out.String())
+		if t.Failed() {
+			t.Logf("%s's loop (%s):\n%s", name, prog, out.String())
 		}
 	})
 	return out, done
@@ -164,7 +165,7 @@ func TestAgentLoopsEnd(t *testing.T) {
 		start := time.Now()
 		outs, dones := map[string]*syncBuffer{}, map[string]chan struct{}{}
 		for _, n := range o.names {
-			outs[n], dones[n] = o.startLoop(ctx, n, "python3", script, "LOOP_BUDGET_SECONDS=8")
+			outs[n], dones[n] = o.startLoop(t, ctx, n, "python3", script, "LOOP_BUDGET_SECONDS=8")
 		}
 		for _, n := range o.names {
 			o.waitingAgent(n)
@@ -192,7 +193,7 @@ func TestAgentLoopsEnd(t *testing.T) {
 		script = strings.ReplaceAll(script, "export MESH_HOME=/tmp/mesh/bob\n", "")
 		outs := map[string]*syncBuffer{}
 		for _, n := range o.names {
-			outs[n], _ = o.startLoop(ctx, n, "bash", script)
+			outs[n], _ = o.startLoop(t, ctx, n, "bash", script)
 		}
 		for _, n := range o.names {
 			o.waitingAgent(n)
@@ -212,7 +213,64 @@ func TestAgentLoopsEnd(t *testing.T) {
 			t.Fatalf("#ops at bob holds %q: the shell loop answered", got)
 		}
 	})
+
+	t.Run("outer harness", func(t *testing.T) {
+		script := docBlock(t, "### Hosts that end their turn", "bash")
+		script = strings.ReplaceAll(script, "export MESH_HOME=/home/agent/.meshd\n", "")
+		outs, runs := map[string]*syncBuffer{}, map[string]string{}
+		for _, n := range o.names {
+			bin := t.TempDir()
+			if err := os.WriteFile(filepath.Join(bin, "claude"), []byte(claudeStub), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			runs[n] = filepath.Join(bin, "runs")
+			outs[n], _ = o.startLoop(t, ctx, n, "bash", "PATH="+bin+":$PATH\n"+script, "RUNS="+runs[n])
+		}
+		runCount := func(n string) int {
+			b, _ := os.ReadFile(runs[n])
+			return strings.Count(string(b), "run")
+		}
+		for _, n := range o.names {
+			o.waitingAgent(n)
+		}
+		o.ctl("alice", "send", "#ops", "release?")
+		waitFor(t, "alice's run reading bob's answer", 10*time.Second, func() bool {
+			return strings.Contains(outs["alice"].String(), "reply: ack: release?")
+		})
+		// Both harnesses marked what woke them read, and wait again: one
+		// run each, no spin, and one answer.
+		for _, n := range o.names {
+			waitFor(t, n+"'s inbox read", 10*time.Second, func() bool {
+				var in api.Inbox
+				meshctlJSON(t, o.meshctl, &in, "--home", o.homes[n], "inbox")
+				return len(in.Items) == 0
+			})
+			o.waitingAgent(n)
+			if r := runCount(n); r != 1 {
+				t.Fatalf("%s's harness ran the model %d times, want 1", n, r)
+			}
+		}
+		if got := o.opsMessages("alice"); len(got) != 5 || got[3] != "release?" || got[4] != "ack: release?" {
+			t.Fatalf("#ops at alice holds %q, want the message and one answer", got)
+		}
+	})
 }
+
+// claudeStub stands in for `claude -p` in the outer harness: it follows
+// the harness's prompt as a model would, through meshctl rather than the
+// MCP tools, answering "ack: ..." to each message that is not itself an
+// answer; it marks nothing read (a run that forgot to), and counts its
+// runs in $RUNS.
+const claudeStub = `#!/usr/bin/env bash
+echo run >>"$RUNS"
+meshctl inbox --json | jq -c '.items[] | select(.kind == "message")' | while read -r item; do
+  if [ -z "$(jq -r '.in_reply_to // ""' <<<"$item")" ]; then
+    meshctl send "#$(jq -r .channel <<<"$item")" "ack: $(jq -r .body <<<"$item")" --in-reply-to "$(jq -r .id <<<"$item")" >/dev/null
+  else
+    echo "reply: $(jq -r .body <<<"$item")"
+  fi
+done
+`
 
 // TestReplyStormCapped runs the loop docs/AGENTS.md showed before (it
 // answers every message, answers included) on alice and bob: one message
@@ -226,7 +284,7 @@ func TestReplyStormCapped(t *testing.T) {
 	defer cancel()
 	dones := map[string]chan struct{}{}
 	for _, n := range o.names {
-		_, dones[n] = o.startLoop(ctx, n, "python3", naiveLoop, "LOOP_BUDGET_SECONDS=60")
+		_, dones[n] = o.startLoop(t, ctx, n, "python3", naiveLoop, "LOOP_BUDGET_SECONDS=60")
 	}
 	for _, n := range o.names {
 		o.waitingAgent(n)
