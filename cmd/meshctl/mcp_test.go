@@ -308,6 +308,42 @@ func TestMCPServer(t *testing.T) {
 		t.Errorf("read_inbox all: nothing")
 	}
 
+	// Presence: the doorbell's event stream is no wait, wait_inbox is
+	// (alice acted just now, so it shows online for 10 s whatever).
+	toolOK(t, ctx, cs, "set_presence", map[string]any{"state": "auto"})
+	waiting := func() int { return alice.n.PresenceTable().Agent.Waiting }
+	if !strings.Contains(stderr.String(), "following meshd's inbox events") {
+		t.Fatalf("the doorbell does not follow the events:\n%s", stderr.String())
+	}
+	if w := waiting(); w != 0 {
+		t.Fatalf("alice counts %d waiting clients with only the MCP doorbell open, want 0", w)
+	}
+	waited := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait_inbox", Arguments: map[string]any{"timeout_seconds": 20}})
+		if err != nil {
+			waited <- err.Error()
+			return
+		}
+		waited <- toolText(res)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); waiting() != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("wait_inbox does not count as a client waiting (%d)", waiting())
+		}
+	}
+	if _, err := bob.c.Send(ctx, api.Send{To: "alice", Body: "wake up"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-waited:
+		if !strings.Contains(w, "wake up") {
+			t.Errorf("wait_inbox returned %s", w)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("wait_inbox did not return on bob's DM")
+	}
+
 	// Closing stdin ends the server, with exit status 0 and no signal.
 	start = time.Now()
 	if err := cs.Close(); err != nil {
