@@ -54,6 +54,10 @@ type agentActivity struct {
 	publishedNote string    // guarded by mu: the note last announced
 	// kick tells the presence loop that the state may have changed.
 	kick chan struct{}
+	// publishing serializes announcements (node/presence.go), so that the
+	// two envelopes of one announcement take consecutive seqs and one
+	// change is announced once.
+	publishing sync.Mutex
 }
 
 func newAgentActivity(awayAfter, offlineAfter time.Duration, now time.Time) *agentActivity {

@@ -10,7 +10,7 @@ import (
 // peers never see us silent, and ages out peers that went quiet.
 func (n *Node) presenceLoop() {
 	defer n.wg.Done()
-	n.publishState(n.activity.state(time.Now()))
+	n.refreshPresence()
 	refresh := n.cfg.PresenceTTL / 3
 	check := min(n.cfg.PresenceTTL/4, 2*time.Second)
 	// Refreshes fall on multiples of the period on the clock, so that a
@@ -25,7 +25,7 @@ func (n *Node) presenceLoop() {
 			return
 		case <-rt.C:
 			rt.Reset(alignedDelay(time.Now(), refresh))
-			n.publishState(n.activity.state(time.Now()))
+			n.refreshPresence()
 		case <-n.activity.kick:
 			n.followActivity(time.Now())
 		case now := <-ct.C:
@@ -41,6 +41,8 @@ func (n *Node) presenceLoop() {
 // followActivity announces the state the agent's activity gives, if it
 // is not the one announced last.
 func (n *Node) followActivity(now time.Time) {
+	n.activity.publishing.Lock()
+	defer n.activity.publishing.Unlock()
 	st := n.activity.state(now)
 	if st.State == n.pub.Current().State && st.Note == n.activity.lastNote() {
 		return
@@ -52,7 +54,15 @@ func (n *Node) followActivity(now time.Time) {
 	n.publishState(st)
 }
 
-// publishState announces st, with its note.
+// refreshPresence announces the current state again.
+func (n *Node) refreshPresence() {
+	n.activity.publishing.Lock()
+	defer n.activity.publishing.Unlock()
+	n.publishState(n.activity.state(time.Now()))
+}
+
+// publishState announces st, with its note; the caller holds
+// n.activity.publishing.
 func (n *Node) publishState(st agentState) { n.publishPresenceNote(st.State, st.Note) }
 
 // presenceEnvelope signs an announcement of state, with note.
@@ -114,6 +124,8 @@ func (n *Node) sendPresenceFrames(pl *peerLink, ses []*proto.SignedEnvelope) {
 
 // sendPresenceTo tells one new peer our current state.
 func (n *Node) sendPresenceTo(pl *peerLink) {
+	n.activity.publishing.Lock()
+	defer n.activity.publishing.Unlock()
 	cur := n.pub.Current()
 	if cur.State == 0 {
 		return

@@ -51,8 +51,17 @@ func TestPresenceNoteFrames(t *testing.T) {
 		return len(noted) > 0
 	})
 	mu.Lock()
-	p, n := plain[len(plain)-1], noted[len(noted)-1]
+	n := noted[len(noted)-1]
+	var p *proto.SignedEnvelope
+	for _, x := range plain {
+		if x.Presence.Seq == n.Presence.Seq-1 {
+			p = x
+		}
+	}
 	mu.Unlock()
+	if p == nil {
+		t.Fatalf("no envelope frame with seq %d before the presence-note frame", n.Presence.Seq-1)
+	}
 	if p.Presence.Note != "" || n.Presence.Note != note || n.Presence.Seq != p.Presence.Seq+1 || n.Presence.State != p.Presence.State {
 		t.Fatalf("envelope frame %+v, presence-note frame %+v", p.Presence, n.Presence)
 	}
