@@ -49,7 +49,7 @@ func (n *Node) followActivity(now time.Time) {
 	}
 	if st.State != n.pub.Current().State {
 		n.metrics.Inc("presence.changed." + st.State.String())
-		n.log.Info("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
+		n.log.Debug("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
 	}
 	n.publishState(st)
 }

@@ -66,9 +66,10 @@ while (left := budget_ends - time.monotonic()) > 0:
             meshctl("send", "#" + item["channel"], "ack: " + item["body"], "--in-reply-to", item["id"])
 `
 
-// loopOrg is alice and bob sharing #ops, each subscribed.
-func loopOrg(t *testing.T) *histOrg {
-	o := newHistOrg(t, "alice", "bob")
+// loopOrg is alice and bob sharing #ops, each subscribed; args go to
+// both meshd.
+func loopOrg(t *testing.T, args ...string) *histOrg {
+	o := newHistOrgArgs(t, nil, args, "alice", "bob")
 	o.ctl("alice", "channel", "create", "ops")
 	waitFor(t, "bob learning #ops", 10*time.Second, func() bool {
 		return meshctlRun(t, o.meshctl, "--home", o.homes["bob"], "channel", "show", "ops").code == 0
@@ -311,5 +312,53 @@ func TestReplyStormCapped(t *testing.T) {
 	}
 	if r := refused("alice") + refused("bob"); r != 1 {
 		t.Fatalf("%d replies refused, want 1", r)
+	}
+}
+
+// naiveLoopNoReplyTo is naiveLoop answering without in_reply_to, so the
+// reply depth cap does not see a chain.
+var naiveLoopNoReplyTo = strings.Replace(naiveLoop, `, "--in-reply-to", item["id"])`, `)`, 1)
+
+// TestReplyStormPaced: two loops that answer every message without
+// in_reply_to escape the reply depth cap; the per-sender channel pace an
+// operator set (channel_sender_burst 5, channel_sender_rate 6 a minute)
+// holds them: each node takes five of the other's messages at once, then
+// refuses the next (drop.quota), and the exchange ends there.
+func TestReplyStormPaced(t *testing.T) {
+	needTools(t, "python3")
+	o := loopOrg(t, "--channel-sender-burst", "5", "--channel-sender-rate", "6")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if naiveLoopNoReplyTo == naiveLoop {
+		t.Fatal("the loop still answers in reply")
+	}
+	for _, n := range o.names {
+		o.startLoop(t, ctx, n, "python3", naiveLoopNoReplyTo, "LOOP_BUDGET_SECONDS=60")
+	}
+	for _, n := range o.names {
+		o.waitingAgent(n)
+	}
+	sent := time.Now()
+	o.ctl("alice", "send", "#ops", "ping")
+	refused := func(n string) uint64 {
+		var s struct {
+			Counters map[string]uint64 `json:"counters"`
+		}
+		meshctlJSON(t, o.meshctl, &s, "--home", o.homes[n], "status")
+		return s.Counters["drop.quota"]
+	}
+	waitFor(t, "a node refusing the other's message past its pace", 30*time.Second, func() bool { return refused("alice")+refused("bob") > 0 })
+	t.Logf("the paced storm ended %v after the first message", time.Since(sent).Round(10*time.Millisecond))
+	for _, n := range o.names {
+		o.waitingAgent(n)
+	}
+	got := map[string]int{}
+	for _, n := range o.names {
+		got[n] = len(o.opsMessages(n))
+	}
+	// Each took at most the burst of the other's messages (plus what the
+	// rate refilled meanwhile), and its own.
+	if got["alice"] > 13 || got["bob"] > 13 || got["alice"] < 10 || got["bob"] < 10 {
+		t.Fatalf("#ops holds %v messages, want 10 to 13 at each", got)
 	}
 }
