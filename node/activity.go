@@ -43,15 +43,15 @@ type agentActivity struct {
 	awayAfter, offlineAfter time.Duration
 
 	mu            sync.Mutex
-	waiters       int       // guarded by mu: clients waiting on the inbox now
-	lastSeen      time.Time // guarded by mu: any client call (start counts)
-	lastAct       time.Time // guarded by mu: a read, send or answer
-	lastWaitEnd   time.Time // guarded by mu
-	override      proto.PresenceState
-	overrideUntil time.Time // guarded by mu
-	note          string    // guarded by mu: the status note, until noteUntil
-	noteUntil     time.Time // guarded by mu
-	publishedNote string    // guarded by mu: the note last announced
+	waiters       int                 // guarded by mu: clients waiting on the inbox now
+	lastSeen      time.Time           // guarded by mu: any client call (start counts)
+	lastAct       time.Time           // guarded by mu: a read, send or answer
+	lastWaitEnd   time.Time           // guarded by mu
+	override      proto.PresenceState // guarded by mu
+	overrideUntil time.Time           // guarded by mu
+	note          string              // guarded by mu: the status note, until noteUntil
+	noteUntil     time.Time           // guarded by mu
+	publishedNote string              // guarded by mu: the note last announced
 	// kick tells the presence loop that the state may have changed.
 	kick chan struct{}
 	// publishing serializes announcements (node/presence.go), so that the
