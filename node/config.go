@@ -71,6 +71,14 @@ type Config struct {
 	// (300 s, the protocol's presence_ttl). Our own presence is refreshed
 	// every third of it.
 	PresenceTTL time.Duration
+	// PresenceAwayAfter and PresenceOfflineAfter: with no local client
+	// (meshctl, the MCP server, the control API) seen for this long, the
+	// node announces its agent away, then offline. Zero or less never.
+	PresenceAwayAfter    time.Duration
+	PresenceOfflineAfter time.Duration
+	// MaxReplyDepth is the deepest reply (a message with in_reply_to,
+	// counted along its chain) this node sends; zero or less, no limit.
+	MaxReplyDepth int
 	// CompactAtStart: a history store file of at least this many bytes
 	// that is at least half free pages is compacted when the node starts.
 	// Zero or less never compacts.
@@ -171,6 +179,14 @@ func DefaultConfig() Config {
 		// 24 h: an agent's host that is down for a night still gets its DMs.
 		OfflineWindow: 24 * time.Hour,
 		PresenceTTL:   presence.DefaultTTL,
+		// 10 min and 1 h: a model turn (or a test run it waits for) rarely
+		// keeps an agent from meshd longer than ten minutes; an hour
+		// without any call means nobody is there.
+		PresenceAwayAfter:    10 * time.Minute,
+		PresenceOfflineAfter: time.Hour,
+		// 16: a conversation rarely runs to sixteen answers to answers,
+		// while two loops that answer each other stop within seconds.
+		MaxReplyDepth: 16,
 		// 64 MiB: below it a compaction saves little; above it, a file
 		// that is half free pages wastes disk and maps dead pages.
 		CompactAtStart: 64 << 20,

@@ -70,7 +70,7 @@ func (n *Node) failureOf(se *proto.SignedEnvelope) (history.DeliveryRecord, bool
 // markFailed turns the rendering of our own envelope x, which reaches the
 // inbox only when it failed, into a delivery_failed item.
 func (n *Node) markFailed(x *api.Item, se *proto.SignedEnvelope) {
-	if !se.From.Equal(n.id.Pub) {
+	if !se.From.Equal(n.id.Pub) || n.isLocalItem(se) {
 		return
 	}
 	x.FailedKind, x.Kind = x.Kind, api.KindDeliveryFailed

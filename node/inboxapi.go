@@ -105,6 +105,9 @@ func (n *Node) renderEnvelope(se *proto.SignedEnvelope, it history.InboxItem) ap
 		if se.Message.InReplyTo != nil {
 			x.InReplyTo = se.Message.InReplyTo.String()
 		}
+		if n.isLocalItem(se) {
+			renderSubagent(&x, se)
+		}
 	case se.Request != nil:
 		x.RequestID = se.Request.RequestID.String()
 		x.Intent = se.Request.Intent
@@ -138,8 +141,10 @@ func (n *Node) PresenceTable() api.Presence {
 			Seq:       e.Seq,
 			LastHeard: e.LastHeard.UTC(),
 			Self:      e.Key.Equal(n.id.Pub),
+			Note:      e.Note,
 		})
 	}
+	out.Agent = n.agentPresence(now)
 	return out
 }
 
@@ -149,6 +154,7 @@ func (n *Node) PresenceTable() api.Presence {
 // one is refused, naming the candidates by sender; a reused id must not
 // let one sender mark another's item read.
 func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
+	n.clientActed()
 	items, err := n.store.InboxByID(id)
 	if err != nil {
 		return api.Item{}, err
@@ -191,11 +197,4 @@ func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 		return api.Item{}, err
 	}
 	return n.renderItem(it)
-}
-
-// SetPresence announces our presence state to the org and returns the
-// presence table.
-func (n *Node) SetPresence(st proto.PresenceState) api.Presence {
-	n.publishPresence(st)
-	return n.PresenceTable()
 }

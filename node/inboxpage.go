@@ -43,6 +43,12 @@ func encodeCursor(c []byte) string {
 // until ctx ends, until an unread waking item exists from the page's
 // start on.
 func (n *Node) InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, error) {
+	return n.inboxPage(ctx, q, true)
+}
+
+// inboxPage is InboxPage; client says a local client (the agent) asks,
+// whose reads and waits its presence follows, rather than the status page.
+func (n *Node) inboxPage(ctx context.Context, q api.InboxQuery, client bool) (*api.Inbox, error) {
 	match, since, err := n.inboxMatch(q.Filter)
 	if err != nil {
 		return nil, err
@@ -72,6 +78,10 @@ func (n *Node) InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, err
 		t := time.NewTimer(q.Timeout)
 		defer t.Stop()
 		deadline = t.C
+		if client {
+			// A client waiting on the inbox: the agent is away (presence).
+			defer n.ClientWaiting()()
+		}
 	}
 	for {
 		// Take the notifier before looking, so an item arriving in between
@@ -90,6 +100,10 @@ func (n *Node) InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, err
 			return out
 		}
 		if !q.Wait || p.Waking {
+			if client {
+				// A read, or a wait that ends with work: the agent is at it.
+				n.clientActed()
+			}
 			return render(), nil
 		}
 		select {

@@ -767,6 +767,8 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 			return
 		}
 		n.handleLinkMove(pl, payload)
+	case proto.FramePresenceNote:
+		n.receivePresenceNote(pl, payload)
 	default:
 		n.metrics.Inc("frame.unknown")
 		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))

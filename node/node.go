@@ -78,6 +78,8 @@ type Node struct {
 	rekey    *rekeyState
 	presence *presence.Table
 	pub      *presence.Publisher
+	activity *agentActivity
+	replies  *replyDepths
 	inbox    *inboxNotifier
 	events   *broadcaster
 	syncer   *syncer // history sync and serving

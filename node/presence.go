@@ -10,9 +10,9 @@ import (
 // peers never see us silent, and ages out peers that went quiet.
 func (n *Node) presenceLoop() {
 	defer n.wg.Done()
-	n.publishPresence(proto.Online)
+	n.refreshPresence()
 	refresh := n.cfg.PresenceTTL / 3
-	check := min(n.cfg.PresenceTTL/4, 5*time.Second)
+	check := min(n.cfg.PresenceTTL/4, 2*time.Second)
 	// Refreshes fall on multiples of the period on the clock, so that a
 	// node receives its peers' refreshes together (see exchangeLoop).
 	rt := time.NewTimer(alignedDelay(time.Now(), refresh))
@@ -25,8 +25,11 @@ func (n *Node) presenceLoop() {
 			return
 		case <-rt.C:
 			rt.Reset(alignedDelay(time.Now(), refresh))
-			n.publishPresence(n.pub.Current().State)
+			n.refreshPresence()
+		case <-n.activity.kick:
+			n.followActivity(time.Now())
 		case now := <-ct.C:
+			n.followActivity(now)
 			for _, k := range n.presence.Expire(now) {
 				n.metrics.Inc("presence.expired")
 				n.log.Info("peer offline: silent longer than presence ttl", "peer", k.Fingerprint(), "ttl", n.cfg.PresenceTTL)
@@ -35,9 +38,37 @@ func (n *Node) presenceLoop() {
 	}
 }
 
-// presenceEnvelope signs an announcement of state.
-func (n *Node) presenceEnvelope(state proto.PresenceState) (*proto.SignedEnvelope, error) {
+// followActivity announces the state the agent's activity gives, if it
+// is not the one announced last.
+func (n *Node) followActivity(now time.Time) {
+	n.activity.publishing.Lock()
+	defer n.activity.publishing.Unlock()
+	st := n.activity.state(now)
+	if st.State == n.pub.Current().State && st.Note == n.activity.lastNote() {
+		return
+	}
+	if st.State != n.pub.Current().State {
+		n.metrics.Inc("presence.changed." + st.State.String())
+		n.log.Debug("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
+	}
+	n.publishState(st)
+}
+
+// refreshPresence announces the current state again.
+func (n *Node) refreshPresence() {
+	n.activity.publishing.Lock()
+	defer n.activity.publishing.Unlock()
+	n.publishState(n.activity.state(time.Now()))
+}
+
+// publishState announces st, with its note; the caller holds
+// n.activity.publishing.
+func (n *Node) publishState(st agentState) { n.publishPresenceNote(st.State, st.Note) }
+
+// presenceEnvelope signs an announcement of state, with note.
+func (n *Node) presenceEnvelope(state proto.PresenceState, note string) (*proto.SignedEnvelope, error) {
 	p := n.pub.Next(state, time.Now())
+	p.Note = note
 	return n.sign(proto.ToOrg(n.Roster().Org), proto.KindPresence, presenceLifetime(n.cfg.PresenceTTL), func(e *proto.Envelope) {
 		e.Presence = &p
 	})
@@ -52,33 +83,71 @@ func presenceLifetime(ttl time.Duration) time.Duration {
 	return min(max(secs, 1), maxTTL) * time.Second
 }
 
-// publishPresence announces state to every linked peer and records it in
-// our own table.
-func (n *Node) publishPresence(state proto.PresenceState) {
-	se, err := n.presenceEnvelope(state)
+// publishPresenceNote announces state, and note if any, to every linked
+// peer and records it in our own table.
+func (n *Node) publishPresenceNote(state proto.PresenceState, note string) {
+	ses, err := n.presenceEnvelopes(state, note)
 	if err != nil {
 		n.log.Error("presence", "err", err)
 		return
 	}
-	n.presence.Observe(n.id.Pub, *se.Presence, time.Now())
-	links := n.linkList()
-	for _, pl := range links {
-		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
+	n.presence.Observe(n.id.Pub, *ses[len(ses)-1].Presence, time.Now())
+	n.activity.published(note)
+	for _, pl := range n.linkList() {
+		n.sendPresenceFrames(pl, ses)
 	}
 	n.metrics.inc(cTxPresence)
 }
 
+// presenceEnvelopes signs the announcements of state (PROTOCOL.md §14.7):
+// one without a note, which every node takes, and, when there is a note,
+// one with it and the next seq, sent in a presence-note frame, which
+// older nodes ignore and newer ones take in place of the first.
+func (n *Node) presenceEnvelopes(state proto.PresenceState, note string) ([]*proto.SignedEnvelope, error) {
+	se, err := n.presenceEnvelope(state, "")
+	if err != nil || note == "" {
+		return []*proto.SignedEnvelope{se}, err
+	}
+	noted, err := n.presenceEnvelope(state, note)
+	if err != nil {
+		return nil, err
+	}
+	return []*proto.SignedEnvelope{se, noted}, nil
+}
+
+func (n *Node) sendPresenceFrames(pl *peerLink, ses []*proto.SignedEnvelope) {
+	n.sendFrame(pl, proto.FrameEnvelope, ses[0].Raw)
+	for _, se := range ses[1:] {
+		n.sendFrame(pl, proto.FramePresenceNote, se.Raw)
+	}
+}
+
 // sendPresenceTo tells one new peer our current state.
 func (n *Node) sendPresenceTo(pl *peerLink) {
+	n.activity.publishing.Lock()
+	defer n.activity.publishing.Unlock()
 	cur := n.pub.Current()
 	if cur.State == 0 {
 		return
 	}
-	se, err := n.presenceEnvelope(cur.State)
+	ses, err := n.presenceEnvelopes(cur.State, n.activity.lastNote())
 	if err != nil {
 		return
 	}
-	n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
+	n.sendPresenceFrames(pl, ses)
+}
+
+// receivePresenceNote takes a presence-note frame: one Presence envelope,
+// through the receive pipeline like any; anything else is ignored.
+func (n *Node) receivePresenceNote(pl *peerLink, payload []byte) {
+	se, err := proto.ParseEnvelope(payload)
+	if err == nil && se.Kind != proto.KindPresence {
+		n.metrics.Inc("frame.presence_note_not_presence")
+		n.logRL.debug(n.log, "presence-note frame without a presence", pl.key.Fingerprint(), "frame.presence_note",
+			"peer", pl.key.Fingerprint(), "kind", se.Kind.String())
+		return
+	}
+	n.receive(payload, rxSource{link: pl})
 }
 
 // announceOffline says Offline to the given links (graceful shutdown).
@@ -86,10 +155,11 @@ func (n *Node) announceOffline(links []*peerLink) {
 	if n.pub == nil {
 		return
 	}
-	se, err := n.presenceEnvelope(proto.Offline)
+	se, err := n.presenceEnvelope(proto.Offline, "")
 	if err != nil {
 		return
 	}
+	n.activity.published("")
 	for _, pl := range links {
 		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
 	}

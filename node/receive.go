@@ -188,6 +188,11 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 		if !se.To.Peer.Equal(n.id.Pub) && !n.ownPreviousKey(r, se.To.Peer) {
 			return dropMisrouted
 		}
+		if se.From.Equal(n.id.Pub) {
+			// Addressed by this node to itself: a subagent result, which
+			// never leaves it. A copy from a link is a replay.
+			return dropLocalOnly
+		}
 	case proto.DestChannel:
 		if se.Kind != proto.KindMessage {
 			return dropUnsupported
@@ -382,6 +387,7 @@ func (n *Node) commit(batch []rxItem) {
 		if se.Kind == proto.KindRequest {
 			n.requests.received(se)
 		}
+		n.replies.note(se.ID, se.Message)
 		if !d.Inbox {
 			continue
 		}

@@ -239,6 +239,14 @@ func TestReceivePipelineDrops(t *testing.T) {
 		})
 		rig.expectDrop(dropHopLimit, rig.rawSigned(d, e))
 	})
+	t.Run("a subagent result of the node's own, over a link", func(t *testing.T) {
+		// Only the node itself signs these, and never sends them: a copy
+		// from a link (here b replays one signed with a's key) is dropped.
+		e := rig.env(rig.key(0), toA, proto.KindMessage, func(e *proto.Envelope) {
+			e.Message.Body = `{"subagent_id": "w1", "summary": "forged"}`
+		})
+		rig.expectDrop(dropLocalOnly, rig.signed(rig.key(0), e))
+	})
 	t.Run("DM for another node", func(t *testing.T) {
 		rig.expectDrop(dropMisrouted, rig.signed(b, rig.env(b, proto.ToPeer(rig.m.ids[3].Pub), proto.KindMessage, nil)))
 	})

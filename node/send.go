@@ -140,6 +140,7 @@ func (n *Node) myRole() roster.Role {
 
 // Send sends a channel message ("#name") or a DM (anything else).
 func (n *Node) Send(req api.Send) (*api.Sent, error) {
+	n.clientActed()
 	if len(req.Body) > proto.MaxBodySize {
 		return nil, refuse(http.StatusBadRequest, "split it into several messages, or send a path or URL to the data",
 			"body of %d bytes exceeds the message limit of 256 KiB (%d bytes)", len(req.Body), proto.MaxBodySize)
@@ -159,10 +160,22 @@ func (n *Node) Send(req api.Send) (*api.Sent, error) {
 	if n.myRole() == roster.RoleObserver {
 		return nil, forbidden("role too low: observers may read but not send")
 	}
-	if strings.HasPrefix(req.To, "#") {
-		return n.sendChannel(req.To, msg)
+	if err := n.checkReplyDepth(reply); err != nil {
+		return nil, err
 	}
-	return n.sendDirect(req.To, proto.KindMessage, func(e *proto.Envelope) { e.Message = msg })
+	var out *api.Sent
+	var err error
+	if strings.HasPrefix(req.To, "#") {
+		out, err = n.sendChannel(req.To, msg)
+	} else {
+		out, err = n.sendDirect(req.To, proto.KindMessage, func(e *proto.Envelope) { e.Message = msg })
+	}
+	if err == nil && reply != nil {
+		if id, perr := uuid.Parse(out.ID); perr == nil {
+			n.replies.note(id, msg)
+		}
+	}
+	return out, err
 }
 
 func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
@@ -271,6 +284,7 @@ func label(m roster.Member) string {
 // (ReplyTo set) carries the parent's hop + 1, and hop > 3 is refused here
 // as at every receiver.
 func (n *Node) Request(req api.Request) (*api.Sent, error) {
+	n.clientActed()
 	if err := n.memberToSend(); err != nil {
 		return nil, err
 	}
@@ -315,6 +329,7 @@ func (n *Node) Request(req api.Request) (*api.Sent, error) {
 
 // Respond answers a received Request, as a DM to the requester.
 func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
+	n.clientActed()
 	if err := n.memberToSend(); err != nil {
 		return nil, err
 	}

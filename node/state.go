@@ -73,6 +73,8 @@ func (n *Node) openState() error {
 	}
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.pub = presence.NewPublisher(0)
+	n.replies = newReplyDepths()
+	n.activity = newAgentActivity(n.cfg.PresenceAwayAfter, n.cfg.PresenceOfflineAfter, time.Now())
 	n.inbox = newInboxNotifier()
 	n.events = newBroadcaster()
 	n.requests = newRequestBook()

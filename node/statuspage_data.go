@@ -94,7 +94,8 @@ func (n *Node) RecentItems(limit int) ([]api.Item, error) {
 	if limit <= 0 {
 		return []api.Item{}, nil
 	}
-	in, err := n.Inbox(context.Background(), true, limit, false, 0)
+	// Not as a client: viewing the page says nothing of the agent.
+	in, err := n.inboxPage(context.Background(), api.InboxQuery{All: true, Limit: limit}, false)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,9 @@ type Entry struct {
 	// TTL is the silence after which the member is shown offline: the
 	// longer of the table's TTL and the one the member announced.
 	TTL time.Duration `json:"ttl"`
+	// Note is the short status the member announced with Announced, if
+	// any ("" while it is offline).
+	Note string `json:"note,omitempty"`
 }
 
 type entry struct {
@@ -41,6 +44,7 @@ type entry struct {
 	heard     time.Time
 	expired   bool
 	ttl       time.Duration // the TTL the member announced with seq; 0 if none
+	note      string        // the note announced with seq
 }
 
 // Table is the presence table. It is safe for concurrent use.
@@ -91,6 +95,7 @@ func (t *Table) ObserveTTL(k proto.PubKey, p proto.Presence, ttl time.Duration, 
 		e.seq = p.Seq
 		e.announced = p.State
 		e.ttl = ttl
+		e.note = p.Note
 	}
 	return t.stateLocked(e, now) != before
 }
@@ -126,7 +131,15 @@ func (t *Table) Get(k proto.PubKey, now time.Time) (Entry, bool) {
 	if e == nil || e.announced == 0 {
 		return Entry{}, false
 	}
-	return Entry{Key: k, Announced: e.announced, State: t.stateLocked(e, now), Seq: e.seq, LastHeard: e.heard, TTL: t.ttlOf(e)}, true
+	return t.entryLocked(k, e, now), true
+}
+
+func (t *Table) entryLocked(k proto.PubKey, e *entry, now time.Time) Entry {
+	x := Entry{Key: k, Announced: e.announced, State: t.stateLocked(e, now), Seq: e.seq, LastHeard: e.heard, TTL: t.ttlOf(e)}
+	if x.State != proto.Offline {
+		x.Note = e.note
+	}
+	return x
 }
 
 // All returns every known entry as of now, sorted by key.
@@ -137,7 +150,7 @@ func (t *Table) All(now time.Time) []Entry {
 		if e.announced == 0 {
 			continue
 		}
-		out = append(out, Entry{Key: k, Announced: e.announced, State: t.stateLocked(e, now), Seq: e.seq, LastHeard: e.heard, TTL: t.ttlOf(e)})
+		out = append(out, t.entryLocked(k, e, now))
 	}
 	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key.String(), b.Key.String()) })

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
@@ -468,15 +469,43 @@ func ParsePresenceState(s string) (PresenceState, error) {
 func (p PresenceState) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
 // Presence announces a node's state. The highest seq per sender wins.
-// Wire: {0: state, 1: seq}.
+// Wire: {0: state, 1: seq, ? 2: note}. A Presence with a note travels
+// only in a presence-note frame ([FramePresenceNote]).
 type Presence struct {
 	State PresenceState `cbor:"0,keyasint"`
 	Seq   uint64        `cbor:"1,keyasint"`
+	// Note is a short status, such as "running tests on main": at most
+	// MaxPresenceNote bytes on one line, without control characters.
+	Note string `cbor:"2,keyasint,omitempty"`
 }
+
+// MaxPresenceNote bounds a presence note, in bytes.
+const MaxPresenceNote = 256
+
+// ErrPresenceNote is wrapped when a presence note breaks its rules.
+var ErrPresenceNote = errors.New("bad presence note")
 
 func (p *Presence) validate() error {
 	if p.State < Online || p.State > Offline {
 		return fmt.Errorf("%w: unknown presence state %d", ErrInvalid, p.State)
+	}
+	return CheckPresenceNote(p.Note)
+}
+
+// CheckPresenceNote checks a presence note: at most MaxPresenceNote bytes
+// of UTF-8 without control characters (line breaks included), U+2028,
+// U+2029 or bidi controls. The empty note is valid (no note).
+func CheckPresenceNote(note string) error {
+	if len(note) > MaxPresenceNote {
+		return fmt.Errorf("%w: %w: %d bytes, at most %d", ErrInvalid, ErrPresenceNote, len(note), MaxPresenceNote)
+	}
+	if !utf8.ValidString(note) {
+		return fmt.Errorf("%w: %w: not UTF-8", ErrInvalid, ErrPresenceNote)
+	}
+	for _, r := range note {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) {
+			return fmt.Errorf("%w: %w: control character %U", ErrInvalid, ErrPresenceNote, r)
+		}
 	}
 	return nil
 }

@@ -39,6 +39,11 @@ const (
 	// FrameLinkMove carries a [LinkMove]: the two ends of a TCP link
 	// agree to replace it with a link over the Unix socket of one of them.
 	FrameLinkMove FrameType = 10
+	// FramePresenceNote carries one wire envelope of kind Presence whose
+	// presence has a note (PROTOCOL.md §14.7). It has a frame type of its
+	// own because a node that predates notes drops a Presence with key 2
+	// as malformed, while it ignores a frame type it does not know.
+	FramePresenceNote FrameType = 11
 )
 
 func (t FrameType) String() string {
@@ -63,6 +68,8 @@ func (t FrameType) String() string {
 		return "card"
 	case FrameLinkMove:
 		return "link-move"
+	case FramePresenceNote:
+		return "presence-note"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }

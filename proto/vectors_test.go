@@ -367,7 +367,7 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
-	return append(vs, cardVector(t), progressVector(t), knockVector(t))
+	return append(vs, cardVector(t), progressVector(t), knockVector(t), presenceNoteVector(t))
 }
 
 func TestVectors(t *testing.T) {

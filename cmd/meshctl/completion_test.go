@@ -135,7 +135,7 @@ var completeCases = []completeCase{
 	{words: []string{"roster", "remove", "c"}, want: []string{"carol"}},
 	{words: []string{"inbox", "--wait", "--t"}, want: []string{"--timeout"}},
 	{words: []string{"init", "--"}, want: []string{"--home", "--json", "--name"}},
-	{words: []string{"presence", ""}, want: []string{"set"}},
+	{words: []string{"presence", ""}, want: []string{"set", "note"}},
 	{words: []string{"presence", "set", "o"}, want: []string{"online", "offline"}},
 	{words: []string{"respond", "RID", "c"}, want: []string{"completed"}},
 	{words: []string{"respond", ""}, want: []string{"0193-req-1"}},

@@ -79,6 +79,15 @@ func writeItem(w io.Writer, it *api.Item, full bool) error {
 			b.WriteString(":")
 			content = body
 		}
+	case api.KindSubagentResult:
+		fmt.Fprintf(&b, "subagent %s finished id=%s%s: %s", fieldValue(it.SubagentID), fieldValue(it.ID), flags(it), printable(firstLine(it.Summary), false))
+		content = strings.TrimRight(it.Summary, "\n")
+		if !strings.Contains(content, "\n") {
+			content = ""
+		}
+		if r := indentJSON(it.Result); r != "" {
+			content = strings.TrimLeft(content+"\n"+r, "\n")
+		}
 	case "response":
 		fmt.Fprintf(&b, "response from %s to %s: status=%s id=%s request_id=%s%s", partyLabel(it.From), printable(it.To, false),
 			fieldValue(it.Status), fieldValue(it.ID), fieldValue(it.RequestID), flags(it))

@@ -191,7 +191,7 @@ func (m *mcpServer) server(log *slog.Logger) (*mcp.Server, error) {
 		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error { return m.checkURI(req.Params.URI) },
 		Capabilities:       caps,
 	})
-	if err := errors.Join(m.addTools(srv), m.addWaitTool(srv), m.addViewTools(srv), m.addCardTools(srv), m.addRequestTools(srv), m.addAgentTools(srv)); err != nil {
+	if err := errors.Join(m.addTools(srv), m.addWaitTool(srv), m.addViewTools(srv), m.addCardTools(srv), m.addRequestTools(srv), m.addAgentTools(srv), m.addSubagentTool(srv)); err != nil {
 		return nil, err
 	}
 	if m.channel != nil {
@@ -256,7 +256,7 @@ func (m *mcpServer) doorbell(ctx context.Context) {
 
 // followEvents rings for each event of one event stream until it ends.
 func (m *mcpServer) followEvents(ctx context.Context, connected func()) error {
-	s, err := m.c.OpenEvents(ctx)
+	s, err := m.c.OpenEventsPassive(ctx)
 	if err != nil {
 		return err
 	}

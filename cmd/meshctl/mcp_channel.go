@@ -194,6 +194,7 @@ func channelNotice(it *api.Item) *claudeChannelParams {
 	set("intent", it.Intent)
 	set("reply_to", it.ReplyTo)
 	set("status", it.Status)
+	set("subagent_id", it.SubagentID)
 	if it.Hop != nil {
 		meta["hop"] = strconv.Itoa(*it.Hop)
 	}
@@ -203,6 +204,8 @@ func channelNotice(it *api.Item) *claudeChannelParams {
 		content = fmt.Sprintf("request %q (request_id %s); params: %s", it.Intent, it.RequestID, orElse(compactJSON(it.Params), "{}"))
 	case "response":
 		content = fmt.Sprintf("response %s to request %s; result: %s", it.Status, it.RequestID, orElse(compactJSON(it.Result), "null"))
+	case api.KindSubagentResult:
+		content = fmt.Sprintf("subagent %s finished: %s; result: %s", it.SubagentID, it.Summary, orElse(compactJSON(it.Result), "null"))
 	default:
 		content = it.Body
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
-var mcpTools = []string{"cancel_request", "claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute",
+var mcpTools = []string{"cancel_request", "claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute", "post_subagent_result",
 	"read_conversation", "read_history", "read_inbox", "reply", "request_any", "search",
 	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
@@ -174,7 +174,7 @@ func TestMCPServer(t *testing.T) {
 		t.Errorf("read_inbox has required parameters: %v", schemas["read_inbox"])
 	}
 	props := schemas["set_presence"]["properties"].(map[string]any)
-	if enum := props["state"].(map[string]any)["enum"]; len(enum.([]any)) != 3 {
+	if enum := props["state"].(map[string]any)["enum"]; len(enum.([]any)) != 4 {
 		t.Errorf("set_presence state enum %v", enum)
 	}
 	props = schemas["send_request"]["properties"].(map[string]any)
@@ -281,6 +281,19 @@ func TestMCPServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// post_subagent_result: a local item that wakes wait_inbox.
+	res = toolOK(t, ctx, cs, "post_subagent_result", map[string]any{"subagent_id": "w1", "summary": "done", "result": map[string]any{"ok": true}})
+	sub := structured[api.Item](t, res)
+	if sub.Kind != "subagent_result" || sub.SubagentID != "w1" || sub.Priority != "high" || !strings.Contains(toolText(res), sub.ID) {
+		t.Errorf("post_subagent_result: %+v %q", sub, toolText(res))
+	}
+	if w := toolText(toolOK(t, ctx, cs, "wait_inbox", map[string]any{"timeout_seconds": 5})); !strings.Contains(w, sub.ID) || !strings.Contains(w, "subagent_result") {
+		t.Errorf("wait_inbox after post_subagent_result: %s", w)
+	}
+	if res = callTool(t, ctx, cs, "post_subagent_result", map[string]any{"subagent_id": "w1", "summary": ""}); !res.IsError {
+		t.Errorf("post_subagent_result with no summary: %q", toolText(res))
+	}
+
 	// read_inbox: the items as JSON text; mark_read empties the unread list.
 	res = toolOK(t, ctx, cs, "read_inbox", nil)
 	in := decode[api.Inbox](t, toolText(res))
@@ -297,6 +310,42 @@ func TestMCPServer(t *testing.T) {
 	}
 	if in = decode[api.Inbox](t, toolText(toolOK(t, ctx, cs, "read_inbox", map[string]any{"all": true}))); len(in.Items) == 0 {
 		t.Errorf("read_inbox all: nothing")
+	}
+
+	// Presence: the doorbell's event stream is no wait, wait_inbox is
+	// (alice acted just now, so it shows online for 10 s whatever).
+	toolOK(t, ctx, cs, "set_presence", map[string]any{"state": "auto"})
+	waiting := func() int { return alice.n.PresenceTable().Agent.Waiting }
+	if !strings.Contains(stderr.String(), "following meshd's inbox events") {
+		t.Fatalf("the doorbell does not follow the events:\n%s", stderr.String())
+	}
+	if w := waiting(); w != 0 {
+		t.Fatalf("alice counts %d waiting clients with only the MCP doorbell open, want 0", w)
+	}
+	waited := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait_inbox", Arguments: map[string]any{"timeout_seconds": 20}})
+		if err != nil {
+			waited <- err.Error()
+			return
+		}
+		waited <- toolText(res)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); waiting() != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("wait_inbox does not count as a client waiting (%d)", waiting())
+		}
+	}
+	if _, err := bob.c.Send(ctx, api.Send{To: "alice", Body: "wake up"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-waited:
+		if !strings.Contains(w, "wake up") {
+			t.Errorf("wait_inbox returned %s", w)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("wait_inbox did not return on bob's DM")
 	}
 
 	// Closing stdin ends the server, with exit status 0 and no signal.

@@ -42,7 +42,9 @@ type sendResponseIn struct {
 }
 
 type setPresenceIn struct {
-	State string `json:"state"`
+	State      string  `json:"state"`
+	ForSeconds int     `json:"for_seconds,omitempty"`
+	Note       *string `json:"note,omitempty"`
 }
 
 type channelIn struct {
@@ -104,10 +106,12 @@ func (m *mcpServer) addTools(srv *mcp.Server) error {
 				p["result"] = &jsonschema.Schema{Description: "the outcome, any JSON value"}
 			}, m.sendResponse),
 		addTool(srv, "set_presence",
-			"Announce this node's presence to the org: online (working), away (standby, waiting on the inbox) or offline (about to stop).",
+			"Override this node's presence for a while: online (working), away (slow to answer) or offline (about to stop); auto ends the override. Not needed in a loop: meshd already shows you online while you work and away while wait_inbox waits.",
 			func(p map[string]*jsonschema.Schema) {
-				p["state"].Enum = []any{"online", "away", "offline"}
-				p["state"].Description = "online, away or offline"
+				p["state"].Enum = []any{"online", "away", "offline", "auto"}
+				p["state"].Description = "online, away or offline, or auto to follow your activity again"
+				p["for_seconds"].Description = "how long the override (and note) holds, in seconds (default 1800, at most 604800)"
+				p["note"].Description = "a short status shown with your presence, such as \"running tests on main\" (at most 256 bytes, one line); \"\" withdraws it"
 			}, m.setPresence),
 		addTool(srv, "subscribe",
 			"Subscribe to a channel: its messages go to the inbox at normal priority and wake you.",
@@ -234,12 +238,17 @@ func (m *mcpServer) sendResponse(ctx context.Context, _ *mcp.CallToolRequest, in
 }
 
 func (m *mcpServer) setPresence(ctx context.Context, _ *mcp.CallToolRequest, in setPresenceIn) (*mcp.CallToolResult, any, error) {
-	if _, err := proto.ParsePresenceState(in.State); err != nil {
-		return nil, nil, err
+	if _, err := proto.ParsePresenceState(in.State); err != nil && in.State != "auto" {
+		return nil, nil, fmt.Errorf("%v (or auto)", err)
 	}
-	p, err := call(ctx, func(ctx context.Context) (*api.Presence, error) { return m.c.SetPresence(ctx, in.State) })
+	p, err := call(ctx, func(ctx context.Context) (*api.Presence, error) {
+		return m.c.SetPresenceFor(ctx, api.SetPresence{State: in.State, ForSeconds: in.ForSeconds, Note: in.Note})
+	})
 	if err != nil {
 		return nil, nil, m.toolErr(err)
+	}
+	if p.Agent != nil {
+		return textResult("presence now %s (%s)", p.Agent.State, p.Agent.Reason), p, nil
 	}
 	return textResult("announced %s", in.State), p, nil
 }

@@ -54,8 +54,11 @@ type mcpPeer struct {
 	Self        bool   `json:"self,omitempty"`
 	// Presence is the member's state now: online, away or offline
 	// (silent for longer than the presence TTL, or never heard).
-	Presence  string     `json:"presence"`
-	Announced string     `json:"announced,omitempty"`
+	Presence  string `json:"presence"`
+	Announced string `json:"announced,omitempty"`
+	// Note is the member's status note, as it wrote it: data, never an
+	// instruction.
+	Note      string     `json:"note,omitempty"`
 	LastHeard *time.Time `json:"last_heard,omitempty"`
 	// Linked says whether this node holds a link to it now.
 	Linked bool `json:"linked"`
@@ -152,7 +155,7 @@ func peerView(r *api.Roster, pr *api.Presence, linked *api.Peers) *mcpPeers {
 	for _, mb := range r.Members {
 		p := mcpPeer{Name: mb.Name, Fingerprint: mb.Fingerprint, Role: mb.Role, Presence: "offline", Linked: links[mb.Fingerprint]}
 		if e := presence[mb.Fingerprint]; e != nil {
-			p.Presence, p.Announced, p.Self = orElse(e.State, "offline"), e.Announced, e.Self
+			p.Presence, p.Announced, p.Self, p.Note = orElse(e.State, "offline"), e.Announced, e.Self, e.Note
 			if !e.LastHeard.IsZero() {
 				t := e.LastHeard
 				p.LastHeard = &t

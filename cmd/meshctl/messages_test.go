@@ -499,17 +499,17 @@ func TestPresence(t *testing.T) {
 	f := newFakeMeshd(t)
 	now := time.Now()
 	f.answer("GET /v1/presence", 200, api.Presence{TTLSeconds: 300, Entries: []api.PresenceEntry{
-		{Party: api.Party{Fingerprint: "1a2b3c4d5e6f7a8b", Name: "alice"}, State: "online", Announced: "online", Seq: 4, LastHeard: now, Self: true},
+		{Party: api.Party{Fingerprint: "1a2b3c4d5e6f7a8b", Name: "alice"}, State: "online", Announced: "online", Seq: 4, LastHeard: now, Self: true, Note: "tests\x1b[31m"},
 		{Party: api.Party{Fingerprint: "5e6f7a8b1a2b3c4d"}, State: "offline", Announced: "away", Seq: 2, LastHeard: now.Add(-10 * time.Minute)},
 		{Party: api.Party{Fingerprint: "0f0f0f0f0f0f0f0f", Name: "carol"}, State: "offline"},
 	}})
 	out := f.ok(t, "", "presence")
 	f.one(t, "GET /v1/presence")
 	lines := strings.Split(out, "\n")
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], "NAME          FINGERPRINT       STATE    ANNOUNCED  LAST HEARD") ||
-		!strings.HasPrefix(lines[1], "alice (self)  1a2b3c4d5e6f7a8b  online   online     ") || !strings.HasSuffix(lines[1], " ago") ||
-		lines[2] != "-             5e6f7a8b1a2b3c4d  offline  away       10m0s ago" ||
-		lines[3] != "carol         0f0f0f0f0f0f0f0f  offline  -          never" ||
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "NAME          FINGERPRINT       STATE    ANNOUNCED  LAST HEARD  NOTE") ||
+		!strings.HasPrefix(lines[1], "alice (self)  1a2b3c4d5e6f7a8b  online   online     ") || !strings.HasSuffix(lines[1], ` ago     tests\x1b[31m`) ||
+		lines[2] != "-             5e6f7a8b1a2b3c4d  offline  away       10m0s ago   -" ||
+		lines[3] != "carol         0f0f0f0f0f0f0f0f  offline  -          never       -" ||
 		lines[4] != "(offline after 5m0s without presence)" {
 		t.Errorf("presence output:\n%s", out)
 	}

@@ -33,6 +33,12 @@ type fileConfig struct {
 	// (folders 0750 setgid, files 0640); empty: the owner alone.
 	MailboxGroup string
 	PresenceTTL  string
+	// PresenceAwayAfter and PresenceOfflineAfter: with no local client
+	// seen for this long, the agent is announced away, then offline.
+	PresenceAwayAfter    string
+	PresenceOfflineAfter string
+	// ReplyDepthMax is the deepest reply this node sends (0: no limit).
+	ReplyDepthMax int
 	// Link timers: a link idle for Keepalive sends a ping; one that hears
 	// nothing for IdleTimeout is closed and redialled.
 	Keepalive   string
@@ -166,6 +172,27 @@ var configKeys = []configKey{
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.PresenceTTL, err = parseDuration("presence ttl", c.PresenceTTL, time.Second, "at least 1s, like 5m")
 			return err
+		}},
+	{key: "presence_away_after", field: func(c *fileConfig) any { return &c.PresenceAwayAfter }, def: "10m",
+		help: "announce the agent away once no local client has called meshd for this long (0: never)",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.PresenceAwayAfter, err = parseDuration("presence away after", c.PresenceAwayAfter, 0, "0 (never) or more, like 10m")
+			return err
+		}},
+	{key: "presence_offline_after", field: func(c *fileConfig) any { return &c.PresenceOfflineAfter }, def: "1h",
+		help: "announce the agent offline once no local client has called meshd for this long (0: never)",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.PresenceOfflineAfter, err = parseDuration("presence offline after", c.PresenceOfflineAfter, 0, "0 (never) or more, like 1h")
+			return err
+		}},
+	{key: "reply_depth_max", field: func(c *fileConfig) any { return &c.ReplyDepthMax }, def: 16,
+		help: "the deepest reply (an answer to an answer, along in_reply_to) this node sends; 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.ReplyDepthMax < 0 || c.ReplyDepthMax > 1000 {
+				return fmt.Errorf("reply depth max %d: want 0 (no limit) to 1000", c.ReplyDepthMax)
+			}
+			nc.MaxReplyDepth = c.ReplyDepthMax
+			return nil
 		}},
 	{key: "keepalive", field: func(c *fileConfig) any { return &c.Keepalive }, def: "15s",
 		help: "ping a link after this long without receiving on it",

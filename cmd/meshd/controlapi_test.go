@@ -732,6 +732,18 @@ func TestControlAPILive(t *testing.T) {
 		t.Fatalf("presence after away: %+v", pres)
 	}
 	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{"state":"asleep"}`), 400, false)
+	c.json(alice, "POST", "/v1/presence", map[string]any{"state": "auto"}, 200, nil)
+	c.json(alice, "POST", "/v1/presence", map[string]any{"note": "running tests on main", "for_seconds": 60}, 200, nil)
+	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{"note":"two\nlines"}`), 400, false)
+	c.refused(alice, reqValid, "POST", "/v1/presence", js, []byte(`{}`), 400, false)
+
+	// Subagent results.
+	var posted struct{ Kind, SubagentID string }
+	c.json(alice, "POST", "/v1/subagent-results", map[string]any{"subagent_id": "w1", "summary": "done", "result": []int{1}}, 200, &posted)
+	if posted.Kind != "subagent_result" {
+		t.Fatalf("subagent result posted as %+v", posted)
+	}
+	c.refused(alice, reqValid, "POST", "/v1/subagent-results", js, []byte(`{"subagent_id":"a\tb","summary":"x"}`), 400, false)
 
 	// History and sequence.
 	var hist struct {

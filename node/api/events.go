@@ -48,7 +48,19 @@ type EventStream struct {
 // closed. It fails wrapping [ErrNoDaemon] when no meshd answers, or with
 // a [*RemoteError].
 func (c *Client) OpenEvents(ctx context.Context) (*EventStream, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://meshd/v1/events", nil)
+	return c.openEvents(ctx, "http://meshd/v1/events")
+}
+
+// OpenEventsPassive is [Client.OpenEvents] for a stream that does not
+// count as the agent waiting on the inbox (GET /v1/events?passive=1):
+// the MCP server's doorbell, which follows events while its host's
+// model is at work.
+func (c *Client) OpenEventsPassive(ctx context.Context) (*EventStream, error) {
+	return c.openEvents(ctx, "http://meshd/v1/events?passive=1")
+}
+
+func (c *Client) openEvents(ctx context.Context, url string) (*EventStream, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,16 @@ type Backend interface {
 	SubscribeEvents() (items <-chan api.Item, lagged func() bool, cancel func())
 
 	PresenceTable() api.Presence
-	SetPresence(st proto.PresenceState) api.Presence
+	// SetPresence overrides our presence for a while (state "auto" ends
+	// the override).
+	SetPresence(req api.SetPresence) (api.Presence, error)
+	// ClientSeen records any request of a local client, and
+	// ClientWaiting one that waits on the inbox until end is called:
+	// our presence follows them (docs/AGENTS.md "Presence").
+	ClientSeen()
+	ClientWaiting() (end func())
+	// PostSubagentResult puts a subagent's result in our own inbox.
+	PostSubagentResult(req api.SubagentResult) (api.Item, error)
 
 	History(channel string, since time.Time, limit int) (*api.History, error)
 	Sequence() api.Sequence
@@ -113,8 +122,16 @@ func Listen(path string, b Backend, log *slog.Logger) (*Server, error) {
 	s := &Server{b: b, log: log, path: path, ln: ln}
 	// Clients keep connections between requests (api.Client); one left
 	// idle is closed after IdleTimeout.
-	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.srv = &http.Server{Handler: s.seen(s.routes()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	return s, nil
+}
+
+// seen tells the backend of every request: a local client is there.
+func (s *Server) seen(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.b.ClientSeen()
+		h.ServeHTTP(w, req)
+	})
 }
 
 func (s *Server) routes() *http.ServeMux {
@@ -146,6 +163,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("GET /v1/presence", s.getPresence)
 	mux.HandleFunc("POST /v1/presence", s.setPresence)
+	mux.HandleFunc("POST /v1/subagent-results", s.postSubagentResult)
 
 	mux.HandleFunc("GET /v1/history", s.getHistory)
 	mux.HandleFunc("GET /v1/sequence", s.getSequence)

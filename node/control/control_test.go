@@ -35,6 +35,9 @@ type fakeBackend struct {
 	done chan struct{}
 }
 
+func (f *fakeBackend) ClientSeen()                 {}
+func (f *fakeBackend) ClientWaiting() (end func()) { return func() {} }
+
 func (f *fakeBackend) Send(api.Send) (*api.Sent, error) {
 	if f.err != nil {
 		return nil, f.err

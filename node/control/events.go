@@ -26,6 +26,11 @@ func (s *Server) events(w http.ResponseWriter, req *http.Request) {
 	}
 	ch, lagged, cancel := s.b.SubscribeEvents()
 	defer cancel()
+	// A stream is a client waiting on the inbox, unless it says it only
+	// rings a doorbell for a host whose model is at work (passive=1).
+	if p := req.URL.Query().Get("passive"); p != "1" && p != "true" {
+		defer s.b.ClientWaiting()()
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/proto"
 )
 
 func (s *Server) listChannels(w http.ResponseWriter, _ *http.Request) {
@@ -233,16 +232,11 @@ func (s *Server) getPresence(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) setPresence(w http.ResponseWriter, req *http.Request) {
-	var in api.SetPresence
-	if !readJSON(w, req, &in) {
-		return
-	}
-	st, err := proto.ParsePresenceState(in.State)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, err, "")
-		return
-	}
-	writeJSON(w, http.StatusOK, s.b.SetPresence(st))
+	jsonCall(w, req, s.b.SetPresence)
+}
+
+func (s *Server) postSubagentResult(w http.ResponseWriter, req *http.Request) {
+	jsonCall(w, req, s.b.PostSubagentResult)
 }
 
 func (s *Server) getHistory(w http.ResponseWriter, req *http.Request) {

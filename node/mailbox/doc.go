@@ -56,13 +56,15 @@
 //	             writer was given no name: "#<channel id>" or
 //	             "@<fingerprint>"
 //	Channel-ID   the channel id (channel destinations only)
-//	Kind         message, request or response
+//	Kind         message, request or response; delivery_failed or
+//	             subagent_result for those local items
 //	Date         the envelope's ts, RFC 3339 in UTC with milliseconds
 //	Expires      ts + ttl_secs, in the same form
 //	Message-ID   the envelope id
 //	Seq          sender_seq, in decimal
 //	Epoch        sender_epoch
 //	Priority     high, normal or low: the inbox priority (local)
+//	Subagent-ID  a subagent result's subagent id (from its body)
 //	In-Reply-To  a message's in_reply_to, when set
 //	Request-ID   a request's or a response's request_id
 //	Intent       a request's intent

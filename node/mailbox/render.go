@@ -135,6 +135,8 @@ func headers(it Item) ([]header, error) {
 			return nil, fmt.Errorf("mailbox: envelope %s: delivery %q (want expired or refused)", e.ID, it.Failure.State)
 		}
 		add("Kind", KindDeliveryFailed)
+	} else if _, ok := subagentOf(e); ok {
+		add("Kind", KindSubagentResult)
 	} else {
 		add("Kind", e.Kind.String())
 	}
@@ -152,6 +154,9 @@ func headers(it Item) ([]header, error) {
 		if f.Reason != "" {
 			add("Delivery-Reason", clean(f.Reason))
 		}
+	}
+	if sa, ok := subagentOf(e); ok {
+		add("Subagent-ID", clean(sa.ID))
 	}
 	switch e.Kind {
 	case proto.KindMessage:

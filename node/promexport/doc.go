@@ -92,6 +92,8 @@
 //	policy.persist_failed     meshd_persist_failures_total             what="policy"
 //	policy.load_failed        meshd_policy_load_failures_total
 //	presence.expired          meshd_presence_expired_total
+//	presence.changed.<state>  meshd_presence_changes_total             state
+//	inbox.subagent_results    meshd_subagent_results_total
 //	card.accepted             meshd_cards_accepted_total
 //	card.rejected.<reason>    meshd_cards_rejected_total               reason
 //	card.persist_failed       meshd_persist_failures_total             what="card"

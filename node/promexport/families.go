@@ -76,6 +76,8 @@ var (
 	famPolicyLoad     = counter("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
 	famPersistFailed  = counter("meshd_persist_failures_total", "Accepted updates that could not be written to the home, by what.", "what")
 	famPresenceExp    = counter("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
+	famPresenceChg    = counter("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
+	famSubagent       = counter("meshd_subagent_results_total", "Subagent results posted to this node's own inbox (local only, never sent).")
 	famMirrorFiles    = counter("meshd_mirror_files_written_total", "Mailbox mirror files written.")
 	famMirrorBatches  = counter("meshd_mirror_batches_total", "Mailbox mirror batches written without error.")
 	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
@@ -236,6 +238,8 @@ var rules = []rule{
 	{name: "policy.persist_failed", fam: famPersistFailed, values: []string{"policy"}},
 	{name: "policy.load_failed", fam: famPolicyLoad},
 	{name: "presence.expired", fam: famPresenceExp},
+	{name: "presence.changed.", fam: famPresenceChg},
+	{name: "inbox.subagent_results", fam: famSubagent},
 	{name: "card.accepted", fam: famCardAccepted},
 	{name: "card.rejected.", fam: famCardRejected},
 	{name: "card.persist_failed", fam: famPersistFailed, values: []string{"card"}},
