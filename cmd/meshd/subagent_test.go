@@ -73,10 +73,10 @@ func TestSubagentResult(t *testing.T) {
 		t.Fatalf("read %+v", read)
 	}
 
-	// The mailbox file, checked offline.
+	// The mailbox file, checked offline: read, it moved to read/.
 	var file string
 	waitFor(t, "the mailbox file of the result", 10*time.Second, func() bool {
-		files, _ := filepath.Glob(filepath.Join(o.homes["bob"], "mailbox", "*", "inbox", "*.txt"))
+		files, _ := filepath.Glob(filepath.Join(o.homes["bob"], "mailbox", "*", "read", "*.txt"))
 		for _, f := range files {
 			b, _ := os.ReadFile(f)
 			if strings.Contains(string(b), "Message-ID: "+posted.ID) {
