@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // TestPartitionCatchUpOneRound: three hosts on a bridge read #ops, and

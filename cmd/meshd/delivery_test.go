@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // Delivery tests (PROTOCOL §16.1, §16.6): a DM, request or response that

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // Fault tests: partitions, crash loops and floods against real meshd

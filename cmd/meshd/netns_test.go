@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/node/netnstest"
+	"github.com/meshd/meshd/internal/netnstest"
 )
 
 // multiHostOrg creates n homes and a roster listing all of them; it

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // TestScaleMesh measures a full mesh of N real meshd processes, for the
