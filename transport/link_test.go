@@ -17,6 +17,7 @@ import (
 
 	"github.com/flynn/noise"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -514,7 +515,7 @@ func TestConcurrentUse(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // deliberate: the senders race the closes below for a while
 	go out.CloseWithError(nil)
 	out.Close()
 	wg.Wait()
@@ -555,11 +556,7 @@ func TestGoroutinesSettle(t *testing.T) {
 			l.Close()
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines: %d before, %d after\n%v", before, runtime.NumGoroutine(), ourGoroutines())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		t.Fatalf("goroutines: %d before, %d after\n%v", before, runtime.NumGoroutine(), ourGoroutines())
 	}
 }

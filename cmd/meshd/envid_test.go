@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -129,13 +130,7 @@ func counters(t *testing.T, meshctl, home string) map[string]uint64 {
 
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, within, what, cond)
 }
 
 // mailboxFilesWithID returns bob's mailbox files whose Message-ID is id.
