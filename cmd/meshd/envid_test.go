@@ -342,19 +342,16 @@ func TestSenderStoreBudget(t *testing.T) {
 		done <- failed
 	}()
 	stop := time.Now().Add(flooding)
+	floodCtx, cancelFlood := context.WithDeadline(context.Background(), stop)
+	defer cancelFlood()
 	for time.Now().Before(stop) {
 		se := mal.dm(bobKey, proto.NewID(), 300, body)
 		wireSize = len(se.Raw)
-		for {
-			if err := mal.send(se); err == nil {
-				flooded++
-				break
-			}
-			if time.Now().After(stop) {
-				break
-			}
-			time.Sleep(time.Millisecond) // the link's send queue is full
+		// While the link's send queue is full, wait for room.
+		if err := mal.link.SendWait(floodCtx, append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+			break // the flood's time is up, or the link closed
 		}
+		flooded++
 	}
 	if failed := <-done; len(failed) > 0 {
 		t.Fatalf("%d of alice's DMs failed: %+v", len(failed), failed[0])
