@@ -803,8 +803,8 @@ func TestFaultFlood(t *testing.T) {
 	calm := calmIDs.set(time.Time{})
 	readers := []int{0, carol, dave}
 	var after []map[string]uint64
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var onDave map[string]bool
+	if !testwait.Until(30*time.Second, func() bool {
 		after = make([]map[string]uint64, len(names))
 		done := true
 		for _, i := range append([]int{bob}, readers...) {
@@ -819,23 +819,16 @@ func TestFaultFlood(t *testing.T) {
 				done = false
 			}
 		}
-		onDave, err := m.historyIDsAPI(dave, "calm")
-		if err != nil {
+		var err error
+		if onDave, err = m.historyIDsAPI(dave, "calm"); err != nil {
 			t.Fatal(err)
 		}
-		if len(absent(calm, onDave)) > 0 {
-			done = false
+		return done && len(absent(calm, onDave)) == 0
+	}) {
+		for _, i := range readers {
+			t.Logf("%s: delivered %d, handed %d flood + %d calm", names[i], after[i]["rx.delivered.message"]-before[i]["rx.delivered.message"], handed[i], calmHanded[i])
 		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			for _, i := range readers {
-				t.Logf("%s: delivered %d, handed %d flood + %d calm", names[i], after[i]["rx.delivered.message"]-before[i]["rx.delivered.message"], handed[i], calmHanded[i])
-			}
-			t.Fatalf("readers did not get what they were handed within 30 s of the flood's end; dave lacks %d of %d #calm", len(absent(calm, onDave)), len(calm))
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Fatalf("readers did not get what they were handed within 30 s of the flood's end; dave lacks %d of %d #calm", len(absent(calm, onDave)), len(calm))
 	}
 	drained := time.Since(floodEnd)
 
