@@ -185,16 +185,10 @@ func TestConcurrentSendOrder(t *testing.T) {
 				f := make([]byte, 5+int(seq%200)*7)
 				f[0] = byte(s)
 				binary.BigEndian.PutUint32(f[1:], seq)
-				for {
-					err := out.Send(f)
-					if err == nil {
-						break
-					}
-					if !errors.Is(err, ErrQueueFull) {
-						t.Error(err)
-						return
-					}
-					time.Sleep(100 * time.Microsecond)
+				// A full queue is waited out (TestSendQueueFull covers Send's refusal).
+				if err := out.SendWait(context.Background(), f); err != nil {
+					t.Error(err)
+					return
 				}
 			}
 		}()
