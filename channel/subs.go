@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
-	"github.com/meshd/meshd/node/fsutil"
+	"github.com/meshd/meshd/internal/fsutil"
 )
 
 // SubState is a node's local interest in a channel. It never travels: a

@@ -15,7 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/meshd/meshd/node/fsutil"
+	"github.com/meshd/meshd/internal/fsutil"
 )
 
 // Errors callers decide on. Match them with errors.Is.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -274,7 +275,7 @@ func TestCloseDrainsAndIsIdempotent(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond) // deliberate: let some puts in before the close races the rest
 	if err := s.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -296,10 +297,7 @@ func TestCloseDrainsAndIsIdempotent(t *testing.T) {
 	}
 	t.Logf("%d of %d puts acknowledged before close", len(acked), len(envs))
 	s2.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(2*time.Second, func() bool { return runtime.NumGoroutine() <= baseline })
 	if n := runtime.NumGoroutine(); n > baseline {
 		t.Errorf("goroutines: %d after close, %d before open", n, baseline)
 	}

@@ -226,7 +226,7 @@ func TestDMSentWhileLinkComesUp(t *testing.T) {
 		// The link comes up, and its first flush finds the queue empty.
 		a = m.startWith(0, func(c *Config) { c.Listen = []transport.Addr{addr} })
 		waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) && linked(a, m.ids[1].Pub) })
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // deliberate: the link's first flush runs before the store
 	}
 	sent, err := b.Send(api.Send{To: "a", Body: "while the link comes up"})
 	if err != nil {

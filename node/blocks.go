@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/fsutil"
 	"github.com/meshd/meshd/proto"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshd/meshd/node/fsutil"
+	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/proto"
 )
 

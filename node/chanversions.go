@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/channel"
-	"github.com/meshd/meshd/node/fsutil"
+	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/proto"
 )
 

@@ -3,6 +3,8 @@ package node
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/meshd/meshd/internal/clockgrid"
 )
 
 // Link formation without storms. When many nodes start at once, every
@@ -89,9 +91,5 @@ func alignedDelay(now time.Time, iv time.Duration) time.Duration {
 	if iv <= 0 {
 		return time.Second
 	}
-	d := now.Truncate(iv).Add(iv).Sub(now)
-	if d <= 0 {
-		d = iv
-	}
-	return d
+	return clockgrid.Wait(now, time.Nanosecond, iv) // strictly after now
 }

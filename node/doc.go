@@ -1,7 +1,12 @@
-// Package node composes meshd: it owns the links to peers (connection
-// manager, admission, one link per peer pair, reconnect with backoff, peer
-// exchange), roster gossip, discovery hints, and the control API that
-// meshctl talks to over the owner-only Unix socket in the home directory.
+// Package node composes meshd. A [Node] owns the links to peers
+// (connection manager, admission, one link per peer pair, reconnect with
+// backoff, peer exchange, mDNS and seed discovery), roster gossip, the
+// receive pipeline (parse, verify, authorize, commit to the history store,
+// then the consumers), sending and store-and-forward delivery, history
+// sync (syncer.go), presence, agent cards, retention, the mailbox mirror,
+// invites, pending joins and the doctor's checks. [New] also starts the
+// control API that meshctl talks to over the owner-only Unix socket in the
+// home; its HTTP handlers live in node/control, its types in node/api.
 //
 // Trust flows from one place: the admin-signed roster. A link is admitted
 // only when the peer's identity (proved in the Noise handshake) is a

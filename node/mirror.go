@@ -338,7 +338,9 @@ func (r *mirrorRun) retryMissing() {
 // that every item delivered up to newest has its file on disk. The record
 // itself is written without fsync: the next checkpoint (or the file
 // system's own writeback) persists it, and an older record only makes the
-// next start check more files.
+// next start check more files. So it is not fsutil.WriteAtomic, which
+// fsyncs the file and the directory; its one fixed temporary name is
+// also overwritten by the next checkpoint rather than left behind.
 func (n *Node) checkpointMirror(newest time.Time) {
 	err := n.mirror.Sync()
 	if err == nil {

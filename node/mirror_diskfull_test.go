@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/transport"
 )
@@ -98,15 +99,11 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 		return err == nil && len(items) == dms+more
 	})
 	// No restart: the retries write the missing files.
-	deadline := time.Now().Add(40 * time.Second)
-	for len(mailboxFiles(t, m.home(1))) < dms+more {
-		if time.Now().After(deadline) {
-			items, err := b.store.Inbox(history.InboxFilter{})
-			t.Fatalf("after %v: %d files, %d inbox items (%v), counters %v", 2*mirrorRetryMax, len(mailboxFiles(t, m.home(1))), len(items), err, b.Counters())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(40*time.Second, func() bool { return len(mailboxFiles(t, m.home(1))) >= dms+more }) {
+		items, err := b.store.Inbox(history.InboxFilter{})
+		t.Fatalf("after %v: %d files, %d inbox items (%v), counters %v", 2*mirrorRetryMax, len(mailboxFiles(t, m.home(1))), len(items), err, b.Counters())
 	}
-	time.Sleep(2 * mirrorRetryMin) // a duplicate would be written by now
+	time.Sleep(2 * mirrorRetryMin) // deliberate: a duplicate would be written by now
 	files := mailboxFiles(t, m.home(1))
 	got := map[string]int{}
 	for _, p := range files {

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meshd/meshd/node/fsutil"
+	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -209,12 +210,8 @@ func BenchmarkCatchUp5000(b *testing.B) {
 	// Let the reader learn the policy once, then drop its history.
 	r := m.startWith(1, nil, tcpAddr(b, a))
 	waitPolicy(b, r, "bench")
-	deadline := time.Now().Add(30 * time.Second)
-	for channelCount(r, p.ID) != total {
-		if time.Now().After(deadline) {
-			b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, r.syncer.roundsOf(p.ID), r.metrics.Snapshot())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(30*time.Second, func() bool { return channelCount(r, p.ID) == total }) {
+		b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, r.syncer.roundsOf(p.ID), r.metrics.Snapshot())
 	}
 	r.Close()
 	b.ResetTimer()
@@ -227,11 +224,8 @@ func BenchmarkCatchUp5000(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		r := m.startWith(1, func(c *Config) { c.SyncDelay = DefaultConfig().SyncDelay }, tcpAddr(b, a))
-		for channelCount(r, p.ID) < total {
-			if time.Since(start) > time.Minute {
-				b.Fatalf("%d of %d after a minute", channelCount(r, p.ID), total)
-			}
-			time.Sleep(2 * time.Millisecond)
+		if !testwait.Until(time.Minute, func() bool { return channelCount(r, p.ID) >= total }) {
+			b.Fatalf("%d of %d after a minute", channelCount(r, p.ID), total)
 		}
 		took += time.Since(start)
 		b.StopTimer()
@@ -482,7 +476,7 @@ func TestServeHistoryRefusals(t *testing.T) {
 	// A reader that knows #quiet never asks for its history.
 	c := m.startWith(2, nil, tcpAddr(t, a))
 	waitPolicy(t, c, "quiet")
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // deliberate: no request may come in this window
 	if n := a.metrics.Get("history.refused.disabled"); n != 1 {
 		t.Fatalf("a refused %d requests for #quiet, want only the raw one", n)
 	}
@@ -576,7 +570,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 		break
 	}
 	waitFor(t, 5*time.Second, "over-limit drop", func() bool { return a.metrics.Get("drop.history_over_limit") == 1 })
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // deliberate: nothing more may be stored in this window
 	if n := channelCount(a, p.ID); n != 2 {
 		t.Fatalf("%d envelopes stored after an over-limit answer, want 2", n)
 	}
@@ -625,10 +619,7 @@ func TestServeHistoryLimitsPerPeer(t *testing.T) {
 		rp.send(se)
 		sent = append(sent, se)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for a.metrics.Get("drop.history_busy") < 4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(5*time.Second, func() bool { return a.metrics.Get("drop.history_busy") >= 4 })
 	if busy := a.metrics.Get("drop.history_busy"); busy != 4 {
 		t.Fatalf("drop.history_busy = %d (paced %d, served %d), want 4", busy,
 			a.metrics.Get("history.serve_paced"), a.metrics.Get("history.served"))

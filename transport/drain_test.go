@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // numbered returns a frame of size bytes that starts with i.
@@ -82,13 +84,7 @@ func TestCloseAndDrainBlockedWriter(t *testing.T) {
 		}
 	}
 	// Wait until the writer holds its first batch: the queue shrinks once.
-	deadline := time.Now().Add(5 * time.Second)
-	for q, _ := out.QueueLen(); q == n; q, _ = out.QueueLen() {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer took nothing")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the writer to take its first batch", func() bool { q, _ := out.QueueLen(); return q != n })
 	fs := out.CloseAndDrain([]byte("goodbye"))
 	maxInFlight := flushThreshold/size + 1
 	if len(fs) < n-maxInFlight {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -27,12 +28,8 @@ func idleFrom(t *testing.T, ln *Listener, src string) net.Conn {
 // waitStat waits until cond holds for the listener's stats.
 func waitStat(t *testing.T, ln *Listener, what string, cond func(ListenerStats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond(ln.Stats()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: stats %+v", what, ln.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(5*time.Second, func() bool { return cond(ln.Stats()) }) {
+		t.Fatalf("%s: stats %+v", what, ln.Stats())
 	}
 }
 
@@ -85,7 +82,7 @@ func TestListenerShedsOldestIdle(t *testing.T) {
 	busy := idleFrom(t, ln, "127.0.0.5")
 	busy.Write([]byte{0, msg1Len, 1, 2, 3})
 	waitStat(t, ln, "busy pending", func(s ListenerStats) bool { return s.Pending == 1 })
-	time.Sleep(20 * time.Millisecond) // let the listener read the first byte
+	testwait.For(t, 5*time.Second, "the listener to read the first byte", func() bool { return activePending(ln) == 1 })
 	var idle []net.Conn
 	for i := range 3 {
 		idle = append(idle, idleFrom(t, ln, "127.0.0."+string(rune('2'+i))))
@@ -181,16 +178,12 @@ func TestListenerShedsStalled(t *testing.T) {
 	waitStat(t, ln, "full", func(s ListenerStats) bool { return s.Pending == 2 })
 	// Until the listener has read their first bytes, the two count as
 	// idle, and a newcomer would rightly shed one.
-	for deadline := time.Now().Add(5 * time.Second); activePending(ln) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the listener did not read message 1 of the two handshakes")
-		}
-	}
+	testwait.For(t, 5*time.Second, "the listener to read message 1 of the two handshakes", func() bool { return activePending(ln) >= 2 })
 	// Before a second has passed, a newcomer finds no place.
 	if c := idleFrom(t, ln, "127.0.0.4"); !closedByPeer(c, 2*time.Second) {
 		t.Fatal("newcomer got a place next to fresh handshakes")
 	}
-	time.Sleep(stallAfter)
+	time.Sleep(stallAfter) // deliberate: the two handshakes become stalled
 	out, _ := pair(t, ln, testConfig(t, testOrg), nil)
 	if out == nil {
 		t.Fatal("no link")

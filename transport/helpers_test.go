@@ -20,6 +20,7 @@ import (
 
 	"github.com/flynn/noise"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -31,17 +32,9 @@ const testOrg = "acme"
 func checkLeaks(t testing.TB) {
 	t.Helper()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			leaked := ourGoroutines()
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d goroutines leaked:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
+		var leaked []string
+		if !testwait.Until(5*time.Second, func() bool { leaked = ourGoroutines(); return len(leaked) == 0 }) {
+			t.Errorf("%d goroutines leaked:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 		}
 	})
 }

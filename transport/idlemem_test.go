@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // TestIdleLinkMemory checks what an idle link costs: after frames large
@@ -57,12 +59,10 @@ func TestIdleLinkMemory(t *testing.T) {
 	// be just after the frames arrived: measure until the figure is
 	// within the limit or a few seconds have passed.
 	var per int64
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testwait.Until(5*time.Second, func() bool {
 		per = (int64(settle()) - int64(base)) / int64(len(links))
-		if per <= limit || time.Now().After(deadline) {
-			break
-		}
-	}
+		return per <= limit
+	})
 	t.Logf("%d idle link ends: %d bytes of heap and stack each", len(links), per)
 	if per > limit {
 		t.Errorf("an idle link end costs %d bytes, limit %d", per, limit)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // TestSendQueueBytes: the send queue is bounded in bytes as well as in
@@ -109,18 +111,14 @@ func TestSendQueueBytesConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var r int
+	if !testwait.Until(10*time.Second, func() bool {
 		mu.Lock()
-		r := received
-		mu.Unlock()
-		if r == senders*each {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("received %d of %d frames", r, senders*each)
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer mu.Unlock()
+		r = received
+		return r == senders*each
+	}) {
+		t.Fatalf("received %d of %d frames", r, senders*each)
 	}
 }
 

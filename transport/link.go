@@ -17,6 +17,7 @@ import (
 	"github.com/flynn/noise"
 	"golang.org/x/time/rate"
 
+	"github.com/meshd/meshd/internal/clockgrid"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -833,7 +834,7 @@ func (l *Link) writeLoop() {
 			// nothing (PROTOCOL.md §13.3) and is streaming to us.
 			wait := min(l.LastRecv().Add(l.keepalive).Sub(now), w.lastSend.Add(2*l.keepalive).Sub(now))
 			if wait > 0 {
-				timer.Reset(alignedWait(now, wait, min(keepaliveGrid, l.keepalive/5)))
+				timer.Reset(clockgrid.Wait(now, wait, min(keepaliveGrid, l.keepalive/5)))
 				continue
 			}
 			l.stats.pingsOut.Add(1)
@@ -856,20 +857,6 @@ func (l *Link) writeLoop() {
 // too. A ping goes out at most one grid step late (the step is a fifth
 // of the keepalive interval when that is shorter than 5 s).
 const keepaliveGrid = time.Second
-
-// alignedWait returns how long from now until the first instant at or
-// after now+wait that is a multiple of grid.
-func alignedWait(now time.Time, wait, grid time.Duration) time.Duration {
-	if grid <= 0 {
-		return wait
-	}
-	due := now.Add(wait)
-	at := due.Truncate(grid)
-	if at.Before(due) {
-		at = at.Add(grid)
-	}
-	return at.Sub(now)
-}
 
 func (l *Link) writeErr(err error) error {
 	switch {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flynn/noise"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -184,16 +185,10 @@ func TestConcurrentSendOrder(t *testing.T) {
 				f := make([]byte, 5+int(seq%200)*7)
 				f[0] = byte(s)
 				binary.BigEndian.PutUint32(f[1:], seq)
-				for {
-					err := out.Send(f)
-					if err == nil {
-						break
-					}
-					if !errors.Is(err, ErrQueueFull) {
-						t.Error(err)
-						return
-					}
-					time.Sleep(100 * time.Microsecond)
+				// A full queue is waited out (TestSendQueueFull covers Send's refusal).
+				if err := out.SendWait(context.Background(), f); err != nil {
+					t.Error(err)
+					return
 				}
 			}
 		}()
@@ -514,7 +509,7 @@ func TestConcurrentUse(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // deliberate: the senders race the closes below for a while
 	go out.CloseWithError(nil)
 	out.Close()
 	wg.Wait()
@@ -555,11 +550,7 @@ func TestGoroutinesSettle(t *testing.T) {
 			l.Close()
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines: %d before, %d after\n%v", before, runtime.NumGoroutine(), ourGoroutines())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		t.Fatalf("goroutines: %d before, %d after\n%v", before, runtime.NumGoroutine(), ourGoroutines())
 	}
 }

@@ -164,7 +164,7 @@ func TestListenerClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	time.Sleep(20 * time.Millisecond)
+	waitStat(t, ln, "the stalled handshake pending", func(s ListenerStats) bool { return s.Pending == 1 })
 	errc := make(chan error, 1)
 	go func() { _, err := ln.Accept(context.Background()); errc <- err }()
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // TestMailboxWatchTimesFiles makes mirror-like files in a mailbox whose day
@@ -43,23 +45,16 @@ func TestMailboxWatchTimesFiles(t *testing.T) {
 	// The directories were made after the watch started: write until the
 	// watch has added the inbox and sees the file.
 	pending := []int{0, 1, 2, 3}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(at) == 0 {
+	testwait.For(t, 5*time.Second, "the first file to be seen", func() bool {
 		write(0, "101530-000000000000.txt")
 		pending = mw.match(pending, ids, found)
-		if time.Now().After(deadline) {
-			t.Fatal("the first file was never seen")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(at) > 0
+	})
 	write(1, "101531-000000000001.txt")
 	write(2, "101531-000000000002.txt")
 	write(2, "101532-000000000002.txt")  // a second file of one envelope
 	write(2, ".tmp-101532-000000000002") // not a mirror file name
-	for len(pending) > 1 && time.Now().Before(deadline) {
-		pending = mw.match(pending, ids, found)
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(5*time.Second, func() bool { pending = mw.match(pending, ids, found); return len(pending) <= 1 })
 	if !slices.Equal(pending, []int{3}) {
 		t.Fatalf("pending %v, want [3]", pending)
 	}

@@ -5,8 +5,8 @@ import (
 	"os"
 
 	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/fsutil"
 )
 
 const usageChannelSign = `usage: meshctl channel sign FILE [--json]

@@ -10,11 +10,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -104,19 +106,13 @@ func (f *fakeEvents) waitReader(t *testing.T) {
 func (f *fakeEvents) waitRequest(t *testing.T, route string) []fakeRequest {
 	t.Helper()
 	var reqs []fakeRequest
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !testwait.Until(5*time.Second, func() bool {
 		reqs = append(reqs, f.take()...)
-		for _, r := range reqs {
-			if r.Route == route {
-				return reqs
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s request; got %+v", route, reqs)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return slices.ContainsFunc(reqs, func(r fakeRequest) bool { return r.Route == route })
+	}) {
+		t.Fatalf("no %s request; got %+v", route, reqs)
 	}
+	return reqs
 }
 
 // send writes raw event-stream text to every open stream.
@@ -166,12 +162,8 @@ func (s *syncBuffer) String() string {
 // waitFor waits until s holds want.
 func (s *syncBuffer) waitFor(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(s.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output lacks %q:\n%s", want, s.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(5*time.Second, func() bool { return strings.Contains(s.String(), want) }) {
+		t.Fatalf("output lacks %q:\n%s", want, s.String())
 	}
 }
 

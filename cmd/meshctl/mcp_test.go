@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/roster"
 )
@@ -192,15 +193,14 @@ func TestMCPServer(t *testing.T) {
 	}
 	// delivery_status follows it until bob's ack arrives.
 	dmID := structured[api.Sent](t, res).ID
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var d api.Delivery
+	var text string
+	if !testwait.Until(10*time.Second, func() bool {
 		res := toolOK(t, ctx, cs, "delivery_status", map[string]any{"id": dmID})
-		d := structured[api.Delivery](t, res)
-		if len(d.Recipients) == 1 && d.Recipients[0].State == "delivered" && strings.Contains(toolText(res), "delivered") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery_status of the DM: %+v %q", d, toolText(res))
-		}
+		d, text = structured[api.Delivery](t, res), toolText(res)
+		return len(d.Recipients) == 1 && d.Recipients[0].State == "delivered" && strings.Contains(text, "delivered")
+	}) {
+		t.Fatalf("delivery_status of the DM: %+v %q", d, text)
 	}
 	if l := structured[api.SentList](t, toolOK(t, ctx, cs, "delivery_status", map[string]any{})); len(l.Items) != 1 || l.Items[0].ID != dmID {
 		t.Errorf("delivery_status list: %+v", l)

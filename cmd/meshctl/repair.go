@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/proto"
@@ -272,22 +273,10 @@ func moveAside(path string, now time.Time) (string, error) {
 	if err := os.Rename(path, to); err != nil {
 		return "", fmt.Errorf("move the damaged store aside: %w", err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
 		return "", err
 	}
 	return to, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // mailboxFile is one mirror file and the delivery time its path gives.

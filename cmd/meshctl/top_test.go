@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
@@ -148,12 +149,8 @@ func TestTopLive(t *testing.T) {
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
 	go func() { done <- run([]string{"--home", f.home, "top", "--interval", "10ms"}, nil, stdout, stderr) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(stdout.String(), "\x1b[H\x1b[2J") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than 3 frames in 5s:\n%q", stdout.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(5*time.Second, func() bool { return strings.Count(stdout.String(), "\x1b[H\x1b[2J") >= 3 }) {
+		t.Fatalf("fewer than 3 frames in 5s:\n%q", stdout.String())
 	}
 	cancel() // Ctrl-C
 	select {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // agentsJSON is the answer of meshctl agents --json.
@@ -33,19 +35,20 @@ type agentsJSON struct {
 func (o *histOrg) waitAgent(home, intent, name string, min uint64, within time.Duration) time.Duration {
 	o.t.Helper()
 	start := time.Now()
-	for {
-		var a agentsJSON
+	var a agentsJSON
+	if !testwait.Until(within, func() bool {
+		a = agentsJSON{}
 		meshctlJSON(o.t, o.meshctl, &a, "--home", home, "agents", "--intent", intent, "--json")
 		for _, c := range a.Cards {
 			if c.Name == name && c.Version >= min {
-				return time.Since(start)
+				return true
 			}
 		}
-		if time.Since(start) > within {
-			o.t.Fatalf("%s never listed %s for intent %s within %v: %+v", home, name, intent, within, a)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		o.t.Fatalf("%s never listed %s for intent %s within %v: %+v", home, name, intent, within, a)
 	}
+	return time.Since(start)
 }
 
 // TestAgentCardsEndToEnd: a card set on bob appears in meshctl agents
@@ -159,16 +162,12 @@ func TestAgentCardsEndToEnd(t *testing.T) {
 	// Clearing reaches the others too.
 	o.start("bob")
 	o.ctl("bob", "card", "clear")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var a agentsJSON
+	var a agentsJSON
+	if !testwait.Until(10*time.Second, func() bool {
+		a = agentsJSON{}
 		meshctlJSON(t, o.meshctl, &a, "--home", carol, "agents", "--json")
-		if len(a.Cards) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bob's cleared card still listed at carol: %+v", a)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(a.Cards) == 0
+	}) {
+		t.Fatalf("bob's cleared card still listed at carol: %+v", a)
 	}
 }

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // TestPartitionCatchUpOneRound: three hosts on a bridge read #ops, and
@@ -100,9 +101,9 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 	waitPeers(t, meshctl, homes[2], 2, 30*time.Second)
 	linked := time.Since(healed)
 
-	var took time.Duration
-	for {
-		missing := 0
+	missing := 0
+	if !testwait.Until(time.Until(healed.Add(30*time.Second)), func() bool {
+		missing = 0
 		for i := range n {
 			got, err := m.historyIDsAPI(i, "ops")
 			if err != nil {
@@ -114,19 +115,15 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 				}
 			}
 		}
-		if missing == 0 {
-			took = time.Since(healed)
-			break
+		return missing == 0
+	}) {
+		for i := range n {
+			got, _ := m.historyIDsAPI(i, "ops")
+			t.Logf("host%d holds %d of the %d sent", i, len(got), len(all))
 		}
-		if time.Since(healed) > 30*time.Second {
-			for i := range n {
-				got, _ := m.historyIDsAPI(i, "ops")
-				t.Logf("host%d holds %d of the %d sent", i, len(got), len(all))
-			}
-			t.Fatalf("%d messages still missing 30 s after the heal (links back after %v)", missing, linked.Round(time.Millisecond))
-		}
-		time.Sleep(100 * time.Millisecond)
+		t.Fatalf("%d messages still missing 30 s after the heal (links back after %v)", missing, linked.Round(time.Millisecond))
 	}
+	took := time.Since(healed)
 	for i := range n {
 		c := m.status(i).Counters
 		if c["sync.gaps_forgotten"] != 0 {

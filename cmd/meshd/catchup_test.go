@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -430,16 +431,12 @@ func TestEpochFloodKeepsRealGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.start("bob")
-	deadline := time.Now().Add(60 * time.Second)
-	for !o.historyIDs("alice", "ops")[hole.ID.String()] {
-		if time.Now().After(deadline) {
-			a, b := counters(t, o.meshctl, o.homes["alice"]), counters(t, o.meshctl, o.homes["bob"])
-			t.Fatalf("alice never fetched carol's 901 from bob: alice sync.pages %d (+%d), sync.envelopes %d (+%d), sync.already_held %d, sync.resumed %d (+%d), sync.paused %d; bob history.served %d, history.served.envelopes %d",
-				a["sync.pages"], a["sync.pages"]-pre["sync.pages"], a["sync.envelopes"], a["sync.envelopes"]-pre["sync.envelopes"],
-				a["sync.already_held"], a["sync.resumed"], a["sync.resumed"]-pre["sync.resumed"], a["sync.paused"],
-				b["history.served"], b["history.served.envelopes"])
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testwait.Until(60*time.Second, func() bool { return o.historyIDs("alice", "ops")[hole.ID.String()] }) {
+		a, b := counters(t, o.meshctl, o.homes["alice"]), counters(t, o.meshctl, o.homes["bob"])
+		t.Fatalf("alice never fetched carol's 901 from bob: alice sync.pages %d (+%d), sync.envelopes %d (+%d), sync.already_held %d, sync.resumed %d (+%d), sync.paused %d; bob history.served %d, history.served.envelopes %d",
+			a["sync.pages"], a["sync.pages"]-pre["sync.pages"], a["sync.envelopes"], a["sync.envelopes"]-pre["sync.envelopes"],
+			a["sync.already_held"], a["sync.resumed"], a["sync.resumed"]-pre["sync.resumed"], a["sync.paused"],
+			b["history.served"], b["history.served.envelopes"])
 	}
 	took := time.Since(start)
 	c := counters(t, o.meshctl, o.homes["alice"])

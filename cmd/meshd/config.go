@@ -106,8 +106,14 @@ type configKey struct {
 	// *bool or *int. A list is an array in the file, comma-separated in
 	// the environment, and a repeated flag.
 	field func(c *fileConfig) any
-	def   any    // the default, of the field's type
-	help  string // the flag's help
+	// fromNode reads the key's value, in the field's type and the key's
+	// units, from a node.Config. It gives the key's default, read from
+	// node.DefaultConfig, so that a default is written once; and apply
+	// undoes it: fromNode of what apply set is the value (a test checks
+	// both). nil for keys the node has no default for: they give def.
+	fromNode func(nc *node.Config) any
+	def      any    // the default, of the field's type (set from fromNode when there is one)
+	help     string // the flag's help
 	// defText says what an empty default means, for the flag's help.
 	defText string
 	// apply sets the key's part of node.Config, checking its value; nil
@@ -118,9 +124,10 @@ type configKey struct {
 
 // configKeys is the table of meshd's configuration keys, in the order of
 // docs/meshd.toml and --print-config. To add a key, add a field to
-// fileConfig and one entry here; the file, the environment, the flags and
+// fileConfig and one entry here, whose fromNode reads its default from
+// node.DefaultConfig; the file, the environment, the flags and
 // --print-config follow, and cmd/meshd's tests ask for its documentation
-// in docs/meshd.toml.
+// in docs/meshd.toml and check that it round-trips into node.Config.
 //
 // A single table rather than peterbourgon/ff: ff takes a config file's
 // keys to be the flags' names, so the file's no_unix and seeds (flags
@@ -128,16 +135,16 @@ type configKey struct {
 // no line for an unknown key, and applying the values to node.Config and
 // --print-config would still be ours to write.
 var configKeys = []configKey{
-	{key: "home", field: func(c *fileConfig) any { return &c.Home }, def: "",
+	{key: "home", field: func(c *fileConfig) any { return &c.Home }, fromNode: func(nc *node.Config) any { return nc.Home },
 		help: "home directory", defText: "~/.meshd",
 		apply: func(c *fileConfig, nc *node.Config) error { nc.Home = c.Home; return nil }},
-	{key: "name", field: func(c *fileConfig) any { return &c.Name }, def: "",
+	{key: "name", field: func(c *fileConfig) any { return &c.Name }, fromNode: func(nc *node.Config) any { return nc.Name },
 		help:  "display name used when creating the identity or a one-node org",
 		apply: func(c *fileConfig, nc *node.Config) error { nc.Name = c.Name; return nil }},
-	{key: "org", field: func(c *fileConfig) any { return &c.Org }, def: "",
+	{key: "org", field: func(c *fileConfig) any { return &c.Org }, fromNode: func(nc *node.Config) any { return nc.Org },
 		help: "org id for a new one-node org", defText: "org-<fingerprint>",
 		apply: func(c *fileConfig, nc *node.Config) error { nc.Org = c.Org; return nil }},
-	{key: "roster", field: func(c *fileConfig) any { return &c.Roster }, def: "",
+	{key: "roster", field: func(c *fileConfig) any { return &c.Roster }, fromNode: func(nc *node.Config) any { return nc.RosterFile },
 		help:  "pinned roster file",
 		apply: func(c *fileConfig, nc *node.Config) error { nc.RosterFile = c.Roster; return nil }},
 	{key: "listen", field: func(c *fileConfig) any { return &c.Listen }, def: []string{DefaultListen},
@@ -146,19 +153,19 @@ var configKeys = []configKey{
 			nc.Listen, err = parseAddrs("--listen", c.Listen)
 			return err
 		}},
-	{key: "no_unix", field: func(c *fileConfig) any { return &c.NoUnix }, def: false,
+	{key: "no_unix", field: func(c *fileConfig) any { return &c.NoUnix }, fromNode: func(nc *node.Config) any { return nc.NoUnixListener },
 		help:  "do not listen on the link socket in the home",
 		apply: func(c *fileConfig, nc *node.Config) error { nc.NoUnixListener = c.NoUnix; return nil }},
-	{key: "seeds", flag: "seed", field: func(c *fileConfig) any { return &c.Seeds }, def: []string(nil),
+	{key: "seeds", flag: "seed", field: func(c *fileConfig) any { return &c.Seeds }, fromNode: func(nc *node.Config) any { return addrTexts(nc.Seeds) },
 		help: "static seed peer tcp://HOST:PORT or unix:///PATH",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.Seeds, err = parseAddrs("--seed", c.Seeds)
 			return err
 		}},
-	{key: "no_mdns", field: func(c *fileConfig) any { return &c.NoMDNS }, def: false,
+	{key: "no_mdns", field: func(c *fileConfig) any { return &c.NoMDNS }, fromNode: func(nc *node.Config) any { return !nc.MDNS },
 		help:  "disable mDNS discovery",
 		apply: func(c *fileConfig, nc *node.Config) error { nc.MDNS = !c.NoMDNS; return nil }},
-	{key: "mdns_interface", field: func(c *fileConfig) any { return &c.MDNSInterface }, def: "",
+	{key: "mdns_interface", field: func(c *fileConfig) any { return &c.MDNSInterface }, fromNode: func(nc *node.Config) any { return nc.MDNSInterface },
 		help: "network interface for mDNS", defText: "the first multicast interface",
 		apply: func(c *fileConfig, nc *node.Config) error { nc.MDNSInterface = c.MDNSInterface; return nil }},
 	{key: "mailbox_group", field: func(c *fileConfig) any { return &c.MailboxGroup }, def: "",
@@ -167,25 +174,25 @@ var configKeys = []configKey{
 			nc.MailboxAccess, err = mailboxAccess(c.MailboxGroup)
 			return err
 		}},
-	{key: "presence_ttl", field: func(c *fileConfig) any { return &c.PresenceTTL }, def: "5m",
+	{key: "presence_ttl", field: func(c *fileConfig) any { return &c.PresenceTTL }, fromNode: func(nc *node.Config) any { return durText(nc.PresenceTTL) },
 		help: "silence after which a peer is shown offline",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.PresenceTTL, err = parseDuration("presence ttl", c.PresenceTTL, time.Second, "at least 1s, like 5m")
 			return err
 		}},
-	{key: "presence_away_after", field: func(c *fileConfig) any { return &c.PresenceAwayAfter }, def: "10m",
+	{key: "presence_away_after", field: func(c *fileConfig) any { return &c.PresenceAwayAfter }, fromNode: func(nc *node.Config) any { return durText(nc.PresenceAwayAfter) },
 		help: "announce the agent away once no local client has called meshd for this long (0: never)",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.PresenceAwayAfter, err = parseDuration("presence away after", c.PresenceAwayAfter, 0, "0 (never) or more, like 10m")
 			return err
 		}},
-	{key: "presence_offline_after", field: func(c *fileConfig) any { return &c.PresenceOfflineAfter }, def: "1h",
+	{key: "presence_offline_after", field: func(c *fileConfig) any { return &c.PresenceOfflineAfter }, fromNode: func(nc *node.Config) any { return durText(nc.PresenceOfflineAfter) },
 		help: "announce the agent offline once no local client has called meshd for this long (0: never)",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.PresenceOfflineAfter, err = parseDuration("presence offline after", c.PresenceOfflineAfter, 0, "0 (never) or more, like 1h")
 			return err
 		}},
-	{key: "reply_depth_max", field: func(c *fileConfig) any { return &c.ReplyDepthMax }, def: 16,
+	{key: "reply_depth_max", field: func(c *fileConfig) any { return &c.ReplyDepthMax }, fromNode: func(nc *node.Config) any { return nc.MaxReplyDepth },
 		help: "the deepest reply (an answer to an answer, along in_reply_to) this node sends; 0 no limit",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.ReplyDepthMax < 0 || c.ReplyDepthMax > 1000 {
@@ -194,13 +201,13 @@ var configKeys = []configKey{
 			nc.MaxReplyDepth = c.ReplyDepthMax
 			return nil
 		}},
-	{key: "keepalive", field: func(c *fileConfig) any { return &c.Keepalive }, def: "15s",
+	{key: "keepalive", field: func(c *fileConfig) any { return &c.Keepalive }, fromNode: func(nc *node.Config) any { return durText(nc.Transport.KeepaliveInterval) },
 		help: "ping a link after this long without receiving on it",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.Transport.KeepaliveInterval, err = parseDuration("keepalive", c.Keepalive, 100*time.Millisecond, "at least 100ms, like 5s")
 			return err
 		}},
-	{key: "idle_timeout", field: func(c *fileConfig) any { return &c.IdleTimeout }, def: "45s",
+	{key: "idle_timeout", field: func(c *fileConfig) any { return &c.IdleTimeout }, fromNode: func(nc *node.Config) any { return durText(nc.Transport.IdleTimeout) },
 		help: "close a link that has heard nothing for this long, at least twice --keepalive",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			ka := nc.Transport.KeepaliveInterval // keepalive applies first
@@ -208,7 +215,7 @@ var configKeys = []configKey{
 				fmt.Sprintf("at least twice the keepalive (%v), like 45s", ka))
 			return err
 		}},
-	{key: "handshakes_per_source", field: func(c *fileConfig) any { return &c.HandshakesPerSource }, def: 8,
+	{key: "handshakes_per_source", field: func(c *fileConfig) any { return &c.HandshakesPerSource }, fromNode: func(nc *node.Config) any { return nc.Transport.MaxHandshakesPerSource },
 		help: "most unauthenticated connections one remote IPv4 address or IPv6 /64 may have in handshake",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.HandshakesPerSource < 1 || c.HandshakesPerSource > 1024 {
@@ -217,7 +224,7 @@ var configKeys = []configKey{
 			nc.Transport.MaxHandshakesPerSource = c.HandshakesPerSource
 			return nil
 		}},
-	{key: "max_handshakes", field: func(c *fileConfig) any { return &c.MaxHandshakes }, def: 128,
+	{key: "max_handshakes", field: func(c *fileConfig) any { return &c.MaxHandshakes }, fromNode: func(nc *node.Config) any { return nc.Transport.MaxHandshakes },
 		help: "most unauthenticated connections held in all; the oldest idle one is closed to make room",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.MaxHandshakes < 1 || c.MaxHandshakes > 65536 {
@@ -226,7 +233,7 @@ var configKeys = []configKey{
 			nc.Transport.MaxHandshakes = c.MaxHandshakes
 			return nil
 		}},
-	{key: "link_send_queue_mib", field: func(c *fileConfig) any { return &c.LinkSendQueueMiB }, def: 8,
+	{key: "link_send_queue_mib", field: func(c *fileConfig) any { return &c.LinkSendQueueMiB }, fromNode: func(nc *node.Config) any { return nc.Transport.SendQueueBytes >> 20 },
 		help: "MiB of frames a link's send queue holds; a peer that does not read costs at most this",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.LinkSendQueueMiB < 1 || c.LinkSendQueueMiB > 1024 {
@@ -235,7 +242,7 @@ var configKeys = []configKey{
 			nc.Transport.SendQueueBytes = c.LinkSendQueueMiB << 20
 			return nil
 		}},
-	{key: "link_recv_rate_mib", field: func(c *fileConfig) any { return &c.LinkRecvRateMiB }, def: 32,
+	{key: "link_recv_rate_mib", field: func(c *fileConfig) any { return &c.LinkRecvRateMiB }, fromNode: func(nc *node.Config) any { return mibOrOff(int64(nc.Transport.RecvRate)) },
 		help: "MiB a second a link reads from its peer; past it the link stops reading until the rate allows; 0 no limit",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			switch {
@@ -248,19 +255,19 @@ var configKeys = []configKey{
 			}
 			return nil
 		}},
-	{key: "archive_retention", field: func(c *fileConfig) any { return &c.ArchiveRetention }, def: "720h",
+	{key: "archive_retention", field: func(c *fileConfig) any { return &c.ArchiveRetention }, fromNode: func(nc *node.Config) any { return durText(nc.ArchiveRetention) },
 		help: "how long an archive node (roster archive flag) keeps channel history at least",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.ArchiveRetention, err = parseDuration("archive retention", c.ArchiveRetention, time.Hour, "at least 1h, like 720h")
 			return err
 		}},
-	{key: "retention_interval", field: func(c *fileConfig) any { return &c.RetentionInterval }, def: "1m",
+	{key: "retention_interval", field: func(c *fileConfig) any { return &c.RetentionInterval }, fromNode: func(nc *node.Config) any { return durText(nc.RetentionInterval) },
 		help: "how often history retention runs",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.RetentionInterval, err = parseDuration("retention interval", c.RetentionInterval, time.Second, "at least 1s, like 1m")
 			return err
 		}},
-	{key: "sync_peers", field: func(c *fileConfig) any { return &c.SyncPeers }, def: 3,
+	{key: "sync_peers", field: func(c *fileConfig) any { return &c.SyncPeers }, fromNode: func(nc *node.Config) any { return nc.SyncPeers },
 		help: "how many linked readers a history catch-up asks per channel",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.SyncPeers < 1 || c.SyncPeers > 16 {
@@ -269,13 +276,13 @@ var configKeys = []configKey{
 			nc.SyncPeers = c.SyncPeers
 			return nil
 		}},
-	{key: "sync_timeout", field: func(c *fileConfig) any { return &c.SyncTimeout }, def: "10s",
+	{key: "sync_timeout", field: func(c *fileConfig) any { return &c.SyncTimeout }, fromNode: func(nc *node.Config) any { return durText(nc.SyncTimeout) },
 		help: "how long a history catch-up waits for a page before it asks the next peer; a later page is still used",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.SyncTimeout, err = parseDuration("sync timeout", c.SyncTimeout, time.Millisecond, "at least 1ms, like 10s")
 			return err
 		}},
-	{key: "compact_at_start_mib", field: func(c *fileConfig) any { return &c.CompactAtStartMiB }, def: 64,
+	{key: "compact_at_start_mib", field: func(c *fileConfig) any { return &c.CompactAtStartMiB }, fromNode: func(nc *node.Config) any { return mibOrOff(nc.CompactAtStart) },
 		help: "compact a history store of at least this many MiB that is half free pages at start; 0 never",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.CompactAtStartMiB < 0 {
@@ -284,7 +291,7 @@ var configKeys = []configKey{
 			nc.CompactAtStart = int64(c.CompactAtStartMiB) << 20
 			return nil
 		}},
-	{key: "sender_store_mib", field: func(c *fileConfig) any { return &c.SenderStoreMiB }, def: 256,
+	{key: "sender_store_mib", field: func(c *fileConfig) any { return &c.SenderStoreMiB }, fromNode: func(nc *node.Config) any { return int(nc.SenderStoreBytes >> 20) },
 		help: "MiB of DMs, requests and responses one member may have stored here; more are refused unacknowledged (drop.quota) until retention makes room",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.SenderStoreMiB < 1 || c.SenderStoreMiB > 1<<20 {
@@ -293,7 +300,7 @@ var configKeys = []configKey{
 			nc.SenderStoreBytes = int64(c.SenderStoreMiB) << 20
 			return nil
 		}},
-	{key: "sender_store_envelopes", field: func(c *fileConfig) any { return &c.SenderStoreEnvelopes }, def: 50000,
+	{key: "sender_store_envelopes", field: func(c *fileConfig) any { return &c.SenderStoreEnvelopes }, fromNode: func(nc *node.Config) any { return nc.SenderStoreEnvelopes },
 		help: "DMs, requests and responses one member may have stored here; more are refused unacknowledged (drop.quota)",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.SenderStoreEnvelopes < 1 {
@@ -302,7 +309,7 @@ var configKeys = []configKey{
 			nc.SenderStoreEnvelopes = c.SenderStoreEnvelopes
 			return nil
 		}},
-	{key: "channel_sender_rate", field: func(c *fileConfig) any { return &c.ChannelSenderRate }, def: 600,
+	{key: "channel_sender_rate", field: func(c *fileConfig) any { return &c.ChannelSenderRate }, fromNode: func(nc *node.Config) any { return max(nc.ChannelSenderRate, 0) },
 		help: "channel messages a minute one member may have this node take, after a burst of channel_sender_burst; more are refused (drop.quota); 0 no limit",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			switch {
@@ -315,7 +322,7 @@ var configKeys = []configKey{
 			}
 			return nil
 		}},
-	{key: "channel_sender_burst", field: func(c *fileConfig) any { return &c.ChannelSenderBurst }, def: 2000,
+	{key: "channel_sender_burst", field: func(c *fileConfig) any { return &c.ChannelSenderBurst }, fromNode: func(nc *node.Config) any { return nc.ChannelSenderBurst },
 		help: "channel messages one member may send this node at once (five times as many by history catch-up) before channel_sender_rate holds it",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.ChannelSenderBurst < 1 {
@@ -324,7 +331,7 @@ var configKeys = []configKey{
 			nc.ChannelSenderBurst = c.ChannelSenderBurst
 			return nil
 		}},
-	{key: "channel_sender_mib_per_hour", field: func(c *fileConfig) any { return &c.ChannelSenderMiBPerHour }, def: 256,
+	{key: "channel_sender_mib_per_hour", field: func(c *fileConfig) any { return &c.ChannelSenderMiBPerHour }, fromNode: func(nc *node.Config) any { return mibOrOff(nc.ChannelSenderBytesPerHour) },
 		help: "MiB of channel messages an hour one member may have this node take (and as many at once); more are refused (drop.quota); 0 no limit",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			switch {
@@ -337,7 +344,7 @@ var configKeys = []configKey{
 			}
 			return nil
 		}},
-	{key: "mailbox_max_files", field: func(c *fileConfig) any { return &c.MailboxMaxFiles }, def: 200000,
+	{key: "mailbox_max_files", field: func(c *fileConfig) any { return &c.MailboxMaxFiles }, fromNode: func(nc *node.Config) any { return max(nc.MailboxMaxFiles, 0) },
 		help: "inbox files the mailbox holds; past it the mirror pauses until retention or an agent removes some; 0 no limit",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.MailboxMaxFiles < 0 {
@@ -349,7 +356,7 @@ var configKeys = []configKey{
 			}
 			return nil
 		}},
-	{key: "mailbox_max_mib", field: func(c *fileConfig) any { return &c.MailboxMaxMiB }, def: 2048,
+	{key: "mailbox_max_mib", field: func(c *fileConfig) any { return &c.MailboxMaxMiB }, fromNode: func(nc *node.Config) any { return mibOrOff(nc.MailboxMaxBytes) },
 		help: "MiB of inbox files the mailbox holds; past it the mirror pauses; 0 no limit",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.MailboxMaxMiB < 0 || c.MailboxMaxMiB > 1<<30 {
@@ -361,7 +368,7 @@ var configKeys = []configKey{
 			}
 			return nil
 		}},
-	{key: "mailbox_min_free_mib", field: func(c *fileConfig) any { return &c.MailboxMinFreeMiB }, def: 256,
+	{key: "mailbox_min_free_mib", field: func(c *fileConfig) any { return &c.MailboxMinFreeMiB }, fromNode: func(nc *node.Config) any { return mibOrOff(nc.MailboxMinFree) },
 		help: "MiB free on the mailbox's file system below which the mirror pauses, and resumes once there is more; 0 never",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.MailboxMinFreeMiB < 0 || c.MailboxMinFreeMiB > 1<<30 {
@@ -373,13 +380,13 @@ var configKeys = []configKey{
 			}
 			return nil
 		}},
-	{key: "delivery_window", field: func(c *fileConfig) any { return &c.DeliveryWindow }, def: "24h",
+	{key: "delivery_window", field: func(c *fileConfig) any { return &c.DeliveryWindow }, fromNode: func(nc *node.Config) any { return durText(nc.OfflineWindow) },
 		help: "how long a DM, request or response is kept and re-sent until its recipient acknowledges it; its sender is told if it expires",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.OfflineWindow, err = parseTTL("delivery window", c.DeliveryWindow)
 			return err
 		}},
-	{key: "envelope_ttl", field: func(c *fileConfig) any { return &c.EnvelopeTTL }, def: "5m",
+	{key: "envelope_ttl", field: func(c *fileConfig) any { return &c.EnvelopeTTL }, fromNode: func(nc *node.Config) any { return durText(nc.EnvelopeTTL) },
 		help: "life of the channel messages, presence and history requests this node signs",
 		apply: func(c *fileConfig, nc *node.Config) (err error) {
 			nc.EnvelopeTTL, err = parseTTL("envelope ttl", c.EnvelopeTTL)
@@ -397,6 +404,41 @@ var configKeys = []configKey{
 		help: "serve Prometheus metrics at http://HOST:PORT/metrics, loopback only"}, // main serves it
 	{key: "metrics_allow_remote", field: func(c *fileConfig) any { return &c.MetricsAllowRemote }, def: false,
 		help: "let --metrics listen beyond loopback: the endpoint has no authentication"},
+}
+
+// Each key that reads its default from the node takes it here.
+func init() {
+	nd := node.DefaultConfig()
+	for i := range configKeys {
+		if k := &configKeys[i]; k.fromNode != nil {
+			k.def = k.fromNode(&nd)
+		}
+	}
+}
+
+// durText writes d as a config file does: "5m", "720h", "1h30m", "45s".
+func durText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// mibOrOff gives bytes in whole MiB, and a limit turned off (negative) as
+// 0, as the MiB keys take them.
+func mibOrOff(bytes int64) int { return int(max(bytes, 0) >> 20) }
+
+// addrTexts gives addresses as a list key takes them.
+func addrTexts(as []transport.Addr) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.String())
+	}
+	return out
 }
 
 // envName is the key's environment variable.

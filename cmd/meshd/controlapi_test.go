@@ -29,6 +29,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // controlAPIDoc is the OpenAPI document of the control socket, relative to
@@ -673,21 +675,15 @@ func TestControlAPILive(t *testing.T) {
 	}
 	c.json(bob, "POST", "/v1/respond", map[string]any{"request_id": rq.RequestID, "status": "completed", "result": map[string]string{"used": "41%"}}, 200, nil)
 	// The response reaches alice's inbox (bob's DM is there too).
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testwait.For(t, 10*time.Second, "the response in alice's inbox", func() bool {
 		var in struct {
 			Items []struct{ Kind, RequestID, Status string }
 		}
 		c.json(alice, "GET", "/v1/inbox?all=1", nil, 200, &in)
-		if slices.ContainsFunc(in.Items, func(it struct{ Kind, RequestID, Status string }) bool {
+		return slices.ContainsFunc(in.Items, func(it struct{ Kind, RequestID, Status string }) bool {
 			return it.Kind == "response" && it.Status == "completed"
-		}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alice: no response in her inbox: %+v", in)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		})
+	})
 	// Paging alice's inbox one item at a time lists what one answer does.
 	var whole struct{ Items []struct{ ID string } }
 	c.json(alice, "GET", "/v1/inbox?all=1", nil, 200, &whole)
@@ -827,17 +823,11 @@ func TestControlAPILive(t *testing.T) {
 		c.json(alice, "POST", "/v1/send", map[string]string{"to": "#ops", "body": fmt.Sprint("small ", i)}, 200, nil)
 	}
 	// Wait until bob has them all, so the reader's queue overflowed.
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testwait.For(t, 30*time.Second, "bob to store the last message", func() bool {
 		var h struct{ Messages []struct{ Body string } }
 		c.json(bob, "GET", "/v1/history?channel=ops&limit=1", nil, 200, &h)
-		if len(h.Messages) == 1 && h.Messages[0].Body == fmt.Sprint("small ", smalls-1) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bob did not store the last message within 30s: %+v", h)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(h.Messages) == 1 && h.Messages[0].Body == fmt.Sprint("small ", smalls-1)
+	})
 	// meshd hands an item to the readers' queues after it commits, so
 	// the queue may still be filling, and dropping, while the reader
 	// drains it: then "lagged" comes mid-drain, before the items queued

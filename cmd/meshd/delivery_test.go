@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // Delivery tests (PROTOCOL §16.1, §16.6): a DM, request or response that
@@ -44,39 +45,36 @@ func recipientState(d api.Delivery) string {
 // want (an ack follows the recipient's commit).
 func (m *faultMesh) waitState(i int, id, want string, within time.Duration) api.Delivery {
 	m.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		d := m.deliveryOf(i, id)
-		if recipientState(d) == want {
-			return d
-		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("%s: %s is %q after %v, want %s", m.names[i], id, recipientState(d), within, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var d api.Delivery
+	if !testwait.Until(within, func() bool { d = m.deliveryOf(i, id); return recipientState(d) == want }) {
+		m.t.Fatalf("%s: %s is %q after %v, want %s", m.names[i], id, recipientState(d), within, want)
 	}
+	return d
 }
 
 // inboxItem polls node i's inbox (read items too) until one matches.
 func (m *faultMesh) inboxItem(i int, within time.Duration, match func(api.Item) bool) api.Item {
 	m.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var found api.Item
+	var err error
+	if !testwait.Until(within, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		in, err := m.client(i).Inbox(ctx, api.InboxQuery{All: true})
-		cancel()
-		if err == nil {
-			for _, it := range in.Items {
-				if match(it) {
-					return it
-				}
+		defer cancel()
+		var in *api.Inbox
+		if in, err = m.client(i).Inbox(ctx, api.InboxQuery{All: true}); err != nil {
+			return false
+		}
+		for _, it := range in.Items {
+			if match(it) {
+				found = it
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("%s: no matching inbox item within %v (last error %v)", m.names[i], within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) {
+		m.t.Fatalf("%s: no matching inbox item within %v (last error %v)", m.names[i], within, err)
 	}
+	return found
 }
 
 // TestDeliveryOutlivesTTLThroughCrash: a channel message counts bob as a
@@ -92,17 +90,15 @@ func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
 	m.channel("ch")
 	var cs api.Sent
 	meshctlJSON(t, m.meshctl, &cs, "--home", m.homes[0], "send", "#ch", "counted")
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		d := m.deliveryOf(0, cs.ID)
-		if d.LinkedReaders == nil || d.AckedReaders == nil || *d.LinkedReaders != 1 {
-			t.Fatalf("channel message record %+v: want 1 linked reader", d)
+	var cd api.Delivery
+	if !testwait.Until(15*time.Second, func() bool {
+		cd = m.deliveryOf(0, cs.ID)
+		if cd.LinkedReaders == nil || cd.AckedReaders == nil || *cd.LinkedReaders != 1 {
+			t.Fatalf("channel message record %+v: want 1 linked reader", cd)
 		}
-		if *d.AckedReaders == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bob never acknowledged the channel message: %+v", d)
-		}
+		return *cd.AckedReaders == 1
+	}) {
+		t.Fatalf("bob never acknowledged the channel message: %+v", cd)
 	}
 	if out := m.ctl(0, "status", cs.ID); !strings.Contains(out, "1 linked when sent, 1 acknowledged") {
 		t.Fatalf("meshctl status of a channel message:\n%s", out)
@@ -126,7 +122,7 @@ func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
 		if st := recipientState(m.deliveryOf(0, sent.ID)); st != "queued" {
 			t.Fatalf("%v after signing, with bob down: state %q, want queued", time.Since(signed).Round(time.Millisecond), st)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // deliberate: the state must hold through the whole outage
 	}
 	if d := m.deliveryOf(0, sent.ID); recipientState(d) != "queued" || !d.Expires.After(signed.Add(time.Hour)) {
 		t.Fatalf("after bob was down for %v: %+v, want queued with the 24 h window", time.Since(signed).Round(time.Second), d)
@@ -183,15 +179,8 @@ func TestDeliverySilentOutage(t *testing.T) {
 	if len(dm1.SentTo) != 1 {
 		t.Fatalf("DM 1 went to %v: the link should still look up", dm1.SentTo)
 	}
-	for m.status(0).Links != 0 {
-		if time.Since(signed) > 20*time.Second {
-			t.Fatal("host0 never noticed the outage")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for time.Since(signed) < 3*time.Second+3*time.Second {
-		time.Sleep(200 * time.Millisecond)
-	}
+	testwait.For(t, 20*time.Second, "host0 to notice the outage", func() bool { return m.status(0).Links == 0 })
+	time.Sleep(time.Until(signed.Add(3*time.Second + 3*time.Second))) // deliberate: the outage outlasts the TTL and two retention passes
 	if st := recipientState(m.deliveryOf(0, dm1.ID)); st != "queued" {
 		t.Fatalf("DM 1 after %v of outage: %q, want queued", time.Since(signed).Round(time.Second), st)
 	}
@@ -288,9 +277,8 @@ func TestDeliverySilentOutage(t *testing.T) {
 // text, waiting a little for the mirror.
 func mailboxFileWith(t *testing.T, home, text string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var found string
+	var found string
+	if !testwait.Until(10*time.Second, func() bool {
 		_ = filepath.WalkDir(filepath.Join(home, "mailbox"), func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || found != "" || !strings.HasSuffix(p, ".txt") {
 				return nil
@@ -300,12 +288,9 @@ func mailboxFileWith(t *testing.T, home, text string) string {
 			}
 			return nil
 		})
-		if found != "" {
-			return found
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no mailbox file under %s holds %q", home, text)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return found != ""
+	}) {
+		t.Fatalf("no mailbox file under %s holds %q", home, text)
 	}
+	return found
 }

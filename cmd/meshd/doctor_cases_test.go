@@ -8,28 +8,27 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // waitDoctorDetail waits until check name has status want and its detail
 // holds every one of has.
 func waitDoctorDetail(t *testing.T, meshctl, h, name, want string, has ...string) (detail, fix string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var st string
+	if !testwait.Until(30*time.Second, func() bool {
 		d, _ := doctor(t, meshctl, h)
-		st, detail, fix := d.check(t, name)
+		st, detail, fix = d.check(t, name)
 		ok := st == want
 		for _, s := range has {
 			ok = ok && strings.Contains(detail, s)
 		}
-		if ok {
-			return detail, fix
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("doctor %s never became %s with %q: %s: %q / %q", name, want, has, st, detail, fix)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return ok
+	}) {
+		t.Fatalf("doctor %s never became %s with %q: %s: %q / %q", name, want, has, st, detail, fix)
 	}
+	return detail, fix
 }
 
 // TestDoctorSeedOfAnotherOrg: a node whose seed answers, but as a node of
@@ -95,18 +94,11 @@ func TestDoctorLinksRemovedAndClock(t *testing.T) {
 	// bob is removed: his send says so.
 	meshctlOK(t, meshctl, "--home", a, "roster", "remove", "bob")
 	meshctlOK(t, meshctl, "--home", a, "roster", "publish")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, 15*time.Second, "bob to learn that he was removed", func() bool {
 		var s struct{ Removed bool }
 		meshctlJSON(t, meshctl, &s, "--home", homes["bob"], "status")
-		if s.Removed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("bob never learnt that he was removed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return s.Removed
+	})
 	for _, args := range [][]string{{"dm", "alice", "hello"}, {"send", "#general", "hello"}} {
 		r := meshctlRun(t, meshctl, append([]string{"--home", homes["bob"]}, args...)...)
 		if r.code == 0 || !strings.Contains(r.stderr, "this node was removed from the roster") || strings.Contains(r.stderr, "not a writer") {

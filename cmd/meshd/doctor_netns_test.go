@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/node/netnstest"
+	"github.com/meshd/meshd/internal/netnstest"
 )
 
 // TestDoctorWrongOrgThenJoin: on a LAN (network namespaces on a bridge,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -48,17 +49,15 @@ func doctor(t *testing.T, meshctl, h string) (doctorJSON, int) {
 // waitDoctor waits until check name has status want.
 func waitDoctor(t *testing.T, meshctl, h, name, want string) doctorJSON {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		d, _ := doctor(t, meshctl, h)
-		if st, _, _ := d.check(t, name); st == want {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("doctor %s never became %s: %+v", name, want, d)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var d doctorJSON
+	if !testwait.Until(15*time.Second, func() bool {
+		d, _ = doctor(t, meshctl, h)
+		st, _, _ := d.check(t, name)
+		return st == want
+	}) {
+		t.Fatalf("doctor %s never became %s: %+v", name, want, d)
 	}
+	return d
 }
 
 // TestDoctorHealthyAndSeeds: a one-node org is healthy (exit 0); a node

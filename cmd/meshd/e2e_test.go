@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // bins holds the real binaries, built once per test run.
@@ -171,17 +173,18 @@ func (d *daemon) stop(sig syscall.Signal) error {
 // it does not within the bound or the daemon exits first.
 func (d *daemon) waitLog(text string, within time.Duration) {
 	d.t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(d.stderr.String(), text) {
+	if !testwait.Until(within, func() bool {
+		if strings.Contains(d.stderr.String(), text) {
+			return true
+		}
 		select {
 		case <-d.done:
 			d.t.Fatalf("meshd exited before logging %q: %v\n%s", text, d.err, d.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("meshd did not log %q within %v\n%s", text, within, d.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		d.t.Fatalf("meshd did not log %q within %v\n%s", text, within, d.stderr.String())
 	}
 }
 
@@ -251,25 +254,23 @@ type peersJSON struct {
 // waitStatus polls meshctl status until the daemon answers.
 func waitStatus(t testing.TB, meshctl, home string, d *daemon) statusJSON {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	var r result
+	if !testwait.Until(15*time.Second, func() bool {
 		select {
 		case <-d.done:
 			t.Fatalf("meshd exited early: %v\n%s", d.err, d.stderr.String())
 		default:
 		}
-		r := meshctlRun(t, meshctl, "--home", home, "status", "--json")
-		if r.code == 0 {
-			var s statusJSON
-			if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		time.Sleep(50 * time.Millisecond)
+		r = meshctlRun(t, meshctl, "--home", home, "status", "--json")
+		return r.code == 0
+	}) {
+		t.Fatalf("meshd on %s did not answer status within 15s\n%s", home, d.stderr.String())
 	}
-	t.Fatalf("meshd on %s did not answer status within 15s\n%s", home, d.stderr.String())
-	return statusJSON{}
+	var s statusJSON
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func tcpListen(t testing.TB, s statusJSON) string {
@@ -296,17 +297,11 @@ func peerKeys(t testing.TB, meshctl, home string) map[string]string {
 
 func waitPeers(t testing.TB, meshctl, home string, want int, within time.Duration) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(within)
 	var got map[string]string
-	for time.Now().Before(deadline) {
-		got = peerKeys(t, meshctl, home)
-		if len(got) == want {
-			return got
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testwait.Until(within, func() bool { got = peerKeys(t, meshctl, home); return len(got) == want }) {
+		t.Fatalf("%s: %d peers after %v, want %d: %v", home, len(got), within, want, got)
 	}
-	t.Fatalf("%s: %d peers after %v, want %d: %v", home, len(got), within, want, got)
-	return nil
+	return got
 }
 
 func TestFirstRunStartsOneNodeOrg(t *testing.T) {
@@ -420,18 +415,16 @@ func TestSeedMeshRosterPublish(t *testing.T) {
 	if !strings.Contains(out, "v4") {
 		t.Fatalf("publish output: %s", out)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var s statusJSON
+	var s statusJSON
+	var pk map[string]string
+	if !testwait.Until(10*time.Second, func() bool {
+		s = statusJSON{}
 		meshctlJSON(t, meshctl, &s, "--home", homes["bob"], "status")
-		pk := peerKeys(t, meshctl, homes["bob"])
-		if _, hasCarol := pk[keys["carol"]]; s.RosterVersion == 4 && !hasCarol {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bob: roster v%d, peers %v; want v4 without carol", s.RosterVersion, pk)
-		}
-		time.Sleep(100 * time.Millisecond)
+		pk = peerKeys(t, meshctl, homes["bob"])
+		_, hasCarol := pk[keys["carol"]]
+		return s.RosterVersion == 4 && !hasCarol
+	}) {
+		t.Fatalf("bob: roster v%d, peers %v; want v4 without carol", s.RosterVersion, pk)
 	}
 	waitPeers(t, meshctl, homes["carol"], 0, 10*time.Second)
 
@@ -493,17 +486,13 @@ func TestSIGHUPReloadsRoster(t *testing.T) {
 	data, _ := os.ReadFile(filepath.Join(admin, "roster.cbor"))
 	os.WriteFile(pinned, data, 0o644)
 	d.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var s statusJSON
-		meshctlJSON(t, meshctl, &s, "--home", run, "status")
-		if s.RosterVersion == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("roster v%d after SIGHUP, want v2\n%s", s.RosterVersion, d.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	var v2 statusJSON
+	if !testwait.Until(5*time.Second, func() bool {
+		v2 = statusJSON{}
+		meshctlJSON(t, meshctl, &v2, "--home", run, "status")
+		return v2.RosterVersion == 2
+	}) {
+		t.Fatalf("roster v%d after SIGHUP, want v2\n%s", v2.RosterVersion, d.stderr.String())
 	}
 	// Rolling the file back and reloading is refused, and meshd keeps
 	// running: wait for the refusal in its log, then look.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -129,13 +130,7 @@ func counters(t *testing.T, meshctl, home string) map[string]uint64 {
 
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, within, what, cond)
 }
 
 // mailboxFilesWithID returns bob's mailbox files whose Message-ID is id.
@@ -347,19 +342,16 @@ func TestSenderStoreBudget(t *testing.T) {
 		done <- failed
 	}()
 	stop := time.Now().Add(flooding)
+	floodCtx, cancelFlood := context.WithDeadline(context.Background(), stop)
+	defer cancelFlood()
 	for time.Now().Before(stop) {
 		se := mal.dm(bobKey, proto.NewID(), 300, body)
 		wireSize = len(se.Raw)
-		for {
-			if err := mal.send(se); err == nil {
-				flooded++
-				break
-			}
-			if time.Now().After(stop) {
-				break
-			}
-			time.Sleep(time.Millisecond) // the link's send queue is full
+		// While the link's send queue is full, wait for room.
+		if err := mal.link.SendWait(floodCtx, append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+			break // the flood's time is up, or the link closed
 		}
+		flooded++
 	}
 	if failed := <-done; len(failed) > 0 {
 		t.Fatalf("%d of alice's DMs failed: %+v", len(failed), failed[0])

@@ -18,8 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // Fault tests: partitions, crash loops and floods against real meshd
@@ -142,12 +143,10 @@ func (m *faultMesh) channel(ch string) {
 	m.t.Helper()
 	m.ctl(0, "channel", "create", ch)
 	for i := range m.homes {
-		deadline := time.Now().Add(10 * time.Second)
-		for meshctlRun(m.t, m.meshctl, "--home", m.homes[i], "channel", "show", ch).code != 0 {
-			if time.Now().After(deadline) {
-				m.t.Fatalf("%s never learnt channel %s", m.names[i], ch)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testwait.Until(10*time.Second, func() bool {
+			return meshctlRun(m.t, m.meshctl, "--home", m.homes[i], "channel", "show", ch).code == 0
+		}) {
+			m.t.Fatalf("%s never learnt channel %s", m.names[i], ch)
 		}
 		m.ctl(i, "subscribe", ch)
 	}
@@ -371,7 +370,7 @@ func TestFaultPartitionHeal(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // deliberate: both sides publish for a while before the split
 	for _, a := range sideA {
 		for _, b := range sideB {
 			if err := nw.Partition(a, b); err != nil {
@@ -386,25 +385,22 @@ func TestFaultPartitionHeal(t *testing.T) {
 	// Wait until host0, on side A, holds 20 of those messages: host3
 	// would hold them by then too if the partition leaked.
 	var fromA, onA map[string]bool
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	if !testwait.Until(15*time.Second, func() bool {
 		fromA = published[0].set(cut.Add(time.Second))
 		var err error
 		if onA, err = m.historyIDsAPI(0, "ch"); err != nil {
 			t.Fatalf("host0: history: %v", err)
 		}
-		if len(fromA)-len(absent(fromA, onA)) >= 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host0 holds %d of the %d messages side A sent a second into the split, want 20", len(fromA)-len(absent(fromA, onA)), len(fromA))
-		}
+		return len(fromA)-len(absent(fromA, onA)) >= 20
+	}) {
+		t.Fatalf("host0 holds %d of the %d messages side A sent a second into the split, want 20", len(fromA)-len(absent(fromA, onA)), len(fromA))
 	}
 	onB := m.historyIDs(3, "ch")
 	if held := len(fromA) - len(absent(fromA, onB)); held != 0 {
 		t.Fatalf("the partition leaks: host3 holds %d of the %d messages side A sent during it", held, len(fromA))
 	}
 
-	time.Sleep(time.Until(cut.Add(split)))
+	time.Sleep(time.Until(cut.Add(split))) // deliberate: the split lasts its time
 	close(stop)
 	wg.Wait()
 	for _, a := range sideA {
@@ -427,7 +423,7 @@ func TestFaultPartitionHeal(t *testing.T) {
 	// Converged: all five hold the same ids, every published one among them.
 	var took time.Duration
 	var last []map[string]bool
-	for {
+	if !testwait.Until(time.Until(healed.Add(giveUp)), func() bool {
 		last = last[:0]
 		ok := true
 		for i := range n {
@@ -438,18 +434,14 @@ func TestFaultPartitionHeal(t *testing.T) {
 			last = append(last, got)
 			ok = ok && len(absent(all, got)) == 0 && sameSet(got, last[0])
 		}
-		if ok {
-			took = time.Since(healed)
-			break
+		return ok
+	}) {
+		for i, got := range last {
+			t.Logf("host%d holds %d ids, lacks %d published", i, len(got), len(absent(all, got)))
 		}
-		if time.Since(healed) > giveUp {
-			for i, got := range last {
-				t.Logf("host%d holds %d ids, lacks %d published", i, len(got), len(absent(all, got)))
-			}
-			t.Fatalf("no convergence within %v of the heal", giveUp)
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Fatalf("no convergence within %v of the heal", giveUp)
 	}
+	took = time.Since(healed)
 	// The same, read with meshctl history --json on every node.
 	ref := m.historyIDs(0, "ch")
 	for i := 1; i < n; i++ {
@@ -564,20 +556,16 @@ func TestFaultCrashLoop(t *testing.T) {
 				mu.Unlock()
 			}
 		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var c int
+		if !testwait.Until(10*time.Second, func() bool {
 			mu.Lock()
-			c := cycle
-			mu.Unlock()
-			if c >= 20 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: bob acknowledged %d items in 10 s", k+1, c)
-			}
-			time.Sleep(20 * time.Millisecond)
+			defer mu.Unlock()
+			c = cycle
+			return c >= 20
+		}) {
+			t.Fatalf("kill %d: bob acknowledged %d items in 10 s", k+1, c)
 		}
-		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond) // deliberate: the kill falls at a random point
 		if err := m.ds[bob].stop(syscall.SIGKILL); err == nil {
 			t.Fatal("meshd exited cleanly on SIGKILL?")
 		}
@@ -608,29 +596,28 @@ func TestFaultCrashLoop(t *testing.T) {
 	waitPeers(t, m.meshctl, m.homes[bob], 2, 15*time.Second)
 	wantChan, wantDM := chanIDs.set(time.Time{}), dmIDs.set(time.Time{})
 	start := time.Now()
-	for {
-		h, ib := stored()
-		ah, err := m.historyIDsAPI(alice, "crash")
-		if err != nil {
+	var h, ah map[string]bool
+	var missChan, missDM []string
+	if !testwait.Until(30*time.Second, func() bool {
+		var ib map[string]bool
+		h, ib = stored()
+		var err error
+		if ah, err = m.historyIDsAPI(alice, "crash"); err != nil {
 			t.Fatal(err)
 		}
-		missChan, missDM := absent(wantChan, h), absent(wantDM, ib)
-		if len(missChan) == 0 && len(missDM) == 0 && sameSet(h, ah) {
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("bob after 30 s: lacks %d of %d channel messages and %d of %d DMs; alice holds %d, bob %d",
-				len(missChan), len(wantChan), len(missDM), len(wantDM), len(ah), len(h))
-		}
-		time.Sleep(200 * time.Millisecond)
+		missChan, missDM = absent(wantChan, h), absent(wantDM, ib)
+		return len(missChan) == 0 && len(missDM) == 0 && sameSet(h, ah)
+	}) {
+		t.Fatalf("bob after 30 s: lacks %d of %d channel messages and %d of %d DMs; alice holds %d, bob %d",
+			len(missChan), len(wantChan), len(missDM), len(wantDM), len(ah), len(h))
 	}
 	caught := time.Since(start)
 
 	// Every mailbox file verifies, and every acknowledged item has one.
 	all := acked.set(time.Time{})
 	var files []string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var lacking []string
+	if !testwait.Until(10*time.Second, func() bool {
 		files, _ = filepath.Glob(filepath.Join(m.homes[bob], "mailbox", "*", "inbox", "*.txt"))
 		have := map[string]bool{}
 		for _, f := range files {
@@ -639,19 +626,15 @@ func TestFaultCrashLoop(t *testing.T) {
 				have[id12[:12]] = true
 			}
 		}
-		var lacking []string
+		lacking = lacking[:0]
 		for id := range all {
 			if !have[id[len(id)-12:]] {
 				lacking = append(lacking, id)
 			}
 		}
-		if len(lacking) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d acknowledged items have no mailbox file, e.g. %s", len(lacking), lacking[0])
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(lacking) == 0
+	}) {
+		t.Fatalf("%d acknowledged items have no mailbox file, e.g. %s", len(lacking), lacking[0])
 	}
 	for i := 0; i < len(files); i += 200 {
 		args := append([]string{"--home", m.homes[bob], "verify"}, files[i:min(i+200, len(files))]...)
@@ -662,7 +645,7 @@ func TestFaultCrashLoop(t *testing.T) {
 	// And every file is in its day's index: lines a kill kept out were
 	// appended at the next start (mirror.reindexed).
 	var unlisted []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testwait.Until(5*time.Second, func() bool {
 		unlisted = unlisted[:0]
 		indexes := map[string]string{}
 		for _, f := range files {
@@ -675,10 +658,8 @@ func TestFaultCrashLoop(t *testing.T) {
 				unlisted = append(unlisted, f)
 			}
 		}
-		if len(unlisted) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(unlisted) == 0
+	})
 	if len(unlisted) > 0 {
 		t.Fatalf("%d of %d mailbox files are in no index, e.g. %s", len(unlisted), len(files), unlisted[0])
 	}
@@ -822,8 +803,8 @@ func TestFaultFlood(t *testing.T) {
 	calm := calmIDs.set(time.Time{})
 	readers := []int{0, carol, dave}
 	var after []map[string]uint64
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var onDave map[string]bool
+	if !testwait.Until(30*time.Second, func() bool {
 		after = make([]map[string]uint64, len(names))
 		done := true
 		for _, i := range append([]int{bob}, readers...) {
@@ -838,23 +819,16 @@ func TestFaultFlood(t *testing.T) {
 				done = false
 			}
 		}
-		onDave, err := m.historyIDsAPI(dave, "calm")
-		if err != nil {
+		var err error
+		if onDave, err = m.historyIDsAPI(dave, "calm"); err != nil {
 			t.Fatal(err)
 		}
-		if len(absent(calm, onDave)) > 0 {
-			done = false
+		return done && len(absent(calm, onDave)) == 0
+	}) {
+		for _, i := range readers {
+			t.Logf("%s: delivered %d, handed %d flood + %d calm", names[i], after[i]["rx.delivered.message"]-before[i]["rx.delivered.message"], handed[i], calmHanded[i])
 		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			for _, i := range readers {
-				t.Logf("%s: delivered %d, handed %d flood + %d calm", names[i], after[i]["rx.delivered.message"]-before[i]["rx.delivered.message"], handed[i], calmHanded[i])
-			}
-			t.Fatalf("readers did not get what they were handed within 30 s of the flood's end; dave lacks %d of %d #calm", len(absent(calm, onDave)), len(calm))
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Fatalf("readers did not get what they were handed within 30 s of the flood's end; dave lacks %d of %d #calm", len(absent(calm, onDave)), len(calm))
 	}
 	drained := time.Since(floodEnd)
 

@@ -32,13 +32,11 @@ func (m *rawMember) chanMsg(ch uuid.UUID, ahead time.Duration, body string) *pro
 func sendAll(t *testing.T, links []*transport.Link, se *proto.SignedEnvelope) {
 	t.Helper()
 	frame := append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)
-	deadline := time.Now().Add(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, l := range links {
-		for l.Send(frame) != nil {
-			if time.Now().After(deadline) {
-				t.Fatal("a link's send queue stayed full for 30 s")
-			}
-			time.Sleep(time.Millisecond) // the link's send queue is full
+		if err := l.SendWait(ctx, frame); err != nil {
+			t.Fatalf("a link's send queue stayed full for 30 s: %v", err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -43,12 +44,8 @@ func TestForgedCopyOfHeldDMNotAcked(t *testing.T) {
 	}
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s\n%s", what, d.stderr.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testwait.Until(10*time.Second, cond) {
+			t.Fatalf("timed out waiting for %s\n%s", what, d.stderr.String())
 		}
 	}
 	send := func(raw []byte) {
@@ -80,7 +77,7 @@ func TestForgedCopyOfHeldDMNotAcked(t *testing.T) {
 	send(se.Raw)
 	wait("ack for the exact copy", func() bool { return acks() >= 2 })
 	wait("drop.duplicate", func() bool { return counter("drop.duplicate") == 1 })
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // deliberate: no third ack may come in this window
 	if n := acks(); n != 2 {
 		t.Fatalf("%d acks, want 2 (the DM and its exact copy)", n)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
@@ -114,12 +115,10 @@ func (o *histOrg) client(name string) *api.Client {
 
 func (o *histOrg) waitChannel(name, ch string) {
 	o.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for meshctlRun(o.t, o.meshctl, "--home", o.homes[name], "channel", "show", ch).code != 0 {
-		if time.Now().After(deadline) {
-			o.t.Fatalf("%s never learnt channel %s", name, ch)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.Until(10*time.Second, func() bool {
+		return meshctlRun(o.t, o.meshctl, "--home", o.homes[name], "channel", "show", ch).code == 0
+	}) {
+		o.t.Fatalf("%s never learnt channel %s", name, ch)
 	}
 }
 
@@ -290,16 +289,12 @@ func TestCrashSafetyUnderLoad(t *testing.T) {
 				return // killed
 			}
 			bobMaxSeq = max(bobMaxSeq, s.Seq)
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // deliberate: bob sends at a steady pace beside the load
 		}
 	}()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for acked.len() < 1000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("bob acknowledged %d deliveries in 20 s", acked.len())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(20*time.Second, func() bool { return acked.len() >= 1000 }) {
+		t.Fatalf("bob acknowledged %d deliveries in 20 s", acked.len())
 	}
 	if err := o.ds["bob"].stop(syscall.SIGKILL); err == nil {
 		t.Fatal("meshd exited cleanly on SIGKILL?")
@@ -307,7 +302,7 @@ func TestCrashSafetyUnderLoad(t *testing.T) {
 	<-streamDone
 	<-bobDone
 	acknowledged := acked.snapshot()
-	time.Sleep(300 * time.Millisecond) // traffic goes on while bob is down
+	time.Sleep(300 * time.Millisecond) // deliberate: traffic goes on while bob is down
 	close(stop)
 	wg.Wait()
 	if t.Failed() {
@@ -342,16 +337,9 @@ func TestCrashSafetyUnderLoad(t *testing.T) {
 	}
 	// Bob catches up on what was published while it was down.
 	all := published.snapshot()
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		miss := missingFrom(all, o.historyIDs("bob", "load"))
-		if len(miss) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bob still misses %d of %d published messages", len(miss), len(all))
-		}
-		time.Sleep(200 * time.Millisecond)
+	var miss []string
+	if !testwait.Until(20*time.Second, func() bool { miss = missingFrom(all, o.historyIDs("bob", "load")); return len(miss) == 0 }) {
+		t.Fatalf("bob still misses %d of %d published messages", len(miss), len(all))
 	}
 	t.Logf("published %d, bob acknowledged %d before SIGKILL; all kept; seq %d → %d in epoch %s",
 		len(all), len(acknowledged), bobMaxSeq, after.Seq, seq1.Epoch)
@@ -395,30 +383,21 @@ func TestCatchUpConvergence(t *testing.T) {
 	if len(want) != total {
 		t.Fatalf("alice stored %d of %d", len(want), total)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(o.historyIDs("carol", "conv")) != total {
-		if time.Now().After(deadline) {
-			t.Fatal("carol did not receive all messages live")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.For(t, 20*time.Second, "carol to receive all messages live", func() bool { return len(o.historyIDs("carol", "conv")) == total })
 
 	start := time.Now()
 	o.start("bob")
 	bob := o.client("bob")
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	var stored int
+	if !testwait.Until(30*time.Second, func() bool {
 		h, err := bob.History(ctx, api.HistoryQuery{Channel: "conv", Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Stored >= total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bob holds %d of %d after 30 s", h.Stored, total)
-		}
-		time.Sleep(20 * time.Millisecond)
+		stored = h.Stored
+		return stored >= total
+	}) {
+		t.Fatalf("bob holds %d of %d after 30 s", stored, total)
 	}
 	took := time.Since(start)
 	got := o.historyIDs("bob", "conv")
@@ -448,26 +427,22 @@ func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
 	o.ds["alice"].stop(syscall.SIGKILL)
 	o.start("alice")
 	o.start("dave")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var in inboxJSON
+	var in inboxJSON
+	var found *itemJSON
+	if !testwait.Until(15*time.Second, func() bool {
+		in = inboxJSON{}
 		meshctlJSON(t, o.meshctl, &in, "--home", o.homes["dave"], "inbox", "--all")
-		var found *itemJSON
 		for i := range in.Items {
 			if in.Items[i].ID == sent.ID {
 				found = &in.Items[i]
 			}
 		}
-		if found != nil {
-			if found.Body != "while you were out" || found.Kind != "message" || found.From.Name != "alice" || found.Priority != "high" {
-				t.Fatalf("dave's item: %+v", *found)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the kept DM did not reach dave within 15 s; inbox %+v", in.Items)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return found != nil
+	}) {
+		t.Fatalf("the kept DM did not reach dave within 15 s; inbox %+v", in.Items)
+	}
+	if found.Body != "while you were out" || found.Kind != "message" || found.From.Name != "alice" || found.Priority != "high" {
+		t.Fatalf("dave's item: %+v", *found)
 	}
 	// Delivered once: alice's queue is empty, so a relink sends nothing again.
 	o.ds["dave"].stop(syscall.SIGTERM)
@@ -477,11 +452,12 @@ func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
 	// the link comes up: once it is in, a second copy would be too.
 	var marker api.Sent
 	meshctlJSON(t, o.meshctl, &marker, "--home", o.homes["alice"], "dm", "dave", "after the relink")
-	deadline = time.Now().Add(15 * time.Second)
-	for {
-		var in inboxJSON
+	n := 0
+	if !testwait.Until(15*time.Second, func() bool {
+		in = inboxJSON{}
 		meshctlJSON(t, o.meshctl, &in, "--home", o.homes["dave"], "inbox", "--all")
-		n, markers := 0, 0
+		markers := 0
+		n = 0
 		for _, it := range in.Items {
 			switch it.ID {
 			case sent.ID:
@@ -490,16 +466,12 @@ func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
 				markers++
 			}
 		}
-		if markers > 0 {
-			if n != 1 {
-				t.Fatalf("the DM is in dave's inbox %d times", n)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the DM sent after the relink did not reach dave within 15 s; inbox %+v", in.Items)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return markers > 0
+	}) {
+		t.Fatalf("the DM sent after the relink did not reach dave within 15 s; inbox %+v", in.Items)
+	}
+	if n != 1 {
+		t.Fatalf("the DM is in dave's inbox %d times", n)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
@@ -63,11 +64,8 @@ func TestLargeInboxListsFully(t *testing.T) {
 		}
 		return st.Counters
 	}
-	for deadline := time.Now().Add(90 * time.Second); counters()["inbox.items"] < big+small; {
-		if time.Now().After(deadline) {
-			t.Fatalf("inbox.items %d of %d after 90 s\n%v", counters()["inbox.items"], big+small, counters())
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !testwait.Until(90*time.Second, func() bool { return counters()["inbox.items"] >= big+small }) {
+		t.Fatalf("inbox.items %d of %d after 90 s\n%v", counters()["inbox.items"], big+small, counters())
 	}
 	took := time.Since(start)
 	c := counters()

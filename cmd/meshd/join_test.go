@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -28,16 +29,9 @@ type inviteJSON struct {
 // waitCounter waits until counter name of the node on h reaches want.
 func waitCounter(t *testing.T, meshctl, h, name string, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c := counters(t, meshctl, h)
-		if c[name] >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: counter %s = %d, want %d: %v", h, name, c[name], want, c)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var c map[string]uint64
+	if !testwait.Until(10*time.Second, func() bool { c = counters(t, meshctl, h); return c[name] >= want }) {
+		t.Fatalf("%s: counter %s = %d, want %d: %v", h, name, c[name], want, c)
 	}
 }
 
@@ -368,16 +362,11 @@ func TestPendingJoin(t *testing.T) {
 			Attempts                        uint64
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testwait.Until(10*time.Second, func() bool {
 		meshctlJSON(t, meshctl, &p, "--home", a, "roster", "pending")
-		if len(p.Nodes) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("roster pending: %+v", p)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(p.Nodes) == 1
+	}) {
+		t.Fatalf("roster pending: %+v", p)
 	}
 	if n := p.Nodes[0]; n.Key != sc.Key || n.Name != "carol" || n.Attempts == 0 || !strings.HasPrefix(n.Address, "127.0.0.1:") {
 		t.Fatalf("pending entry: %+v", n)
@@ -444,16 +433,11 @@ func TestInviteJoinQuorumTwo(t *testing.T) {
 			Update string `json:"roster_update"`
 		}
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testwait.Until(15*time.Second, func() bool {
 		meshctlJSON(t, meshctl, &list, "--home", a, "invite", "list")
-		if list.Invites[0].State == "waiting" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("invite never waited for signatures: %+v\njoin: %s", list, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return list.Invites[0].State == "waiting"
+	}) {
+		t.Fatalf("invite never waited for signatures: %+v\njoin: %s", list, out.String())
 	}
 	upd := list.Invites[0].Update
 	var pend struct {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // TestKnockRogueLANCannotAdopt: on a LAN (network namespaces on a bridge,

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // The attacks of a member of the mailbox group on the node's home, run
@@ -81,21 +83,18 @@ func (g *groupHost) start() *daemon {
 		"--groups="+strconv.Itoa(mailGID), "--", g.meshd, "--home", g.home,
 		"--listen", "tcp://127.0.0.1:0", "--no-mdns", "--mailbox-group", strconv.Itoa(mailGID))
 	d := startDaemonCmd(g.t, cmd, g.home)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testwait.Until(15*time.Second, func() bool {
 		select {
 		case <-d.done:
 			g.t.Fatalf("meshd exited at start: %v\n%s", d.err, d.stderr.String())
 		default:
 		}
-		if _, err := g.as(serviceUID, nil, g.meshctl, "--home", g.home, "status"); err == nil {
-			return d
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("meshd did not answer within 15s\n%s", d.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		_, err := g.as(serviceUID, nil, g.meshctl, "--home", g.home, "status")
+		return err == nil
+	}) {
+		g.t.Fatalf("meshd did not answer within 15s\n%s", d.stderr.String())
 	}
+	return d
 }
 
 // key returns the node's public key, as status reports it.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // asOtherUser runs argv as uid and gid 65534 (nobody) with the given
@@ -132,14 +134,8 @@ func TestMailboxOwnerOnly(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond every 20 ms for up to d.
+// waitUntil polls cond for up to d.
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, d, what, cond)
 }

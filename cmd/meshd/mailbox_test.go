@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -65,13 +66,8 @@ func TestOutboxFileArrivesVerified(t *testing.T) {
 	drop("1-hello.txt", "To: @bob\n---\nhello, as a file\n")
 	drop("2-request.txt", "To: bob\nKind: request\nIntent: run-tests\n---\n{\"branch\": \"main\"}\n")
 	var files []string
-	deadline := time.Now().Add(10 * time.Second)
-	for len(files) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("bob's mailbox has %d files, want 2", len(files))
-		}
-		time.Sleep(50 * time.Millisecond)
-		files = mirrorFiles(homes["bob"])
+	if !testwait.Until(10*time.Second, func() bool { files = mirrorFiles(homes["bob"]); return len(files) >= 2 }) {
+		t.Fatalf("bob's mailbox has %d files, want 2", len(files))
 	}
 	out := meshctlOK(t, meshctl, append([]string{"--home", homes["bob"], "verify"}, files...)...)
 	if strings.Count(out, "ok ") != 2 || !strings.Contains(out, "alice") {
@@ -90,14 +86,10 @@ func TestOutboxFileArrivesVerified(t *testing.T) {
 	// The sent/ record names the envelope.
 	var sent []byte
 	var err error
-	deadline = time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(5*time.Second, func() bool {
 		sent, err = os.ReadFile(filepath.Join(homes["alice"], "mailbox", "sent", "1-hello.txt.sent"))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if err != nil || !strings.Contains(string(sent), "Message-ID:") {
 		t.Fatalf("sent record: %v %s", err, sent)
 	}
@@ -143,13 +135,7 @@ func TestKillDuringMirrorBurst(t *testing.T) {
 		}
 	}()
 	// Kill bob once files are flowing.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(mirrorFiles(homes["bob"])) < 50 {
-		if time.Now().After(deadline) {
-			t.Fatal("no mirror files appeared")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "mirror files to appear", func() bool { return len(mirrorFiles(homes["bob"])) >= 50 })
 	ds["bob"].stop(syscall.SIGKILL)
 	close(stop)
 	sent := <-done
@@ -166,16 +152,12 @@ func TestKillDuringMirrorBurst(t *testing.T) {
 	d := startDaemon(t, meshd, homes["bob"], "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--roster", pinned, "--seed", seed)
 	waitStatus(t, meshctl, homes["bob"], d)
 	var in inboxJSON
-	deadline = time.Now().Add(15 * time.Second)
-	for {
+	if !testwait.Until(15*time.Second, func() bool {
 		meshctlJSON(t, meshctl, &in, "--home", homes["bob"], "inbox", "--all", "--limit", "1000")
-		if n := len(mirrorFiles(homes["bob"])); n >= len(in.Items) && len(in.Items) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d inbox items but %d mailbox files after restart", len(in.Items), len(mirrorFiles(homes["bob"])))
-		}
-		time.Sleep(100 * time.Millisecond)
+		n := len(mirrorFiles(homes["bob"]))
+		return n >= len(in.Items) && len(in.Items) > 0
+	}) {
+		t.Fatalf("%d inbox items but %d mailbox files after restart", len(in.Items), len(mirrorFiles(homes["bob"])))
 	}
 	if len(in.Items) < len(before) {
 		t.Fatalf("inbox has %d items, fewer than the %d files mirrored before the kill", len(in.Items), len(before))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -111,37 +112,37 @@ func (m *mesh4) inbox(who string, args ...string) inboxJSON {
 // waitItem polls who's inbox (all items) until match finds one.
 func (m *mesh4) waitItem(who string, within time.Duration, match func(itemJSON) bool) itemJSON {
 	m.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var found itemJSON
+	if !testwait.Until(within, func() bool {
 		for _, it := range m.inbox(who, "--all").Items {
 			if match(it) {
-				return it
+				found = it
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("%s: no matching inbox item within %v; inbox: %+v", who, within, m.inbox(who, "--all").Items)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		m.t.Fatalf("%s: no matching inbox item within %v; inbox: %+v", who, within, m.inbox(who, "--all").Items)
 	}
+	return found
 }
 
 // waitHistory polls who's history of channel ch until it holds a message
 // with body.
 func (m *mesh4) waitHistory(who, ch, body string) {
 	m.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var h api.History
+	var h api.History
+	if !testwait.Until(5*time.Second, func() bool {
+		h = api.History{}
 		meshctlJSON(m.t, m.meshctl, &h, "--home", m.homes[who], "history", "#"+ch)
 		for _, msg := range h.Messages {
 			if msg.Body == body {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("%s: no %q in #%s within 5 s; history: %+v", who, body, ch, h.Messages)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		m.t.Fatalf("%s: no %q in #%s within 5 s; history: %+v", who, body, ch, h.Messages)
 	}
 }
 
@@ -156,14 +157,9 @@ func (m *mesh4) hasBody(who, body string) bool {
 
 func (m *mesh4) waitChannel(who, name string) {
 	m.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if r := m.run(who, "channel", "show", name); r.code == 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.Until(10*time.Second, func() bool { return m.run(who, "channel", "show", name).code == 0 }) {
+		m.t.Fatalf("%s never learnt channel %s", who, name)
 	}
-	m.t.Fatalf("%s never learnt channel %s", who, name)
 }
 
 func TestMessagingEndToEnd(t *testing.T) {
@@ -319,12 +315,8 @@ func TestMessagingEndToEnd(t *testing.T) {
 		}
 		waitState := func(who, of, want string, within time.Duration) {
 			t.Helper()
-			deadline := time.Now().Add(within)
-			for state(who, of) != want {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s sees %s as %q, want %q", who, of, state(who, of), want)
-				}
-				time.Sleep(100 * time.Millisecond)
+			if !testwait.Until(within, func() bool { return state(who, of) == want }) {
+				t.Fatalf("%s sees %s as %q, want %q", who, of, state(who, of), want)
 			}
 		}
 		waitState("alice", "bob", "online", 5*time.Second)

@@ -14,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // metricsAddr matches the log line that gives the bound metrics address.
@@ -22,15 +24,11 @@ var metricsAddr = regexp.MustCompile(`msg="metrics endpoint listening" addr=(\S+
 // waitMetricsAddr waits for meshd to log where its metrics endpoint listens.
 func waitMetricsAddr(t *testing.T, d *daemon) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := metricsAddr.FindStringSubmatch(d.stderr.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(20 * time.Millisecond)
+	var m []string
+	if !testwait.Until(15*time.Second, func() bool { m = metricsAddr.FindStringSubmatch(d.stderr.String()); return m != nil }) {
+		t.Fatalf("meshd did not log its metrics address\n%s", d.stderr.String())
 	}
-	t.Fatalf("meshd did not log its metrics address\n%s", d.stderr.String())
-	return ""
+	return m[1]
 }
 
 // scrapeFamilies fetches url and parses its metric families.
@@ -185,16 +183,14 @@ func TestMetricsBusyPort(t *testing.T) {
 	// The node was closed: another meshd can take the home.
 	d2 := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	defer d2.stop(syscall.SIGTERM)
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(d2.stderr.String(), "meshd running") {
+	if !testwait.Until(15*time.Second, func() bool {
 		select {
 		case <-d2.done:
 			t.Fatalf("second meshd exited: %v\n%s", d2.err, d2.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second meshd did not start\n%s", d2.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(d2.stderr.String(), "meshd running")
+	}) {
+		t.Fatalf("second meshd did not start\n%s", d2.stderr.String())
 	}
 }

@@ -42,13 +42,15 @@ func TestOutboxSpecialFiles(t *testing.T) {
 	failed := filepath.Join(homes["alice"], "mailbox", "failed")
 	for name, kind := range map[string]string{"a-fifo.txt": "a FIFO", "b-link.txt": "a symbolic link", "c-dir.txt": "a directory"} {
 		errFile := filepath.Join(failed, name+".error")
-		waitUntil(t, 10*time.Second, errFile, func() bool { _, err := os.Stat(errFile); return err == nil })
+		// The entry and its .error file reach failed/ one after the other.
+		waitUntil(t, 10*time.Second, name+" and "+errFile+" in failed/", func() bool {
+			_, err := os.Stat(errFile)
+			_, lerr := os.Lstat(filepath.Join(failed, name))
+			return err == nil && lerr == nil
+		})
 		b, _ := os.ReadFile(errFile)
 		if !strings.Contains(string(b), "not a regular file") || !strings.Contains(string(b), kind) {
 			t.Errorf("%s: %q, want it to name %s", errFile, b, kind)
-		}
-		if _, err := os.Lstat(filepath.Join(failed, name)); err != nil {
-			t.Errorf("%s not moved to failed/: %v", name, err)
 		}
 	}
 	waitUntil(t, 10*time.Second, "the regular file sent", func() bool {
@@ -74,7 +76,10 @@ func TestOutboxSpecialFiles(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(outbox, "e-fifo.txt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the outbox pick it up
+	waitUntil(t, 10*time.Second, "the outbox to pick up the FIFO", func() bool {
+		_, err := os.Stat(filepath.Join(failed, "e-fifo.txt.error"))
+		return err == nil
+	})
 	start := time.Now()
 	if err := ds["alice"].stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v", err)

@@ -39,6 +39,7 @@ func TestPresenceTTLsDiffer(t *testing.T) {
 	waitFor(t, "a and b seeing each other online", 15*time.Second, func() bool {
 		return stateOf("a", "b") == "online" && stateOf("b", "a") == "online"
 	})
+	// Deliberate: both must stay online for 12 s, six of b's TTLs.
 	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		if s := stateOf("b", "a"); s != "online" {
 			t.Fatalf("b (presence_ttl 2s) shows a (30s) %s", s)

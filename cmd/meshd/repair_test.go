@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -47,13 +48,9 @@ func newRepairFixture(t *testing.T, dms int) *repairFixture {
 	waitPeers(t, meshctl, f.alice, 1, 15*time.Second)
 	meshctlOK(t, meshctl, "--home", f.alice, "channel", "create", "general")
 	meshctlOK(t, meshctl, "--home", f.alice, "subscribe", "general")
-	deadline := time.Now().Add(10 * time.Second)
-	for meshctlRun(t, meshctl, "--home", f.bob, "channel", "show", "general").code != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("bob never learnt #general")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "bob to learn #general", func() bool {
+		return meshctlRun(t, meshctl, "--home", f.bob, "channel", "show", "general").code == 0
+	})
 	c := api.NewClient(filepath.Join(f.bob, "meshd.sock"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -98,22 +95,18 @@ func inboxIDs(t *testing.T, meshctl, home string) map[string]bool {
 // waitInbox waits until every id in want is in home's inbox.
 func waitInbox(t *testing.T, meshctl, home string, want []string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var missing []string
+	if !testwait.Until(within, func() bool {
 		got := inboxIDs(t, meshctl, home)
-		var missing []string
+		missing = missing[:0]
 		for _, id := range want {
 			if !got[id] {
 				missing = append(missing, id)
 			}
 		}
-		if len(missing) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d ids not in %s's inbox within %v, first %s", len(missing), len(want), home, within, missing[0])
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(missing) == 0
+	}) {
+		t.Fatalf("%d of %d ids not in %s's inbox within %v, first %s", len(missing), len(want), home, within, missing[0])
 	}
 }
 
@@ -288,27 +281,23 @@ func TestDamagedStoreRepair(t *testing.T) {
 	// Seeded with bob: bob's own redials of alice have backed off by now.
 	d := startDaemon(t, f.meshd, f.alice, append(f.base, "--seed", f.bobAddr)...)
 	waitStatus(t, f.meshctl, f.alice, d)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	missing := 0
+	if !testwait.Until(30*time.Second, func() bool {
 		var h api.History
 		meshctlJSON(t, f.meshctl, &h, "--home", f.alice, "history", "#general", "--limit", "10000")
 		got := map[string]bool{}
 		for _, m := range h.Messages {
 			got[m.ID] = true
 		}
-		missing := 0
+		missing = 0
 		for _, id := range f.msgs {
 			if !got[id] {
 				missing++
 			}
 		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d channel messages not back through history sync within 30s", missing, len(f.msgs))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return missing == 0
+	}) {
+		t.Fatalf("%d of %d channel messages not back through history sync within 30s", missing, len(f.msgs))
 	}
 	got := inboxIDs(t, f.meshctl, f.alice)
 	for _, id := range f.dms {

@@ -11,14 +11,16 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // waitRequest polls name's unread inbox for a request for intent, marks
 // it read, and returns its request id.
 func (o *histOrg) waitRequest(name, intent string, within time.Duration) string {
 	o.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var found string
+	if !testwait.Until(within, func() bool {
 		var in struct {
 			Items []struct {
 				ID, Kind, Intent string
@@ -29,40 +31,43 @@ func (o *histOrg) waitRequest(name, intent string, within time.Duration) string 
 		for _, it := range in.Items {
 			if it.Kind == "request" && it.Intent == intent {
 				o.ctl(name, "read", it.ID)
-				return it.RequestID
+				found = it.RequestID
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			o.t.Fatalf("%s got no request for %s within %v", name, intent, within)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		o.t.Fatalf("%s got no request for %s within %v", name, intent, within)
 	}
+	return found
 }
 
 // waitCancel polls name's inbox for a cancel of request rid, and returns
 // the cancel's own request id.
 func (o *histOrg) waitCancel(name, rid string) string {
 	o.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var in struct {
-			Items []struct {
-				Kind, Intent string
-				RequestID    string            `json:"request_id"`
-				Params       map[string]string `json:"params"`
-			} `json:"items"`
-		}
+	var in struct {
+		Items []struct {
+			Kind, Intent string
+			RequestID    string            `json:"request_id"`
+			Params       map[string]string `json:"params"`
+		} `json:"items"`
+	}
+	var found string
+	if !testwait.Until(10*time.Second, func() bool {
+		in.Items = nil
 		meshctlJSON(o.t, o.meshctl, &in, "--home", o.homes[name], "inbox", "--all")
 		for _, it := range in.Items {
 			if it.Kind == "request" && it.Intent == "meshd.cancel" && it.Params["request_id"] == rid {
-				return it.RequestID
+				found = it.RequestID
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			o.t.Fatalf("%s got no cancel of %s: %+v", name, rid, in)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		o.t.Fatalf("%s got no cancel of %s: %+v", name, rid, in)
 	}
+	return found
 }
 
 // TestRequestAnyEndToEnd: request --any asks the members whose card lists

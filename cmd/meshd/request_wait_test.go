@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // TestRequestWait: meshctl request --wait blocks until the final answer,
@@ -31,8 +33,7 @@ func TestRequestWait(t *testing.T) {
 
 	// bob sees the request and answers accepted, then completed.
 	var rid string
-	deadline := time.Now().Add(15 * time.Second)
-	for rid == "" {
+	testwait.For(t, 15*time.Second, "bob to get the request", func() bool {
 		var in struct {
 			Items []struct {
 				Kind      string
@@ -45,11 +46,8 @@ func TestRequestWait(t *testing.T) {
 				rid = it.RequestID
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("bob never got the request")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return rid != ""
+	})
 	meshctlOK(t, o.meshctl, "--home", bob, "respond", rid, "accepted")
 	meshctlOK(t, o.meshctl, "--home", bob, "respond", rid, "completed", "--result", `{"passed":42}`)
 	r := meshctlRun(t, o.meshctl, "--home", bob, "respond", rid, "failed")

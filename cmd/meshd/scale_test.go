@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/netnstest"
 )
 
 // TestScaleMesh measures a full mesh of N real meshd processes, for the
@@ -352,15 +353,12 @@ func runScale(t *testing.T, n int) {
 	defer cancel()
 	meshctlOK(t, meshctl, "--home", homes[0], "channel", "create", "scale")
 	parallel(n, 8, func(i int) {
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			err := clients[i].Do(ctx, "POST", "/v1/subscriptions", "application/json", []byte(`{"channel":"scale","state":"subscribed"}`), nil)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("n%03d: subscribe: %v", i, err)
-				return
-			}
+		var err error
+		if !testwait.Until(60*time.Second, func() bool {
+			err = clients[i].Do(ctx, "POST", "/v1/subscriptions", "application/json", []byte(`{"channel":"scale","state":"subscribed"}`), nil)
+			return err == nil
+		}) {
+			t.Errorf("n%03d: subscribe: %v", i, err)
 		}
 	})
 	if t.Failed() {
@@ -422,14 +420,17 @@ func parallel(n, width int, f func(i int)) {
 // modification time) after start.
 func waitMailboxFile(home, id12 string, start time.Time, limit time.Duration) (time.Duration, bool) {
 	pattern := filepath.Join(home, "mailbox", "*", "inbox", "*-"+id12+"*.txt")
-	for deadline := start.Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	var at time.Duration
+	ok := testwait.Until(time.Until(start.Add(limit)), func() bool {
 		if m, _ := filepath.Glob(pattern); len(m) > 0 {
 			if fi, err := os.Stat(m[0]); err == nil {
-				return fi.ModTime().Sub(start), true
+				at = fi.ModTime().Sub(start)
+				return true
 			}
 		}
-	}
-	return 0, false
+		return false
+	})
+	return at, ok
 }
 
 // procSample is what /proc says of a process at one moment.

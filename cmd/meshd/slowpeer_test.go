@@ -107,7 +107,7 @@ func TestNonReadingMemberBoundedMemory(t *testing.T) {
 			l, err := transport.Dial(dctx, addr, cfg, &target)
 			dcancel()
 			if err != nil {
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond) // deliberate: the attacker redials at a steady pace
 				continue
 			}
 			linked.Add(1)
@@ -158,7 +158,7 @@ func TestNonReadingMemberBoundedMemory(t *testing.T) {
 			t.Fatalf("victim gone: %v\n%s", err, d.stderr.String())
 		}
 		maxRSS = max(maxRSS, rss)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // deliberate: RSS is sampled through the whole window
 	}
 	close(stop)
 	<-attacked

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // pagecheckDir holds the Node.js script that drives the status page in
@@ -101,44 +103,35 @@ type uiJSON struct {
 // uiOf waits (10 s at most) until meshctl ui tells home's status page.
 func uiOf(t *testing.T, meshctl, home string) uiJSON {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := meshctlRun(t, meshctl, "--home", home, "ui", "--json")
-		if r.code == 0 {
-			var u uiJSON
-			if err := json.Unmarshal([]byte(r.stdout), &u); err != nil {
-				t.Fatal(err)
-			}
-			return u
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("meshctl ui: exit %d: %s", r.code, r.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var r result
+	if !testwait.Until(10*time.Second, func() bool { r = meshctlRun(t, meshctl, "--home", home, "ui", "--json"); return r.code == 0 }) {
+		t.Fatalf("meshctl ui: exit %d: %s", r.code, r.stderr)
 	}
+	var u uiJSON
+	if err := json.Unmarshal([]byte(r.stdout), &u); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // waitHTTP polls url, with token as a bearer token, until it answers 200.
 func waitHTTP(t *testing.T, url, token string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		req, err := http.NewRequest(http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
+	var err error
+	if !testwait.Until(within, func() bool {
+		req, rerr := http.NewRequest(http.MethodGet, url, nil)
+		if rerr != nil {
+			t.Fatal(rerr)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		var resp *http.Response
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer 200 within %v: %v", url, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("%s did not answer 200 within %v: %v", url, within, err)
 	}
 }
 
@@ -184,13 +177,9 @@ func TestStatusPageInChromium(t *testing.T) {
 	// alice takes #general into her inbox; bob will write to it.
 	meshctlOK(t, meshctl, "--home", homes["alice"], "channel", "create", "general")
 	meshctlOK(t, meshctl, "--home", homes["alice"], "subscribe", "general")
-	deadline := time.Now().Add(10 * time.Second)
-	for meshctlRun(t, meshctl, "--home", homes["bob"], "channel", "show", "general").code != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("bob never learnt #general")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "bob to learn #general", func() bool {
+		return meshctlRun(t, meshctl, "--home", homes["bob"], "channel", "show", "general").code == 0
+	})
 
 	// Markup and a handler in the body must come out as text.
 	body := `ship it <b>now</b> <img src=x onerror="window.__meshXSS=true"> & "done"`

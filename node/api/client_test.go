@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // TestClientKeepsConnections: a Client sends its requests, sequential and
@@ -47,10 +49,8 @@ func TestClientKeepsConnections(t *testing.T) {
 	})
 	settle := func(want int64) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); returned.Load() < want; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d requests gave their connection back to the pool: connections not kept", returned.Load(), want)
-			}
+		if !testwait.Until(5*time.Second, func() bool { return returned.Load() >= want }) {
+			t.Fatalf("%d of %d requests gave their connection back to the pool: connections not kept", returned.Load(), want)
 		}
 	}
 	for i := range 20 {

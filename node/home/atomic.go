@@ -3,7 +3,7 @@ package home
 import (
 	"io/fs"
 
-	"github.com/meshd/meshd/node/fsutil"
+	"github.com/meshd/meshd/internal/fsutil"
 )
 
 // WriteFileAtomic writes data to path with mode perm so that a reader sees

@@ -17,7 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/meshd/meshd/node/fsutil"
+	"github.com/meshd/meshd/internal/fsutil"
 )
 
 // ErrDiskFull is wrapped by write errors caused by a full disk or an

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -114,16 +115,7 @@ func (e *outboxEnv) drop(t *testing.T, name, content string) {
 // waitFile waits until path exists.
 func waitFile(t *testing.T, path string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %v", path, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, timeout, path+" to appear", func() bool { _, err := os.Stat(path); return err == nil })
 }
 
 func readFile(t *testing.T, path string) string {
@@ -270,7 +262,7 @@ func TestOutboxIgnoresUntilRenamed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Several scans pass.
+	// Several scans pass (deliberate: nothing may happen in them).
 	time.Sleep(150 * time.Millisecond)
 	if got := e.s.files(); len(got) != 0 {
 		t.Fatalf("picked %q before any rename", got)
@@ -424,8 +416,11 @@ func TestOutboxClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- o.Run(context.Background(), (&sender{}).send) }()
-	// Let Run set up its watcher.
-	time.Sleep(20 * time.Millisecond)
+	testwait.For(t, 5*time.Second, "Run to start", func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.running
+	})
 	if err := o.Run(context.Background(), (&sender{}).send); err == nil || errors.Is(err, ErrClosed) {
 		t.Errorf("second Run: %v, want already running", err)
 	}
@@ -441,13 +436,9 @@ func TestOutboxClose(t *testing.T) {
 		t.Errorf("Run after Close: %v, want ErrClosed", err)
 	}
 	// The watcher's goroutines are gone.
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(2*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 	}
 }
 

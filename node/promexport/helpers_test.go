@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // sample is one parsed series.
@@ -144,17 +146,9 @@ func l(kv ...string) map[string]string {
 // within a few seconds.
 func checkNoLeak(t testing.TB, before int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= before {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("goroutines: %d before, %d after\n%s", before, n, buf)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf)
 	}
 }

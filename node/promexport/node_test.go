@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
@@ -108,17 +109,12 @@ func serve(t *testing.T, n *node.Node) string {
 // waitScrape scrapes url until cond holds for the answer.
 func waitScrape(t *testing.T, url, what string, cond func(exposition) bool) exposition {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		e, err := tryScrape(url)
-		if err == nil && cond(e) {
-			return e
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s (last error %v)", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var e exposition
+	var err error
+	if !testwait.Until(10*time.Second, func() bool { e, err = tryScrape(url); return err == nil && cond(e) }) {
+		t.Fatalf("timed out waiting for %s (last error %v)", what, err)
 	}
+	return e
 }
 
 // badSignature returns an envelope from c to b whose signature was made

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/promexport"
 )
 
@@ -121,18 +122,13 @@ func TestServeStopsWithContext(t *testing.T) {
 	}
 	scrapeURL(t, "http://"+s.Addr().String()+"/metrics")
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.For(t, 5*time.Second, "the listener to close after the context ended", func() bool {
 		c, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
-		if err != nil {
-			break
+		if err == nil {
+			c.Close()
 		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("still listening after the context ended")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err != nil
+	})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

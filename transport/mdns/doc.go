@@ -45,7 +45,7 @@
 //
 // # What hashicorp/mdns needs from the host
 //
-// Measured with Linux network namespaces on a bridge (see node/netnstest):
+// Measured with Linux network namespaces on a bridge (see internal/netnstest):
 //
 //   - The library's querier joins 224.0.0.251 without naming an interface,
 //     so the kernel picks one by route lookup. With no default route and no

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -26,14 +27,9 @@ func checkNoLeaks(t *testing.T) {
 // waitNoLeaks returns the stacks of leftover goroutines, or "" once there
 // are none.
 func waitNoLeaks(limit time.Duration) string {
-	deadline := time.Now().Add(limit)
-	for {
-		leaked := leakedGoroutines()
-		if leaked == "" || time.Now().After(deadline) {
-			return leaked
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var leaked string
+	testwait.Until(limit, func() bool { leaked = leakedGoroutines(); return leaked == "" })
+	return leaked
 }
 
 func leakedGoroutines() string {

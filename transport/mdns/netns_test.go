@@ -3,7 +3,7 @@
 package mdns
 
 // Multi-host tests: the test binary re-executes itself inside network
-// namespaces (node/netnstest) as a small node that advertises and browses,
+// namespaces (internal/netnstest) as a small node that advertises and browses,
 // prints what it finds as JSON lines on stdout and obeys commands on stdin.
 
 import (
@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/node/netnstest"
+	"github.com/meshd/meshd/internal/netnstest"
 	"github.com/meshd/meshd/proto"
 )
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -266,12 +268,8 @@ func TestCleanupRemovesNamespaces(t *testing.T) {
 			t.Errorf("namespace %s survived cleanup (stat: %v)", name, err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for processAlive(pid) && !isZombie(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d in a removed namespace still runs", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(5*time.Second, func() bool { return !processAlive(pid) || isZombie(pid) }) {
+		t.Fatalf("process %d in a removed namespace still runs", pid)
 	}
 }
 

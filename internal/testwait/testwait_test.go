@@ -1,0 +1,29 @@
+package testwait
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestUntil(t *testing.T) {
+	var n atomic.Int32
+	go func() {
+		for range 3 {
+			n.Add(1)
+		}
+	}()
+	if !Until(5*time.Second, func() bool { return n.Load() == 3 }) {
+		t.Fatal("Until gave up on a condition that came true")
+	}
+	start := time.Now()
+	if Until(30*time.Millisecond, func() bool { return false }) {
+		t.Fatal("Until reported a false condition true")
+	}
+	if took := time.Since(start); took < 30*time.Millisecond || took > 5*time.Second {
+		t.Errorf("Until gave up after %v, want 30ms", took)
+	}
+	if !Until(0, func() bool { return true }) {
+		t.Error("Until with no time left did not check the condition")
+	}
+}
