@@ -245,7 +245,7 @@ func parseRead(toLine, kindLine, headers int, body string) (*OutgoingMessage, er
 		if line == 0 {
 			line = kindLine
 		}
-		return nil, WithHint(fmt.Errorf("%w: a read file has the one header Kind: read", ErrBadOutgoing),
+		return nil, WithHint(fmt.Errorf("%w: line %d: a read file has the one header Kind: read", ErrBadOutgoing, line),
 			"write 'Kind: read', a line ---, then the Message-ID of each item to mark read, one a line")
 	}
 	m := &OutgoingMessage{Read: []uuid.UUID{}}
