@@ -246,27 +246,22 @@ func runScale(t *testing.T, n int) {
 			links[i] = len(p.Peers)
 		}
 	}
-	for {
-		// Poll the nodes short of a full mesh (each poll costs the node a
-		// list of its peers, and 200 polls a second are a load of their
-		// own); once none is, poll them all to confirm.
+	// Poll only the nodes short of a full mesh (each poll costs the node
+	// a list of its peers); once none is, poll them all to confirm.
+	short := func() bool { return slices.ContainsFunc(links, func(l int) bool { return l < n-1 }) }
+	if testwait.Until(formLimit-time.Since(started), func() bool {
 		parallel(n, 16, func(i int) {
 			if links[i] < n-1 {
 				poll(i)
 			}
 		})
-		full := !slices.ContainsFunc(links, func(l int) bool { return l < n-1 })
-		if full {
-			parallel(n, 16, poll)
-			full = !slices.ContainsFunc(links, func(l int) bool { return l < n-1 })
+		if short() {
+			return false
 		}
-		if full || time.Since(started) > formLimit {
-			if full {
-				res.FullMeshSeconds = time.Since(started).Seconds()
-			}
-			break
-		}
-		time.Sleep(time.Second)
+		parallel(n, 16, poll)
+		return !short()
+	}) {
+		res.FullMeshSeconds = time.Since(started).Seconds()
 	}
 	sum := 0
 	for _, l := range links {
