@@ -370,7 +370,10 @@ func TestFaultPartitionHeal(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(2 * time.Second) // deliberate: both sides publish for a while before the split
+	// Both sides publish some messages before the split.
+	testwait.For(t, 30*time.Second, "20 messages published on each side before the split", func() bool {
+		return published[0].len() >= 20 && published[1].len() >= 20
+	})
 	for _, a := range sideA {
 		for _, b := range sideB {
 			if err := nw.Partition(a, b); err != nil {

@@ -287,7 +287,7 @@ func runScale(t *testing.T, n int) {
 		n, res.FullMeshSeconds, formLimit, res.MeanLinks, res.MinLinks)
 
 	// Idle: let the formation's work finish, then measure.
-	time.Sleep(10 * time.Second)
+	time.Sleep(10 * time.Second) // deliberate: the formation's tail (gossip, presence) settles before the idle window
 	before := make([]procSample, n)
 	after := make([]procSample, n)
 	traffic := []string{"link.pings_in", "link.pings_out", "rx.presence_bytes", "rx.frame_bytes.peers", "rx.frame_bytes.peer-update", "rx.frame_bytes.envelope",
@@ -295,7 +295,7 @@ func runScale(t *testing.T, n int) {
 	cb := counterTotals(clients, traffic...)
 	parallel(n, 16, func(i int) { before[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
 	t0 := time.Now()
-	time.Sleep(idle)
+	time.Sleep(idle) // deliberate: the idle measurement window
 	parallel(n, 16, func(i int) { after[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
 	res.IdleSeconds = time.Since(t0).Seconds()
 	ca := counterTotals(clients, traffic...)
@@ -382,7 +382,7 @@ func runScale(t *testing.T, n int) {
 		} else {
 			res.FanoutSeconds = append(res.FanoutSeconds, -1)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // deliberate: each fan-out is timed alone, after the last one's acks
 	}
 	t.Logf("N=%d fan-out of one channel message to %d readers: time to the last reader's file %v s; readers reached within 10 s %v",
 		n, n-1, res.FanoutSeconds, res.FanoutReached)
