@@ -570,9 +570,21 @@ func TestHistoryResponseAdmission(t *testing.T) {
 		break
 	}
 	waitFor(t, 5*time.Second, "over-limit drop", func() bool { return a.metrics.Get("drop.history_over_limit") == 1 })
-	time.Sleep(100 * time.Millisecond) // deliberate: nothing more may be stored in this window
-	if n := channelCount(a, p.ID); n != 2 {
-		t.Fatalf("%d envelopes stored after an over-limit answer, want 2", n)
+	// A live message sent after the answer is stored after it would
+	// have been: then none of the five is.
+	live := msg(proto.ToChannel(p.ID), time.Now())
+	rp.send(live)
+	waitFor(t, 5*time.Second, "the later live message stored", func() bool {
+		_, err := a.store.Get(live.From, live.ID)
+		return err == nil
+	})
+	for _, se := range five {
+		if _, err := a.store.Get(se.From, se.ID); err == nil {
+			t.Fatalf("%s of the over-limit answer was stored", se.ID)
+		}
+	}
+	if n := channelCount(a, p.ID); n != 3 {
+		t.Fatalf("%d envelopes stored after an over-limit answer and a live message, want 3", n)
 	}
 	// Neither kind reached the inbox.
 	in, err := a.store.Inbox(history.InboxFilter{})
