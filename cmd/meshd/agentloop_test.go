@@ -187,11 +187,11 @@ func TestClaimRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got api.Inbox
-	for deadline := time.Now().Add(20 * time.Second); len(got.Items) == 0; {
+	if !testwait.Until(20*time.Second, func() bool {
 		meshctlJSON(t, m.meshctl, &got, "--home", m.homes[1], "inbox", "--claim", "1", "--kind", "request", "--worker", "w0")
-		if time.Now().After(deadline) {
-			t.Fatal("bob never got the request")
-		}
+		return len(got.Items) > 0
+	}) {
+		t.Fatal("bob never got the request")
 	}
 	if got.Items[0].RequestID != rq.RequestID {
 		t.Fatalf("claimed %+v, want request %s", got.Items[0], rq.RequestID)
