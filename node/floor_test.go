@@ -72,7 +72,7 @@ func BenchmarkLightLoadFloor(b *testing.B) {
 			c0 := processCPU(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // deliberate: the idle gap whose wake-up cost is measured
 				if name == "wake" {
 					continue
 				}

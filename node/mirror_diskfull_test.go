@@ -103,7 +103,11 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 		items, err := b.store.Inbox(history.InboxFilter{})
 		t.Fatalf("after %v: %d files, %d inbox items (%v), counters %v", 2*mirrorRetryMax, len(mailboxFiles(t, m.home(1))), len(items), err, b.Counters())
 	}
-	time.Sleep(2 * mirrorRetryMin) // deliberate: a duplicate would be written by now
+	// The retries end with a pass that writes every missing file and
+	// says so; no retry runs after it, so none can write a duplicate.
+	waitFor(t, 40*time.Second, "the mirror's recovery line", func() bool {
+		return logs.count("mailbox mirror: writing files again; the files that failed are written") >= 1
+	})
 	files := mailboxFiles(t, m.home(1))
 	got := map[string]int{}
 	for _, p := range files {

@@ -359,8 +359,12 @@ func TestPublishSpreadsAndRemovedMemberDisconnected(t *testing.T) {
 	waitFor(t, 5*time.Second, "a has the new roster and c is gone", func() bool {
 		return a.Roster().Version == next.Version && !linked(a, m.ids[2].Pub) && !linked(b, m.ids[2].Pub)
 	})
-	// c does not get back in (deliberate: nothing may happen in this window).
-	time.Sleep(500 * time.Millisecond)
+	// c does not get back in: it learns (on its link, or from the roster
+	// a member pushes when it refuses c's redial) that it was removed, and
+	// holds no link then.
+	waitFor(t, 10*time.Second, "c knows it was removed and holds no link", func() bool {
+		return c.removedSelf() && len(c.PeerList()) == 0
+	})
 	if linked(a, m.ids[2].Pub) || linked(b, m.ids[2].Pub) {
 		t.Fatal("removed member relinked")
 	}

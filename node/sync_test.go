@@ -570,9 +570,21 @@ func TestHistoryResponseAdmission(t *testing.T) {
 		break
 	}
 	waitFor(t, 5*time.Second, "over-limit drop", func() bool { return a.metrics.Get("drop.history_over_limit") == 1 })
-	time.Sleep(100 * time.Millisecond) // deliberate: nothing more may be stored in this window
-	if n := channelCount(a, p.ID); n != 2 {
-		t.Fatalf("%d envelopes stored after an over-limit answer, want 2", n)
+	// A live message sent after the answer is stored after it would
+	// have been: then none of the five is.
+	live := msg(proto.ToChannel(p.ID), time.Now())
+	rp.send(live)
+	waitFor(t, 5*time.Second, "the later live message stored", func() bool {
+		_, err := a.store.Get(live.From, live.ID)
+		return err == nil
+	})
+	for _, se := range five {
+		if _, err := a.store.Get(se.From, se.ID); err == nil {
+			t.Fatalf("%s of the over-limit answer was stored", se.ID)
+		}
+	}
+	if n := channelCount(a, p.ID); n != 3 {
+		t.Fatalf("%d envelopes stored after an over-limit answer and a live message, want 3", n)
 	}
 	// Neither kind reached the inbox.
 	in, err := a.store.Inbox(history.InboxFilter{})
@@ -813,6 +825,18 @@ func channelPair(t *testing.T) (m *testMesh, a, b *Node, p *channel.Policy) {
 	return m, a, b, p
 }
 
+// syncIdle reports whether n's syncer has finished the rounds it started
+// (every round counted in sync.rounds is in its log of finished rounds;
+// at least one ran), has none due, no request awaiting an answer and no
+// join left to backfill.
+func syncIdle(n *Node) bool {
+	s := n.syncer
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rounds) > 0 && n.metrics.Get("sync.rounds") == uint64(len(s.rounds)) &&
+		len(s.due) == 0 && len(s.pending) == 0 && len(s.joins) == 0
+}
+
 // Catch-up pages that repeat what a node holds (a join round asks without
 // marks) are counted as sync.already_held, not as dropped duplicates.
 func TestCatchUpOverlapIsNotADrop(t *testing.T) {
@@ -824,7 +848,7 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "b holds 5", func() bool { return channelCount(b, p.ID) == 5 })
 	// Let the rounds the policy and the link started finish.
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "b's syncer idle", func() bool { return syncIdle(b) })
 	dups, held := b.metrics.Get("drop.duplicate"), b.metrics.Get("sync.already_held")
 	b.syncer.markDue(p.ID, true) // as after a join: asked without marks
 	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.metrics.Get("sync.already_held") >= held+5 })

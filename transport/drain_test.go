@@ -143,7 +143,7 @@ func TestCloseAndDrainRace(t *testing.T) {
 				err := out.Send(numbered(i, 64+i%2000))
 				if errors.Is(err, ErrQueueFull) {
 					i--
-					time.Sleep(10 * time.Microsecond)
+					time.Sleep(10 * time.Microsecond) // deliberate: a full queue; the sender backs off
 					continue
 				}
 				if err != nil {
@@ -155,7 +155,7 @@ func TestCloseAndDrainRace(t *testing.T) {
 			}
 			accepted <- i
 		}()
-		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		time.Sleep(time.Duration(round%5) * time.Millisecond) // deliberate: the close falls at a point that varies by round
 		fs := out.CloseAndDrain([]byte("goodbye"))
 		sent := <-accepted
 		select {
@@ -235,7 +235,7 @@ func TestCloseAndDrainBothEnds(t *testing.T) {
 					err := e.l.Send(numbered(i, 64+i%3000))
 					if errors.Is(err, ErrQueueFull) {
 						i--
-						time.Sleep(10 * time.Microsecond)
+						time.Sleep(10 * time.Microsecond) // deliberate: a full queue; the sender backs off
 						continue
 					}
 					if err != nil {
@@ -245,7 +245,7 @@ func TestCloseAndDrainBothEnds(t *testing.T) {
 				e.accepted <- i
 			}()
 		}
-		time.Sleep(time.Duration(1+round%3) * time.Millisecond)
+		time.Sleep(time.Duration(1+round%3) * time.Millisecond) // deliberate: the closes fall at a point that varies by round
 		returned := make([][][]byte, 2)
 		var wg sync.WaitGroup
 		for i, e := range ends {
@@ -253,7 +253,7 @@ func TestCloseAndDrainBothEnds(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				if i == 1 {
-					time.Sleep(time.Duration(round%4) * time.Millisecond) // the peer decides later
+					time.Sleep(time.Duration(round%4) * time.Millisecond) // deliberate: the peer decides later
 				}
 				returned[i] = e.l.CloseAndDrain([]byte("final"))
 			}()

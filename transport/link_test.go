@@ -218,7 +218,7 @@ func TestKeepaliveKeepsIdleLinkUp(t *testing.T) {
 	out, in := pair(t, listen(t, "unix", b), a, nil)
 	out.Start(nil)
 	in.Start(nil)
-	time.Sleep(2 * time.Second) // over two idle timeouts with no frames
+	time.Sleep(2 * time.Second) // deliberate: over two idle timeouts with no frames but keepalives
 	for _, l := range []*Link{out, in} {
 		if err := l.Err(); err != nil {
 			t.Fatalf("idle link closed: %v (stats out %+v, in %+v)", err, out.Stats(), in.Stats())

@@ -331,10 +331,8 @@ func TestMCPServer(t *testing.T) {
 		}
 		waited <- toolText(res)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); waiting() != 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("wait_inbox does not count as a client waiting (%d)", waiting())
-		}
+	if !testwait.Until(10*time.Second, func() bool { return waiting() == 1 }) {
+		t.Fatalf("wait_inbox does not count as a client waiting (%d)", waiting())
 	}
 	if _, err := bob.c.Send(ctx, api.Send{To: "alice", Body: "wake up"}); err != nil {
 		t.Fatal(err)

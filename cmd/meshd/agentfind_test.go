@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -99,22 +100,18 @@ func TestInboxFindReplyRequests(t *testing.T) {
 		t.Fatalf("pending requests: %+v", rs)
 	}
 	m.ctl(1, "respond", rq.RequestID, "accepted")
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if rs = listReq("--pending"); len(rs) == 1 && rs[0].Status == "accepted" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after accepted: %+v", rs)
-		}
+	if !testwait.Until(20*time.Second, func() bool {
+		rs = listReq("--pending")
+		return len(rs) == 1 && rs[0].Status == "accepted"
+	}) {
+		t.Fatalf("after accepted: %+v", rs)
 	}
 	m.ctl(1, "respond", rq.RequestID, "completed", "--result", `{"passed":3}`)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if rs = listReq(); len(rs) == 1 && rs[0].Status == "completed" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after completed: %+v", rs)
-		}
+	if !testwait.Until(20*time.Second, func() bool {
+		rs = listReq()
+		return len(rs) == 1 && rs[0].Status == "completed"
+	}) {
+		t.Fatalf("after completed: %+v", rs)
 	}
 	if rs[0].Pending || rs[0].Responses != 2 {
 		t.Fatalf("a completed request: %+v", rs[0])

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -36,16 +37,12 @@ func (m *faultMesh) unreadCount(i int) int {
 // waitUnread waits until node i holds want unread items.
 func (m *faultMesh) waitUnread(i, want int, within time.Duration) {
 	m.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		got := m.unreadCount(i)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("%s holds %d unread items after %v, want %d", m.names[i], got, within, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+	got := 0
+	if !testwait.Until(within, func() bool {
+		got = m.unreadCount(i)
+		return got == want
+	}) {
+		m.t.Fatalf("%s holds %d unread items after %v, want %d", m.names[i], got, within, want)
 	}
 }
 
@@ -190,11 +187,11 @@ func TestClaimRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got api.Inbox
-	for deadline := time.Now().Add(20 * time.Second); len(got.Items) == 0; {
+	if !testwait.Until(20*time.Second, func() bool {
 		meshctlJSON(t, m.meshctl, &got, "--home", m.homes[1], "inbox", "--claim", "1", "--kind", "request", "--worker", "w0")
-		if time.Now().After(deadline) {
-			t.Fatal("bob never got the request")
-		}
+		return len(got.Items) > 0
+	}) {
+		t.Fatal("bob never got the request")
 	}
 	if got.Items[0].RequestID != rq.RequestID {
 		t.Fatalf("claimed %+v, want request %s", got.Items[0], rq.RequestID)

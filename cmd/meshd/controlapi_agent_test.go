@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
 )
 
 // exerciseAgentLoop drives the agent-loop endpoints: claims, reply,
@@ -13,15 +15,13 @@ func (c *apiChecker) exerciseAgentLoop(alice, bob, chID string) {
 	const js = "application/json"
 	var dm struct{ ID string }
 	c.json(alice, "POST", "/v1/send", map[string]string{"to": "bob", "body": "claim me"}, 200, &dm)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var in struct{ Items []struct{ ID string } }
+	var in struct{ Items []struct{ ID string } }
+	if !testwait.Until(10*time.Second, func() bool {
+		in.Items = nil
 		c.json(bob, "GET", "/v1/inbox?from=alice&kind=message&channel=%40&since=1h", nil, 200, &in)
-		if len(in.Items) > 0 && in.Items[len(in.Items)-1].ID == dm.ID {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("bob never got the DM to claim: %+v", in)
-		}
+		return len(in.Items) > 0 && in.Items[len(in.Items)-1].ID == dm.ID
+	}) {
+		c.t.Fatalf("bob never got the DM to claim: %+v", in)
 	}
 	c.refused(bob, reqInvalid, "GET", "/v1/inbox?kind=bogus", "", nil, 400, false)
 	c.refused(bob, reqValid, "GET", "/v1/inbox?since=yesterday", "", nil, 400, false)

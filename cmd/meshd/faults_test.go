@@ -370,7 +370,10 @@ func TestFaultPartitionHeal(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(2 * time.Second) // deliberate: both sides publish for a while before the split
+	// Both sides publish some messages before the split.
+	testwait.For(t, 30*time.Second, "20 messages published on each side before the split", func() bool {
+		return published[0].len() >= 20 && published[1].len() >= 20
+	})
 	for _, a := range sideA {
 		for _, b := range sideB {
 			if err := nw.Partition(a, b); err != nil {
@@ -705,6 +708,8 @@ func TestFaultFlood(t *testing.T) {
 	var evMu sync.Mutex
 	calmEvents := map[string]calmSeen{} // guarded by evMu, by id
 	lagged, floodEvents := 0, 0         // guarded by evMu
+	const endMark = "end of the #calm check"
+	endSeen := make(chan struct{}) // closed when dave's stream carries endMark
 	es, err := m.client(dave).OpenEvents(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -724,6 +729,8 @@ func TestFaultFlood(t *testing.T) {
 				lagged++
 			case ev.Item.Channel == "flood":
 				floodEvents++
+			case ev.Item.Body == endMark:
+				close(endSeen)
 			case ev.Item.Channel == "calm":
 				if f := strings.Fields(ev.Item.Body); len(f) == 3 {
 					if ns, err := strconv.ParseInt(f[2], 10, 64); err == nil {
@@ -848,8 +855,16 @@ func TestFaultFlood(t *testing.T) {
 	t.Logf("peak RSS (VmHWM): %s", strings.Join(rss, ", "))
 
 	// #calm kept flowing: latency on dave's event stream, or from his store
-	// for what the stream skipped.
-	time.Sleep(200 * time.Millisecond)
+	// for what the stream skipped. dave holds every #calm message, so a DM
+	// carol sends now comes on his stream after all their events.
+	if _, err := m.client(carol).Send(ctx, api.Send{To: names[dave], Body: endMark}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-endSeen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("carol's last DM did not come on dave's event stream within 30 s")
+	}
 	es.Close()
 	<-evDone
 	var lats []time.Duration

@@ -302,7 +302,9 @@ func TestCrashSafetyUnderLoad(t *testing.T) {
 	<-streamDone
 	<-bobDone
 	acknowledged := acked.snapshot()
-	time.Sleep(300 * time.Millisecond) // deliberate: traffic goes on while bob is down
+	// Traffic goes on while bob is down: alice publishes 100 more.
+	downFrom := published.len()
+	testwait.For(t, 20*time.Second, "alice publishing 100 messages while bob is down", func() bool { return published.len() >= downFrom+100 })
 	close(stop)
 	wg.Wait()
 	if t.Failed() {

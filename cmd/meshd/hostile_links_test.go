@@ -351,7 +351,7 @@ func TestRemovedNodeBacksOff(t *testing.T) {
 	time.Sleep(10*time.Second - time.Since(removed)) // deliberate: counts over fixed windows
 	a10, b10 := rejected()
 	d10 := attempts()
-	time.Sleep(15*time.Second - time.Since(removed))
+	time.Sleep(15*time.Second - time.Since(removed)) // deliberate: the second fixed window
 	a15, b15 := rejected()
 	d15 := attempts()
 	t.Logf("removed node: dial.attempt %d in 10 s, %d in 15 s; handshake.rejected.not_member admin %d/%d, bob %d/%d (10 s/15 s)",
@@ -572,7 +572,7 @@ func TestGossipCannotSteerDials(t *testing.T) {
 		if err := raw.Send(frame); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // deliberate: 60 peer lists paced over 12 s
 	}
 	var hits []int64
 	touched := 0

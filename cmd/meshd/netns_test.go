@@ -186,9 +186,16 @@ func TestMultiHostRevocation(t *testing.T) {
 		}
 	}
 	t.Logf("every node dropped the removed member %v after publish", time.Since(start).Round(time.Millisecond))
-	// Host 4 keeps redialling (it does not know it was removed, or does and
-	// stays out); either way it is refused for the next seconds.
-	time.Sleep(2 * time.Second) // deliberate: no relink may happen in this window
+	// Host 4 learns it was removed (on its link, or from the roster a
+	// member pushes when it refuses a redial) and then redials only every
+	// few minutes; until then every redial is refused.
+	waitFor(t, "host 4 knowing it was removed", 30*time.Second, func() bool {
+		var st struct {
+			Removed bool `json:"removed"`
+		}
+		meshctlJSON(t, meshctl, &st, "--home", homes[4], "status")
+		return st.Removed
+	})
 	for i := 0; i < n-1; i++ {
 		if _, has := peerKeys(t, meshctl, homes[i])[keys[4]]; has {
 			t.Fatalf("host %d relinked the removed member", i)

@@ -688,7 +688,7 @@ func TestOwnEntryFlapBatched(t *testing.T) {
 	for ; flaps < 1000 && time.Since(start) < 3*time.Second; flaps++ {
 		last = fmt.Sprintf("tcp://127.0.0.1:%d", 20000+flaps)
 		c.sendUpdate(t, &proto.PeerUpdate{Set: []proto.PeerInfo{{Key: r.pub, Addrs: []string{last}}}, Removed: []proto.PubKey{}, Digest: randomDigest(t)})
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // deliberate: the changes are spread over 3 s
 	}
 	sent := time.Since(start)
 	c.barrier(t)

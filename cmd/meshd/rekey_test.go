@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
@@ -300,12 +301,10 @@ func checkRetiredKey(t *testing.T, m *mesh4, oldBob home.Identity, until time.Ti
 	if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
 		t.Fatal(err)
 	}
-	dropped := time.Now().Add(10 * time.Second)
-	for counters(t, m.meshctl, m.homes["carol"])["drop.retired_key"] != retired0+1 {
-		if time.Now().After(dropped) {
-			t.Fatalf("no drop.retired_key at carol within 10s; counters %v", counters(t, m.meshctl, m.homes["carol"]))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.Until(10*time.Second, func() bool {
+		return counters(t, m.meshctl, m.homes["carol"])["drop.retired_key"] == retired0+1
+	}) {
+		t.Fatalf("no drop.retired_key at carol within 10s; counters %v", counters(t, m.meshctl, m.homes["carol"]))
 	}
 	t.Logf("the retired key's envelope dropped %v after the window closed", time.Since(closed).Round(time.Millisecond))
 	if m.hasBody("carol", "from the retired key") {

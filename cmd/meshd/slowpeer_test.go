@@ -140,7 +140,7 @@ func TestNonReadingMemberBoundedMemory(t *testing.T) {
 			close(release)
 			l.CloseWithError(nil)
 			<-l.Done()
-			time.Sleep(100 * time.Millisecond) // a reconnecting client, not a busy loop
+			time.Sleep(100 * time.Millisecond) // deliberate: a reconnecting client paces its redials
 		}
 	}
 	stop := make(chan struct{})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -142,21 +143,18 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 	// Every node ends with both links on Unix sockets.
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range names {
-		for {
-			pk := peerKeys(t, meshctl, homes[n])
+		var pk map[string]string
+		if !testwait.Until(time.Until(deadline), func() bool {
+			pk = peerKeys(t, meshctl, homes[n])
 			unix := 0
 			for _, nw := range pk {
 				if nw == "unix" {
 					unix++
 				}
 			}
-			if len(pk) == 2 && unix == 2 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: peers %v, want both on unix\n%s", n, pk, ds[n].stderr.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+			return len(pk) == 2 && unix == 2
+		}) {
+			t.Fatalf("%s: peers %v, want both on unix\n%s", n, pk, ds[n].stderr.String())
 		}
 	}
 	// meshctl status counts the links by transport.
@@ -185,22 +183,18 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 			t.Fatalf("%s sent nothing to %s", s.from, s.to)
 		}
 		var got map[string]int
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		missing := 0
+		if !testwait.Until(30*time.Second, func() bool {
 			got = inboxBodies(t, client(s.to), s.from)
-			missing := 0
+			missing = 0
 			for _, body := range sent {
 				if got[body] == 0 {
 					missing++
 				}
 			}
-			if missing == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's inbox lacks %d of the %d DMs from %s", s.to, missing, len(sent), s.from)
-			}
-			time.Sleep(100 * time.Millisecond)
+			return missing == 0
+		}) {
+			t.Fatalf("%s's inbox lacks %d of the %d DMs from %s", s.to, missing, len(sent), s.from)
 		}
 		for body, c := range got {
 			if c != 1 {
@@ -216,8 +210,8 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 	// readers' stores.
 	sentLive := live.end(t)
 	for _, n := range names[1:] {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		missing := 0
+		if !testwait.Until(30*time.Second, func() bool {
 			got := map[string]bool{}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			h, err := client(n).History(ctx, api.HistoryQuery{Channel: "live", Limit: api.MaxHistoryLimit})
@@ -228,19 +222,15 @@ func TestSameHostLinksMoveToUnix(t *testing.T) {
 			for _, m := range h.Messages {
 				got[m.Body] = true
 			}
-			missing := 0
+			missing = 0
 			for _, b := range sentLive {
 				if !got[b] {
 					missing++
 				}
 			}
-			if missing == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's history of #live lacks %d of %d messages", n, missing, len(sentLive))
-			}
-			time.Sleep(100 * time.Millisecond)
+			return missing == 0
+		}) {
+			t.Fatalf("%s's history of #live lacks %d of %d messages", n, missing, len(sentLive))
 		}
 	}
 	t.Logf("alice -> #live: %d messages in both readers' stores", len(sentLive))

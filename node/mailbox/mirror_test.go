@@ -366,7 +366,7 @@ func TestMirrorCrash(t *testing.T) {
 			}
 			batches += strings.Count(string(buf[:n]), "batch ")
 		}
-		time.Sleep(time.Duration(round*3+1) * time.Millisecond)
+		time.Sleep(time.Duration(round*3+1) * time.Millisecond) // deliberate: the kill falls at a point that varies by round
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

@@ -262,15 +262,15 @@ func TestOutboxIgnoresUntilRenamed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Several scans pass (deliberate: nothing may happen in them).
-	time.Sleep(150 * time.Millisecond)
-	if got := e.s.files(); len(got) != 0 {
-		t.Fatalf("picked %q before any rename", got)
-	}
 	if err := os.Rename(filepath.Join(out, "x.tmp"), filepath.Join(out, "x.txt")); err != nil {
 		t.Fatal(err)
 	}
+	// The scan that picks x.txt reads the whole folder, the files above
+	// included: x.txt is the only file it may take.
 	waitFile(t, filepath.Join(e.dir, SentDir, "x.txt"), 5*time.Second)
+	if got := e.s.files(); len(got) != 1 || got[0] != "x.txt" {
+		t.Fatalf("picked %q, want only x.txt", got)
+	}
 	for _, name := range []string{".draft-1", ".hidden.txt", "notes.md", "README.txt"} {
 		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 			t.Errorf("%s: %v", name, err)

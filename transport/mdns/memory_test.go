@@ -151,8 +151,8 @@ func TestMemoryCoalescesUnreadReports(t *testing.T) {
 			m.SetRosterVersion(v)
 		}
 	}
-	// Give the deliverer time to fill the channel before reading.
-	time.Sleep(20 * time.Millisecond)
+	// The deliverer fills the channel before a reads.
+	testwait.For(t, 5*time.Second, "a's channel of peers full", func() bool { return len(a.Peers()) == cap(a.Peers()) })
 	seen := map[proto.PubKey]uint64{}
 	timeout := time.After(5 * time.Second)
 	for len(seen) < n || !allAt(seen, 5) {
