@@ -85,7 +85,7 @@ type Node struct {
 	syncer   *syncer // history sync and serving
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
-	mirrorq  chan mailbox.Item
+	mirrorq  chan inboxDelivery
 	readq    chan envKey // items marked read, for the mirror to move (readstate.go)
 	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
 	// a full disk is logged once, not every second. Mirror loop only.
