@@ -393,9 +393,7 @@ func (n *Node) commit(batch []rxItem) {
 		}
 		n.metrics.Inc("inbox.items")
 		wake = wake || d.Wakes
-		if n.deliverHook != nil {
-			n.deliverHook(se, now)
-		}
+		n.test.onDeliver(se, now)
 		n.onInbox(inboxDelivery{se: se, prio: d.Priority, wakes: d.Wakes, fromHistory: it.src.history, at: now})
 	}
 	n.inbox.notify(wake)
