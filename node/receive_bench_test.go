@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
@@ -123,4 +124,39 @@ func watchEvents(n *Node) (stop func()) {
 		wg.Wait()
 		cancel()
 	}
+}
+
+// BenchmarkInboxRender measures the rendering of one delivered channel
+// Message for its consumers, the mailbox item and the event stream's API
+// item: the work that the readers, not the commit stage, now do per item.
+//
+//	go test -run='^$' -bench=InboxRender -benchmem ./node
+func BenchmarkInboxRender(b *testing.B) {
+	m, a, rd := linkedPair(b)
+	p, err := a.CreateChannel(api.CreateChannel{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, 10*time.Second, "policy", func() bool { _, ok := rd.channels.ByName("bench"); return ok })
+	se, err := proto.SignEnvelope(m.ids[0].Key, &proto.Envelope{
+		ID: proto.NewID(), From: m.ids[0].Pub, To: proto.ToChannel(p.ID), Kind: proto.KindMessage,
+		TS: time.Now().UnixMilli(), TTL: 600, Seq: 1, Epoch: proto.NewID(),
+		Message: &proto.Message{Body: strings.Repeat("x", 1024)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &inboxDelivery{n: rd, se: se, prio: history.PriorityNormal, wakes: true, at: time.Now()}
+	b.Run("mailbox", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rd.mirrorItemOf(*d)
+		}
+	})
+	b.Run("event", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d.Item()
+		}
+	})
 }
