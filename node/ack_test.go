@@ -216,9 +216,8 @@ func TestDMSentWhileLinkComesUp(t *testing.T) {
 	}
 	addr := transport.Addr{Network: "tcp", Address: l.Addr().String()}
 	l.Close()
-	b := m.start(1, addr)
-	var a *Node
-	b.queueHook = func(up bool) {
+	var a, b *Node
+	b = m.startHooked(1, &testHooks{queue: func(up bool) {
 		if up {
 			t.Error("linked before a started")
 			return
@@ -227,7 +226,7 @@ func TestDMSentWhileLinkComesUp(t *testing.T) {
 		a = m.startWith(0, func(c *Config) { c.Listen = []transport.Addr{addr} })
 		waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) && linked(a, m.ids[1].Pub) })
 		time.Sleep(100 * time.Millisecond) // deliberate: the link's first flush runs before the store
-	}
+	}}, nil, addr)
 	sent, err := b.Send(api.Send{To: "a", Body: "while the link comes up"})
 	if err != nil {
 		t.Fatal(err)

@@ -37,12 +37,13 @@ func newFanoutRig(tb testing.TB, n int) *fanoutRig {
 	}
 	var seeds []transport.Addr
 	for i := 0; i < n; i++ {
-		nd := mt.start(i, seeds...)
+		var h *testHooks
+		if i > 0 {
+			h = &testHooks{deliver: rig.hook}
+		}
+		nd := mt.startHooked(i, h, nil, seeds...)
 		if i == 0 {
 			seeds = []transport.Addr{tcpAddr(tb, nd)}
-		}
-		if i > 0 {
-			nd.deliverHook = rig.hook
 		}
 		rig.nodes = append(rig.nodes, nd)
 	}

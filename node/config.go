@@ -51,12 +51,6 @@ type Config struct {
 	// other members we hold links to (the digest of the list, to peers
 	// that take changes; the whole list to older ones).
 	PeerExchangeInterval time.Duration
-	// legacyPeers makes the node exchange peers as nodes did before
-	// peer-update frames: whole lists only (tests of interoperation).
-	legacyPeers bool
-	// legacyLinks makes the node treat link-move frames as nodes did
-	// before them: unknown frames, never sent (tests of interoperation).
-	legacyLinks bool
 
 	// EnvelopeTTL is the lifetime given to the envelopes we send that are
 	// not kept for store-and-forward: channel Messages, Presence and

@@ -38,13 +38,7 @@ func (n *Node) onDeliveryFailed(rs []history.DeliveryRecord) {
 		if err != nil {
 			continue
 		}
-		n.onInbox(se, history.PriorityHigh, true, rxSource{})
-		if n.events.active() {
-			x := n.renderEnvelope(se, history.InboxItem{Meta: history.Meta{ID: se.ID},
-				Priority: history.PriorityHigh, Wakes: true, Delivered: now})
-			n.markFailed(&x, se)
-			n.events.publish(x)
-		}
+		n.onInbox(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: now})
 	}
 	n.inbox.notify(len(rs) > 0)
 }

@@ -10,16 +10,17 @@ import (
 // beyond it the subscriber is told it lagged, never the node slowed.
 const eventSubBuffer = 256
 
-// broadcaster fans inbox items out to event-stream subscribers.
+// broadcaster fans inbox items out to event-stream subscribers. It
+// queues them unrendered: each subscriber renders on its own goroutine.
 type broadcaster struct {
 	mu   sync.Mutex
-	subs map[chan api.Item]*bool // guarded by mu: subscriber → lagged flag
+	subs map[chan api.Delivered]*bool // guarded by mu: subscriber → lagged flag
 }
 
-func newBroadcaster() *broadcaster { return &broadcaster{subs: map[chan api.Item]*bool{}} }
+func newBroadcaster() *broadcaster { return &broadcaster{subs: map[chan api.Delivered]*bool{}} }
 
-func (b *broadcaster) subscribe() (chan api.Item, func() bool) {
-	ch := make(chan api.Item, eventSubBuffer)
+func (b *broadcaster) subscribe() (chan api.Delivered, func() bool) {
+	ch := make(chan api.Delivered, eventSubBuffer)
 	lagged := new(bool)
 	b.mu.Lock()
 	b.subs[ch] = lagged
@@ -33,7 +34,7 @@ func (b *broadcaster) subscribe() (chan api.Item, func() bool) {
 	}
 }
 
-func (b *broadcaster) unsubscribe(ch chan api.Item) {
+func (b *broadcaster) unsubscribe(ch chan api.Delivered) {
 	b.mu.Lock()
 	delete(b.subs, ch)
 	b.mu.Unlock()
@@ -45,7 +46,7 @@ func (b *broadcaster) active() bool {
 	return len(b.subs) > 0
 }
 
-func (b *broadcaster) publish(it api.Item) {
+func (b *broadcaster) publish(it api.Delivered) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for ch, lagged := range b.subs {
@@ -57,11 +58,11 @@ func (b *broadcaster) publish(it api.Item) {
 	}
 }
 
-// SubscribeEvents returns the inbox items delivered from now on, lagged,
-// which reports (and resets) whether items were lost because the
-// subscriber fell more than eventSubBuffer items behind, and cancel, which
-// ends the subscription.
-func (n *Node) SubscribeEvents() (items <-chan api.Item, lagged func() bool, cancel func()) {
+// SubscribeEvents returns the inbox items delivered from now on, to be
+// rendered by the reader, lagged, which reports (and resets) whether
+// items were lost because the subscriber fell more than eventSubBuffer
+// items behind, and cancel, which ends the subscription.
+func (n *Node) SubscribeEvents() (items <-chan api.Delivered, lagged func() bool, cancel func()) {
 	ch, lagged := n.events.subscribe()
 	return ch, lagged, func() { n.events.unsubscribe(ch) }
 }

@@ -99,3 +99,46 @@ func TestEventStreamBurstInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEventItemsRenderedByReader: the commit stage hands subscribers the
+// delivery unrendered, and the reader's rendering carries the delivery's
+// facts: the item as the inbox lists it, with the time of its commit.
+func TestEventItemsRenderedByReader(t *testing.T) {
+	_, a, b := linkedPair(t)
+	items, _, cancel := a.SubscribeEvents()
+	defer cancel()
+	sent, err := b.Send(api.Send{To: "a", Body: "rendered by its reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d api.Delivered
+	select {
+	case d = <-items:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	if _, ok := d.(*inboxDelivery); !ok {
+		t.Fatalf("subscriber got %T, want the unrendered delivery", d)
+	}
+	got := d.Item()
+	if got.ID != sent.ID || got.Body != "rendered by its reader" || got.Priority != "high" || !got.Wakes || got.From.Name != "b" {
+		t.Fatalf("rendered event item %+v", got)
+	}
+	in, err := a.InboxPage(context.Background(), api.InboxQuery{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range in.Items {
+		if it.ID != sent.ID {
+			continue
+		}
+		if it.Kind != got.Kind || it.To != got.To || it.Channel != got.Channel || !it.Sent.Equal(got.Sent) || it.FromHistory != got.FromHistory {
+			t.Fatalf("event item %+v, inbox item %+v", got, it)
+		}
+		if dt := got.Delivered.Sub(it.Delivered); dt < 0 || dt > 5*time.Second {
+			t.Fatalf("event delivered %v, inbox %v", got.Delivered, it.Delivered)
+		}
+		return
+	}
+	t.Fatalf("sent %s not in a's inbox", sent.ID)
+}

@@ -736,7 +736,7 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 	case proto.FramePeers:
 		n.handlePeers(pl, payload)
 	case proto.FramePeerUpdate:
-		if n.cfg.legacyPeers {
+		if n.test.oldPeerExchange() {
 			n.metrics.Inc("frame.unknown") // as a node without them
 			return
 		}
@@ -762,7 +762,7 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 	case proto.FrameCard:
 		n.handleCard(pl, payload)
 	case proto.FrameLinkMove:
-		if n.cfg.legacyLinks {
+		if n.test.oldLinkMoves() {
 			n.metrics.Inc("frame.unknown") // as a node without them
 			return
 		}

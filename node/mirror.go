@@ -52,7 +52,7 @@ func (n *Node) openMailbox() error {
 	if n.outbox, err = mailbox.OpenOutbox(n.home.MailboxDir(), oc); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	n.mirrorq = make(chan mailbox.Item, mirrorQueueLen)
+	n.mirrorq = make(chan inboxDelivery, mirrorQueueLen)
 	n.readq = make(chan envKey, mirrorQueueLen)
 	return nil
 }
@@ -70,14 +70,53 @@ func (n *Node) startMailbox() {
 	}()
 }
 
-// onInbox queues an inbox delivery for the mirror.
-func (n *Node) onInbox(se *proto.SignedEnvelope, prio history.Priority, _ bool, src rxSource) {
-	it := n.mirrorItem(se, prio, src.history, time.Now())
+// inboxDelivery is what the commit stage hands the consumers of a new
+// inbox item, the mailbox mirror and the event subscribers: the signed
+// envelope and the facts of its delivery. Each consumer renders it on its
+// own goroutine (mirrorItemOf, Item), so the commit goroutine only queues.
+type inboxDelivery struct {
+	n           *Node
+	se          *proto.SignedEnvelope
+	prio        history.Priority
+	wakes       bool
+	fromHistory bool
+	at          time.Time // delivered
+	// sent marks an envelope this node sent, for the mailbox's sent
+	// folder; it goes to the mirror only.
+	sent bool
+}
+
+// Item renders d for the event stream, on the subscriber's goroutine.
+func (d *inboxDelivery) Item() api.Item {
+	x := d.n.renderEnvelope(d.se, history.InboxItem{Meta: history.Meta{ID: d.se.ID, FromHistory: d.fromHistory},
+		Priority: d.prio, Wakes: d.wakes, Delivered: d.at})
+	d.n.markFailed(&x, d.se)
+	return x
+}
+
+// onInbox hands a new inbox item to the mirror and, when anyone listens,
+// to the event subscribers. The mirror queue is never skipped: when it
+// is full, the caller waits.
+func (n *Node) onInbox(d inboxDelivery) {
+	d.n = n
 	select {
-	case n.mirrorq <- it:
+	case n.mirrorq <- d:
 	case <-n.ctx.Done():
 		// Shutting down: the startup reconciliation writes it next time.
 	}
+	if n.events.active() {
+		e := d // only what is published escapes
+		n.events.publish(&e)
+	}
+}
+
+// mirrorItemOf renders a queued delivery as its mailbox file's item, on
+// the mirror loop's goroutine.
+func (n *Node) mirrorItemOf(d inboxDelivery) mailbox.Item {
+	if d.sent {
+		return n.sentItem(d.se)
+	}
+	return n.mirrorItem(d.se, d.prio, d.fromHistory, d.at)
 }
 
 func (n *Node) mirrorItem(se *proto.SignedEnvelope, prio history.Priority, fromHistory bool, at time.Time) mailbox.Item {
@@ -206,8 +245,8 @@ func (n *Node) mirrorLoop() {
 	for {
 		batch = batch[:0]
 		select {
-		case it := <-n.mirrorq:
-			batch = append(batch, it)
+		case d := <-n.mirrorq:
+			batch = append(batch, n.mirrorItemOf(d))
 		case k := <-n.readq:
 			r.moveRead(k)
 			continue
@@ -235,8 +274,8 @@ func (n *Node) mirrorLoop() {
 	more:
 		for len(batch) < cap(batch) {
 			select {
-			case it := <-n.mirrorq:
-				batch = append(batch, it)
+			case d := <-n.mirrorq:
+				batch = append(batch, n.mirrorItemOf(d))
 			default:
 				break more
 			}
@@ -252,8 +291,8 @@ func (n *Node) mirrorLoop() {
 func (r *mirrorRun) drain(batch []mailbox.Item) time.Time {
 	for {
 		select {
-		case it := <-r.n.mirrorq:
-			batch = append(batch, it)
+		case d := <-r.n.mirrorq:
+			batch = append(batch, r.n.mirrorItemOf(d))
 			continue
 		default:
 		}
@@ -290,12 +329,12 @@ func (r *mirrorRun) retryMissing() {
 	var queued []mailbox.Item
 	for len(queued) < mirrorQueueLen {
 		select {
-		case it := <-n.mirrorq:
-			if k := keyOf(it); r.skip[k] {
+		case d := <-n.mirrorq:
+			if k := (envKey{d.se.From, d.se.ID}); r.skip[k] {
 				delete(r.skip, k)
 				continue
 			}
-			queued = append(queued, it)
+			queued = append(queued, n.mirrorItemOf(d))
 			continue
 		default:
 		}

@@ -85,7 +85,7 @@ type Node struct {
 	syncer   *syncer // history sync and serving
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
-	mirrorq  chan mailbox.Item
+	mirrorq  chan inboxDelivery
 	readq    chan envKey // items marked read, for the mirror to move (readstate.go)
 	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
 	// a full disk is logged once, not every second. Mirror loop only.
@@ -106,12 +106,7 @@ type Node struct {
 	disc      mdns.Discovery
 	control   *control.Server
 
-	// deliverHook, if set before the node runs (tests and benchmarks
-	// only), is called for every envelope that reaches the inbox.
-	deliverHook func(se *proto.SignedEnvelope, at time.Time)
-	// queueHook, if set (tests only), runs in sendDirect between the
-	// check for a link and the store of the envelope in the peer's queue.
-	queueHook func(linked bool)
+	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
 	rxq chan rxItem // admitted envelopes for the commit stage
 	// committed, when set, is closed by the commit stage after its next
@@ -185,13 +180,17 @@ func (pl *peerLink) setListen(addrs []string) {
 // New starts a node: it locks the home, loads or creates the identity,
 // loads (or bootstraps) the roster, opens listeners, the control socket and
 // discovery, and starts dialling seeds.
-func New(cfg Config) (*Node, error) {
+func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
+
+// newNode is New with the tests' seams (nil: none).
+func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	n := &Node{
 		cfg:     cfg.withDefaults(),
+		test:    hooks,
 		log:     log,
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),

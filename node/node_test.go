@@ -153,11 +153,10 @@ func (m *testMesh) start(i int, seeds ...transport.Addr) *Node {
 	cfg.DialBackoffMin = 50 * time.Millisecond
 	cfg.DialBackoffMax = 500 * time.Millisecond
 	cfg.Logger = testLogger(m.t)
-	n, err := New(cfg)
+	n, err := newTestNode(m.t, cfg, nil)
 	if err != nil {
 		m.t.Fatalf("start node %d: %v", i, err)
 	}
-	m.t.Cleanup(func() { n.Close() })
 	return n
 }
 

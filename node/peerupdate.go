@@ -284,7 +284,7 @@ func (n *Node) pxLinkUp(pl *peerLink) {
 	defer n.peers.Unlock()
 	n.pxRefreshLocked()
 	n.sendPeersLocked(pl)
-	if !n.cfg.legacyPeers {
+	if !n.test.oldPeerExchange() {
 		n.sendUpdateLocked(pl, true, false)
 	}
 }
@@ -301,7 +301,7 @@ func (n *Node) pxSend(links []*peerLink, periodic bool) {
 			continue // gone meanwhile
 		}
 		switch {
-		case pl.px.speaks.Load() && !n.cfg.legacyPeers:
+		case pl.px.speaks.Load() && !n.test.oldPeerExchange():
 			n.sendUpdateLocked(pl, periodic, false)
 		case periodic:
 			n.sendPeersLocked(pl)

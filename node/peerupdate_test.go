@@ -14,10 +14,9 @@ import (
 func startPX(m *testMesh, i int, legacy bool, seeds ...transport.Addr) *Node {
 	m.t.Helper()
 	m.writeRoster(i, m.roster)
-	return m.startWith(i, func(c *Config) {
+	return m.startHooked(i, &testHooks{legacyPeers: legacy}, func(c *Config) {
 		c.NoUnixListener = true
 		c.PeerExchangeInterval = 200 * time.Millisecond
-		c.legacyPeers = legacy
 	}, seeds...)
 }
 

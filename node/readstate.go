@@ -88,14 +88,20 @@ func (n *Node) onSent(se *proto.SignedEnvelope) {
 	if n.mirrorq == nil {
 		return
 	}
+	select {
+	case n.mirrorq <- inboxDelivery{n: n, se: se, sent: true}:
+	case <-n.ctx.Done():
+	}
+}
+
+// sentItem renders an envelope this node sent as its sent folder's item,
+// on the mirror loop's goroutine.
+func (n *Node) sentItem(se *proto.SignedEnvelope) mailbox.Item {
 	it := mailbox.Item{Env: se, Delivered: se.Time(), ToText: n.destText(se.To), Folder: mailbox.FolderSent}
 	if m, ok := n.Roster().Member(se.From); ok {
 		it.FromName = m.Name
 	}
-	select {
-	case n.mirrorq <- it:
-	case <-n.ctx.Done():
-	}
+	return it
 }
 
 // sentPath is the sent-folder file of an envelope of ours that retention

@@ -393,14 +393,8 @@ func (n *Node) commit(batch []rxItem) {
 		}
 		n.metrics.Inc("inbox.items")
 		wake = wake || d.Wakes
-		if n.deliverHook != nil {
-			n.deliverHook(se, now)
-		}
-		n.onInbox(se, d.Priority, d.Wakes, it.src)
-		if n.events.active() {
-			n.events.publish(n.renderEnvelope(se, history.InboxItem{Meta: history.Meta{ID: se.ID, FromHistory: it.src.history},
-				Priority: d.Priority, Wakes: d.Wakes, Delivered: now}))
-		}
+		n.test.onDeliver(se, now)
+		n.onInbox(inboxDelivery{se: se, prio: d.Priority, wakes: d.Wakes, fromHistory: it.src.history, at: now})
 	}
 	n.inbox.notify(wake)
 	n.sendAcks(acks)

@@ -248,9 +248,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 	if err != nil {
 		return nil, err
 	}
-	if n.queueHook != nil {
-		n.queueHook(linked)
-	}
+	n.test.onQueue(linked)
 	// Keep it durably until the peer acknowledges it (FrameAck), linked
 	// or not: a link can die with the envelope still in its send queue.
 	if err := n.store.Enqueue(m.Key, se); err != nil {

@@ -103,10 +103,11 @@ func (n *Node) RecentItems(limit int) ([]api.Item, error) {
 }
 
 // SubscribeItems registers a reader of inbox items as they are delivered,
-// the feed of GET /v1/events. Items arrive on items; when the reader falls
+// the feed of GET /v1/events. Items arrive on items, unrendered (the
+// reader renders each with Item, on its own goroutine); when the reader falls
 // 256 items behind, newer ones are dropped for it and lagged reports true
 // once. cancel unregisters the reader; items is never closed.
-func (n *Node) SubscribeItems() (items <-chan api.Item, lagged func() bool, cancel func()) {
+func (n *Node) SubscribeItems() (items <-chan api.Delivered, lagged func() bool, cancel func()) {
 	ch, lag := n.events.subscribe()
 	var once sync.Once
 	return ch, lag, func() { once.Do(func() { n.events.unsubscribe(ch) }) }

@@ -64,11 +64,8 @@ func (n *Node) PostSubagentResult(req api.SubagentResult) (api.Item, error) {
 	now := time.Now()
 	n.metrics.Inc("inbox.items")
 	n.metrics.Inc("inbox.subagent_results")
-	n.onInbox(se, history.PriorityHigh, true, rxSource{})
+	n.onInbox(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: now})
 	x := n.renderEnvelope(se, history.InboxItem{Meta: history.Meta{ID: se.ID}, Priority: history.PriorityHigh, Wakes: true, Delivered: now})
-	if n.events.active() {
-		n.events.publish(x)
-	}
 	n.inbox.notify(true)
 	return x, nil
 }

@@ -37,6 +37,12 @@ func newSyncMesh(t testing.TB, n int, archive ...int) *testMesh {
 // startWith starts node i like start, with mod applied to its config.
 func (m *testMesh) startWith(i int, mod func(*Config), seeds ...transport.Addr) *Node {
 	m.t.Helper()
+	return m.startHooked(i, nil, mod, seeds...)
+}
+
+// startHooked is startWith with the seams h (nil: none).
+func (m *testMesh) startHooked(i int, h *testHooks, mod func(*Config), seeds ...transport.Addr) *Node {
+	m.t.Helper()
 	cfg := DefaultConfig()
 	cfg.Home = m.home(i)
 	cfg.MDNS = false
@@ -49,11 +55,10 @@ func (m *testMesh) startWith(i int, mod func(*Config), seeds ...transport.Addr) 
 	if mod != nil {
 		mod(&cfg)
 	}
-	n, err := New(cfg)
+	n, err := newTestNode(m.t, cfg, h)
 	if err != nil {
 		m.t.Fatalf("start node %d: %v", i, err)
 	}
-	m.t.Cleanup(func() { n.Close() })
 	return n
 }
 
@@ -150,8 +155,8 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 	if !sameSet(channelIDs(t, c, p.ID), channelIDs(t, a, p.ID)) {
 		t.Fatal("c's ids differ from a's")
 	}
-	waitFor(t, 10*time.Second, "the round recorded", func() bool { return len(c.syncer.roundsOf(p.ID)) > 0 })
-	rounds := c.syncer.roundsOf(p.ID)
+	waitFor(t, 10*time.Second, "the round recorded", func() bool { return len(roundsOf(c, p.ID)) > 0 })
+	rounds := roundsOf(c, p.ID)
 	if pr := rounds[0].Peers[0]; pr.Pages != 3 || pr.Delivered != 250 {
 		t.Fatalf("backfill from the first peer: %+v, want 250 envelopes in 3 pages of 100", pr)
 	}
@@ -172,8 +177,8 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 		t.Fatal("c's ids differ from b's")
 	}
 	// Catching up again with marks asks only for what is missing.
-	waitFor(t, 5*time.Second, "a round", func() bool { return len(c.syncer.roundsOf(p.ID)) > 0 })
-	r := c.syncer.roundsOf(p.ID)[0]
+	waitFor(t, 5*time.Second, "a round", func() bool { return len(roundsOf(c, p.ID)) > 0 })
+	r := roundsOf(c, p.ID)[0]
 	if r.Join {
 		t.Fatal("reconnect round without marks")
 	}
@@ -211,7 +216,7 @@ func BenchmarkCatchUp5000(b *testing.B) {
 	r := m.startWith(1, nil, tcpAddr(b, a))
 	waitPolicy(b, r, "bench")
 	if !testwait.Until(30*time.Second, func() bool { return channelCount(r, p.ID) == total }) {
-		b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, r.syncer.roundsOf(p.ID), r.metrics.Snapshot())
+		b.Fatalf("first catch-up: %d of %d; rounds %+v; metrics %v", channelCount(r, p.ID), total, roundsOf(r, p.ID), r.metrics.Snapshot())
 	}
 	r.Close()
 	b.ResetTimer()
@@ -480,7 +485,7 @@ func TestServeHistoryRefusals(t *testing.T) {
 	if n := a.metrics.Get("history.refused.disabled"); n != 1 {
 		t.Fatalf("a refused %d requests for #quiet, want only the raw one", n)
 	}
-	if len(c.syncer.roundsOf(quiet.ID)) != 0 {
+	if len(roundsOf(c, quiet.ID)) != 0 {
 		t.Fatal("c ran a round for #quiet")
 	}
 }
@@ -680,7 +685,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 	d.syncer.markDue(p.ID, false)
 	var r syncRound
 	waitFor(t, 10*time.Second, "a round with all three linked", func() bool {
-		for _, x := range d.syncer.roundsOf(p.ID) {
+		for _, x := range roundsOf(d, p.ID) {
 			if x.Started.After(marked) {
 				r = x
 				return true

@@ -105,8 +105,6 @@ const (
 	// servedMemory is how many served request ids are remembered to drop
 	// replays (an envelope is live for its ttl, 300 s by default).
 	servedMemory = 4096
-	// maxRoundLog is how many finished rounds are kept for inspection.
-	maxRoundLog = 64
 	// sendWait bounds how long a history envelope waits for room in a
 	// full link send queue.
 	sendWait = time.Second
@@ -131,6 +129,8 @@ type syncHost interface {
 	awaitStored(ctx context.Context, se *proto.SignedEnvelope)
 	// drop counts and logs a dropped envelope.
 	drop(reason string, se *proto.SignedEnvelope, src rxSource, err error)
+	// roundDone observes a finished catch-up round (tests do).
+	roundDone(r syncRound)
 }
 
 // syncer runs history sync and serves peers' HistoryRequests. It owns its
@@ -169,7 +169,6 @@ type syncer struct {
 	backfill bool
 	serving  map[proto.PubKey]*serveBudget // what each peer is being served
 	served   *fifoMap[envRef, struct{}]    // requests (from, id) served recently
-	rounds   []syncRound                   // finished rounds, oldest first
 	cursors  map[cursorKey]*cursor         // where paging with a peer stopped, to resume
 	late     []lateAnswer                  // late answers for the sync loop to use
 }
@@ -743,12 +742,7 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 	}
 	s.log.Debug("history sync round", "channel", p.Name, "peers", len(round.Peers), "delivered", delivered,
 		"gaps", round.Gaps, "took", round.Ended.Sub(round.Started))
-	s.mu.Lock()
-	s.rounds = append(s.rounds, round)
-	if len(s.rounds) > maxRoundLog {
-		s.rounds = slices.Delete(s.rounds, 0, len(s.rounds)-maxRoundLog)
-	}
-	s.mu.Unlock()
+	s.host.roundDone(round)
 }
 
 // holesFrom asks pl for the channel's envelopes above the stored marks
@@ -803,17 +797,4 @@ func (s *syncer) gapStreams(ch uuid.UUID) int {
 		}
 	}
 	return k
-}
-
-// roundsOf returns the finished rounds of channel ch, oldest first.
-func (s *syncer) roundsOf(ch uuid.UUID) []syncRound {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []syncRound
-	for _, r := range s.rounds {
-		if r.Channel == ch {
-			out = append(out, r)
-		}
-	}
-	return out
 }

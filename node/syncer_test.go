@@ -85,7 +85,7 @@ func TestPagingPausesAndResumes(t *testing.T) {
 		t.Errorf("sync.resumed = %d, want 1", got)
 	}
 	pages := 0
-	for _, r := range c.syncer.roundsOf(p.ID) {
+	for _, r := range roundsOf(c, p.ID) {
 		for _, pr := range r.Peers {
 			pages += pr.Pages
 		}
@@ -112,7 +112,7 @@ func TestResumedCursorStillFillsHoles(t *testing.T) {
 	ch := p.ID
 	b := m.startWith(1, slow, tcpAddr(t, a))
 	waitPolicy(t, b, "ch")
-	waitFor(t, 10*time.Second, "a's link-up round", func() bool { return len(a.syncer.roundsOf(ch)) > 0 })
+	waitFor(t, 10*time.Second, "a's link-up round", func() bool { return len(roundsOf(a, ch)) > 0 })
 
 	// s's stream 1..5: a holds all but 4, b holds all.
 	s, ep := m.ids[2].Key, proto.NewEpoch()

@@ -87,7 +87,7 @@ func localSocketLocked(p *peer) (a transport.Addr, told bool) {
 // time to. It returns when to look again (zero: not waiting on p).
 func (n *Node) askMoveLocked(p *peer, now time.Time) time.Time {
 	pl := p.link
-	if pl == nil || pl.link.Network() != "tcp" || p.dialing || n.cfg.legacyLinks {
+	if pl == nil || pl.link.Network() != "tcp" || p.dialing || n.test.oldLinkMoves() {
 		return time.Time{}
 	}
 	m := &p.move

@@ -52,7 +52,7 @@ func TestLinkMoveOlderPeer(t *testing.T) {
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
-	a := m.startWith(0, func(c *Config) { c.legacyLinks = true })
+	a := m.startHooked(0, &testHooks{legacyLinks: true}, nil)
 	b := m.start(1, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "b's ask reaching the older node", func() bool {
 		return b.metrics.Get("link.move.asked") >= 1 && a.metrics.Get("frame.unknown") >= 1

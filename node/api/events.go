@@ -23,6 +23,18 @@ type Event struct {
 	Item Item
 }
 
+// Delivered is an inbox item as meshd hands it to a reader of its
+// deliveries (the event stream, the status page): Item renders it. The
+// node's commit stage only queues it, so each reader renders on its own
+// goroutine, and a reader that drops it never renders it.
+type Delivered interface{ Item() Item }
+
+// Rendered is a Delivered item rendered already.
+type Rendered Item
+
+// Item returns r.
+func (r Rendered) Item() Item { return Item(r) }
+
 // ErrEventsEnded reports that meshd ended the event stream: it stopped,
 // or is restarting.
 var ErrEventsEnded = errors.New("meshd ended the event stream")

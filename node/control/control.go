@@ -66,9 +66,10 @@ type Backend interface {
 	// several senders' items share the id.
 	MarkRead(id uuid.UUID, from string) (api.Item, error)
 	// SubscribeEvents returns the inbox items delivered from now on,
+	// unrendered (the reader renders each with Item, on its goroutine),
 	// lagged (which reports, and resets, whether items were lost since
 	// its last call) and cancel, which ends the subscription.
-	SubscribeEvents() (items <-chan api.Item, lagged func() bool, cancel func())
+	SubscribeEvents() (items <-chan api.Delivered, lagged func() bool, cancel func())
 
 	PresenceTable() api.Presence
 	// SetPresence overrides our presence for a while (state "auto" ends

@@ -46,18 +46,18 @@ func (s *Server) events(w http.ResponseWriter, req *http.Request) {
 			return
 		case <-keep.C:
 			fmt.Fprint(w, ": keepalive\n\n")
-		case it := <-ch:
+		case d := <-ch:
 			if lagged() {
 				fmt.Fprint(w, "event: lagged\ndata: {}\n\n")
 			}
-			writeItemEvent(w, it)
+			writeItemEvent(w, d)
 			// Under load, send what else is queued with the same flush:
 			// one write for many events instead of one each.
 		queued:
 			for range eventBatch {
 				select {
-				case it := <-ch:
-					writeItemEvent(w, it)
+				case d := <-ch:
+					writeItemEvent(w, d)
 				default:
 					break queued
 				}
@@ -67,8 +67,9 @@ func (s *Server) events(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// writeItemEvent writes one inbox item as a server-sent event.
-func writeItemEvent(w io.Writer, it api.Item) {
-	b, _ := json.Marshal(it)
+// writeItemEvent renders one inbox item and writes it as a server-sent
+// event.
+func writeItemEvent(w io.Writer, d api.Delivered) {
+	b, _ := json.Marshal(d.Item())
 	fmt.Fprintf(w, "event: item\ndata: %s\n\n", b)
 }

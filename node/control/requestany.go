@@ -75,7 +75,7 @@ var errAnyGone = errors.New("request-any: client gone or meshd stopping")
 // awaitAnswer waits up to wait for the first answer to request rid. A
 // lost event (the subscriber lagged) can only make a candidate look
 // silent: its answer is in the inbox all the same.
-func (s *Server) awaitAnswer(req *http.Request, items <-chan api.Item, rid string, wait time.Duration) (*api.Item, error) {
+func (s *Server) awaitAnswer(req *http.Request, items <-chan api.Delivered, rid string, wait time.Duration) (*api.Item, error) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -86,8 +86,8 @@ func (s *Server) awaitAnswer(req *http.Request, items <-chan api.Item, rid strin
 			return nil, errAnyGone
 		case <-t.C:
 			return nil, nil
-		case it := <-items:
-			if it.Kind == "response" && it.RequestID == rid {
+		case d := <-items:
+			if it := d.Item(); it.Kind == "response" && it.RequestID == rid {
 				return &it, nil
 			}
 		}

@@ -381,10 +381,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, req *http.Request) {
 			return
 		case <-tick.C:
 			st.event("state", takeSnapshot(s.src))
-		case it := <-items:
+		case d := <-items:
 			if lagged() {
 				st.printf("event: lagged\ndata: {}\n\n")
 			}
+			it := d.Item()
 			if inBacklog[it.ID] {
 				delete(inBacklog, it.ID)
 				continue

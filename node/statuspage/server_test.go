@@ -34,13 +34,13 @@ var (
 // fakeSource is a node with canned state and an item feed the test drives.
 type fakeSource struct {
 	mu      sync.Mutex
-	subs    map[chan api.Item]*bool // guarded by mu: open subscriptions → lagged
-	recent  []api.Item              // guarded by mu
+	subs    map[chan api.Delivered]*bool // guarded by mu: open subscriptions → lagged
+	recent  []api.Item                   // guarded by mu
 	reports map[proto.PubKey][]proto.PubKey
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{subs: map[chan api.Item]*bool{},
+	return &fakeSource{subs: map[chan api.Delivered]*bool{},
 		reports: map[proto.PubKey][]proto.PubKey{keyBob: {keyCarol, keySelf}}}
 }
 
@@ -90,8 +90,8 @@ func (f *fakeSource) RecentItems(limit int) ([]api.Item, error) {
 	return append([]api.Item(nil), f.recent...), nil
 }
 
-func (f *fakeSource) SubscribeItems() (<-chan api.Item, func() bool, func()) {
-	ch := make(chan api.Item, 4)
+func (f *fakeSource) SubscribeItems() (<-chan api.Delivered, func() bool, func()) {
+	ch := make(chan api.Delivered, 4)
 	lagged := new(bool)
 	f.mu.Lock()
 	f.subs[ch] = lagged
@@ -115,7 +115,7 @@ func (f *fakeSource) publish(it api.Item) {
 	defer f.mu.Unlock()
 	for ch, lagged := range f.subs {
 		select {
-		case ch <- it:
+		case ch <- api.Rendered(it):
 		default:
 			*lagged = true
 		}

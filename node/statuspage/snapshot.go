@@ -31,7 +31,7 @@ type Source interface {
 	RecentItems(limit int) ([]api.Item, error)
 	// SubscribeItems registers a reader of inbox items as they are
 	// delivered; lagged reports (once) that items were dropped for it.
-	SubscribeItems() (items <-chan api.Item, lagged func() bool, cancel func())
+	SubscribeItems() (items <-chan api.Delivered, lagged func() bool, cancel func())
 }
 
 // Snapshot is the state the page shows, sent as "event: state" and by

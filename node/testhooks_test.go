@@ -1,0 +1,63 @@
+package node
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+// roundLogs holds, per node a test started, the catch-up rounds it
+// finished (*Node → *roundLog), for roundsOf.
+var roundLogs sync.Map
+
+// roundLog records finished catch-up rounds, oldest first.
+type roundLog struct {
+	mu     sync.Mutex
+	rounds []syncRound
+}
+
+func (l *roundLog) add(r syncRound) {
+	l.mu.Lock()
+	l.rounds = append(l.rounds, r)
+	l.mu.Unlock()
+}
+
+// roundsOf returns the finished catch-up rounds of channel ch on n, a
+// node started by newTestNode, oldest first.
+func roundsOf(n *Node, ch uuid.UUID) []syncRound {
+	v, ok := roundLogs.Load(n)
+	if !ok {
+		return nil
+	}
+	l := v.(*roundLog)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []syncRound
+	for _, r := range l.rounds {
+		if r.Channel == ch {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// newTestNode starts a node with the seams h (nil: none) and records its
+// catch-up rounds for roundsOf; the test's cleanup closes it.
+func newTestNode(t testing.TB, cfg Config, h *testHooks) (*Node, error) {
+	if h == nil {
+		h = &testHooks{}
+	}
+	l := &roundLog{}
+	h.syncRound = l.add
+	n, err := newNode(cfg, h)
+	if err != nil {
+		return nil, err
+	}
+	roundLogs.Store(n, l)
+	t.Cleanup(func() {
+		n.Close()
+		roundLogs.Delete(n)
+	})
+	return n, nil
+}
