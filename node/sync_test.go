@@ -835,10 +835,17 @@ func channelPair(t *testing.T) (m *testMesh, a, b *Node, p *channel.Policy) {
 // at least one ran), has none due, no request awaiting an answer and no
 // join left to backfill.
 func syncIdle(n *Node) bool {
+	finished := 0
+	if v, ok := roundLogs.Load(n); ok {
+		l := v.(*roundLog)
+		l.mu.Lock()
+		finished = len(l.rounds)
+		l.mu.Unlock()
+	}
 	s := n.syncer
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.rounds) > 0 && n.metrics.Get("sync.rounds") == uint64(len(s.rounds)) &&
+	return finished > 0 && n.metrics.Get("sync.rounds") == uint64(finished) &&
 		len(s.due) == 0 && len(s.pending) == 0 && len(s.joins) == 0
 }
 
