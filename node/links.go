@@ -136,6 +136,7 @@ func (n *Node) addLink(l *transport.Link) {
 			return
 		}
 		loser = old
+		pl.payload = carryClaims(pl.payload, l, old)
 		if moved && l.Outbound() {
 			deferred = old // retired once the peer has taken l (unixmove.go)
 		} else {
@@ -178,6 +179,20 @@ func (n *Node) addLink(l *transport.Link) {
 		n.removeLink(pl)
 	}()
 	n.onLinkUp(pl)
+}
+
+// carryClaims keeps what the peer said of itself on the link it replaces
+// (its name and listen addresses) when the new link is one this node
+// dialled to the same peer process: a responder's handshake payload
+// carries neither (PROTOCOL.md §12.2), so a link moved to the peer's Unix
+// socket, or won by this node's dial, would otherwise lose them.
+func carryClaims(p *proto.HandshakePayload, l *transport.Link, old *peerLink) *proto.HandshakePayload {
+	if old.payload == nil || p.Name != "" || len(p.Listen) > 0 || !l.Outbound() || !bytes.Equal(old.link.PeerStatic(), l.PeerStatic()) {
+		return p
+	}
+	cp := *p
+	cp.Name, cp.Listen = old.payload.Name, old.payload.Listen
+	return &cp
 }
 
 // preferLink decides which of two links to the same peer survives, old

@@ -225,6 +225,8 @@ type syncPeerResult struct {
 	// next round resumes it.
 	Paused  bool
 	Resumed bool // paging started from where an earlier one stopped
+	// LinkLost: the link closed under the paging (see syncChannel).
+	LinkLost bool `json:"-"`
 }
 
 // ok reports whether the peer served without error.
@@ -729,6 +731,14 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 		round.ForgotGaps = s.giveUpGaps(p, r, round)
 	}
 	for _, pr := range round.Peers {
+		if pr.LinkLost {
+			// The link closed under the round (the peer moved it to its
+			// Unix socket, say, or restarted): what it had yet to page,
+			// at the end of its stream, leaves no hole to see. Run the
+			// round again; a peer linked anew is among its candidates.
+			s.markDue(ch, false)
+			break
+		}
 		if pr.Paused {
 			// Resume at once rather than after SyncInterval.
 			s.markResume(ch)

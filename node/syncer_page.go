@@ -59,6 +59,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 	o, err := s.request(pl, req)
 	if err != nil {
 		res.Err = err.Error()
+		res.LinkLost = isClosed(pl)
 		s.saveCursor(pl.key, req)
 		return res, nil
 	}
@@ -66,6 +67,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 		se, err := s.awaitAnswer(o, pl)
 		if err != nil {
 			res.Err = err.Error()
+			res.LinkLost = errors.Is(err, errSyncLinkClosed)
 			s.saveCursor(pl.key, req)
 			return res, last
 		}
@@ -238,10 +240,23 @@ func (s *syncer) awaitAnswer(o *outstanding, pl *peerLink) (*proto.SignedEnvelop
 		return nil, fmt.Errorf("no answer within %v", s.cfg.SyncTimeout)
 	case <-pl.link.Done():
 		s.forget(o)
-		return nil, errors.New("link closed")
+		return nil, errSyncLinkClosed
 	case <-s.ctx.Done():
 		s.forget(o)
 		return nil, s.ctx.Err()
+	}
+}
+
+// errSyncLinkClosed ends a page whose link closed before the answer came.
+var errSyncLinkClosed = errors.New("link closed")
+
+// isClosed reports whether pl's link has closed.
+func isClosed(pl *peerLink) bool {
+	select {
+	case <-pl.link.Done():
+		return true
+	default:
+		return pl.link.Err() != nil
 	}
 }
 
