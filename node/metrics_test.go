@@ -29,9 +29,9 @@ func TestMetricsTypedAndNamed(t *testing.T) {
 			t.Fatalf("snapshot %v, want %v", got, want)
 		}
 	}
-	for c, name := range counterNames {
-		if name == "" {
-			t.Fatalf("typed counter %d has no name", c)
+	for c, d := range counterDefs {
+		if d.Name == "" || d.Family == nil || len(d.Values) != len(d.Family.Labels) {
+			t.Fatalf("counter %d is not well defined: %+v", c, d)
 		}
 	}
 }

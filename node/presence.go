@@ -96,7 +96,7 @@ func (n *Node) publishPresenceNote(state proto.PresenceState, note string) {
 	for _, pl := range n.linkList() {
 		n.sendPresenceFrames(pl, ses)
 	}
-	n.metrics.inc(cTxPresence)
+	n.metrics.inc(cTxKind.of(proto.KindPresence))
 }
 
 // presenceEnvelopes signs the announcements of state (PROTOCOL.md §14.7):

@@ -9,10 +9,6 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// dropRetiredKey: an envelope signed by a member's previous key after its
-// grace window closed (roster prev_until, PROTOCOL.md §10.1).
-const dropRetiredKey = "retired_key"
-
 // rekeyState is what a key rotation needs of the node: a wake-up for the
 // loop that closes links by previous keys when their window ends, and
 // whether this start switched to a new key.
@@ -159,7 +155,7 @@ func (n *Node) retireExpiredKeys() {
 
 // senderRefusal names why the roster refuses k as a sender: a previous key
 // past its window, or a stranger.
-func senderRefusal(r *roster.Roster, k proto.PubKey) string {
+func senderRefusal(r *roster.Roster, k proto.PubKey) dropReason {
 	if _, ok := r.Previous(k); ok {
 		return dropRetiredKey
 	}

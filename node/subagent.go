@@ -27,11 +27,6 @@ const (
 	MaxSubagentSummary = 8 << 10
 )
 
-// dropLocalOnly: an envelope this node signed to itself (a subagent
-// result) came over a link. It never leaves the node, so a copy from a
-// link is someone replaying one.
-const dropLocalOnly = "local_only"
-
 // PostSubagentResult puts a subagent's result in this node's inbox.
 func (n *Node) PostSubagentResult(req api.SubagentResult) (api.Item, error) {
 	n.clientActed()

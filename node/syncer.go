@@ -84,16 +84,6 @@ import (
 // dropped (drop.history_unsolicited). Neither kind reaches the store or
 // the inbox.
 
-// Drop reasons of history sync; see the drop constants in receive.go.
-const (
-	dropHistoryUnsolicited = "history_unsolicited" // a response to no request of ours (or from another peer, or too late)
-	dropHistoryForeign     = "history_foreign"     // a nested envelope that is not a channel Message of the channel asked for
-	dropHistoryOverLimit   = "history_over_limit"  // a response with more messages or bytes than asked for
-	dropHistoryBusy        = "history_busy"        // the requester has HistoryServeConcurrency requests served already
-	dropHistoryNoLink      = "history_no_link"     // a request from a peer we hold no link to answer on
-	dropShutdown           = "shutdown"
-)
-
 const (
 	// storedWait bounds the wait for the commit stage before marks are
 	// read for the next peer.
@@ -130,7 +120,7 @@ type syncHost interface {
 	// awaitStored waits until the commit stage stored se, or ctx is done.
 	awaitStored(ctx context.Context, se *proto.SignedEnvelope)
 	// drop counts and logs a dropped envelope.
-	drop(reason string, se *proto.SignedEnvelope, src rxSource, err error)
+	drop(reason dropReason, se *proto.SignedEnvelope, src rxSource, err error)
 }
 
 // syncer runs history sync and serves peers' HistoryRequests. It owns its
@@ -323,12 +313,12 @@ func (s *syncer) running() bool { return s.ctx.Err() == nil }
 // ---- admission ----
 
 // authorize applies the rules for HistoryRequest and HistoryResponse
-// envelopes; it returns a drop reason or "". The caller has checked that
+// envelopes; it returns a drop reason or dropNone. The caller has checked that
 // the envelope is addressed to us and that its sender is a roster member,
 // which is all a request needs.
-func (s *syncer) authorize(se *proto.SignedEnvelope) string {
+func (s *syncer) authorize(se *proto.SignedEnvelope) dropReason {
 	if se.Kind != proto.KindHistoryResponse {
-		return ""
+		return dropNone
 	}
 	if !s.running() {
 		return dropShutdown
@@ -338,7 +328,7 @@ func (s *syncer) authorize(se *proto.SignedEnvelope) string {
 	if s.matchLocked(se) == nil {
 		return dropHistoryUnsolicited
 	}
-	return ""
+	return dropNone
 }
 
 // matchLocked returns the outstanding request se answers, if se comes

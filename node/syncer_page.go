@@ -11,6 +11,15 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// Catch-up page counters.
+var (
+	famSyncEnvelopes = newFamily("meshd_sync_envelopes_received_total", "Envelopes received in history catch-up pages.")
+	famSyncPages     = newFamily("meshd_sync_pages_total", "History catch-up pages received.")
+
+	cSyncEnvelopes = newCounter("sync.envelopes", famSyncEnvelopes)
+	cSyncPages     = newCounter("sync.pages", famSyncPages)
+)
+
 // Paging with one peer, for the [syncer].
 //
 // Paging never starts again from the window's start to get past a page it
