@@ -29,25 +29,11 @@ func gauge(name, help string, labels ...string) *family {
 	return newFamily(prometheus.GaugeValue, name, help, labels...)
 }
 
-// Counter families fed from the node's dotted counters. The rules below
-// say which dotted name feeds which family; the package doc has the table.
+// Counter families fed from the node's dotted counters that the node does
+// not define yet (see [node.RegisteredCounters]). The rules below say
+// which dotted name feeds which family; the package doc has the table.
 var (
-	famReceived       = counter("meshd_envelopes_received_total", "Envelopes that entered the receive pipeline, before any check.")
-	famDelivered      = counter("meshd_envelopes_delivered_total", "Envelopes that passed every check, by kind.", "kind")
-	famDropped        = counter("meshd_envelopes_dropped_total", "Envelopes dropped by the receive pipeline, by reason.", "reason")
-	famCommits        = counter("meshd_rx_commits_total", "Batches committed by the receive commit stage.")
-	famInboxItems     = counter("meshd_inbox_items_total", "Items added to the inbox.")
-	famSent           = counter("meshd_envelopes_sent_total", "Envelopes this node originated, by kind.", "kind")
-	famCopies         = counter("meshd_envelope_copies_sent_total", "Envelope copies handed to link send queues by fan-out.")
-	famForwarded      = counter("meshd_envelopes_forwarded_total", "Kept envelopes sent again to a peer that linked.")
-	famKept           = counter("meshd_envelopes_kept_total", "Direct envelopes kept for a peer that was not linked.")
-	famAcked          = counter("meshd_envelopes_acked_total", "Kept envelopes a peer acknowledged as stored.")
-	famSendDropped    = counter("meshd_envelopes_send_dropped_total", "Envelope copies a link refused, by reason.", "reason")
-	famStoreFailed    = counter("meshd_sends_not_kept_total", "Channel messages sent to peers that this node failed to store in its own history.")
-	famAckUncounted   = counter("meshd_channel_acks_uncounted_total", "Readers' acks of this node's channel messages not counted, because more than 65,536 were waiting to be.")
 	famDeliveryFailed = counter("meshd_deliveries_failed_total", "Kept DMs, requests and responses of this node that will never be delivered (its sender got a delivery_failed item), by state.", "state")
-	famSendRefused    = counter("meshd_sends_refused_total", "Local sends refused before signing, by reason.", "reason")
-	famAckMalformed   = counter("meshd_acks_malformed_total", "Ack frames that did not parse.")
 	famFrameDropped   = counter("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
 	famFrameInvalid   = counter("meshd_frames_invalid_total", "Frames received that were empty or of an unknown type.", "reason")
 	famLinkEvents     = counter("meshd_link_events_total", "Link lifecycle events.", "event")
@@ -97,7 +83,6 @@ var (
 	famAddrIgnored    = counter("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
-	famSyncHeld       = counter("meshd_sync_envelopes_already_held_total", "Envelopes in catch-up pages that this node already held (not counted as drops).")
 	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
 	famMirrorReindex  = counter("meshd_mirror_index_lines_restored_total", "Mailbox index lines found missing at start (a crash between a file and its line) and appended.")
 	famMirrorPruned   = counter("meshd_mirror_files_pruned_total", "Mailbox files removed because retention removed their envelope.")
@@ -118,8 +103,6 @@ var (
 	famRetentionFail  = counter("meshd_retention_failures_total", "History retention runs that failed.")
 	famRetentionPrune = counter("meshd_retention_pruned_total", "Entries removed by history retention, by what.", "what")
 	famSyncRounds     = counter("meshd_sync_rounds_total", "History catch-up rounds.")
-	famSyncEnvelopes  = counter("meshd_sync_envelopes_received_total", "Envelopes received in history catch-up pages.")
-	famSyncPages      = counter("meshd_sync_pages_total", "History catch-up pages received.")
 	famSyncRequests   = counter("meshd_sync_requests_total", "History requests sent.")
 	famSyncResponses  = counter("meshd_sync_responses_total", "History responses received.")
 	famSyncTimeouts   = counter("meshd_sync_timeouts_total", "History requests that timed out.")
@@ -134,9 +117,6 @@ var (
 	famHistFailed     = counter("meshd_history_serve_failures_total", "History requests from peers that failed.")
 	famHistPaced      = counter("meshd_history_serve_paced_total", "History requests from peers held back by pacing.")
 	famHistRefused    = counter("meshd_history_requests_refused_total", "History requests from peers refused, by status.", "status")
-
-	// famEvents takes every dotted name no rule maps, so none is hidden.
-	famEvents = counter("meshd_events_total", "Node counters with no dedicated family, by dotted name.", "name")
 )
 
 // Gauge families read from the node's state at scrape time.
@@ -165,26 +145,16 @@ type rule struct {
 	accept func(rest string) bool
 }
 
-// rules is the mapping table; doc.go renders it for readers. Keep both
-// in step.
+// rules is the mapping table of the names the node does not define, and
+// the prefixes that catch names built at run time; doc.go renders it
+// with [registeredRules] for readers. Keep both in step.
 var rules = []rule{
-	{name: "rx.envelopes", fam: famReceived},
-	{name: "rx.delivered.", fam: famDelivered},
-	{name: "rx.presence", fam: famDelivered, values: []string{"presence"}},
-	{name: "rx.commits", fam: famCommits},
-	{name: "inbox.items", fam: famInboxItems},
-	{name: "drop.", fam: famDropped},
-	{name: "tx.", fam: famSent, accept: isKind},
-	{name: "tx.envelopes", fam: famCopies},
-	{name: "tx.forwarded", fam: famForwarded},
-	{name: "tx.queued", fam: famKept},
-	{name: "tx.acked", fam: famAcked},
-	{name: "tx.dropped.", fam: famSendDropped},
-	{name: "tx.refused.", fam: famSendRefused},
+	{name: "rx.delivered.", fam: nodeFamily("meshd_envelopes_delivered_total")},
+	{name: "drop.", fam: nodeFamily("meshd_envelopes_dropped_total")},
+	{name: "tx.", fam: nodeFamily("meshd_envelopes_sent_total"), accept: isKind},
+	{name: "tx.dropped.", fam: nodeFamily("meshd_envelopes_send_dropped_total")},
+	{name: "tx.refused.", fam: nodeFamily("meshd_sends_refused_total")},
 	{name: "tx.failed.", fam: famDeliveryFailed},
-	{name: "tx.store_failed", fam: famStoreFailed},
-	{name: "ack.malformed", fam: famAckMalformed},
-	{name: "ack.reader_uncounted", fam: famAckUncounted},
 	{name: "send.dropped.", fam: famFrameDropped},
 	{name: "frame.", fam: famFrameInvalid},
 
@@ -286,9 +256,6 @@ var rules = []rule{
 	{name: "retention.pruned.", fam: famRetentionPrune},
 	{name: "retention.expired.queued", fam: famRetentionPrune, values: []string{"queued"}},
 	{name: "sync.rounds", fam: famSyncRounds},
-	{name: "sync.envelopes", fam: famSyncEnvelopes},
-	{name: "sync.pages", fam: famSyncPages},
-	{name: "sync.already_held", fam: famSyncHeld},
 	{name: "sync.requests", fam: famSyncRequests},
 	{name: "sync.responses", fam: famSyncResponses},
 	{name: "sync.timeouts", fam: famSyncTimeouts},
@@ -371,7 +338,7 @@ func allFamilies() []*family {
 			out = append(out, f)
 		}
 	}
-	for _, r := range rules {
+	for _, r := range allRules() {
 		add(r.fam)
 	}
 	add(famEvents)
