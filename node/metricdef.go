@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/meshd/meshd/proto"
 )
@@ -50,6 +51,9 @@ func newCounter(name string, f *Family, values ...string) counter {
 	if len(values) != len(f.Labels) {
 		panic(fmt.Sprintf("counter %s: %d label values for family %s with labels %v", name, len(values), f.Name, f.Labels))
 	}
+	if f == famEvents && values[0] != name {
+		panic("counter " + name + " of " + f.Name + " must be labelled with its name")
+	}
 	if _, dup := counterByName[name]; dup {
 		panic("counter " + name + " defined twice")
 	}
@@ -90,6 +94,19 @@ var famEvents = newFamily("meshd_events_total", "Node counters with no dedicated
 // newEvent defines a counter of [famEvents].
 func newEvent(name string) counter { return newCounter(name, famEvents, name) }
 
+// newEventVec is [newCounterVec] for [famEvents], whose label value is
+// the whole dotted name.
+func newEventVec[E ~uint8](prefix string, names []string) counterVec[E] {
+	v := counterVec[E]{c: make([]counter, len(names))}
+	for i, name := range names {
+		v.c[i] = -1
+		if name != "" {
+			v.c[i] = newEvent(prefix + name)
+		}
+	}
+	return v
+}
+
 // kindVec is one counter per known envelope kind, "<prefix><kind>", with
 // the kind as last label value. Only parsed envelopes are counted, and
 // parsing refuses a kind this node does not know, so no other is needed.
@@ -112,6 +129,32 @@ func newKindVec(prefix string, f *Family, values ...string) kindVec {
 func (v kindVec) of(k proto.Kind) counter {
 	if int(k) < len(v) {
 		return v[k]
+	}
+	return -1
+}
+
+// frameVec is one counter per known frame type, "<prefix><frame>", with
+// the frame type's name as last label value. A node only sends the frame
+// types it knows.
+type frameVec []counter
+
+func newFrameVec(prefix string, f *Family, values ...string) frameVec {
+	var v frameVec
+	for t := range proto.FrameType(16) {
+		c := counter(-1)
+		if name := t.String(); t > 0 && !strings.HasPrefix(name, "frame(") {
+			c = newCounter(prefix+name, f, append(slices.Clip(values), name)...)
+		}
+		v = append(v, c)
+	}
+	return v
+}
+
+// of returns the counter of frame type t, or -1 (counted nowhere) for a
+// type this node does not know.
+func (v frameVec) of(t proto.FrameType) counter {
+	if int(t) < len(v) {
+		return v[t]
 	}
 	return -1
 }

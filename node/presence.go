@@ -137,12 +137,15 @@ func (n *Node) sendPresenceTo(pl *peerLink) {
 	n.sendPresenceFrames(pl, ses)
 }
 
+// cFrameNoteNotPresence counts presence-note frames that held another kind.
+var cFrameNoteNotPresence = newCounter("frame.presence_note_not_presence", famFrameInvalid, "presence_note_not_presence")
+
 // receivePresenceNote takes a presence-note frame: one Presence envelope,
 // through the receive pipeline like any; anything else is ignored.
 func (n *Node) receivePresenceNote(pl *peerLink, payload []byte) {
 	se, err := proto.ParseEnvelope(payload)
 	if err == nil && se.Kind != proto.KindPresence {
-		n.metrics.Inc("frame.presence_note_not_presence")
+		n.metrics.inc(cFrameNoteNotPresence)
 		n.logRL.debug(n.log, "presence-note frame without a presence", pl.key.Fingerprint(), "frame.presence_note",
 			"peer", pl.key.Fingerprint(), "kind", se.Kind.String())
 		return

@@ -52,6 +52,7 @@
 //	frame.<reason>            meshd_frames_invalid_total               reason
 //	link.up                   meshd_link_events_total                  event="up"
 //	link.down                 meshd_link_events_total                  event="down"
+//	link.down.<why>           meshd_events_total                       name="link.down.<why>" (closed, slow_reader, timeout, error)
 //	link.duplicate            meshd_link_events_total                  event="duplicate"
 //	link.removed_member       meshd_link_events_total                  event="removed_member"
 //	link.retired_key          meshd_link_events_total                  event="retired_key"

@@ -34,20 +34,10 @@ func gauge(name, help string, labels ...string) *family {
 // which dotted name feeds which family; the package doc has the table.
 var (
 	famDeliveryFailed = counter("meshd_deliveries_failed_total", "Kept DMs, requests and responses of this node that will never be delivered (its sender got a delivery_failed item), by state.", "state")
-	famFrameDropped   = counter("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
-	famFrameInvalid   = counter("meshd_frames_invalid_total", "Frames received that were empty or of an unknown type.", "reason")
-	famLinkEvents     = counter("meshd_link_events_total", "Link lifecycle events.", "event")
-	famLinkRejected   = counter("meshd_links_rejected_total", "Links closed after the handshake, by reason.", "reason")
 	famHandshakes     = counter("meshd_handshakes_total", "Inbound handshakes on the listeners, by result.", "result")
 	famHsRejected     = counter("meshd_handshakes_rejected_total", "Handshakes refused by admission, either direction, by reason.", "reason")
-	famDials          = counter("meshd_dials_total", "Outbound dial attempts.")
-	famDialFailures   = counter("meshd_dial_failures_total", "Outbound dials that failed.")
-	famSeedFailures   = counter("meshd_seed_dial_failures_total", "Dials to static seeds that failed.")
 	famSeedsSkipped   = counter("meshd_seeds_skipped_total", "Static seeds not dialled: a seeds-file Unix socket not on this host, or a seed that reached a removed member.", "reason")
-	famMDNSSeen       = counter("meshd_mdns_seen_total", "mDNS announcements seen.")
-	famMDNSIgnored    = counter("meshd_mdns_ignored_total", "mDNS announcements ignored, by reason.", "reason")
 	famMDNSFailed     = counter("meshd_mdns_start_failures_total", "Times mDNS discovery could not start.")
-	famPeersIgnored   = counter("meshd_peer_exchange_ignored_total", "Peer exchange entries or frames ignored, by reason.", "reason")
 	famRosterAccepted = counter("meshd_roster_updates_accepted_total", "Roster updates accepted from peers.")
 	famRosterRejected = counter("meshd_roster_updates_rejected_total", "Roster updates rejected, by reason.", "reason")
 	famRosterPushed   = counter("meshd_roster_pushes_total", "Roster pushes to peers with an older roster.")
@@ -71,7 +61,6 @@ var (
 	famMirrorRetries  = counter("meshd_mirror_retries_total", "Retries of mailbox files a failed batch left unwritten (after a full disk, with backoff).")
 	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
-	famDialRefused    = counter("meshd_dials_refused_total", "Dials that ended in a refusal (the peer holds us not a member); they back off like failures.")
 	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
 	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
 	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
@@ -80,7 +69,6 @@ var (
 	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
 	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
 	famLinkMoves      = counter("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
-	famAddrIgnored    = counter("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
 	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
 	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
@@ -155,32 +143,22 @@ var rules = []rule{
 	{name: "tx.dropped.", fam: nodeFamily("meshd_envelopes_send_dropped_total")},
 	{name: "tx.refused.", fam: nodeFamily("meshd_sends_refused_total")},
 	{name: "tx.failed.", fam: famDeliveryFailed},
-	{name: "send.dropped.", fam: famFrameDropped},
-	{name: "frame.", fam: famFrameInvalid},
+	{name: "send.dropped.", fam: nodeFamily("meshd_frames_send_dropped_total")},
+	{name: "frame.", fam: nodeFamily("meshd_frames_invalid_total")},
 
-	{name: "link.up", fam: famLinkEvents, values: []string{"up"}},
-	{name: "link.down", fam: famLinkEvents, values: []string{"down"}},
-	{name: "link.duplicate", fam: famLinkEvents, values: []string{"duplicate"}},
-	{name: "link.removed_member", fam: famLinkEvents, values: []string{"removed_member"}},
-	{name: "link.retired_key", fam: famLinkEvents, values: []string{"retired_key"}},
-	{name: "link.rejected.", fam: famLinkRejected},
+	{name: "link.removed_member", fam: nodeFamily("meshd_link_events_total"), values: []string{"removed_member"}},
+	{name: "link.retired_key", fam: nodeFamily("meshd_link_events_total"), values: []string{"retired_key"}},
+	{name: "link.rejected.", fam: nodeFamily("meshd_links_rejected_total")},
 	{name: "handshake.accepted", fam: famHandshakes, values: []string{"accepted"}},
 	{name: "handshake.failed", fam: famHandshakes, values: []string{"failed"}},
 	{name: "handshake.rejected.", fam: famHsRejected},
-	{name: "dial.attempt", fam: famDials},
-	{name: "dial.failed", fam: famDialFailures},
-	{name: "dial.seed_failed", fam: famSeedFailures},
 	{name: "seeds.skipped.", fam: famSeedsSkipped},
-	{name: "mdns.seen", fam: famMDNSSeen},
-	{name: "mdns.ignored.", fam: famMDNSIgnored},
+	{name: "mdns.ignored.", fam: nodeFamily("meshd_mdns_ignored_total")},
 	{name: "mdns.start_failed", fam: famMDNSFailed},
-	{name: "peers.ignored.", fam: famPeersIgnored},
-	{name: "peers.malformed", fam: famPeersIgnored, values: []string{"malformed"}},
-	{name: "addr.ignored", fam: famAddrIgnored},
+	{name: "peers.ignored.", fam: nodeFamily("meshd_peer_exchange_ignored_total")},
 	{name: "addr.evicted", fam: famAddrEvicted},
 	{name: "handshake.shed.", fam: famHsShed},
 	{name: "handshake.first_message_timeout", fam: famHsShed, values: []string{"first_message_timeout"}},
-	{name: "dial.refused", fam: famDialRefused},
 	{name: "roster.pushed_refused", fam: famRosterRefused},
 	{name: "knock.sent", fam: famKnocks, values: []string{"sent"}},
 	{name: "knock.unanswered", fam: famKnocks, values: []string{"unanswered"}},
@@ -190,12 +168,12 @@ var rules = []rule{
 	{name: "adopt.adopted", fam: famKnocks, values: []string{"adopted"}},
 	{name: "adopt.refused.", fam: famAdoptRefused},
 	{name: "history.serve_no_room", fam: famHistNoRoom},
-	{name: "link.closed_slow", fam: famLinkEvents, values: []string{"closed_slow"}},
-	{name: "link.refused_slow", fam: famLinkEvents, values: []string{"refused_slow"}},
+	{name: "link.closed_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"closed_slow"}},
+	{name: "link.refused_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"refused_slow"}},
 	{name: "link.recv_throttled", fam: famRecvThrottled},
 	{name: "link.send_queue_full", fam: famQueueFull},
 	{name: "link.rehomed_frames", fam: famRehomed},
-	{name: "link.moved", fam: famLinkEvents, values: []string{"moved_unix"}},
+	{name: "link.moved", fam: nodeFamily("meshd_link_events_total"), values: []string{"moved_unix"}},
 	{name: "link.move.", fam: famLinkMoves},
 
 	{name: "roster.accepted", fam: famRosterAccepted},
