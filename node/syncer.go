@@ -18,6 +18,17 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The catch-up rounds' counters.
+var (
+	famSyncRounds    = newFamily("meshd_sync_rounds_total", "History catch-up rounds.")
+	famSyncResponses = newFamily("meshd_sync_responses_total", "History responses received.")
+	famSyncGaps      = newFamily("meshd_sync_gaps_forgotten_total", "Catch-up rounds that gave up gaps no peer could fill.")
+
+	cSyncRounds        = newCounter("sync.rounds", famSyncRounds)
+	cSyncResponses     = newCounter("sync.responses", famSyncResponses)
+	cSyncGapsForgotten = newCounter("sync.gaps_forgotten", famSyncGaps)
+)
+
 // History sync ("History Sync" of the protocol), serving HistoryRequests.
 // The [syncer] owns both; retention lives in retention.go.
 //
@@ -367,7 +378,7 @@ func (s *syncer) handle(se *proto.SignedEnvelope, src rxSource, now time.Time) b
 		s.host.drop(dropHistoryUnsolicited, se, src, nil)
 		return false
 	}
-	s.metrics.Inc("sync.responses")
+	s.metrics.inc(cSyncResponses)
 	if o.late {
 		s.queueLate(o, se)
 		return true
@@ -619,7 +630,7 @@ func (s *syncer) giveUpGaps(p *channel.Policy, r *roster.Roster, round syncRound
 	if n == 0 {
 		return false
 	}
-	s.metrics.Inc("sync.gaps_forgotten")
+	s.metrics.inc(cSyncGapsForgotten)
 	s.log.Info("history sync: gaps no peer can fill given up", "channel", p.Name, "streams", n)
 	return true
 }
@@ -647,7 +658,7 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 	join := s.joins[ch]
 	s.mu.Unlock()
 	round := syncRound{Channel: ch, Join: join, Started: time.Now()}
-	s.metrics.Inc("sync.rounds")
+	s.metrics.inc(cSyncRounds)
 	age, _ := cfg.retention(p, isArchive(r, s.self))
 	since := time.Now().Add(-age).UnixMilli()
 	var last *proto.SignedEnvelope // the last envelope handed to the commit stage

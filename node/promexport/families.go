@@ -64,7 +64,6 @@ var (
 	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
 	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
 	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
-	famHistNoRoom     = counter("meshd_history_requests_no_room_total", "History requests from peers left unanswered because the peer's send queue stayed full.")
 	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
 	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
 	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
@@ -90,21 +89,6 @@ var (
 	famRetentionRuns  = counter("meshd_retention_runs_total", "History retention runs.")
 	famRetentionFail  = counter("meshd_retention_failures_total", "History retention runs that failed.")
 	famRetentionPrune = counter("meshd_retention_pruned_total", "Entries removed by history retention, by what.", "what")
-	famSyncRounds     = counter("meshd_sync_rounds_total", "History catch-up rounds.")
-	famSyncRequests   = counter("meshd_sync_requests_total", "History requests sent.")
-	famSyncResponses  = counter("meshd_sync_responses_total", "History responses received.")
-	famSyncTimeouts   = counter("meshd_sync_timeouts_total", "History requests that timed out.")
-	famSyncGaps       = counter("meshd_sync_gaps_forgotten_total", "Catch-up rounds that gave up gaps no peer could fill.")
-	famSyncLate       = counter("meshd_sync_late_pages_total", "History pages that came after their wait timed out, and were used.")
-	famSyncResumed    = counter("meshd_sync_resumed_total", "Catch-up paging resumed where it stopped with a peer.")
-	famSyncPaused     = counter("meshd_sync_paused_total", "Catch-up paging paused at the page limit of a round, to resume in the next.")
-	famSyncStalled    = counter("meshd_sync_stalled_total", "Catch-up pages with more that held nothing the request asked for.")
-	famSyncRefused    = counter("meshd_sync_refused_total", "History requests of ours a peer refused, by status.", "status")
-	famHistServed     = counter("meshd_history_requests_served_total", "History requests from peers served.")
-	famHistServedEnv  = counter("meshd_history_served_envelopes_total", "Envelopes sent in history responses.")
-	famHistFailed     = counter("meshd_history_serve_failures_total", "History requests from peers that failed.")
-	famHistPaced      = counter("meshd_history_serve_paced_total", "History requests from peers held back by pacing.")
-	famHistRefused    = counter("meshd_history_requests_refused_total", "History requests from peers refused, by status.", "status")
 )
 
 // Gauge families read from the node's state at scrape time.
@@ -167,7 +151,6 @@ var rules = []rule{
 	{name: "adopt.confirmed", fam: famKnocks, values: []string{"confirmed"}},
 	{name: "adopt.adopted", fam: famKnocks, values: []string{"adopted"}},
 	{name: "adopt.refused.", fam: famAdoptRefused},
-	{name: "history.serve_no_room", fam: famHistNoRoom},
 	{name: "link.closed_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"closed_slow"}},
 	{name: "link.refused_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"refused_slow"}},
 	{name: "link.recv_throttled", fam: famRecvThrottled},
@@ -233,21 +216,8 @@ var rules = []rule{
 	{name: "retention.failed", fam: famRetentionFail},
 	{name: "retention.pruned.", fam: famRetentionPrune},
 	{name: "retention.expired.queued", fam: famRetentionPrune, values: []string{"queued"}},
-	{name: "sync.rounds", fam: famSyncRounds},
-	{name: "sync.requests", fam: famSyncRequests},
-	{name: "sync.responses", fam: famSyncResponses},
-	{name: "sync.timeouts", fam: famSyncTimeouts},
-	{name: "sync.gaps_forgotten", fam: famSyncGaps},
-	{name: "sync.late_pages", fam: famSyncLate},
-	{name: "sync.resumed", fam: famSyncResumed},
-	{name: "sync.paused", fam: famSyncPaused},
-	{name: "sync.stalled", fam: famSyncStalled},
-	{name: "sync.refused.", fam: famSyncRefused},
-	{name: "history.served", fam: famHistServed},
-	{name: "history.served.envelopes", fam: famHistServedEnv},
-	{name: "history.serve_failed", fam: famHistFailed},
-	{name: "history.serve_paced", fam: famHistPaced},
-	{name: "history.refused.", fam: famHistRefused},
+	{name: "sync.refused.", fam: nodeFamily("meshd_sync_refused_total")},
+	{name: "history.refused.", fam: nodeFamily("meshd_history_requests_refused_total")},
 }
 
 // kindNames are the envelope kinds proto knows, for the "tx." rule, which
