@@ -88,3 +88,42 @@ func BenchmarkDropCount(b *testing.B) {
 		i++
 	}
 }
+
+// Every drop reason has a name and its own counter "drop.<name>": counting
+// it by the vector reads back by name, in Get and in the snapshot.
+func TestDropReasonsCountByName(t *testing.T) {
+	m := newMetrics()
+	for r := dropNone + 1; r < numDropReasons; r++ {
+		name := r.String()
+		if name == "" || name == "unknown" {
+			t.Fatalf("drop reason %d has no name", r)
+		}
+		c := cDrop.at(r)
+		if c < 0 || counterDefs[c].Name != "drop."+name || counterDefs[c].Family != famDropped {
+			t.Fatalf("drop reason %s counts under %+v", name, counterDefs[c])
+		}
+		m.inc(c)
+		m.Inc("drop." + name)
+	}
+	snap := m.Snapshot()
+	if len(snap) != int(numDropReasons-1) {
+		t.Fatalf("snapshot has %d counters, want %d: %v", len(snap), numDropReasons-1, snap)
+	}
+	for r := dropNone + 1; r < numDropReasons; r++ {
+		if got := snap["drop."+r.String()]; got != 2 {
+			t.Errorf("drop.%s = %d, want 2", r, got)
+		}
+	}
+}
+
+// Defined counters have distinct names, and each is found by its name.
+func TestCounterDefsByName(t *testing.T) {
+	for c, d := range counterDefs {
+		if got, ok := counterByName[d.Name]; !ok || got != counter(c) {
+			t.Errorf("%s: found as %d, %v; defined as %d", d.Name, got, ok, c)
+		}
+	}
+	if len(counterByName) != len(counterDefs) {
+		t.Errorf("%d names for %d counters", len(counterByName), len(counterDefs))
+	}
+}
