@@ -54,11 +54,6 @@ var (
 	famPresenceExp    = counter("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
 	famPresenceChg    = counter("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
 	famSubagent       = counter("meshd_subagent_results_total", "Subagent results posted to this node's own inbox (local only, never sent).")
-	famMirrorFiles    = counter("meshd_mirror_files_written_total", "Mailbox mirror files written.")
-	famMirrorBatches  = counter("meshd_mirror_batches_total", "Mailbox mirror batches written without error.")
-	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
-	famMirrorFilesBad = counter("meshd_mirror_files_failed_total", "Mailbox mirror files not written when their batch failed; they are written again on retry.")
-	famMirrorRetries  = counter("meshd_mirror_retries_total", "Retries of mailbox files a failed batch left unwritten (after a full disk, with backoff).")
 	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
 	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
@@ -68,21 +63,16 @@ var (
 	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
 	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
 	famLinkMoves      = counter("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
-	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
-	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
-	famMirrorReindex  = counter("meshd_mirror_index_lines_restored_total", "Mailbox index lines found missing at start (a crash between a file and its line) and appended.")
 	famMirrorPruned   = counter("meshd_mirror_files_pruned_total", "Mailbox files removed because retention removed their envelope.")
 	famMirrorPaused   = counter("meshd_mirror_pauses_total", "Times the mailbox mirror paused at its quota or free-space watermark, by reason.", "reason")
 	famMirrorHeld     = counter("meshd_mirror_files_held_back_total", "Mailbox files held back while the mirror was paused; written from the store once there is room.")
-	famMirrorCkpt     = counter("meshd_mirror_checkpoints_total", "Mailbox checkpoints: one syncfs making the files written since the last one durable.")
 	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
 	famOutboxRecov    = counter("meshd_outbox_files_recovered_total", "Outbox files found half-processed at start.")
 	famOutboxSent     = counter("meshd_outbox_files_sent_total", "Outbox files sent.")
 	famOutboxFailed   = counter("meshd_outbox_files_failed_total", "Outbox files that failed.")
 	famOutboxFailures = counter("meshd_outbox_failures_total", "Outbox files that failed, by reason.", "reason")
 	famOutboxBad      = counter("meshd_outbox_files_malformed_total", "Outbox files that did not parse.")
-	famOutboxSends    = counter("meshd_outbox_sends_total", "Sends the outbox asked of the node, by result.", "result")
 	famOutboxRead     = counter("meshd_outbox_items_read_total", "Inbox items marked read by Kind: read outbox files.")
 	famClaims         = counter("meshd_inbox_claims_total", "Inbox claims by workers of a pool, by result.", "result")
 	famMirrorMoved    = counter("meshd_mirror_files_moved_read_total", "Mailbox files moved from inbox/ to read/ when their item was read.")
@@ -180,20 +170,9 @@ var rules = []rule{
 	{name: "rekey.switched", fam: famRekeys, values: []string{"switched"}},
 	{name: "rekey.restart_needed", fam: famRekeys, values: []string{"restart_needed"}},
 
-	{name: "mirror.files", fam: famMirrorFiles},
-	{name: "mirror.batches", fam: famMirrorBatches},
-	{name: "mirror.failed", fam: famMirrorFailures, values: []string{"error"}},
-	{name: "mirror.disk_full", fam: famMirrorFailures, values: []string{"disk_full"}},
-	{name: "mirror.files_failed", fam: famMirrorFilesBad},
-	{name: "mirror.retries", fam: famMirrorRetries},
-	{name: "mirror.reconciled", fam: famMirrorRecon},
-	{name: "mirror.torn_rewritten", fam: famMirrorTorn},
-	{name: "mirror.reindexed", fam: famMirrorReindex},
 	{name: "store.compacted", fam: famStoreCompacted, values: []string{"ok"}},
 	{name: "store.compact_failed", fam: famStoreCompacted, values: []string{"failed"}},
-	{name: "mirror.checkpoints", fam: famMirrorCkpt},
-	{name: "mirror.sync_failed", fam: famMirrorFailures, values: []string{"sync"}},
-	{name: "mirror.prune_failed", fam: famMirrorFailures, values: []string{"prune"}},
+	{name: "mirror.prune_failed", fam: nodeFamily("meshd_mirror_failures_total"), values: []string{"prune"}},
 	{name: "mirror.pruned", fam: famMirrorPruned},
 	{name: "mirror.paused.", fam: famMirrorPaused},
 	{name: "mirror.held_back", fam: famMirrorHeld},
@@ -203,14 +182,12 @@ var rules = []rule{
 	{name: "outbox.files_failed", fam: famOutboxFailed},
 	{name: "outbox.failed.", fam: famOutboxFailures},
 	{name: "outbox.malformed", fam: famOutboxBad},
-	{name: "outbox.sent", fam: famOutboxSends, values: []string{"sent"}},
-	{name: "outbox.refused", fam: famOutboxSends, values: []string{"refused"}},
 	{name: "outbox.read", fam: famOutboxRead},
 	{name: "claim.taken", fam: famClaims, values: []string{"taken"}},
 	{name: "claim.conflict", fam: famClaims, values: []string{"conflict"}},
 	{name: "claim.released", fam: famClaims, values: []string{"released"}},
 	{name: "mirror.moved_read", fam: famMirrorMoved},
-	{name: "mirror.read_move_failed", fam: famMirrorFailures, values: []string{"read_move"}},
+	{name: "mirror.read_move_failed", fam: nodeFamily("meshd_mirror_failures_total"), values: []string{"read_move"}},
 
 	{name: "retention.runs", fam: famRetentionRuns},
 	{name: "retention.failed", fam: famRetentionFail},
