@@ -6,6 +6,13 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famPresenceExp = newFamily("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
+
+	cPresenceExpired = newCounter("presence.expired", famPresenceExp)
+)
+
 // presenceLoop refreshes our own presence every third of the TTL, so
 // peers never see us silent, and ages out peers that went quiet.
 func (n *Node) presenceLoop() {
@@ -31,7 +38,7 @@ func (n *Node) presenceLoop() {
 		case now := <-ct.C:
 			n.followActivity(now)
 			for _, k := range n.presence.Expire(now) {
-				n.metrics.Inc("presence.expired")
+				n.metrics.inc(cPresenceExpired)
 				n.log.Info("peer offline: silent longer than presence ttl", "peer", k.Fingerprint(), "ttl", n.cfg.PresenceTTL)
 			}
 		}

@@ -38,31 +38,17 @@ var (
 	famHsRejected     = counter("meshd_handshakes_rejected_total", "Handshakes refused by admission, either direction, by reason.", "reason")
 	famSeedsSkipped   = counter("meshd_seeds_skipped_total", "Static seeds not dialled: a seeds-file Unix socket not on this host, or a seed that reached a removed member.", "reason")
 	famMDNSFailed     = counter("meshd_mdns_start_failures_total", "Times mDNS discovery could not start.")
-	famRosterAccepted = counter("meshd_roster_updates_accepted_total", "Roster updates accepted from peers.")
-	famRosterRejected = counter("meshd_roster_updates_rejected_total", "Roster updates rejected, by reason.", "reason")
-	famRosterPushed   = counter("meshd_roster_pushes_total", "Roster pushes to peers with an older roster.")
-	famPolicyAccepted = counter("meshd_policy_updates_accepted_total", "Channel policies accepted from peers.")
-	famPolicyRejected = counter("meshd_policy_updates_rejected_total", "Channel policies rejected, by reason.", "reason")
-	famPolicyDigest   = counter("meshd_policy_digests_malformed_total", "Policy digest frames that did not parse.")
-	famCardAccepted   = counter("meshd_cards_accepted_total", "Agent cards accepted, this node's own included.")
 	famCardRejected   = counter("meshd_cards_rejected_total", "Agent cards from peers refused, by reason.", "reason")
-	famCardPaced      = counter("meshd_cards_held_back_total", "Agent cards that came within a second of their signer's last and were held back (the newest is taken when the second has passed).")
-	famCardLoad       = counter("meshd_card_load_failures_total", "Agent card files in the home skipped at start.")
-	famRekeys         = counter("meshd_key_rotations_total", "Key rotations: member (a roster update moved a member to a new key), switched (this node took its new key at start), restart_needed (the roster lists this node's new key; restart meshd).", "event")
 	famPolicyLoad     = counter("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
-	famPersistFailed  = counter("meshd_persist_failures_total", "Accepted updates that could not be written to the home, by what.", "what")
-	famPresenceExp    = counter("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
 	famPresenceChg    = counter("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
 	famSubagent       = counter("meshd_subagent_results_total", "Subagent results posted to this node's own inbox (local only, never sent).")
 	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
-	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
 	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
 	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
 	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
 	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
 	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
-	famLinkMoves      = counter("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
 	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
 	famMirrorPruned   = counter("meshd_mirror_files_pruned_total", "Mailbox files removed because retention removed their envelope.")
 	famMirrorPaused   = counter("meshd_mirror_pauses_total", "Times the mailbox mirror paused at its quota or free-space watermark, by reason.", "reason")
@@ -76,9 +62,6 @@ var (
 	famOutboxRead     = counter("meshd_outbox_items_read_total", "Inbox items marked read by Kind: read outbox files.")
 	famClaims         = counter("meshd_inbox_claims_total", "Inbox claims by workers of a pool, by result.", "result")
 	famMirrorMoved    = counter("meshd_mirror_files_moved_read_total", "Mailbox files moved from inbox/ to read/ when their item was read.")
-	famRetentionRuns  = counter("meshd_retention_runs_total", "History retention runs.")
-	famRetentionFail  = counter("meshd_retention_failures_total", "History retention runs that failed.")
-	famRetentionPrune = counter("meshd_retention_pruned_total", "Entries removed by history retention, by what.", "what")
 )
 
 // Gauge families read from the node's state at scrape time.
@@ -120,8 +103,6 @@ var rules = []rule{
 	{name: "send.dropped.", fam: nodeFamily("meshd_frames_send_dropped_total")},
 	{name: "frame.", fam: nodeFamily("meshd_frames_invalid_total")},
 
-	{name: "link.removed_member", fam: nodeFamily("meshd_link_events_total"), values: []string{"removed_member"}},
-	{name: "link.retired_key", fam: nodeFamily("meshd_link_events_total"), values: []string{"retired_key"}},
 	{name: "link.rejected.", fam: nodeFamily("meshd_links_rejected_total")},
 	{name: "handshake.accepted", fam: famHandshakes, values: []string{"accepted"}},
 	{name: "handshake.failed", fam: famHandshakes, values: []string{"failed"}},
@@ -134,41 +115,20 @@ var rules = []rule{
 	{name: "handshake.shed.", fam: famHsShed},
 	{name: "handshake.first_message_timeout", fam: famHsShed, values: []string{"first_message_timeout"}},
 	{name: "roster.pushed_refused", fam: famRosterRefused},
-	{name: "knock.sent", fam: famKnocks, values: []string{"sent"}},
-	{name: "knock.unanswered", fam: famKnocks, values: []string{"unanswered"}},
-	{name: "knock.received", fam: famKnocks, values: []string{"received"}},
-	{name: "knock.roster_sent", fam: famKnocks, values: []string{"roster_sent"}},
-	{name: "adopt.confirmed", fam: famKnocks, values: []string{"confirmed"}},
-	{name: "adopt.adopted", fam: famKnocks, values: []string{"adopted"}},
 	{name: "adopt.refused.", fam: famAdoptRefused},
 	{name: "link.closed_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"closed_slow"}},
 	{name: "link.refused_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"refused_slow"}},
 	{name: "link.recv_throttled", fam: famRecvThrottled},
 	{name: "link.send_queue_full", fam: famQueueFull},
 	{name: "link.rehomed_frames", fam: famRehomed},
-	{name: "link.moved", fam: nodeFamily("meshd_link_events_total"), values: []string{"moved_unix"}},
-	{name: "link.move.", fam: famLinkMoves},
+	{name: "link.move.", fam: nodeFamily("meshd_link_moves_total")},
 
-	{name: "roster.accepted", fam: famRosterAccepted},
-	{name: "roster.rejected.", fam: famRosterRejected},
-	{name: "roster.pushed", fam: famRosterPushed},
-	{name: "roster.persist_failed", fam: famPersistFailed, values: []string{"roster"}},
-	{name: "policy.accepted", fam: famPolicyAccepted},
-	{name: "policy.rejected.", fam: famPolicyRejected},
-	{name: "policy.digest_malformed", fam: famPolicyDigest},
-	{name: "policy.persist_failed", fam: famPersistFailed, values: []string{"policy"}},
+	{name: "roster.rejected.", fam: nodeFamily("meshd_roster_updates_rejected_total")},
+	{name: "policy.rejected.", fam: nodeFamily("meshd_policy_updates_rejected_total")},
 	{name: "policy.load_failed", fam: famPolicyLoad},
-	{name: "presence.expired", fam: famPresenceExp},
 	{name: "presence.changed.", fam: famPresenceChg},
 	{name: "inbox.subagent_results", fam: famSubagent},
-	{name: "card.accepted", fam: famCardAccepted},
 	{name: "card.rejected.", fam: famCardRejected},
-	{name: "card.persist_failed", fam: famPersistFailed, values: []string{"card"}},
-	{name: "card.paced", fam: famCardPaced},
-	{name: "card.load_failed", fam: famCardLoad},
-	{name: "rekey.member", fam: famRekeys, values: []string{"member"}},
-	{name: "rekey.switched", fam: famRekeys, values: []string{"switched"}},
-	{name: "rekey.restart_needed", fam: famRekeys, values: []string{"restart_needed"}},
 
 	{name: "store.compacted", fam: famStoreCompacted, values: []string{"ok"}},
 	{name: "store.compact_failed", fam: famStoreCompacted, values: []string{"failed"}},
@@ -189,10 +149,7 @@ var rules = []rule{
 	{name: "mirror.moved_read", fam: famMirrorMoved},
 	{name: "mirror.read_move_failed", fam: nodeFamily("meshd_mirror_failures_total"), values: []string{"read_move"}},
 
-	{name: "retention.runs", fam: famRetentionRuns},
-	{name: "retention.failed", fam: famRetentionFail},
-	{name: "retention.pruned.", fam: famRetentionPrune},
-	{name: "retention.expired.queued", fam: famRetentionPrune, values: []string{"queued"}},
+	{name: "retention.pruned.", fam: nodeFamily("meshd_retention_pruned_total")},
 	{name: "sync.refused.", fam: nodeFamily("meshd_sync_refused_total")},
 	{name: "history.refused.", fam: nodeFamily("meshd_history_requests_refused_total")},
 }
