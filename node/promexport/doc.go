@@ -163,6 +163,25 @@
 //	history.serve_failed      meshd_history_serve_failures_total
 //	history.serve_paced       meshd_history_serve_paced_total
 //	history.refused.<status>  meshd_history_requests_refused_total     status
+//	reply.refused             meshd_events_total                       name="reply.refused"
+//	reply.sent                meshd_events_total                       name="reply.sent"
+//	search.runs               meshd_events_total                       name="search.runs"
+//	clock.skew_warned         meshd_events_total                       name="clock.skew_warned"
+//	read.refused.ambiguous    meshd_events_total                       name="read.refused.ambiguous"
+//	inbox.refused.filter      meshd_events_total                       name="inbox.refused.filter"
+//	invite.created            meshd_events_total                       name="invite.created"
+//	invite.revoked            meshd_events_total                       name="invite.revoked"
+//	invite.used               meshd_events_total                       name="invite.used"
+//	invite.awaiting_signatures meshd_events_total                       name="invite.awaiting_signatures"
+//	invite.claimed_name_refused meshd_events_total                       name="invite.claimed_name_refused"
+//	peers.updates             meshd_events_total                       name="peers.updates"
+//	peers.resync_asked        meshd_events_total                       name="peers.resync_asked"
+//	peers.digest_mismatch     meshd_events_total                       name="peers.digest_mismatch"
+//	roster.self_not_member    meshd_events_total                       name="roster.self_not_member"
+//	mirror.reconciled_sent    meshd_events_total                       name="mirror.reconciled_sent"
+//	respond.refused.twice     meshd_events_total                       name="respond.refused.twice"
+//	link.recv_throttled_ms    meshd_events_total                       name="link.recv_throttled_ms"
+//	inbox.subagent_refused    meshd_events_total                       name="inbox.subagent_refused"
 //	anything else             meshd_events_total                       name="<dotted name>"
 //
 // Two names that land on the same series are summed. handshake.accepted

@@ -35,33 +35,17 @@ func gauge(name, help string, labels ...string) *family {
 var (
 	famDeliveryFailed = counter("meshd_deliveries_failed_total", "Kept DMs, requests and responses of this node that will never be delivered (its sender got a delivery_failed item), by state.", "state")
 	famHandshakes     = counter("meshd_handshakes_total", "Inbound handshakes on the listeners, by result.", "result")
-	famHsRejected     = counter("meshd_handshakes_rejected_total", "Handshakes refused by admission, either direction, by reason.", "reason")
-	famSeedsSkipped   = counter("meshd_seeds_skipped_total", "Static seeds not dialled: a seeds-file Unix socket not on this host, or a seed that reached a removed member.", "reason")
-	famMDNSFailed     = counter("meshd_mdns_start_failures_total", "Times mDNS discovery could not start.")
 	famCardRejected   = counter("meshd_cards_rejected_total", "Agent cards from peers refused, by reason.", "reason")
-	famPolicyLoad     = counter("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
 	famPresenceChg    = counter("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
-	famSubagent       = counter("meshd_subagent_results_total", "Subagent results posted to this node's own inbox (local only, never sent).")
-	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
 	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
-	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
-	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
-	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
-	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
-	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
-	famMirrorPruned   = counter("meshd_mirror_files_pruned_total", "Mailbox files removed because retention removed their envelope.")
 	famMirrorPaused   = counter("meshd_mirror_pauses_total", "Times the mailbox mirror paused at its quota or free-space watermark, by reason.", "reason")
-	famMirrorHeld     = counter("meshd_mirror_files_held_back_total", "Mailbox files held back while the mirror was paused; written from the store once there is room.")
 	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
 	famOutboxRecov    = counter("meshd_outbox_files_recovered_total", "Outbox files found half-processed at start.")
 	famOutboxSent     = counter("meshd_outbox_files_sent_total", "Outbox files sent.")
 	famOutboxFailed   = counter("meshd_outbox_files_failed_total", "Outbox files that failed.")
 	famOutboxFailures = counter("meshd_outbox_failures_total", "Outbox files that failed, by reason.", "reason")
 	famOutboxBad      = counter("meshd_outbox_files_malformed_total", "Outbox files that did not parse.")
-	famOutboxRead     = counter("meshd_outbox_items_read_total", "Inbox items marked read by Kind: read outbox files.")
-	famClaims         = counter("meshd_inbox_claims_total", "Inbox claims by workers of a pool, by result.", "result")
-	famMirrorMoved    = counter("meshd_mirror_files_moved_read_total", "Mailbox files moved from inbox/ to read/ when their item was read.")
 )
 
 // Gauge families read from the node's state at scrape time.
@@ -106,48 +90,27 @@ var rules = []rule{
 	{name: "link.rejected.", fam: nodeFamily("meshd_links_rejected_total")},
 	{name: "handshake.accepted", fam: famHandshakes, values: []string{"accepted"}},
 	{name: "handshake.failed", fam: famHandshakes, values: []string{"failed"}},
-	{name: "handshake.rejected.", fam: famHsRejected},
-	{name: "seeds.skipped.", fam: famSeedsSkipped},
+	{name: "handshake.rejected.", fam: nodeFamily("meshd_handshakes_rejected_total")},
+	{name: "seeds.skipped.", fam: nodeFamily("meshd_seeds_skipped_total")},
 	{name: "mdns.ignored.", fam: nodeFamily("meshd_mdns_ignored_total")},
-	{name: "mdns.start_failed", fam: famMDNSFailed},
 	{name: "peers.ignored.", fam: nodeFamily("meshd_peer_exchange_ignored_total")},
-	{name: "addr.evicted", fam: famAddrEvicted},
 	{name: "handshake.shed.", fam: famHsShed},
 	{name: "handshake.first_message_timeout", fam: famHsShed, values: []string{"first_message_timeout"}},
-	{name: "roster.pushed_refused", fam: famRosterRefused},
 	{name: "adopt.refused.", fam: famAdoptRefused},
-	{name: "link.closed_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"closed_slow"}},
-	{name: "link.refused_slow", fam: nodeFamily("meshd_link_events_total"), values: []string{"refused_slow"}},
-	{name: "link.recv_throttled", fam: famRecvThrottled},
-	{name: "link.send_queue_full", fam: famQueueFull},
-	{name: "link.rehomed_frames", fam: famRehomed},
 	{name: "link.move.", fam: nodeFamily("meshd_link_moves_total")},
 
 	{name: "roster.rejected.", fam: nodeFamily("meshd_roster_updates_rejected_total")},
 	{name: "policy.rejected.", fam: nodeFamily("meshd_policy_updates_rejected_total")},
-	{name: "policy.load_failed", fam: famPolicyLoad},
 	{name: "presence.changed.", fam: famPresenceChg},
-	{name: "inbox.subagent_results", fam: famSubagent},
 	{name: "card.rejected.", fam: famCardRejected},
 
-	{name: "store.compacted", fam: famStoreCompacted, values: []string{"ok"}},
-	{name: "store.compact_failed", fam: famStoreCompacted, values: []string{"failed"}},
-	{name: "mirror.prune_failed", fam: nodeFamily("meshd_mirror_failures_total"), values: []string{"prune"}},
-	{name: "mirror.pruned", fam: famMirrorPruned},
 	{name: "mirror.paused.", fam: famMirrorPaused},
-	{name: "mirror.held_back", fam: famMirrorHeld},
 	{name: "outbox.picked", fam: famOutboxPicked},
 	{name: "outbox.recovered", fam: famOutboxRecov},
 	{name: "outbox.files_sent", fam: famOutboxSent},
 	{name: "outbox.files_failed", fam: famOutboxFailed},
 	{name: "outbox.failed.", fam: famOutboxFailures},
 	{name: "outbox.malformed", fam: famOutboxBad},
-	{name: "outbox.read", fam: famOutboxRead},
-	{name: "claim.taken", fam: famClaims, values: []string{"taken"}},
-	{name: "claim.conflict", fam: famClaims, values: []string{"conflict"}},
-	{name: "claim.released", fam: famClaims, values: []string{"released"}},
-	{name: "mirror.moved_read", fam: famMirrorMoved},
-	{name: "mirror.read_move_failed", fam: nodeFamily("meshd_mirror_failures_total"), values: []string{"read_move"}},
 
 	{name: "retention.pruned.", fam: nodeFamily("meshd_retention_pruned_total")},
 	{name: "sync.refused.", fam: nodeFamily("meshd_sync_refused_total")},
