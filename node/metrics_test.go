@@ -3,6 +3,8 @@ package node
 import (
 	"sync"
 	"testing"
+
+	"github.com/meshd/meshd/proto"
 )
 
 // Typed counters and named ones read and write alike, by name or by
@@ -125,5 +127,37 @@ func TestCounterDefsByName(t *testing.T) {
 	}
 	if len(counterByName) != len(counterDefs) {
 		t.Errorf("%d names for %d counters", len(counterByName), len(counterDefs))
+	}
+}
+
+// The indexed vectors name their counters as the strings they replace:
+// "presence.changed.<state>", "tx.<kind>", "send.dropped.<frame>",
+// "sync.refused.<status>", "link.down.<why>".
+func TestCounterVectorsKeepTheirNames(t *testing.T) {
+	for _, c := range []struct {
+		c    counter
+		name string
+	}{
+		{cPresenceChanged.of(proto.Away), "presence.changed.away"},
+		{cPresenceChanged.of(proto.Offline), "presence.changed.offline"},
+		{cTxKind.of(proto.KindRequest), "tx.request"},
+		{cRxDelivered.of(proto.KindHistoryResponse), "rx.delivered.history-response"},
+		{cSendDropped.of(proto.FramePresenceNote), "send.dropped.presence-note"},
+		{cSyncRefused.c[proto.HistoryDenied], "sync.refused.denied"},
+		{cLinkDownBy.at(linkDownSlowReader), "link.down.slow_reader"},
+	} {
+		if c.c < 0 || counterDefs[c.c].Name != c.name {
+			t.Errorf("counter %d is not %s", c.c, c.name)
+		}
+	}
+	for _, c := range []counter{cPresenceChanged.of(proto.PresenceState(9)), cTxKind.of(proto.Kind(99)), cSendDropped.of(proto.FrameType(200))} {
+		if c != -1 {
+			t.Errorf("an unknown value has counter %d", c)
+		}
+	}
+	m := newMetrics()
+	m.inc(-1) // counts nothing, and does not panic
+	if len(m.Snapshot()) != 0 {
+		t.Fatalf("snapshot %v", m.Snapshot())
 	}
 }

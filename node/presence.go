@@ -8,6 +8,10 @@ import (
 
 // The counters counted in this file.
 var (
+	famPresenceChg = newFamily("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
+	// cPresenceChanged counts "presence.changed.<state>".
+	cPresenceChanged = newPresenceVec("presence.changed.", famPresenceChg)
+
 	famPresenceExp = newFamily("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
 
 	cPresenceExpired = newCounter("presence.expired", famPresenceExp)
@@ -55,7 +59,7 @@ func (n *Node) followActivity(now time.Time) {
 		return
 	}
 	if st.State != n.pub.Current().State {
-		n.metrics.Inc("presence.changed." + st.State.String())
+		n.metrics.inc(cPresenceChanged.of(st.State))
 		n.log.Debug("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
 	}
 	n.publishState(st)
@@ -173,4 +177,28 @@ func (n *Node) announceOffline(links []*peerLink) {
 	for _, pl := range links {
 		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
 	}
+}
+
+// presenceVec is one counter per presence state, "<prefix><state>".
+type presenceVec [proto.Offline + 1]counter
+
+func newPresenceVec(prefix string, f *Family) presenceVec {
+	var v presenceVec
+	for st := range v {
+		v[st] = -1
+		if st >= int(proto.Online) {
+			name := proto.PresenceState(st).String()
+			v[st] = newCounter(prefix+name, f, name)
+		}
+	}
+	return v
+}
+
+// of returns the counter of state st, or -1 (counted nowhere) for a state
+// this node does not know; its own presence is always one it knows.
+func (v presenceVec) of(st proto.PresenceState) counter {
+	if int(st) < len(v) {
+		return v[st]
+	}
+	return -1
 }

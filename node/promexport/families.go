@@ -33,10 +33,8 @@ func gauge(name, help string, labels ...string) *family {
 // not define yet (see [node.RegisteredCounters]). The rules below say
 // which dotted name feeds which family; the package doc has the table.
 var (
-	famDeliveryFailed = counter("meshd_deliveries_failed_total", "Kept DMs, requests and responses of this node that will never be delivered (its sender got a delivery_failed item), by state.", "state")
 	famHandshakes     = counter("meshd_handshakes_total", "Inbound handshakes on the listeners, by result.", "result")
 	famCardRejected   = counter("meshd_cards_rejected_total", "Agent cards from peers refused, by reason.", "reason")
-	famPresenceChg    = counter("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
 	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
 	famMirrorPaused   = counter("meshd_mirror_pauses_total", "Times the mailbox mirror paused at its quota or free-space watermark, by reason.", "reason")
@@ -83,7 +81,7 @@ var rules = []rule{
 	{name: "tx.", fam: nodeFamily("meshd_envelopes_sent_total"), accept: isKind},
 	{name: "tx.dropped.", fam: nodeFamily("meshd_envelopes_send_dropped_total")},
 	{name: "tx.refused.", fam: nodeFamily("meshd_sends_refused_total")},
-	{name: "tx.failed.", fam: famDeliveryFailed},
+	{name: "tx.failed.", fam: nodeFamily("meshd_deliveries_failed_total")},
 	{name: "send.dropped.", fam: nodeFamily("meshd_frames_send_dropped_total")},
 	{name: "frame.", fam: nodeFamily("meshd_frames_invalid_total")},
 
@@ -101,7 +99,7 @@ var rules = []rule{
 
 	{name: "roster.rejected.", fam: nodeFamily("meshd_roster_updates_rejected_total")},
 	{name: "policy.rejected.", fam: nodeFamily("meshd_policy_updates_rejected_total")},
-	{name: "presence.changed.", fam: famPresenceChg},
+	{name: "presence.changed.", fam: nodeFamily("meshd_presence_changes_total")},
 	{name: "card.rejected.", fam: famCardRejected},
 
 	{name: "mirror.paused.", fam: famMirrorPaused},
