@@ -175,7 +175,7 @@ func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
 	b := rig.key(1)
 	raw := rig.signed(b, rig.env(b, proto.ToPeer(ak), proto.KindMessage, nil))
 	count := acks.count
-	metric := func(name string) uint64 { return rig.a.metrics.Get("drop." + name) }
+	metric := func(r dropReason) uint64 { return rig.a.metrics.Get("drop." + r.String()) }
 
 	rig.inject(raw)
 	waitFor(t, 5*time.Second, "ack for the DM", func() bool { return count() == 1 })

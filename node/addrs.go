@@ -8,6 +8,13 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The counters counted in this file.
+var (
+	famAddrEvicted = newFamily("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
+
+	cAddrEvicted = newCounter("addr.evicted", famAddrEvicted)
+)
+
 // Where a member's dial addresses come from, and the rules that keep a
 // member from steering other nodes' dials (PROTOCOL.md §14.8,
 // SECURITY.md "Hostile peers"):
@@ -195,7 +202,7 @@ func (n *Node) dialResultLocked(p *peer, failed []transport.Addr, ok transport.A
 		if i := slices.Index(p.addrs, a); i >= 0 {
 			p.removeAddr(i)
 		}
-		n.metrics.Inc("addr.evicted")
+		n.metrics.inc(cAddrEvicted)
 		if in.src == addrGossip {
 			if p.evicted == nil {
 				p.evicted = map[transport.Addr]time.Time{}

@@ -12,6 +12,13 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	cReplyRefused = newEvent("reply.refused")
+	cReplySent    = newEvent("reply.sent")
+	cSearchRuns   = newEvent("search.runs")
+)
+
 // Replies, search, the requests this node sent and conversations with one
 // peer: what an agent loop needs beyond listing its inbox.
 
@@ -32,7 +39,7 @@ func (n *Node) Reply(in api.Reply) (*api.Sent, error) {
 		return nil, err
 	}
 	if it.From.Equal(n.id.Pub) {
-		n.metrics.Inc("reply.refused")
+		n.metrics.inc(cReplyRefused)
 		return nil, badRequest("item %s is a delivery_failed item: this node's own %s, which did not reach its peer; send again with meshctl dm or meshctl request", id, it.Kind)
 	}
 	req := api.Send{To: it.From.String(), Body: in.Body, InReplyTo: id.String()}
@@ -47,7 +54,7 @@ func (n *Node) Reply(in api.Reply) (*api.Sent, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.metrics.Inc("reply.sent")
+	n.metrics.inc(cReplySent)
 	return out, nil
 }
 
@@ -92,7 +99,7 @@ func (n *Node) Search(text string, limit int, f api.InboxFilter) (*api.Inbox, er
 		}
 		sq.After, sq.FromStart = p.Next, false
 	}
-	n.metrics.Inc("search.runs")
+	n.metrics.inc(cSearchRuns)
 	if hits == nil {
 		hits = []api.Item{}
 	}

@@ -18,10 +18,6 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// dropBlocked counts what a blocked member sent that would have reached
-// the inbox: "drop.blocked".
-const dropBlocked = "blocked"
-
 // maxBlocks bounds the block list; a roster holds at most as many members.
 const maxBlocks = proto.MaxArrayElements
 

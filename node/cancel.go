@@ -11,6 +11,11 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	cTxCancels = newCounter("tx.cancels", famSent, "cancels")
+)
+
 // maxCancelScan bounds the inbox items Cancel looks through for an
 // answer that names the peer.
 const maxCancelScan = 10000
@@ -39,7 +44,7 @@ func (n *Node) Cancel(req api.Cancel) (*api.Sent, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.metrics.Inc("tx.cancels")
+	n.metrics.inc(cTxCancels)
 	return n.Request(api.Request{To: to, Intent: proto.IntentCancel, Params: params})
 }
 

@@ -13,6 +13,18 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famCardLoad     = newFamily("meshd_card_load_failures_total", "Agent card files in the home skipped at start.")
+	famCardPaced    = newFamily("meshd_cards_held_back_total", "Agent cards that came within a second of their signer's last and were held back (the newest is taken when the second has passed).")
+	famCardAccepted = newFamily("meshd_cards_accepted_total", "Agent cards accepted, this node's own included.")
+
+	cCardLoadFailed    = newCounter("card.load_failed", famCardLoad)
+	cCardPaced         = newCounter("card.paced", famCardPaced)
+	cCardPersistFailed = newCounter("card.persist_failed", famPersistFailed, "card")
+	cCardAccepted      = newCounter("card.accepted", famCardAccepted)
+)
+
 // Agent cards (docs/PROTOCOL.md §19): each member may publish one card
 // saying what it serves. The node keeps the newest card of every member
 // in a [cardBook], sends them all to a peer when a link comes up, and
@@ -38,7 +50,7 @@ func (n *Node) openCards() *cardBook {
 		n.log.Warn("load agent cards", "err", err)
 	}
 	for _, s := range bad {
-		n.metrics.Inc("card.load_failed")
+		n.metrics.inc(cCardLoadFailed)
 		n.log.Warn("agent card skipped", "file", s)
 	}
 	if count > 0 {
@@ -93,7 +105,7 @@ func (n *Node) handleCard(pl *peerLink, payload []byte) {
 		return
 	}
 	if !n.cards.pace(c, pl, time.Now()) {
-		n.metrics.Inc("card.paced")
+		n.metrics.inc(cCardPaced)
 		return
 	}
 	n.acceptCard(c, pl)
@@ -124,10 +136,10 @@ func (n *Node) applyCard(c *proto.Card, from *peerLink) error {
 		return err
 	}
 	if perr != nil {
-		n.metrics.Inc("card.persist_failed")
+		n.metrics.inc(cCardPersistFailed)
 		n.log.Error("persist agent card", "peer", c.Key.Fingerprint(), "err", perr)
 	}
-	n.metrics.Inc("card.accepted")
+	n.metrics.inc(cCardAccepted)
 	n.log.Info("agent card", "peer", c.Key.Fingerprint(), "version", c.Version, "intents", len(c.Intents))
 	for _, pl := range n.linkList() {
 		if pl != from {

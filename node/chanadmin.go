@@ -155,7 +155,7 @@ func (n *Node) DraftChannel(q string, req api.UpdateChannel, del bool) (api.Poli
 func (n *Node) PublishChannel(doc []byte) (api.Channel, error) {
 	p, err := channel.Parse(doc)
 	if err != nil {
-		n.metrics.Inc("policy.rejected.malformed")
+		n.metrics.inc(cPolicyRejectedMalformed)
 		return api.Channel{}, badRequest("%w", err)
 	}
 	if _, err := n.applyPolicy(p, nil); err != nil {
@@ -174,7 +174,7 @@ func (n *Node) PublishChannel(doc []byte) (api.Channel, error) {
 func (n *Node) policyApplied(p *channel.Policy) {
 	n.chanVersions.add(p)
 	if err := n.chanVersions.save(); err != nil {
-		n.metrics.Inc("policy.persist_failed")
+		n.metrics.inc(cPolicyPersistFailed)
 		n.log.Error("persist channel versions", "err", err)
 	}
 	if p.Deleted() && n.subs.Get(p.ID) != channel.Unsubscribed {

@@ -15,6 +15,15 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famClaims = newFamily("meshd_inbox_claims_total", "Inbox claims by workers of a pool, by result.", "result")
+
+	cClaimReleased = newCounter("claim.released", famClaims, "released")
+	cClaimConflict = newCounter("claim.conflict", famClaims, "conflict")
+	cClaimTaken    = newCounter("claim.taken", famClaims, "taken")
+)
+
 // Claims let several workers behind one node (a pool of agents sharing
 // its identity) share its inbox: a worker claims an unread item for a
 // lease, and no other worker can claim it until the lease ends or the
@@ -177,13 +186,13 @@ func (n *Node) ClaimItem(id uuid.UUID, from string, in api.Claim) (api.Item, err
 		}
 		if exists {
 			b.releaseLocked(k)
-			n.metrics.Inc("claim.released")
+			n.metrics.inc(cClaimReleased)
 		}
 		b.mu.Unlock()
 		return n.renderItem(it)
 	case held:
 		b.mu.Unlock()
-		n.metrics.Inc("claim.conflict")
+		n.metrics.inc(cClaimConflict)
 		return api.Item{}, refuse(http.StatusConflict, "claim another item: meshctl inbox --claim 1",
 			"item %s is claimed by %s until %s", id, workerText(c.worker), c.until.UTC().Format(time.RFC3339))
 	}
@@ -194,7 +203,7 @@ func (n *Node) ClaimItem(id uuid.UUID, from string, in api.Claim) (api.Item, err
 	}
 	if cur.Read {
 		b.mu.Unlock()
-		n.metrics.Inc("claim.conflict")
+		n.metrics.inc(cClaimConflict)
 		return api.Item{}, refuse(http.StatusConflict, "list unread items with: meshctl inbox", "item %s is read already: it is handled", id)
 	}
 	if len(b.m) >= maxClaims && c.until.IsZero() {
@@ -204,7 +213,7 @@ func (n *Node) ClaimItem(id uuid.UUID, from string, in api.Claim) (api.Item, err
 	}
 	b.m[k] = claim{worker: in.Worker, until: now.Add(lease), request: n.requestIDOf(it)}
 	b.mu.Unlock()
-	n.metrics.Inc("claim.taken")
+	n.metrics.inc(cClaimTaken)
 	return n.renderItem(it)
 }
 
@@ -351,14 +360,14 @@ func (n *Node) claimPass(q api.ClaimNext, lease time.Duration, since time.Time, 
 		}
 		sq.After, sq.FromStart = p.Next, false
 	}
-	n.metrics.Add("claim.taken", uint64(len(out)))
+	n.metrics.add(cClaimTaken, uint64(len(out)))
 	return out, nil
 }
 
 // releaseRead ends the claim on an item that was read.
 func (n *Node) releaseRead(k envKey) {
 	if n.claims.release(k) {
-		n.metrics.Inc("claim.released")
+		n.metrics.inc(cClaimReleased)
 	}
 }
 
@@ -370,7 +379,7 @@ func (n *Node) releaseAnswered(from proto.PubKey, requestID uuid.UUID) {
 	if !ok {
 		return
 	}
-	n.metrics.Inc("claim.released")
+	n.metrics.inc(cClaimReleased)
 	if err := n.store.MarkRead(k.from, k.id); err != nil {
 		n.log.Warn("mark an answered request read", "id", k.id, "err", err)
 		return

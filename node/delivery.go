@@ -11,6 +11,27 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The delivery failures' counters, by the state the envelope ended in.
+var (
+	famDeliveryFailed = newFamily("meshd_deliveries_failed_total", "Kept DMs, requests and responses of this node that will never be delivered (its sender got a delivery_failed item), by state.", "state")
+
+	cTxFailedExpired = newCounter("tx.failed.expired", famDeliveryFailed, "expired")
+	cTxFailedRefused = newCounter("tx.failed.refused", famDeliveryFailed, "refused")
+)
+
+// countDeliveryFailed counts "tx.failed.<state>". Only expired and
+// refused records come here; another state would be counted by name.
+func countDeliveryFailed(m *Metrics, st history.DeliveryState) {
+	switch st {
+	case history.DeliveryExpired:
+		m.inc(cTxFailedExpired)
+	case history.DeliveryRefused:
+		m.inc(cTxFailedRefused)
+	default:
+		m.Inc("tx.failed." + st.String())
+	}
+}
+
 // Delivery state of what this node sends (docs/PROTOCOL.md §16.6): the
 // store keeps a record per sent DM, Request and Response, and per channel
 // Message; a kept envelope that expires or is refused unacknowledged
@@ -26,7 +47,7 @@ const maxDeliveryRecords = 100000
 func (n *Node) onDeliveryFailed(rs []history.DeliveryRecord) {
 	now := time.Now()
 	for _, r := range rs {
-		n.metrics.Inc("tx.failed." + r.State.String())
+		countDeliveryFailed(n.metrics, r.State)
 		n.logRL.warn(n.log, "a message of ours was not delivered", r.Peer.Fingerprint(), "delivery_"+r.State.String(),
 			"id", r.ID, "kind", r.Kind, "to", r.Peer.Fingerprint(), "state", r.State, "reason", r.Reason)
 		st, err := n.store.Get(n.id.Pub, r.ID)

@@ -14,6 +14,12 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The counters counted in this file.
+var (
+	cMdnsIgnoredOtherOrg = newCounter("mdns.ignored.other_org", famMDNSIgnored, "other_org")
+	cClockSkewWarned     = newEvent("clock.skew_warned")
+)
+
 // Thresholds of the doctor's checks.
 const (
 	// skewWarn is the clock difference to a peer that is reported (log,
@@ -88,7 +94,7 @@ func (n *Node) sawForeignOrg(org string, k proto.PubKey) {
 		}
 		f = &foreignOrg{nodes: map[proto.PubKey]time.Time{}}
 		d.foreignOrgs[org] = f
-		n.metrics.Inc("mdns.ignored.other_org")
+		n.metrics.inc(cMdnsIgnoredOtherOrg)
 		r := n.Roster()
 		hint := "to join it, ask one of its admins for an invite: meshctl invite, then meshctl join TOKEN here"
 		if r.IsAdmin(n.id.Pub) && !(seenOrg{r.Org, []proto.PubKey{n.id.Pub}}).stray(r) {
@@ -125,7 +131,7 @@ func (n *Node) observeClock(se *proto.SignedEnvelope, src rxSource, now time.Tim
 	d.skew[se.From] = s
 	d.mu.Unlock()
 	if logIt {
-		n.metrics.Inc("clock.skew_warned")
+		n.metrics.inc(cClockSkewWarned)
 		n.log.Warn("clock skew with a peer", "peer", se.From.Fingerprint(), "skew", skew.Round(time.Millisecond).String(),
 			"hint", "one of the two clocks is off; keep clocks in sync with NTP (meshctl doctor says which)")
 	}

@@ -12,6 +12,11 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The counters counted in this file.
+var (
+	cTxRefusedNotMember = newCounter("tx.refused.not_member", famSendRefused, "not_member")
+)
+
 // memberToSend refuses to send from a node outside its roster, naming
 // why, rather than the channel's writers or the role: every member drops
 // what it signs.
@@ -20,7 +25,7 @@ func (n *Node) memberToSend() error {
 	if _, ok := r.Member(n.id.Pub); ok {
 		return nil
 	}
-	n.metrics.Inc("tx.refused.not_member")
+	n.metrics.inc(cTxRefusedNotMember)
 	if n.removedSelf() {
 		return refuse(http.StatusForbidden, "meshctl doctor says how to come back",
 			"this node was removed from the roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)

@@ -4,6 +4,13 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famRehomed = newFamily("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
+
+	cLinkRehomedFrames = newCounter("link.rehomed_frames", famRehomed)
+)
+
 // retireLoser closes loser, the link of a duplicate pair that lost to
 // winner, with a goodbye, and queues the frames it still held unsent on
 // winner, in their order. Written on the loser, they might find a peer
@@ -34,13 +41,13 @@ func (n *Node) sendRehomed(fs [][]byte, loser, winner *peerLink) {
 		}
 		if err := winner.link.Send(f); err != nil {
 			dropped++
-			n.metrics.Inc("send.dropped." + proto.FrameType(f[0]).String())
+			n.metrics.inc(cSendDropped.of(proto.FrameType(f[0])))
 			continue
 		}
 		moved++
 	}
 	if moved > 0 {
-		n.metrics.Add("link.rehomed_frames", uint64(moved))
+		n.metrics.add(cLinkRehomedFrames, uint64(moved))
 	}
 	if moved+dropped > 0 {
 		n.log.Debug("frames of the losing duplicate link moved to the winner",

@@ -11,15 +11,6 @@ import (
 
 // Envelope identity, acks and per-sender budgets (docs/PROTOCOL.md §15,
 // §16.3; docs/SECURITY.md "Envelope ids and per-sender budgets").
-const (
-	// dropQuota: a DM, Request or Response refused because its sender's
-	// stored envelopes reached Config.SenderStoreBytes or
-	// SenderStoreEnvelopes. It is not acknowledged: the sender keeps it.
-	dropQuota = "quota"
-	// dropTTLTooLong: ttl_secs beyond the dedupe horizon, after which a
-	// copy could be accepted again.
-	dropTTLTooLong = "ttl_too_long"
-)
 
 // maxTTL is the longest ttl_secs this node accepts: its dedupe horizon,
 // history.Config.SeenMaxAge (144 h), which the store counts from the

@@ -14,6 +14,11 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	cReadRefusedAmbiguous = newEvent("read.refused.ambiguous")
+)
+
 // Inbox lists inbox items (unread only unless all): the first page of
 // the newest limit (1000 if 0). With wait it blocks, up to timeout or
 // until ctx ends, until an unread waking item exists.
@@ -183,7 +188,7 @@ func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 		for _, it := range items {
 			s = append(s, n.memberLabel(it.From))
 		}
-		n.metrics.Inc("read.refused.ambiguous")
+		n.metrics.inc(cReadRefusedAmbiguous)
 		return api.Item{}, refuse(http.StatusConflict, "name the sender: meshctl read "+id.String()+" --from PEER",
 			"inbox item id %s is ambiguous: %d senders' items share it: %s", id, len(items), strings.Join(s, ", "))
 	}

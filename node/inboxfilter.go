@@ -9,6 +9,11 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	cInboxRefusedFilter = newEvent("inbox.refused.filter")
+)
+
 // inboxMatch turns an API inbox filter into the store's: a match on the
 // envelope's metadata (nil when the filter keeps every item) and a lower
 // bound on the delivery time. A filter naming an unknown member or
@@ -35,7 +40,7 @@ func (n *Node) inboxMatch(f api.InboxFilter) (func(*history.Meta) bool, time.Tim
 		kind := map[string]proto.Kind{"message": proto.KindMessage, "request": proto.KindRequest, "response": proto.KindResponse}[k]
 		tests = append(tests, func(x *history.Meta) bool { return x.Kind == kind && !x.From.Equal(self) })
 	default:
-		n.metrics.Inc("inbox.refused.filter")
+		n.metrics.inc(cInboxRefusedFilter)
 		return nil, time.Time{}, badRequest("kind %q: want message, request, response or delivery_failed", k)
 	}
 	switch c := strings.TrimSpace(f.Channel); c {
@@ -45,7 +50,7 @@ func (n *Node) inboxMatch(f api.InboxFilter) (func(*history.Meta) bool, time.Tim
 	default:
 		p, err := n.resolveChannel(c)
 		if err != nil {
-			n.metrics.Inc("inbox.refused.filter")
+			n.metrics.inc(cInboxRefusedFilter)
 			return nil, time.Time{}, err
 		}
 		id := p.ID

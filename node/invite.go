@@ -22,6 +22,14 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The counters counted in this file.
+var (
+	cInviteCreated            = newEvent("invite.created")
+	cInviteRevoked            = newEvent("invite.revoked")
+	cInviteUsed               = newEvent("invite.used")
+	cInviteAwaitingSignatures = newEvent("invite.awaiting_signatures")
+)
+
 // Invite lifetimes: the default and the bounds of what may be asked.
 const (
 	DefaultInviteTTL = 24 * time.Hour
@@ -218,7 +226,7 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 		b.list = b.list[:len(b.list)-1]
 		return nil, err
 	}
-	n.metrics.Inc("invite.created")
+	n.metrics.inc(cInviteCreated)
 	n.log.Info("invite created", "invite", s.ID, "role", s.Role, "name", s.Name, "expires", s.Expires)
 	return &api.InviteCreated{Invite: s.api(now), Token: tok.String()}, nil
 }
@@ -288,7 +296,7 @@ func (n *Node) RevokeInvite(id string) (*api.Invite, error) {
 		s.Revoked = nil
 		return nil, err
 	}
-	n.metrics.Inc("invite.revoked")
+	n.metrics.inc(cInviteRevoked)
 	n.log.Info("invite revoked", "invite", s.ID)
 	a := s.api(now)
 	return &a, nil
@@ -378,7 +386,7 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 		// memory, so it cannot be used twice by this process.
 		n.log.Error("invite used but not saved", "invite", id, "err", err)
 	}
-	n.metrics.Inc("invite.used")
+	n.metrics.inc(cInviteUsed)
 	n.log.Info("invite used: member added", "invite", id, "peer", p.Identity.Fingerprint(), "name", m.Name,
 		"role", role.String(), "addr", p.Remote, "roster_version", next.Version)
 	return nil
@@ -400,7 +408,7 @@ func (n *Node) awaitSignatures(s *storedInvite, next *roster.Roster, p *proto.Ha
 	if err := n.invites.saveLocked(now); err != nil {
 		n.log.Error("invite: save", "invite", s.ID, "err", err)
 	}
-	n.metrics.Inc("invite.awaiting_signatures")
+	n.metrics.inc(cInviteAwaitingSignatures)
 	n.log.Warn("invite used: the roster update adding the member needs more admin signatures",
 		"invite", s.ID, "peer", p.Identity.Fingerprint(), "name", p.Name, "quorum", next.Quorum(),
 		"roster_update", path, "hint", "other admins: meshctl roster sign FILE; then meshctl roster publish FILE")

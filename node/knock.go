@@ -18,6 +18,18 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The counters counted in this file.
+var (
+	famKnocks = newFamily("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
+
+	cKnockReceived   = newCounter("knock.received", famKnocks, "received")
+	cKnockRosterSent = newCounter("knock.roster_sent", famKnocks, "roster_sent")
+	cKnockSent       = newCounter("knock.sent", famKnocks, "sent")
+	cKnockUnanswered = newCounter("knock.unanswered", famKnocks, "unanswered")
+	cAdoptAdopted    = newCounter("adopt.adopted", famKnocks, "adopted")
+	cAdoptConfirmed  = newCounter("adopt.confirmed", famKnocks, "confirmed")
+)
+
 // Knock to join (PROTOCOL.md §14.11). A seed or an mDNS peer of another
 // org cannot complete a handshake with this node: the org is in the Noise
 // prologue. So this node knocks: a handshake under the knock prologue,
@@ -125,7 +137,7 @@ func checkFresh(p *proto.HandshakePayload) bool {
 // through to answerKnockRefused (which sends it the roster); anyone else
 // is listed as pending, with its org.
 func (n *Node) answerKnock(p *proto.HandshakePayload) error {
-	n.metrics.Inc("knock.received")
+	n.metrics.inc(cKnockReceived)
 	r := n.Roster()
 	if _, ok := r.Member(p.Identity); ok {
 		return nil // the transport refuses the knock; refuse sends the roster
@@ -141,7 +153,7 @@ func (n *Node) answerKnockRefused(l *transport.Link) {
 	r := n.Roster()
 	if _, ok := r.Member(p.Identity); ok {
 		if b, err := r.Encode(); err == nil {
-			n.metrics.Inc("knock.roster_sent")
+			n.metrics.inc(cKnockRosterSent)
 			_ = l.Send(append([]byte{byte(proto.FrameRoster)}, b...))
 		}
 		_ = l.Send(goodbyeFrame(fmt.Sprintf("a member of roster %q v%d: adopt it", r.Org, r.Version)))
@@ -172,10 +184,10 @@ func (n *Node) knock(a transport.Addr, via string) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, knockTimeout)
 	defer cancel()
-	n.metrics.Inc("knock.sent")
+	n.metrics.inc(cKnockSent)
 	l, err := transport.Dial(ctx, a, cfg, nil)
 	if err != nil {
-		n.metrics.Inc("knock.unanswered")
+		n.metrics.inc(cKnockUnanswered)
 		n.knocks.note(a, via, nil, knockNoAnswer, "", nil)
 		n.log.Debug("knock not answered", "addr", a.String(), "err", err)
 		return
@@ -259,7 +271,7 @@ func (n *Node) considerAdoption(a transport.Addr, via string, peer *proto.Handsh
 	if !n.knocks.handOver(Adoption{Roster: r, From: a.String(), Left: cur.Org}) {
 		return
 	}
-	n.metrics.Inc("adopt.adopted")
+	n.metrics.inc(cAdoptAdopted)
 	n.log.Info("adopting the org whose roster lists this node: leaving the one-node org", "org", r.Org,
 		"roster_version", r.Version, "from", a.String(), "via", via, "left", cur.Org)
 }
@@ -438,7 +450,7 @@ func (n *Node) Adopt(req api.AdoptRequest) (*api.Adopt, error) {
 		}
 	}
 	b.mu.Unlock()
-	n.metrics.Inc("adopt.confirmed")
+	n.metrics.inc(cAdoptConfirmed)
 	n.log.Info("org confirmed by its admin's fingerprint: a roster it signed that lists this node is adopted", "admin", fp)
 	n.wg.Add(1)
 	go func() {

@@ -14,6 +14,56 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The links' counters.
+var (
+	famLinkEvents   = newFamily("meshd_link_events_total", "Link lifecycle events.", "event")
+	famLinkRejected = newFamily("meshd_links_rejected_total", "Links closed after the handshake, by reason.", "reason")
+	famDials        = newFamily("meshd_dials_total", "Outbound dial attempts.")
+	famDialFailures = newFamily("meshd_dial_failures_total", "Outbound dials that failed.")
+	famSeedFailures = newFamily("meshd_seed_dial_failures_total", "Dials to static seeds that failed.")
+	famDialRefused  = newFamily("meshd_dials_refused_total", "Dials that ended in a refusal (the peer holds us not a member); they back off like failures.")
+	famMDNSSeen     = newFamily("meshd_mdns_seen_total", "mDNS announcements seen.")
+	famMDNSIgnored  = newFamily("meshd_mdns_ignored_total", "mDNS announcements ignored, by reason.", "reason")
+	famPeersIgnored = newFamily("meshd_peer_exchange_ignored_total", "Peer exchange entries or frames ignored, by reason.", "reason")
+	famAddrIgnored  = newFamily("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
+	famFrameDropped = newFamily("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
+	famFrameInvalid = newFamily("meshd_frames_invalid_total", "Frames received that were empty or of an unknown type.", "reason")
+
+	cLinkUp                = newCounter("link.up", famLinkEvents, "up")
+	cLinkDown              = newCounter("link.down", famLinkEvents, "down")
+	cLinkDuplicate         = newCounter("link.duplicate", famLinkEvents, "duplicate")
+	cLinkRejectedNotMember = newCounter("link.rejected.not_member", famLinkRejected, "not_member")
+	cDialAttempt           = newCounter("dial.attempt", famDials)
+	cDialFailed            = newCounter("dial.failed", famDialFailures)
+	cDialSeedFailed        = newCounter("dial.seed_failed", famSeedFailures)
+	cDialRefused           = newCounter("dial.refused", famDialRefused)
+	cMDNSSeen              = newCounter("mdns.seen", famMDNSSeen)
+	cMDNSIgnoredVersion    = newCounter("mdns.ignored.protocol_version", famMDNSIgnored, "protocol_version")
+	cMDNSIgnoredNotMember  = newCounter("mdns.ignored.not_member", famMDNSIgnored, "not_member")
+	cPeersMalformed        = newCounter("peers.malformed", famPeersIgnored, "malformed")
+	cPeersIgnoredNotMember = newCounter("peers.ignored.not_member", famPeersIgnored, "not_member")
+	cAddrIgnored           = newCounter("addr.ignored", famAddrIgnored)
+	cFrameEmpty            = newCounter("frame.empty", famFrameInvalid, "empty")
+	cFrameUnknown          = newCounter("frame.unknown", famFrameInvalid, "unknown")
+	// cSendDropped counts "send.dropped.<frame>": frames a link refused.
+	cSendDropped = newFrameVec("send.dropped.", famFrameDropped)
+	// cLinkDownBy counts "link.down.<why>" by [downReason].
+	cLinkDownBy = newEventVec[linkDown]("link.down.", linkDownNames[:])
+)
+
+// linkDown says why a link went down.
+type linkDown uint8
+
+const (
+	linkDownClosed linkDown = iota
+	linkDownSlowReader
+	linkDownTimeout
+	linkDownError
+	numLinkDown
+)
+
+var linkDownNames = [numLinkDown]string{"closed", "slow_reader", "timeout", "error"}
+
 // peer is another node we may hold a link to and may dial: a roster
 // member (in the node's peers.byKey), or a static seed (peers.seeds),
 // which is dialled by address whatever key answers. Every field is
@@ -119,7 +169,7 @@ func (n *Node) addLink(l *transport.Link) {
 	if _, ok := n.Roster().Member(key); !ok {
 		// The roster changed between the handshake and now.
 		n.peers.Unlock()
-		n.metrics.Inc("link.rejected.not_member")
+		n.metrics.inc(cLinkRejectedNotMember)
 		_ = l.Send(goodbyeFrame("not a member of the current roster"))
 		_ = l.Close()
 		return
@@ -130,7 +180,7 @@ func (n *Node) addLink(l *transport.Link) {
 		keep, moved := n.preferLink(p, old.link, l)
 		if keep == old.link {
 			n.peers.Unlock()
-			n.metrics.Inc("link.duplicate")
+			n.metrics.inc(cLinkDuplicate)
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
 			n.retireNewLoser(pl)
 			return
@@ -154,12 +204,12 @@ func (n *Node) addLink(l *transport.Link) {
 	ignored, _ := n.mergeAddrsLocked(key, pl.payload.Listen, selfSource(l))
 	n.peers.Unlock()
 	if pl.payload.IgnoredListen+ignored > 0 {
-		n.metrics.Add("addr.ignored", uint64(pl.payload.IgnoredListen+ignored))
+		n.metrics.add(cAddrIgnored, uint64(pl.payload.IgnoredListen+ignored))
 	}
 	if loser != nil {
-		n.metrics.Inc("link.duplicate")
+		n.metrics.inc(cLinkDuplicate)
 	}
-	n.metrics.Inc("link.up")
+	n.metrics.inc(cLinkUp)
 	n.pxChanged()
 	if l.Network() == "tcp" {
 		n.wake() // a move to the peer's Unix socket may be due (unixmove.go)
@@ -246,7 +296,7 @@ func (n *Node) removeLink(pl *peerLink) {
 			if n.removedSelf() {
 				p.next = now.Add(removedRetryDelay())
 			}
-			n.metrics.Inc("dial.refused")
+			n.metrics.inc(cDialRefused)
 		} else {
 			// Redial soon: a dropped link is usually a restart or a blip.
 			p.refusals = 0
@@ -265,8 +315,8 @@ func (n *Node) removeLink(pl *peerLink) {
 	n.peers.Unlock()
 	n.pxChanged()
 	n.linkClosed(pl)
-	n.metrics.Inc("link.down")
-	n.metrics.Inc("link.down." + downReason(pl.link.Err()))
+	n.metrics.inc(cLinkDown)
+	n.metrics.inc(cLinkDownBy.at(downReason(pl.link.Err())))
 	if !closed {
 		n.log.Info("link down", "peer", pl.key.Fingerprint(), "name", pl.payload.Name, "reason", errString(pl.link.Err()))
 		n.wake()
@@ -275,16 +325,16 @@ func (n *Node) removeLink(pl *peerLink) {
 
 // downReason classes why a link ended, for the "link.down.<class>"
 // counters.
-func downReason(err error) string {
+func downReason(err error) linkDown {
 	switch {
 	case err == nil, errors.Is(err, transport.ErrClosed):
-		return "closed"
+		return linkDownClosed
 	case errors.Is(err, transport.ErrSlowReader):
-		return "slow_reader"
+		return linkDownSlowReader
 	case errors.Is(err, transport.ErrTimeout):
-		return "timeout"
+		return linkDownTimeout
 	}
-	return "error"
+	return linkDownError
 }
 
 func errString(err error) string {
@@ -499,7 +549,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 		n.log.Debug("dial failed", "peer", key.Fingerprint(), "err", err)
 		return
 	}
-	n.metrics.Inc("dial.seed_failed")
+	n.metrics.inc(cDialSeedFailed)
 	lvl := n.log.Debug
 	if fails == 1 || fails%10 == 0 {
 		lvl = n.log.Warn
@@ -510,10 +560,10 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 func (n *Node) dial(a transport.Addr, expect *proto.PubKey) (*transport.Link, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.DialTimeout)
 	defer cancel()
-	n.metrics.Inc("dial.attempt")
+	n.metrics.inc(cDialAttempt)
 	l, err := transport.Dial(ctx, a, n.linkCfg, expect)
 	if err != nil {
-		n.metrics.Inc("dial.failed")
+		n.metrics.inc(cDialFailed)
 		return nil, err
 	}
 	return l, nil
@@ -645,7 +695,7 @@ func (n *Node) discoveryLoop() {
 				continue
 			}
 			if p.ProtoVersion != proto.ProtocolVersion {
-				n.metrics.Inc("mdns.ignored.protocol_version")
+				n.metrics.inc(cMDNSIgnoredVersion)
 				continue
 			}
 			n.peers.Lock()
@@ -656,14 +706,14 @@ func (n *Node) discoveryLoop() {
 			}
 			n.peers.Unlock()
 			if ignored > 0 {
-				n.metrics.Add("addr.ignored", uint64(ignored))
+				n.metrics.add(cAddrIgnored, uint64(ignored))
 			}
 			if !member {
-				n.metrics.Inc("mdns.ignored.not_member")
+				n.metrics.inc(cMDNSIgnoredNotMember)
 				n.log.Debug("mdns peer not in roster", "peer", p.Key.Fingerprint())
 				continue
 			}
-			n.metrics.Inc("mdns.seen")
+			n.metrics.inc(cMDNSSeen)
 			n.wake()
 		}
 	}
@@ -717,7 +767,7 @@ func (n *Node) sendFrame(pl *peerLink, t proto.FrameType, payload []byte) {
 		}
 	}
 	if err != nil {
-		n.metrics.Inc("send.dropped." + t.String())
+		n.metrics.inc(cSendDropped.of(t))
 		n.log.Debug("send failed", "peer", pl.key.Fingerprint(), "frame", t.String(), "err", err)
 	}
 }
@@ -740,7 +790,7 @@ func (n *Node) onLinkUp(pl *peerLink) {
 func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 	n.presence.Touch(pl.key, time.Now())
 	if len(frame) == 0 {
-		n.metrics.Inc("frame.empty")
+		n.metrics.inc(cFrameEmpty)
 		return
 	}
 	payload := frame[1:]
@@ -752,7 +802,7 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.handlePeers(pl, payload)
 	case proto.FramePeerUpdate:
 		if n.test.oldPeerExchange() {
-			n.metrics.Inc("frame.unknown") // as a node without them
+			n.metrics.inc(cFrameUnknown) // as a node without them
 			return
 		}
 		n.handlePeerUpdate(pl, payload)
@@ -778,14 +828,14 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.handleCard(pl, payload)
 	case proto.FrameLinkMove:
 		if n.test.oldLinkMoves() {
-			n.metrics.Inc("frame.unknown") // as a node without them
+			n.metrics.inc(cFrameUnknown) // as a node without them
 			return
 		}
 		n.handleLinkMove(pl, payload)
 	case proto.FramePresenceNote:
 		n.receivePresenceNote(pl, payload)
 	default:
-		n.metrics.Inc("frame.unknown")
+		n.metrics.inc(cFrameUnknown)
 		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
 	}
 }
@@ -793,12 +843,12 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 	list, err := proto.ParsePeerList(payload)
 	if err != nil {
-		n.metrics.Inc("peers.malformed")
+		n.metrics.inc(cPeersMalformed)
 		n.logRL.warn(n.log, "bad peer list", pl.key.Fingerprint(), "peers.malformed", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
 	if list.IgnoredAddrs > 0 {
-		n.metrics.Add("addr.ignored", uint64(list.IgnoredAddrs))
+		n.metrics.add(cAddrIgnored, uint64(list.IgnoredAddrs))
 	}
 	n.pxViewReplace(pl, list.Peers)
 	n.takePeerAddrs(pl, list.Peers)
@@ -813,7 +863,7 @@ func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 	for _, p := range entries {
 		// Only roster members' addresses are taken (receive step 4).
 		if _, ok := n.Roster().Member(p.Key); !ok {
-			n.metrics.Inc("peers.ignored.not_member")
+			n.metrics.inc(cPeersIgnoredNotMember)
 			continue
 		}
 		if p.Key.Equal(n.id.Pub) {
@@ -832,7 +882,7 @@ func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 	}
 	n.peers.Unlock()
 	if ignored > 0 {
-		n.metrics.Add("addr.ignored", uint64(ignored))
+		n.metrics.add(cAddrIgnored, uint64(ignored))
 	}
 	if selfChanged {
 		n.pxChanged()

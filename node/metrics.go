@@ -12,94 +12,37 @@ import (
 // Names are dotted ("drop.bad_signature", "handshake.rejected"). A counter
 // that was never incremented is absent, not zero.
 //
-// The counters hit for every envelope are typed: an array of atomics
-// indexed by [counter], so the receive and send paths take no lock to
-// count. The rest, many of them named at run time ("drop."+reason), sit
-// in a map behind a mutex. [Metrics.Inc] with a typed counter's name
-// finds its atomic too, so the two kinds read and write alike.
+// The counters defined with [newCounter] (see metricdef.go) each have an
+// atomic here, indexed by [counter], so counting one takes no lock and
+// builds no string. The rest, many of them named at run time, sit in a
+// map behind a mutex until they are defined too. [Metrics.Inc] with a
+// defined counter's name finds its atomic, so the two kinds read and
+// write alike.
 type Metrics struct {
-	typed [numCounters]atomic.Uint64
+	typed []atomic.Uint64 // by counter; as many as counterDefs
 	// frameBytes counts the bytes of frames received, by frame type
 	// (index 0: types this node does not know), for the control-traffic
 	// figures: "rx.frame_bytes.<type>".
 	frameBytes [16]atomic.Uint64
 
 	mu sync.Mutex
-	c  map[string]uint64 // guarded by mu: the counters that are not typed
+	c  map[string]uint64 // guarded by mu: the counters that are not defined
 }
 
-// counter is a typed counter: one hit for (nearly) every envelope.
-type counter int
-
-// The typed counters. Their names are in counterNames.
-const (
-	cRxEnvelopes counter = iota
-	cRxCommits
-	cRxPresence
-	cRxDeliveredMessage
-	cRxDeliveredRequest
-	cRxDeliveredResponse
-	cRxDeliveredPresence
-	cRxDeliveredHistoryRequest
-	cRxDeliveredHistoryResponse
-	cInboxItems
-	cDropDuplicate
-	cSyncAlreadyHeld
-	cSyncEnvelopes
-	cSyncPages
-	cTxEnvelopes
-	cTxMessage
-	cTxQueued
-	cTxAcked
-	cTxPresence
-	cMirrorFiles
-	cMirrorBatches
-	cRxPresenceBytes
-	numCounters
-)
-
-// counterNames are the exported names of the typed counters.
-var counterNames = [numCounters]string{
-	cRxEnvelopes:                "rx.envelopes",
-	cRxCommits:                  "rx.commits",
-	cRxPresence:                 "rx.presence",
-	cRxDeliveredMessage:         "rx.delivered." + proto.KindMessage.String(),
-	cRxDeliveredRequest:         "rx.delivered." + proto.KindRequest.String(),
-	cRxDeliveredResponse:        "rx.delivered." + proto.KindResponse.String(),
-	cRxDeliveredPresence:        "rx.delivered." + proto.KindPresence.String(),
-	cRxDeliveredHistoryRequest:  "rx.delivered." + proto.KindHistoryRequest.String(),
-	cRxDeliveredHistoryResponse: "rx.delivered." + proto.KindHistoryResponse.String(),
-	cInboxItems:                 "inbox.items",
-	cDropDuplicate:              "drop." + dropDuplicate,
-	cSyncAlreadyHeld:            "sync.already_held",
-	cSyncEnvelopes:              "sync.envelopes",
-	cSyncPages:                  "sync.pages",
-	cTxEnvelopes:                "tx.envelopes",
-	cTxMessage:                  "tx." + proto.KindMessage.String(),
-	cTxQueued:                   "tx.queued",
-	cTxAcked:                    "tx.acked",
-	cTxPresence:                 "tx." + proto.KindPresence.String(),
-	cMirrorFiles:                "mirror.files",
-	cMirrorBatches:              "mirror.batches",
-	cRxPresenceBytes:            "rx.presence_bytes",
+// newMetrics runs after package init, so every counter is defined.
+func newMetrics() *Metrics {
+	return &Metrics{typed: make([]atomic.Uint64, len(counterDefs)), c: map[string]uint64{}}
 }
 
-// counterByName finds a typed counter by its name.
-var counterByName = func() map[string]counter {
-	m := make(map[string]counter, numCounters)
-	for c, name := range counterNames {
-		m[name] = counter(c)
+// inc adds one to a defined counter; -1 (no counter) counts nothing.
+func (m *Metrics) inc(c counter) { m.add(c, 1) }
+
+// add adds d to a defined counter; -1 (no counter) counts nothing.
+func (m *Metrics) add(c counter, d uint64) {
+	if c >= 0 {
+		m.typed[c].Add(d)
 	}
-	return m
-}()
-
-func newMetrics() *Metrics { return &Metrics{c: map[string]uint64{}} }
-
-// inc adds one to a typed counter.
-func (m *Metrics) inc(c counter) { m.typed[c].Add(1) }
-
-// add adds d to a typed counter.
-func (m *Metrics) add(c counter, d uint64) { m.typed[c].Add(d) }
+}
 
 // frameIn counts a received frame of n bytes and type t.
 func (m *Metrics) frameIn(t proto.FrameType, n int) {
@@ -141,7 +84,7 @@ func (m *Metrics) Snapshot() map[string]uint64 {
 	m.mu.Unlock()
 	for c := range m.typed {
 		if v := m.typed[c].Load(); v > 0 {
-			out[counterNames[c]] = v
+			out[counterDefs[c].Name] = v
 		}
 	}
 	for t := range m.frameBytes {

@@ -18,6 +18,34 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The mailbox mirror's counters.
+var (
+	famMirrorFiles    = newFamily("meshd_mirror_files_written_total", "Mailbox mirror files written.")
+	famMirrorBatches  = newFamily("meshd_mirror_batches_total", "Mailbox mirror batches written without error.")
+	famMirrorFailures = newFamily("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
+	famMirrorFilesBad = newFamily("meshd_mirror_files_failed_total", "Mailbox mirror files not written when their batch failed; they are written again on retry.")
+	famMirrorRetries  = newFamily("meshd_mirror_retries_total", "Retries of mailbox files a failed batch left unwritten (after a full disk, with backoff).")
+	famMirrorRecon    = newFamily("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
+	famMirrorTorn     = newFamily("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
+	famMirrorReindex  = newFamily("meshd_mirror_index_lines_restored_total", "Mailbox index lines found missing at start (a crash between a file and its line) and appended.")
+	famMirrorCkpt     = newFamily("meshd_mirror_checkpoints_total", "Mailbox checkpoints: one syncfs making the files written since the last one durable.")
+	famOutboxSends    = newFamily("meshd_outbox_sends_total", "Sends the outbox asked of the node, by result.", "result")
+
+	cMirrorFiles         = newCounter("mirror.files", famMirrorFiles)
+	cMirrorBatches       = newCounter("mirror.batches", famMirrorBatches)
+	cMirrorFailed        = newCounter("mirror.failed", famMirrorFailures, "error")
+	cMirrorDiskFull      = newCounter("mirror.disk_full", famMirrorFailures, "disk_full")
+	cMirrorSyncFailed    = newCounter("mirror.sync_failed", famMirrorFailures, "sync")
+	cMirrorFilesFailed   = newCounter("mirror.files_failed", famMirrorFilesBad)
+	cMirrorRetries       = newCounter("mirror.retries", famMirrorRetries)
+	cMirrorReconciled    = newCounter("mirror.reconciled", famMirrorRecon)
+	cMirrorTornRewritten = newCounter("mirror.torn_rewritten", famMirrorTorn)
+	cMirrorReindexed     = newCounter("mirror.reindexed", famMirrorReindex)
+	cMirrorCheckpoints   = newCounter("mirror.checkpoints", famMirrorCkpt)
+	cOutboxSent          = newCounter("outbox.sent", famOutboxSends, "sent")
+	cOutboxRefused       = newCounter("outbox.refused", famOutboxSends, "refused")
+)
+
 // mirrorQueueLen bounds inbox items waiting to be mirrored. When it is
 // full the commit stage waits: the mirror is never skipped.
 const mirrorQueueLen = 4096
@@ -309,7 +337,7 @@ func (r *mirrorRun) drain(batch []mailbox.Item) time.Time {
 // again, and says so once; otherwise the next retry waits twice as long.
 func (r *mirrorRun) retryMissing() {
 	n := r.n
-	n.metrics.Inc("mirror.retries")
+	n.metrics.inc(cMirrorRetries)
 	if n.gate.paused() {
 		// Count again: an agent may have removed files, and the free
 		// space may have grown.
@@ -383,7 +411,7 @@ func (r *mirrorRun) retryMissing() {
 func (n *Node) checkpointMirror(newest time.Time) {
 	err := n.mirror.Sync()
 	if err == nil {
-		n.metrics.Inc("mirror.checkpoints")
+		n.metrics.inc(cMirrorCheckpoints)
 		path := filepath.Join(n.home.MailboxDir(), mirrorCheckpointFile)
 		tmp := path + ".tmp"
 		if err = os.WriteFile(tmp, []byte(strconv.FormatInt(newest.UnixMilli(), 10)+"\n"), 0o600); err == nil {
@@ -397,7 +425,7 @@ func (n *Node) checkpointMirror(newest time.Time) {
 	switch {
 	case err != nil:
 		// The next start checks more files; nothing is lost.
-		n.metrics.Inc("mirror.sync_failed")
+		n.metrics.inc(cMirrorSyncFailed)
 		if !n.mirrorCkptFailing {
 			n.log.Error("mailbox mirror: checkpoint failed; a start after a power loss will check the files since the last one", "err", err)
 		}
@@ -466,10 +494,10 @@ func (r *mirrorRun) put(batch []mailbox.Item, rewrite bool) (newest time.Time, w
 	}
 	n.onMirrorPause("")
 	paths, err := r.writeFiles(rewrite, batch)
-	n.metrics.Add("mirror.files", uint64(len(paths)))
+	n.metrics.add(cMirrorFiles, uint64(len(paths)))
 	n.gate.wrote(len(paths), filesSize(paths))
 	if err == nil {
-		n.metrics.Inc("mirror.batches")
+		n.metrics.inc(cMirrorBatches)
 		if r.failing && !r.armed {
 			// The disk has room again: write what is missing now.
 			r.backoff = mirrorRetryMin
@@ -483,11 +511,11 @@ func (r *mirrorRun) put(batch []mailbox.Item, rewrite bool) (newest time.Time, w
 	r.failures++
 	missing := len(batch) - len(paths)
 	if errors.Is(err, mailbox.ErrDiskFull) {
-		n.metrics.Inc("mirror.disk_full")
+		n.metrics.inc(cMirrorDiskFull)
 	} else {
-		n.metrics.Inc("mirror.failed")
+		n.metrics.inc(cMirrorFailed)
 	}
-	n.metrics.Add("mirror.files_failed", uint64(missing))
+	n.metrics.add(cMirrorFilesFailed, uint64(missing))
 	if r.failedSince.IsZero() || oldest.Before(r.failedSince) {
 		r.failedSince = oldest
 	}
@@ -627,7 +655,7 @@ func (r *mirrorRun) reconcileInbox(since time.Time, atStart bool) (tried, writte
 		}
 		if added > 0 {
 			n.log.Info("mailbox: index lines missing since the last run appended", "count", added)
-			n.metrics.Add("mirror.reindexed", uint64(added))
+			n.metrics.add(cMirrorReindexed, uint64(added))
 		}
 	}
 	if len(missing)+len(torn) == 0 {
@@ -643,8 +671,8 @@ func (r *mirrorRun) reconcileInbox(since time.Time, atStart bool) (tried, writte
 	} else {
 		n.log.Info("mailbox: writing files that failed", "count", len(missing))
 	}
-	n.metrics.Add("mirror.reconciled", uint64(len(missing)+len(torn)))
-	n.metrics.Add("mirror.torn_rewritten", uint64(len(torn)))
+	n.metrics.add(cMirrorReconciled, uint64(len(missing)+len(torn)))
+	n.metrics.add(cMirrorTornRewritten, uint64(len(torn)))
 	// From the store: the queue's skip list does not apply.
 	for i := 0; i < len(missing); i += 256 {
 		_, w := r.put(missing[i:min(i+256, len(missing))], false)
@@ -794,10 +822,10 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 		return mailbox.Result{}, fmt.Errorf("kind %s cannot be sent from the outbox", m.Kind)
 	}
 	if err != nil {
-		n.metrics.Inc("outbox.refused")
+		n.metrics.inc(cOutboxRefused)
 		return mailbox.Result{}, outboxError(err)
 	}
-	n.metrics.Inc("outbox.sent")
+	n.metrics.inc(cOutboxSent)
 	var res mailbox.Result
 	res.MessageID, _ = uuid.Parse(sent.ID)
 	if sent.RequestID != "" {

@@ -10,6 +10,16 @@ import (
 	"github.com/meshd/meshd/node/mailbox"
 )
 
+// The counters counted in this file.
+var (
+	famMirrorPruned = newFamily("meshd_mirror_files_pruned_total", "Mailbox files removed because retention removed their envelope.")
+	famMirrorHeld   = newFamily("meshd_mirror_files_held_back_total", "Mailbox files held back while the mirror was paused; written from the store once there is room.")
+
+	cMirrorPruneFailed = newCounter("mirror.prune_failed", famMirrorFailures, "prune")
+	cMirrorPruned      = newCounter("mirror.pruned", famMirrorPruned)
+	cMirrorHeldBack    = newCounter("mirror.held_back", famMirrorHeld)
+)
+
 // The mailbox's own limits (docs/SECURITY.md "The mailbox"): the mirror
 // writes while the inbox files number fewer than MailboxMaxFiles and take
 // fewer than MailboxMaxBytes, and the file system holding them has at
@@ -181,12 +191,12 @@ func (n *Node) removePrunedFiles(items []history.PrunedItem) {
 	}
 	if failed > 0 {
 		// One line per pruning step, however many files failed.
-		n.metrics.Add("mirror.prune_failed", uint64(failed))
+		n.metrics.add(cMirrorPruneFailed, uint64(failed))
 		n.log.Warn("mailbox: cannot remove the files of pruned envelopes", "files", failed, "err", firstErr)
 	}
 	if removed > 0 {
 		n.gate.removed(removed, bytes)
-		n.metrics.Add("mirror.pruned", uint64(removed))
+		n.metrics.add(cMirrorPruned, uint64(removed))
 	}
 }
 
@@ -214,7 +224,7 @@ func (g *mirrorGate) paused() bool {
 func (r *mirrorRun) holdBack(files int, oldest time.Time) {
 	n := r.n
 	r.failures++
-	n.metrics.Add("mirror.held_back", uint64(files))
+	n.metrics.add(cMirrorHeldBack, uint64(files))
 	if r.failedSince.IsZero() || oldest.Before(r.failedSince) {
 		r.failedSince = oldest
 	}

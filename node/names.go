@@ -9,6 +9,11 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The counters counted in this file.
+var (
+	cInviteClaimedNameRefused = newEvent("invite.claimed_name_refused")
+)
+
 // nameIndexCache holds the name index of the current roster, rebuilt
 // when the roster changes, so displays can tell a unique name from one
 // another member's resembles without comparing every pair each time.
@@ -58,7 +63,7 @@ func (n *Node) inviteeName(cur *roster.Roster, s *storedInvite, p *proto.Handsha
 	if err == nil {
 		return p.Name
 	}
-	n.metrics.Inc("invite.claimed_name_refused")
+	n.metrics.inc(cInviteClaimedNameRefused)
 	n.logRL.log(n.log, "invite: the joiner's claimed name is refused; it joins unnamed",
 		p.Identity.Fingerprint(), "claimed_name", "peer", p.Identity.Fingerprint(), "claimed_name", fmt.Sprintf("%+q", p.Name), "err", err)
 	return ""

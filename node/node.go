@@ -26,6 +26,16 @@ import (
 	"github.com/meshd/meshd/transport/mdns"
 )
 
+// The counters counted in this file.
+var (
+	famMDNSFailed = newFamily("meshd_mdns_start_failures_total", "Times mDNS discovery could not start.")
+	famHsRejected = newFamily("meshd_handshakes_rejected_total", "Handshakes refused by admission, either direction, by reason.", "reason")
+
+	cMdnsStartFailed            = newCounter("mdns.start_failed", famMDNSFailed)
+	cHandshakeRejectedSelf      = newCounter("handshake.rejected.self", famHsRejected, "self")
+	cHandshakeRejectedNotMember = newCounter("handshake.rejected.not_member", famHsRejected, "not_member")
+)
+
 // Node is a running meshd. Create it with [New]; stop it with [Node.Close].
 type Node struct {
 	cfg     Config
@@ -355,7 +365,7 @@ func (n *Node) setup() error {
 				// Discovery is a convenience; seeds and peer exchange still work.
 				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err, "hint", mdnsHint)
 				n.mdnsFailed(err)
-				n.metrics.Inc("mdns.start_failed")
+				n.metrics.inc(cMdnsStartFailed)
 			} else {
 				n.disc = d
 			}
@@ -593,7 +603,7 @@ func (n *Node) ListenAddrs() []string {
 func (n *Node) admit(p *proto.HandshakePayload) error {
 	r := n.Roster()
 	if p.Identity.Equal(n.id.Pub) {
-		n.metrics.Inc("handshake.rejected.self")
+		n.metrics.inc(cHandshakeRejectedSelf)
 		return errors.New("peer is this node itself")
 	}
 	if p.Knock {
@@ -604,7 +614,7 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 			return n.admitInvite(p)
 		}
 		n.refusedNonMember(p)
-		n.metrics.Inc("handshake.rejected.not_member")
+		n.metrics.inc(cHandshakeRejectedNotMember)
 		err := fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
 		if n.wasMember(p.Identity) {
 			return &formerMemberError{key: p.Identity, err: err}

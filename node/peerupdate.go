@@ -11,6 +11,13 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	cPeersUpdates        = newEvent("peers.updates")
+	cPeersResyncAsked    = newEvent("peers.resync_asked")
+	cPeersDigestMismatch = newEvent("peers.digest_mismatch")
+)
+
 // Incremental peer exchange (PROTOCOL.md §14.4). A node's peer list is
 // its own entry and one per linked peer that told it listen addresses.
 // Sending it whole on every link every PeerExchangeInterval costs each
@@ -314,17 +321,17 @@ func (n *Node) pxSend(links []*peerLink, periodic bool) {
 func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 	u, err := proto.ParsePeerUpdate(payload)
 	if err != nil {
-		n.metrics.Inc("peers.malformed")
+		n.metrics.inc(cPeersMalformed)
 		n.logRL.warn(n.log, "bad peer update", pl.key.Fingerprint(), "peers.malformed", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
 	pl.px.speaks.Store(true)
-	n.metrics.Inc("peers.updates")
+	n.metrics.inc(cPeersUpdates)
 	if u.IgnoredAddrs > 0 {
-		n.metrics.Add("addr.ignored", uint64(u.IgnoredAddrs))
+		n.metrics.add(cAddrIgnored, uint64(u.IgnoredAddrs))
 	}
 	if u.Resync {
-		n.metrics.Inc("peers.resync_asked")
+		n.metrics.inc(cPeersResyncAsked)
 		n.peers.Lock()
 		if time.Since(pl.px.answeredAt) >= n.cfg.PeerExchangeInterval {
 			pl.px.answeredAt = time.Now()
@@ -350,7 +357,7 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 	if !drift {
 		return
 	}
-	n.metrics.Inc("peers.digest_mismatch")
+	n.metrics.inc(cPeersDigestMismatch)
 	if !pl.px.askedAt.IsZero() && time.Since(pl.px.askedAt) < n.cfg.PeerExchangeInterval {
 		return
 	}

@@ -17,6 +17,11 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The counters counted in this file.
+var (
+	cRosterSelfNotMember = newEvent("roster.self_not_member")
+)
+
 // Bounds of the pending list: how many refused nodes are remembered, how
 // many of them one source (an IPv4 address, an IPv6 /64, or the local
 // socket) may hold, how fast one source may add new ones, and when an
@@ -219,7 +224,7 @@ func (n *Node) warnNotMember(r *roster.Roster) {
 	if _, ok := r.Member(n.id.Pub); ok {
 		return
 	}
-	n.metrics.Inc("roster.self_not_member")
+	n.metrics.inc(cRosterSelfNotMember)
 	n.log.Warn("this node is not a member of its roster: it links once an admin adds it "+
 		"(on an admin's node: meshctl roster pending, then meshctl roster add FINGERPRINT --role member and meshctl roster publish)",
 		"fingerprint", n.id.Pub.Fingerprint(), "org", r.Org, "version", r.Version)

@@ -11,6 +11,18 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The counters counted in this file.
+var (
+	famPolicyAccepted = newFamily("meshd_policy_updates_accepted_total", "Channel policies accepted from peers.")
+	famPolicyRejected = newFamily("meshd_policy_updates_rejected_total", "Channel policies rejected, by reason.", "reason")
+	famPolicyDigest   = newFamily("meshd_policy_digests_malformed_total", "Policy digest frames that did not parse.")
+
+	cPolicyPersistFailed     = newCounter("policy.persist_failed", famPersistFailed, "policy")
+	cPolicyAccepted          = newCounter("policy.accepted", famPolicyAccepted)
+	cPolicyRejectedMalformed = newCounter("policy.rejected.malformed", famPolicyRejected, "malformed")
+	cPolicyDigestMalformed   = newCounter("policy.digest_malformed", famPolicyDigest)
+)
+
 // CreateChannel creates a channel policy signed by this node, which must
 // be a roster admin, applies it, subscribes to it and pushes it to every
 // linked peer.
@@ -87,10 +99,10 @@ func (n *Node) applyPolicy(p *channel.Policy, from *peerLink) (bool, error) {
 		n.log.Warn("channel name conflict resolved", "name", p.Name, "dropped", out.Dropped.ID)
 	}
 	if err := n.channels.Save(n.channelsDir()); err != nil {
-		n.metrics.Inc("policy.persist_failed")
+		n.metrics.inc(cPolicyPersistFailed)
 		n.log.Error("persist channel policies", "err", err)
 	}
-	n.metrics.Inc("policy.accepted")
+	n.metrics.inc(cPolicyAccepted)
 	n.policyApplied(p)
 	n.log.Info("channel policy", "name", p.Name, "id", p.ID, "version", p.Version)
 	n.syncer.channelsChanged()
@@ -128,7 +140,7 @@ func policyReason(err error) string {
 func (n *Node) handlePolicy(pl *peerLink, payload []byte) {
 	p, err := channel.Parse(payload)
 	if err != nil {
-		n.metrics.Inc("policy.rejected.malformed")
+		n.metrics.inc(cPolicyRejectedMalformed)
 		n.logRL.warn(n.log, "channel policy from peer rejected", pl.key.Fingerprint(), "policy.rejected", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
@@ -140,7 +152,7 @@ func (n *Node) handlePolicy(pl *peerLink, payload []byte) {
 func (n *Node) handlePolicyDigest(pl *peerLink, payload []byte) {
 	var d proto.PolicyDigest
 	if err := proto.Unmarshal(payload, &d); err != nil {
-		n.metrics.Inc("policy.digest_malformed")
+		n.metrics.inc(cPolicyDigestMalformed)
 		return
 	}
 	for _, p := range n.channels.Newer(d) {

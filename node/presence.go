@@ -6,6 +6,17 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famPresenceChg = newFamily("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
+	// cPresenceChanged counts "presence.changed.<state>".
+	cPresenceChanged = newPresenceVec("presence.changed.", famPresenceChg)
+
+	famPresenceExp = newFamily("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
+
+	cPresenceExpired = newCounter("presence.expired", famPresenceExp)
+)
+
 // presenceLoop refreshes our own presence every third of the TTL, so
 // peers never see us silent, and ages out peers that went quiet.
 func (n *Node) presenceLoop() {
@@ -31,7 +42,7 @@ func (n *Node) presenceLoop() {
 		case now := <-ct.C:
 			n.followActivity(now)
 			for _, k := range n.presence.Expire(now) {
-				n.metrics.Inc("presence.expired")
+				n.metrics.inc(cPresenceExpired)
 				n.log.Info("peer offline: silent longer than presence ttl", "peer", k.Fingerprint(), "ttl", n.cfg.PresenceTTL)
 			}
 		}
@@ -48,7 +59,7 @@ func (n *Node) followActivity(now time.Time) {
 		return
 	}
 	if st.State != n.pub.Current().State {
-		n.metrics.Inc("presence.changed." + st.State.String())
+		n.metrics.inc(cPresenceChanged.of(st.State))
 		n.log.Debug("presence follows the agent", "state", st.State.String(), "source", st.Source, "why", st.Reason)
 	}
 	n.publishState(st)
@@ -96,7 +107,7 @@ func (n *Node) publishPresenceNote(state proto.PresenceState, note string) {
 	for _, pl := range n.linkList() {
 		n.sendPresenceFrames(pl, ses)
 	}
-	n.metrics.inc(cTxPresence)
+	n.metrics.inc(cTxKind.of(proto.KindPresence))
 }
 
 // presenceEnvelopes signs the announcements of state (PROTOCOL.md §14.7):
@@ -137,12 +148,15 @@ func (n *Node) sendPresenceTo(pl *peerLink) {
 	n.sendPresenceFrames(pl, ses)
 }
 
+// cFrameNoteNotPresence counts presence-note frames that held another kind.
+var cFrameNoteNotPresence = newCounter("frame.presence_note_not_presence", famFrameInvalid, "presence_note_not_presence")
+
 // receivePresenceNote takes a presence-note frame: one Presence envelope,
 // through the receive pipeline like any; anything else is ignored.
 func (n *Node) receivePresenceNote(pl *peerLink, payload []byte) {
 	se, err := proto.ParseEnvelope(payload)
 	if err == nil && se.Kind != proto.KindPresence {
-		n.metrics.Inc("frame.presence_note_not_presence")
+		n.metrics.inc(cFrameNoteNotPresence)
 		n.logRL.debug(n.log, "presence-note frame without a presence", pl.key.Fingerprint(), "frame.presence_note",
 			"peer", pl.key.Fingerprint(), "kind", se.Kind.String())
 		return
@@ -163,4 +177,28 @@ func (n *Node) announceOffline(links []*peerLink) {
 	for _, pl := range links {
 		n.sendFrame(pl, proto.FrameEnvelope, se.Raw)
 	}
+}
+
+// presenceVec is one counter per presence state, "<prefix><state>".
+type presenceVec [proto.Offline + 1]counter
+
+func newPresenceVec(prefix string, f *Family) presenceVec {
+	var v presenceVec
+	for st := range v {
+		v[st] = -1
+		if st >= int(proto.Online) {
+			name := proto.PresenceState(st).String()
+			v[st] = newCounter(prefix+name, f, name)
+		}
+	}
+	return v
+}
+
+// of returns the counter of state st, or -1 (counted nowhere) for a state
+// this node does not know; its own presence is always one it knows.
+func (v presenceVec) of(st proto.PresenceState) counter {
+	if int(st) < len(v) {
+		return v[st]
+	}
+	return -1
 }

@@ -15,6 +15,17 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famMirrorMoved = newFamily("meshd_mirror_files_moved_read_total", "Mailbox files moved from inbox/ to read/ when their item was read.")
+	famOutboxRead  = newFamily("meshd_outbox_items_read_total", "Inbox items marked read by Kind: read outbox files.")
+
+	cMirrorReadMoveFailed = newCounter("mirror.read_move_failed", famMirrorFailures, "read_move")
+	cMirrorMovedRead      = newCounter("mirror.moved_read", famMirrorMoved)
+	cOutboxRead           = newCounter("outbox.read", famOutboxRead)
+	cMirrorReconciledSent = newEvent("mirror.reconciled_sent")
+)
+
 // Read state and sent envelopes in the mailbox. An inbox item's file
 // lives in <day>/inbox/ while it is unread and moves to <day>/read/ when
 // it is marked read (meshctl read, read_inbox with mark_read, respond on a
@@ -60,11 +71,11 @@ func (r *mirrorRun) move(p string) {
 		if os.IsNotExist(err) {
 			return
 		}
-		n.metrics.Inc("mirror.read_move_failed")
+		n.metrics.inc(cMirrorReadMoveFailed)
 		n.logRL.warn(n.log, "mailbox: cannot move a read item's file to read/", "", "read_move", "path", p, "err", err)
 		return
 	}
-	n.metrics.Inc("mirror.moved_read")
+	n.metrics.inc(cMirrorMovedRead)
 }
 
 // readFolders sends the files of queued items that were read before the
@@ -127,12 +138,12 @@ func (n *Node) readFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 		res.Read = append(res.Read, id)
 	}
 	if len(bad) > 0 {
-		n.metrics.Inc("outbox.refused")
+		n.metrics.inc(cOutboxRefused)
 		return mailbox.Result{}, &mailbox.SendError{Reason: "not-found",
 			Hint: "the other ids were marked read; list items with: meshctl inbox --all",
 			Err:  fmt.Errorf("%d of %d items not marked read: %s", len(bad), len(m.Read), strings.Join(bad, "; "))}
 	}
-	n.metrics.Add("outbox.read", uint64(len(res.Read)))
+	n.metrics.add(cOutboxRead, uint64(len(res.Read)))
 	return res, nil
 }
 
@@ -180,7 +191,7 @@ func (r *mirrorRun) reconcileSent(since time.Time) (tried, written []mailbox.Ite
 		return nil, nil
 	}
 	n.log.Info("mailbox: writing the files of sent messages that have none", "count", len(missing))
-	n.metrics.Add("mirror.reconciled_sent", uint64(len(missing)))
+	n.metrics.add(cMirrorReconciledSent, uint64(len(missing)))
 	for i := 0; i < len(missing); i += 256 {
 		_, w := r.put(missing[i:min(i+256, len(missing))], false)
 		written = append(written, w...)

@@ -13,35 +13,22 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// Drop reasons. Each drop increments the counter "drop.<reason>" and logs
-// at debug level. The receive pipeline takes the steps of docs/PROTOCOL.md
-// §15, numbered alike in receive: 0 parse, 1 signature, 2 time, 3 roster
-// membership, (4, peer announcements, is in handlePeers), 5 destination
-// and ACL, 6 request rules, 7 dedupe and deliver; dedupe by a known id
-// also runs between 0 and 1, before the costly signature check, except
-// for a copy it would acknowledge (§16.3), which is verified first.
-const (
-	dropMalformed    = "malformed"     // §1.2 steps 1–5: not decodable into the schema
-	dropNonCanonical = "non_canonical" // §1.2 step 6: decodable, but not the one canonical encoding
-	dropInvalid      = "invalid"       // canonical, but breaks a rule of §4–§6
-	dropDuplicate    = "duplicate"
-	// dropUnsolicitedResponse: a Response that answers no Request this
-	// node sent to its sender.
-	dropUnsolicitedResponse = "unsolicited_response"
-	dropBadSignature        = "bad_signature"
-	dropExpired             = "expired"
-	dropFuture              = "future"
-	dropNotMember           = "not_member"
-	dropUnknownChannel      = "unknown_channel"
-	dropNotWriter           = "not_writer"
-	dropObserverWrite       = "observer_write"
-	dropNotReader           = "not_reader"
-	dropMisrouted           = "misrouted"
-	dropRoleTooLow          = "role_too_low"
-	dropHopLimit            = "hop_limit"
-	dropWrongOrg            = "wrong_org"
-	dropUnsupported         = "unsupported"
-	dropStore               = "store_failed"
+// The receive pipeline's counters.
+var (
+	famReceived   = newFamily("meshd_envelopes_received_total", "Envelopes that entered the receive pipeline, before any check.")
+	famDelivered  = newFamily("meshd_envelopes_delivered_total", "Envelopes that passed every check, by kind.", "kind")
+	famCommits    = newFamily("meshd_rx_commits_total", "Batches committed by the receive commit stage.")
+	famInboxItems = newFamily("meshd_inbox_items_total", "Items added to the inbox.")
+	famSyncHeld   = newFamily("meshd_sync_envelopes_already_held_total", "Envelopes in catch-up pages that this node already held (not counted as drops).")
+
+	cRxEnvelopes     = newCounter("rx.envelopes", famReceived)
+	cRxPresence      = newCounter("rx.presence", famDelivered, "presence")
+	cRxPresenceBytes = newEvent("rx.presence_bytes")
+	cRxCommits       = newCounter("rx.commits", famCommits)
+	cInboxItems      = newCounter("inbox.items", famInboxItems)
+	cSyncAlreadyHeld = newCounter("sync.already_held", famSyncHeld)
+	// cRxDelivered counts "rx.delivered.<kind>" by envelope kind.
+	cRxDelivered = newKindVec("rx.delivered.", famDelivered)
 )
 
 // rxSource says how an envelope reached us.
@@ -51,16 +38,16 @@ type rxSource struct {
 }
 
 // drop counts and logs a dropped envelope.
-func (n *Node) drop(reason string, se *proto.SignedEnvelope, src rxSource, err error) {
+func (n *Node) drop(reason dropReason, se *proto.SignedEnvelope, src rxSource, err error) {
 	if reason == dropDuplicate && src.history {
 		// Catch-up pages overlap what we hold by design (a join asks
 		// without marks; a page repeats its boundary timestamp): not a
 		// drop worth an operator's attention.
-		n.metrics.Inc("sync.already_held")
+		n.metrics.inc(cSyncAlreadyHeld)
 		return
 	}
-	n.metrics.Inc("drop." + reason)
-	attrs := []any{"reason", reason}
+	n.metrics.inc(cDrop.at(reason))
+	attrs := []any{"reason", reason.String()}
 	if src.link != nil {
 		attrs = append(attrs, "link", src.link.key.Fingerprint())
 	}
@@ -70,13 +57,13 @@ func (n *Node) drop(reason string, se *proto.SignedEnvelope, src rxSource, err e
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
-	n.logRL.debug(n.log, "envelope dropped", rxPeer(src, se), reason, attrs...)
+	n.logRL.debug(n.log, "envelope dropped", rxPeer(src, se), reason.String(), attrs...)
 }
 
 // receive runs the receive pipeline on one wire envelope and, if it
 // passes, delivers it. It reports whether the envelope was delivered.
 func (n *Node) receive(raw []byte, src rxSource) bool {
-	n.metrics.Inc("rx.envelopes")
+	n.metrics.inc(cRxEnvelopes)
 	// 0. Parse: size cap, strict decoding, canonical form, validity.
 	se, err := proto.ParseEnvelope(raw)
 	if err != nil {
@@ -144,7 +131,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	}
 	// 5, 6. Destination and ACL, and the request rules, per kind (step 4,
 	// peer announcements, is in handlePeers).
-	if reason := n.authorize(r, role, se); reason != "" {
+	if reason := n.authorize(r, role, se); reason != dropNone {
 		n.drop(reason, se, src, nil)
 		return false
 	}
@@ -159,7 +146,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 // parseDropReason names the failure class of a [proto.ParseEnvelope]
 // error (§1.2). An error inside a JSON-model value is also an invalid
 // envelope; its class is what went wrong in the value.
-func parseDropReason(err error) string {
+func parseDropReason(err error) dropReason {
 	switch {
 	case errors.Is(err, proto.ErrHopLimit):
 		return dropHopLimit
@@ -173,8 +160,8 @@ func parseDropReason(err error) string {
 	return dropMalformed
 }
 
-// authorize applies the role and ACL rules; it returns a drop reason or "".
-func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnvelope) string {
+// authorize applies the role and ACL rules; it returns a drop reason or dropNone.
+func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnvelope) dropReason {
 	switch se.To.Kind {
 	case proto.DestOrg:
 		if se.To.Org != r.Org {
@@ -183,7 +170,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 		if se.Kind != proto.KindPresence {
 			return dropUnsupported
 		}
-		return ""
+		return dropNone
 	case proto.DestPeer:
 		if !se.To.Peer.Equal(n.id.Pub) && !n.ownPreviousKey(r, se.To.Peer) {
 			return dropMisrouted
@@ -210,7 +197,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 		if !p.CanRead(r, n.id.Pub) {
 			return dropNotReader
 		}
-		return ""
+		return dropNone
 	}
 	// Peer-addressed kinds.
 	switch se.Kind {
@@ -237,7 +224,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 	default:
 		return dropUnsupported
 	}
-	return ""
+	return dropNone
 }
 
 // rxItem is an admitted envelope on its way to the store.
@@ -265,7 +252,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 		if n.presence.ObserveTTL(se.From, *se.Presence, time.Duration(se.TTL)*time.Second, now) {
 			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}
-		n.metrics.Inc("rx.presence")
+		n.metrics.inc(cRxPresence)
 		n.metrics.add(cRxPresenceBytes, uint64(1+len(se.Raw)))
 		return true
 	}
@@ -273,7 +260,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 	case n.rxq <- rxItem{se: se, src: src, now: now}:
 		return true
 	case <-n.ctx.Done():
-		n.drop("shutdown", se, src, nil)
+		n.drop(dropShutdown, se, src, nil)
 		return false
 	}
 }
@@ -353,11 +340,11 @@ func (n *Node) commit(batch []rxItem) {
 		}
 		// Once per interval, not once per message: a full disk fails
 		// every commit until there is room.
-		n.logRL.logAt(n.log, slog.LevelError, "store envelopes", "", dropStore, "count", len(batch), "err", err,
+		n.logRL.logAt(n.log, slog.LevelError, "store envelopes", "", dropStore.String(), "count", len(batch), "err", err,
 			"hint", "the envelopes are not acknowledged, so their senders keep them and send them again; if the disk is full, free space on the file system of the home (meshctl doctor checks it)")
 		return
 	}
-	n.metrics.Inc("rx.commits")
+	n.metrics.inc(cRxCommits)
 	now := time.Now()
 	wake := false
 	var acks map[*peerLink][]uuid.UUID
@@ -380,7 +367,7 @@ func (n *Node) commit(batch []rxItem) {
 			n.drop(dropDuplicate, se, it.src, nil)
 			continue
 		}
-		n.metrics.Inc(deliveredMetric(se.Kind))
+		n.metrics.inc(cRxDelivered.of(se.Kind))
 		if blocked != nil && blocked[i] {
 			n.drop(dropBlocked, se, it.src, nil)
 		}
@@ -391,30 +378,13 @@ func (n *Node) commit(batch []rxItem) {
 		if !d.Inbox {
 			continue
 		}
-		n.metrics.Inc("inbox.items")
+		n.metrics.inc(cInboxItems)
 		wake = wake || d.Wakes
 		n.test.onDeliver(se, now)
 		n.onInbox(inboxDelivery{se: se, prio: d.Priority, wakes: d.Wakes, fromHistory: it.src.history, at: now})
 	}
 	n.inbox.notify(wake)
 	n.sendAcks(acks)
-}
-
-// deliveredMetrics holds the counter names "rx.delivered.<kind>" of the
-// known kinds, so the commit stage does not build one per envelope.
-var deliveredMetrics = func() (m [proto.KindHistoryResponse + 1]string) {
-	for k := proto.KindMessage; k <= proto.KindHistoryResponse; k++ {
-		m[k] = "rx.delivered." + k.String()
-	}
-	return m
-}()
-
-// deliveredMetric returns the counter name "rx.delivered.<kind>".
-func deliveredMetric(k proto.Kind) string {
-	if int(k) < len(deliveredMetrics) && deliveredMetrics[k] != "" {
-		return deliveredMetrics[k]
-	}
-	return "rx.delivered." + k.String()
 }
 
 // classify returns the inbox priority and wake rule of an envelope, and

@@ -131,12 +131,12 @@ func (r *pipelineRig) inject(raw []byte) {
 
 // expectDrop injects raw and waits for drop.<reason> to rise by one, and
 // checks nothing reached the inbox.
-func (r *pipelineRig) expectDrop(reason string, raw []byte) {
+func (r *pipelineRig) expectDrop(reason dropReason, raw []byte) {
 	r.t.Helper()
-	before := r.a.metrics.Get("drop." + reason)
+	before := r.a.metrics.Get("drop." + reason.String())
 	items := r.inboxLen()
 	r.inject(raw)
-	waitFor(r.t, 5*time.Second, "drop."+reason, func() bool { return r.a.metrics.Get("drop."+reason) == before+1 })
+	waitFor(r.t, 5*time.Second, "drop."+reason.String(), func() bool { return r.a.metrics.Get("drop."+reason.String()) == before+1 })
 	if got := r.inboxLen(); got != items {
 		r.t.Fatalf("dropped envelope (%s) reached the inbox: %d -> %d items", reason, items, got)
 	}
@@ -173,9 +173,9 @@ func TestReceivePipelineDrops(t *testing.T) {
 		// that it is not acknowledged either).
 		bad := append([]byte(nil), good...)
 		bad[len(bad)-1] ^= 0x01
-		dups := rig.a.metrics.Get("drop." + dropDuplicate)
+		dups := rig.a.metrics.Get("drop." + dropDuplicate.String())
 		rig.expectDrop(dropBadSignature, bad)
-		if got := rig.a.metrics.Get("drop." + dropDuplicate); got != dups {
+		if got := rig.a.metrics.Get("drop." + dropDuplicate.String()); got != dups {
 			t.Fatalf("forged copy counted as a duplicate: %d -> %d", dups, got)
 		}
 	})

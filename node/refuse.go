@@ -16,6 +16,13 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The counters counted in this file.
+var (
+	famRosterRefused = newFamily("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
+
+	cRosterPushedRefused = newCounter("roster.pushed_refused", famRosterRefused)
+)
+
 // A node that is not a member, or holds an old roster that still lists
 // it, dials members that refuse it. Without help it would count each
 // refusal as a successful dial and redial at once, forever. So:
@@ -111,7 +118,7 @@ func (n *Node) refuse(l *transport.Link, err error) {
 	}
 	if p.RosterVersion < r.Version && n.wasMember(p.Identity) {
 		if b, eerr := r.Encode(); eerr == nil {
-			n.metrics.Inc("roster.pushed_refused")
+			n.metrics.inc(cRosterPushedRefused)
 			_ = l.Send(append([]byte{byte(proto.FrameRoster)}, b...))
 		}
 	}

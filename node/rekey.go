@@ -9,9 +9,15 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// dropRetiredKey: an envelope signed by a member's previous key after its
-// grace window closed (roster prev_until, PROTOCOL.md §10.1).
-const dropRetiredKey = "retired_key"
+// The counters counted in this file.
+var (
+	famRekeys = newFamily("meshd_key_rotations_total", "Key rotations: member (a roster update moved a member to a new key), switched (this node took its new key at start), restart_needed (the roster lists this node's new key; restart meshd).", "event")
+
+	cRekeySwitched      = newCounter("rekey.switched", famRekeys, "switched")
+	cRekeyMember        = newCounter("rekey.member", famRekeys, "member")
+	cRekeyRestartNeeded = newCounter("rekey.restart_needed", famRekeys, "restart_needed")
+	cLinkRetiredKey     = newCounter("link.retired_key", famLinkEvents, "retired_key")
+)
 
 // rekeyState is what a key rotation needs of the node: a wake-up for the
 // loop that closes links by previous keys when their window ends, and
@@ -53,7 +59,7 @@ func (n *Node) adoptPendingKey(r *roster.Roster) error {
 	}
 	n.id = id
 	n.rekey.switched, n.rekey.prev = true, old.Pub
-	n.metrics.Inc("rekey.switched")
+	n.metrics.inc(cRekeySwitched)
 	n.log.Info("switched to the new key the roster lists", "key", id.Pub.String(), "fingerprint", id.Pub.Fingerprint(),
 		"previous", old.Pub.Fingerprint(), "previous_file", n.home.PrevKeyPath())
 	return nil
@@ -74,7 +80,7 @@ func (n *Node) rosterRekeyed(cur, r *roster.Roster) {
 		if _, was := cur.Member(m.Key); was {
 			continue // an earlier update made this rotation
 		}
-		n.metrics.Inc("rekey.member")
+		n.metrics.inc(cRekeyMember)
 		n.log.Info("member moved to a new key", "name", m.Name, "key", m.Key.Fingerprint(),
 			"previous", m.PrevKey.Fingerprint(), "previous_until", time.UnixMilli(m.PrevUntil).UTC())
 		if n.blocks != nil && n.blocks.has(m.PrevKey) && !n.blocks.has(m.Key) {
@@ -93,7 +99,7 @@ func (n *Node) rosterRekeyed(cur, r *roster.Roster) {
 		if mine, ok := r.Previous(n.id.Pub); ok && mine.Key == pub {
 			until = time.UnixMilli(mine.PrevUntil).UTC().Format(time.RFC3339)
 		}
-		n.metrics.Inc("rekey.restart_needed")
+		n.metrics.inc(cRekeyRestartNeeded)
 		n.log.Warn("the roster lists this node's new key: restart meshd to switch to it; the current key is accepted until "+until,
 			"key", pub.Fingerprint(), "version", r.Version)
 	}
@@ -150,7 +156,7 @@ func (n *Node) retireExpiredKeys() {
 	}
 	n.peers.Unlock()
 	for _, pl := range drop {
-		n.metrics.Inc("link.retired_key")
+		n.metrics.inc(cLinkRetiredKey)
 		n.log.Info("closing the link of a member's previous key: its grace window ended", "peer", pl.key.Fingerprint(),
 			"member", r.Label(pl.key))
 		n.closeLinkAsync(pl, "previous key retired")
@@ -159,7 +165,7 @@ func (n *Node) retireExpiredKeys() {
 
 // senderRefusal names why the roster refuses k as a sender: a previous key
 // past its window, or a stranger.
-func senderRefusal(r *roster.Roster, k proto.PubKey) string {
+func senderRefusal(r *roster.Roster, k proto.PubKey) dropReason {
 	if _, ok := r.Previous(k); ok {
 		return dropRetiredKey
 	}

@@ -9,6 +9,11 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	cTxRefusedReplyDepth = newCounter("tx.refused.reply_depth", famSendRefused, "reply_depth")
+)
+
 // Reply depth (docs/AGENTS.md "Loops that end"; PROTOCOL.md §6.1): a
 // message that answers another (in_reply_to) is one deeper in its reply
 // chain than the message it answers, as a follow-up request is one hop
@@ -62,7 +67,7 @@ func (n *Node) checkReplyDepth(parent *uuid.UUID) error {
 	if d <= n.cfg.MaxReplyDepth {
 		return nil
 	}
-	n.metrics.Inc("tx.refused.reply_depth")
+	n.metrics.inc(cTxRefusedReplyDepth)
 	n.logRL.warn(n.log, "reply refused: its chain is deeper than reply_depth_max", "", "reply_depth",
 		"in_reply_to", *parent, "depth", d, "max", n.cfg.MaxReplyDepth)
 	return refuse(http.StatusTooManyRequests,

@@ -9,6 +9,11 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	cRespondRefusedTwice = newEvent("respond.refused.twice")
+)
+
 // answerBook remembers the final answer this node sent to each request,
 // so that a second one is refused: a request gets one completed, rejected
 // or failed answer (an accepted answer may come before it). It is bounded
@@ -37,7 +42,7 @@ func (n *Node) checkAnswer(from proto.PubKey, id uuid.UUID) error {
 	prev, ok := n.answers.m.get(answerKey{from, id})
 	n.answers.mu.Unlock()
 	if ok && prev.Final() {
-		n.metrics.Inc("respond.refused.twice")
+		n.metrics.inc(cRespondRefusedTwice)
 		return refuse(http.StatusConflict, "a request gets one final answer (completed, rejected or failed); send accepted or progress first when the work takes time",
 			"request %s was already answered %s", id, prev)
 	}

@@ -8,6 +8,21 @@ import (
 	"github.com/meshd/meshd/channel"
 )
 
+// The counters counted in this file.
+var (
+	famRetentionFail  = newFamily("meshd_retention_failures_total", "History retention runs that failed.")
+	famRetentionPrune = newFamily("meshd_retention_pruned_total", "Entries removed by history retention, by what.", "what")
+	famRetentionRuns  = newFamily("meshd_retention_runs_total", "History retention runs.")
+
+	cRetentionFailed           = newCounter("retention.failed", famRetentionFail)
+	cRetentionPrunedDeliveries = newCounter("retention.pruned.deliveries", famRetentionPrune, "deliveries")
+	cRetentionRuns             = newCounter("retention.runs", famRetentionRuns)
+	cRetentionPrunedChannel    = newCounter("retention.pruned.channel", famRetentionPrune, "channel")
+	cRetentionPrunedDirect     = newCounter("retention.pruned.direct", famRetentionPrune, "direct")
+	cRetentionPrunedSeen       = newCounter("retention.pruned.seen", famRetentionPrune, "seen")
+	cRetentionExpiredQueued    = newCounter("retention.expired.queued", famRetentionPrune, "queued")
+)
+
 // Retention: a background goroutine applies, every RetentionInterval,
 // each channel's retention (its policy's age and count, whichever keeps
 // fewer; at least ArchiveRetention and ArchiveRetentionMessages on an
@@ -64,7 +79,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 	archive := isArchive(n.Roster(), n.id.Pub)
 	fail := func(what string, err error) {
 		rep.Failed++
-		n.metrics.Inc("retention.failed")
+		n.metrics.inc(cRetentionFailed)
 		n.log.Error("retention: "+what, "err", err)
 	}
 	done := map[uuid.UUID]bool{}
@@ -108,13 +123,13 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 	if d, err := n.pruneDeliveries(now); err != nil {
 		fail("prune delivery records", err)
 	} else {
-		n.metrics.Add("retention.pruned.deliveries", uint64(d))
+		n.metrics.add(cRetentionPrunedDeliveries, uint64(d))
 	}
-	n.metrics.Inc("retention.runs")
-	n.metrics.Add("retention.pruned.channel", uint64(rep.Channel))
-	n.metrics.Add("retention.pruned.direct", uint64(rep.Direct))
-	n.metrics.Add("retention.pruned.seen", uint64(rep.Seen))
-	n.metrics.Add("retention.expired.queued", uint64(rep.Queued))
+	n.metrics.inc(cRetentionRuns)
+	n.metrics.add(cRetentionPrunedChannel, uint64(rep.Channel))
+	n.metrics.add(cRetentionPrunedDirect, uint64(rep.Direct))
+	n.metrics.add(cRetentionPrunedSeen, uint64(rep.Seen))
+	n.metrics.add(cRetentionExpiredQueued, uint64(rep.Queued))
 	if rep.Channel+rep.Direct+rep.Queued > 0 {
 		n.log.Info("retention", "channel_envelopes", rep.Channel, "direct", rep.Direct, "dedupe", rep.Seen, "queued_expired", rep.Queued)
 	}

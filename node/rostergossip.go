@@ -10,13 +10,28 @@ import (
 	"github.com/meshd/meshd/transport/mdns"
 )
 
+// The counters counted in this file.
+var (
+	famRosterPushed   = newFamily("meshd_roster_pushes_total", "Roster pushes to peers with an older roster.")
+	famRosterRejected = newFamily("meshd_roster_updates_rejected_total", "Roster updates rejected, by reason.", "reason")
+	famPersistFailed  = newFamily("meshd_persist_failures_total", "Accepted updates that could not be written to the home, by what.", "what")
+	famRosterAccepted = newFamily("meshd_roster_updates_accepted_total", "Roster updates accepted from peers.")
+
+	cRosterPushed            = newCounter("roster.pushed", famRosterPushed)
+	cRosterRejectedMalformed = newCounter("roster.rejected.malformed", famRosterRejected, "malformed")
+	cRosterRejectedRollback  = newCounter("roster.rejected.rollback", famRosterRejected, "rollback")
+	cRosterPersistFailed     = newCounter("roster.persist_failed", famPersistFailed, "roster")
+	cRosterAccepted          = newCounter("roster.accepted", famRosterAccepted)
+	cLinkRemovedMember       = newCounter("link.removed_member", famLinkEvents, "removed_member")
+)
+
 func (n *Node) pushRoster(pl *peerLink, r *roster.Roster) {
 	b, err := r.Encode()
 	if err != nil {
 		n.log.Error("encode roster", "err", err)
 		return
 	}
-	n.metrics.Inc("roster.pushed")
+	n.metrics.inc(cRosterPushed)
 	n.sendFrame(pl, proto.FrameRoster, b)
 }
 
@@ -25,7 +40,7 @@ func (n *Node) pushRoster(pl *peerLink, r *roster.Roster) {
 func (n *Node) handleRoster(pl *peerLink, payload []byte) {
 	r, err := roster.Parse(payload)
 	if err != nil {
-		n.metrics.Inc("roster.rejected.malformed")
+		n.metrics.inc(cRosterRejectedMalformed)
 		n.logRL.warn(n.log, "roster from peer rejected", pl.key.Fingerprint(), "roster.malformed", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
@@ -35,7 +50,7 @@ func (n *Node) handleRoster(pl *peerLink, payload []byte) {
 	}
 	if r.Org == cur.Org && r.Version < cur.Version {
 		// The peer is behind: bring it up to date.
-		n.metrics.Inc("roster.rejected.rollback")
+		n.metrics.inc(cRosterRejectedRollback)
 		n.pushRoster(pl, cur)
 		return
 	}
@@ -54,7 +69,7 @@ var ErrRosterRefused = errors.New("roster update refused")
 func (n *Node) PublishRoster(b []byte) (*roster.Roster, error) {
 	r, err := roster.Parse(b)
 	if err != nil {
-		n.metrics.Inc("roster.rejected.malformed")
+		n.metrics.inc(cRosterRejectedMalformed)
 		return nil, rosterRefusal(fmt.Errorf("%w: %w", ErrRosterRefused, err))
 	}
 	if r, err = n.applyRoster(r, nil); err != nil {
@@ -120,11 +135,11 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	n.seedsGone(goneSeeds)
 
 	if err := n.home.SaveRoster(r); err != nil {
-		n.metrics.Inc("roster.persist_failed")
+		n.metrics.inc(cRosterPersistFailed)
 		n.log.Error("persist roster", "err", err)
 	}
 	n.rosterRekeyed(cur, r)
-	n.metrics.Inc("roster.accepted")
+	n.metrics.inc(cRosterAccepted)
 	src := "local"
 	if from != nil {
 		src = from.key.Fingerprint()
@@ -160,7 +175,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 		n.pushRoster(pl, r)
 	}
 	for _, pl := range drop {
-		n.metrics.Inc("link.removed_member")
+		n.metrics.inc(cLinkRemovedMember)
 		n.log.Info("disconnecting member removed from roster", "peer", pl.key.Fingerprint())
 		n.closeLinkAsync(pl, "removed from roster")
 	}

@@ -13,6 +13,14 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The counters counted in this file.
+var (
+	famSeedsSkipped = newFamily("meshd_seeds_skipped_total", "Static seeds not dialled: a seeds-file Unix socket not on this host, or a seed that reached a removed member.", "reason")
+
+	cSeedsSkippedUnixNotLocal  = newCounter("seeds.skipped.unix_not_local", famSeedsSkipped, "unix_not_local")
+	cSeedsSkippedRemovedMember = newCounter("seeds.skipped.removed_member", famSeedsSkipped, "removed_member")
+)
+
 // Static seeds: the --seed addresses and those of the seeds file that
 // 'meshctl join' wrote (PROTOCOL.md §14.9). A seed is dialled by address,
 // whatever key answers; once it linked, it is known by that key.
@@ -49,7 +57,7 @@ func (n *Node) joinedSeeds() []transport.Addr {
 			continue
 		}
 		if a.Network == "unix" && !n.localSocket(a.Address) {
-			n.metrics.Inc("seeds.skipped.unix_not_local")
+			n.metrics.inc(cSeedsSkippedUnixNotLocal)
 			n.log.Info("seeds file: skipping a Unix socket that is not on this host", "seed", a.String())
 			continue
 		}
@@ -133,7 +141,7 @@ func (n *Node) seedsGone(addrs []string) {
 	if len(addrs) == 0 {
 		return
 	}
-	n.metrics.Add("seeds.skipped.removed_member", uint64(len(addrs)))
+	n.metrics.add(cSeedsSkippedRemovedMember, uint64(len(addrs)))
 	n.log.Info("seeds of removed members are dialled no more", "seeds", addrs)
 	n.forgetSeeds(addrs)
 }

@@ -18,6 +18,33 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The send side's counters.
+var (
+	famSent         = newFamily("meshd_envelopes_sent_total", "Envelopes this node originated, by kind.", "kind")
+	famCopies       = newFamily("meshd_envelope_copies_sent_total", "Envelope copies handed to link send queues by fan-out.")
+	famForwarded    = newFamily("meshd_envelopes_forwarded_total", "Kept envelopes sent again to a peer that linked.")
+	famKept         = newFamily("meshd_envelopes_kept_total", "Direct envelopes kept for a peer that was not linked.")
+	famAcked        = newFamily("meshd_envelopes_acked_total", "Kept envelopes a peer acknowledged as stored.")
+	famSendDropped  = newFamily("meshd_envelopes_send_dropped_total", "Envelope copies a link refused, by reason.", "reason")
+	famSendRefused  = newFamily("meshd_sends_refused_total", "Local sends refused before signing, by reason.", "reason")
+	famStoreFailed  = newFamily("meshd_sends_not_kept_total", "Channel messages sent to peers that this node failed to store in its own history.")
+	famAckMalformed = newFamily("meshd_acks_malformed_total", "Ack frames that did not parse.")
+	famAckUncounted = newFamily("meshd_channel_acks_uncounted_total", "Readers' acks of this node's channel messages not counted, because more than 65,536 were waiting to be.")
+
+	// cTxKind counts "tx.<kind>": envelopes this node originated.
+	cTxKind            = newKindVec("tx.", famSent)
+	cTxEnvelopes       = newCounter("tx.envelopes", famCopies)
+	cTxForwarded       = newCounter("tx.forwarded", famForwarded)
+	cTxQueued          = newCounter("tx.queued", famKept)
+	cTxAcked           = newCounter("tx.acked", famAcked)
+	cTxDroppedQueue    = newCounter("tx.dropped.queue", famSendDropped, "queue")
+	cTxRefusedHopLimit = newCounter("tx.refused.hop_limit", famSendRefused, "hop_limit")
+	cTxStoreFailed     = newCounter("tx.store_failed", famStoreFailed)
+	cAckMalformed      = newCounter("ack.malformed", famAckMalformed)
+	cAckUncounted      = newCounter("ack.reader_uncounted", famAckUncounted)
+	cRespondAmbiguous  = newEvent("respond.refused.ambiguous")
+)
+
 // sign builds, numbers and signs an envelope of ours to d.
 func (n *Node) sign(d proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
 	// HistoryRequests and HistoryResponses are in no stream (§4.4): they
@@ -77,7 +104,7 @@ func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 			}
 		}
 		if err != nil {
-			n.metrics.Inc("tx.dropped.queue")
+			n.metrics.inc(cTxDroppedQueue)
 			n.log.Warn("send queue refused envelope", "peer", pl.key.Fingerprint(), "id", se.ID, "err", err)
 			continue
 		}
@@ -210,11 +237,11 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 	go func() { stored <- n.store.PutSent(se, linked) }()
 	sent := n.fanOut(se, readers)
 	if err := <-stored; err != nil {
-		n.metrics.Inc("tx.store_failed")
+		n.metrics.inc(cTxStoreFailed)
 		n.log.Error("sent a channel message this node could not keep", "id", se.ID, "channel", p.Name, "peers", len(sent), "err", err)
 		return nil, fmt.Errorf("store: %w (the message %s went to %d peers, but this node did not keep it)", err, se.ID, len(sent))
 	}
-	n.metrics.inc(cTxMessage)
+	n.metrics.inc(cTxKind.of(proto.KindMessage))
 	n.onSent(se)
 	return &api.Sent{ID: se.ID.String(), Kind: se.Kind.String(), To: "#" + p.Name, Seq: se.Seq, SentTo: sent}, nil
 }
@@ -267,7 +294,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		n.metrics.inc(cTxQueued)
 		out.Queued = true
 	}
-	n.metrics.Inc("tx." + kind.String())
+	n.metrics.inc(cTxKind.of(kind))
 	return out, nil
 }
 
@@ -310,7 +337,7 @@ func (n *Node) Request(req api.Request) (*api.Sent, error) {
 			return nil, notFound(hintMembers, "reply_to: no request %s is known here", parent)
 		}
 		if int(info.hop)+1 > proto.MaxHop {
-			n.metrics.Inc("tx.refused.hop_limit")
+			n.metrics.inc(cTxRefusedHopLimit)
 			return nil, forbidden("hop limit: a follow-up of a hop-%d request would be hop %d > %d", info.hop, info.hop+1, proto.MaxHop)
 		}
 		r.ReplyTo = &parent
@@ -392,7 +419,7 @@ func (n *Node) requester(id uuid.UUID, to string) (requestInfo, error) {
 		return requestInfo{}, notFound("list received requests with: meshctl inbox --all", "no request %s came from %s (it came from %s)", id, label(m), n.senderList(infos))
 	}
 	if len(infos) > 1 {
-		n.metrics.Inc("respond.refused.ambiguous")
+		n.metrics.inc(cRespondAmbiguous)
 		return requestInfo{}, refuse(http.StatusConflict, "name the requester to answer: meshctl respond "+id.String()+" STATUS --to PEER",
 			"request id %s is ambiguous: %d members sent a request with it: %s", id, len(infos), n.senderList(infos))
 	}
@@ -442,7 +469,7 @@ func (n *Node) flushQueue(pl *peerLink) {
 		sent++
 	}
 	if sent > 0 {
-		n.metrics.Add("tx.forwarded", uint64(sent))
+		n.metrics.add(cTxForwarded, uint64(sent))
 		n.log.Debug("sent kept messages", "peer", pl.key.Fingerprint(), "count", sent)
 	}
 }
@@ -451,7 +478,7 @@ func (n *Node) flushQueue(pl *peerLink) {
 func (n *Node) handleAck(pl *peerLink, payload []byte) {
 	a, err := proto.ParseAck(payload)
 	if err != nil {
-		n.metrics.Inc("ack.malformed")
+		n.metrics.inc(cAckMalformed)
 		n.log.Warn("bad ack", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
@@ -474,7 +501,7 @@ func (n *Node) handleAck(pl *peerLink, payload []byte) {
 		// Not queued: a reader's acks of our channel Messages, counted
 		// in batches (or ids we do not hold, which the count ignores).
 		if d := n.readerAcks.add(pl.key, rest); d > 0 {
-			n.metrics.Add("ack.reader_uncounted", uint64(d))
+			n.metrics.add(cAckUncounted, uint64(d))
 		}
 	}
 }

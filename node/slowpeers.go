@@ -9,6 +9,18 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The counters counted in this file.
+var (
+	famRecvThrottled = newFamily("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
+	famQueueFull     = newFamily("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
+
+	cLinkRefusedSlow     = newCounter("link.refused_slow", famLinkEvents, "refused_slow")
+	cLinkRecvThrottled   = newCounter("link.recv_throttled", famRecvThrottled)
+	cLinkRecvThrottledMs = newEvent("link.recv_throttled_ms")
+	cLinkSendQueueFull   = newCounter("link.send_queue_full", famQueueFull)
+	cLinkClosedSlow      = newCounter("link.closed_slow", famLinkEvents, "closed_slow")
+)
+
 // Peers that stop reading.
 //
 // A link's send queue is bounded in bytes and frames (transport
@@ -100,7 +112,7 @@ func (n *Node) refuseSlow(l *transport.Link) bool {
 	if until.IsZero() {
 		return false
 	}
-	n.metrics.Inc("link.refused_slow")
+	n.metrics.inc(cLinkRefusedSlow)
 	n.log.Debug("link refused: the peer did not read on its last link", "peer", l.PeerKey().Fingerprint(),
 		"addr", l.RemoteAddr(), "until", until.UTC().Format(time.RFC3339))
 	_ = l.Send(goodbyeFrame("not reading: try again later"))
@@ -116,18 +128,18 @@ func (n *Node) refuseSlow(l *transport.Link) bool {
 func (n *Node) linkClosed(pl *peerLink) {
 	st := pl.link.Stats()
 	if st.RecvThrottled > 0 {
-		n.metrics.Add("link.recv_throttled", st.RecvThrottled)
-		n.metrics.Add("link.recv_throttled_ms", uint64(st.RecvThrottledTime.Milliseconds()))
+		n.metrics.add(cLinkRecvThrottled, st.RecvThrottled)
+		n.metrics.add(cLinkRecvThrottledMs, uint64(st.RecvThrottledTime.Milliseconds()))
 	}
 	if st.QueueFull > 0 {
-		n.metrics.Add("link.send_queue_full", st.QueueFull)
+		n.metrics.add(cLinkSendQueueFull, st.QueueFull)
 	}
 	if !errors.Is(pl.link.Err(), transport.ErrSlowReader) {
 		return
 	}
 	now := time.Now()
 	until := n.slow.strike(pl.key, now)
-	n.metrics.Inc("link.closed_slow")
+	n.metrics.inc(cLinkClosedSlow)
 	n.log.Warn("link closed: the peer stopped reading", "peer", pl.key.Fingerprint(), "name", pl.payload.Name,
 		"backoff", until.Sub(now).Round(time.Second).String())
 	n.peers.Lock()

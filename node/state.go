@@ -13,6 +13,16 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famPolicyLoad     = newFamily("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
+	famStoreCompacted = newFamily("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
+
+	cPolicyLoadFailed   = newCounter("policy.load_failed", famPolicyLoad)
+	cStoreCompactFailed = newCounter("store.compact_failed", famStoreCompacted, "failed")
+	cStoreCompacted     = newCounter("store.compacted", famStoreCompacted, "ok")
+)
+
 // openState opens what the message plane keeps on disk: the history store
 // (envelopes, dedupe, inbox state, send counters, offline queues), the
 // channel policies and the subscriptions.
@@ -56,7 +66,7 @@ func (n *Node) openState() error {
 		// Files that fail to parse are reported and skipped; the rest load.
 		n.log.Warn("some channel policies did not load", "err", err,
 			"fix", "remove each file named; a linked peer that holds the channel sends its policy again")
-		n.metrics.Inc("policy.load_failed")
+		n.metrics.inc(cPolicyLoadFailed)
 	}
 	if dropped, stale := n.channels.Revalidate(n.Roster()); len(dropped)+len(stale) > 0 {
 		n.log.Warn("channel policies no longer valid under the roster", "dropped", len(dropped), "stale", len(stale))
@@ -106,10 +116,10 @@ func (n *Node) compactAtStart(st *history.Store, hc history.Config) (*history.St
 	start := time.Now()
 	before, after, cerr := history.CompactFile(path, hc)
 	if cerr != nil {
-		n.metrics.Inc("store.compact_failed")
+		n.metrics.inc(cStoreCompactFailed)
 		n.log.Error("compacting the history store failed; using it as it is", "err", cerr)
 	} else {
-		n.metrics.Inc("store.compacted")
+		n.metrics.inc(cStoreCompacted)
 		n.log.Info("compacted the history store", "before", before, "after", after, "took", time.Since(start).Round(time.Millisecond))
 	}
 	if st, err = history.Open(path, hc); err != nil {

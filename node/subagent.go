@@ -14,6 +14,14 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The counters counted in this file.
+var (
+	famSubagent = newFamily("meshd_subagent_results_total", "Subagent results posted to this node's own inbox (local only, never sent).")
+
+	cInboxSubagentRefused = newEvent("inbox.subagent_refused")
+	cInboxSubagentResults = newCounter("inbox.subagent_results", famSubagent)
+)
+
 // Subagent results (docs/AGENTS.md "Subagent results"; seed 004's
 // SubagentResult): a local worker of the agent reports back through the
 // agent's own inbox. The item is a Message this node signs to itself,
@@ -27,16 +35,11 @@ const (
 	MaxSubagentSummary = 8 << 10
 )
 
-// dropLocalOnly: an envelope this node signed to itself (a subagent
-// result) came over a link. It never leaves the node, so a copy from a
-// link is someone replaying one.
-const dropLocalOnly = "local_only"
-
 // PostSubagentResult puts a subagent's result in this node's inbox.
 func (n *Node) PostSubagentResult(req api.SubagentResult) (api.Item, error) {
 	n.clientActed()
 	if err := checkSubagentResult(req); err != nil {
-		n.metrics.Inc("inbox.subagent_refused")
+		n.metrics.inc(cInboxSubagentRefused)
 		return api.Item{}, err
 	}
 	body, err := mailbox.SubagentBody(mailbox.Subagent{ID: req.SubagentID, Summary: req.Summary, Result: req.Result})
@@ -62,8 +65,8 @@ func (n *Node) PostSubagentResult(req api.SubagentResult) (api.Item, error) {
 			"this node's store holds as much of its own as it may: the result was not kept")
 	}
 	now := time.Now()
-	n.metrics.Inc("inbox.items")
-	n.metrics.Inc("inbox.subagent_results")
+	n.metrics.inc(cInboxItems)
+	n.metrics.inc(cInboxSubagentResults)
 	n.onInbox(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: now})
 	x := n.renderEnvelope(se, history.InboxItem{Meta: history.Meta{ID: se.ID}, Priority: history.PriorityHigh, Wakes: true, Delivered: now})
 	n.inbox.notify(true)

@@ -18,6 +18,17 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
+// The catch-up rounds' counters.
+var (
+	famSyncRounds    = newFamily("meshd_sync_rounds_total", "History catch-up rounds.")
+	famSyncResponses = newFamily("meshd_sync_responses_total", "History responses received.")
+	famSyncGaps      = newFamily("meshd_sync_gaps_forgotten_total", "Catch-up rounds that gave up gaps no peer could fill.")
+
+	cSyncRounds        = newCounter("sync.rounds", famSyncRounds)
+	cSyncResponses     = newCounter("sync.responses", famSyncResponses)
+	cSyncGapsForgotten = newCounter("sync.gaps_forgotten", famSyncGaps)
+)
+
 // History sync ("History Sync" of the protocol), serving HistoryRequests.
 // The [syncer] owns both; retention lives in retention.go.
 //
@@ -84,16 +95,6 @@ import (
 // dropped (drop.history_unsolicited). Neither kind reaches the store or
 // the inbox.
 
-// Drop reasons of history sync; see the drop constants in receive.go.
-const (
-	dropHistoryUnsolicited = "history_unsolicited" // a response to no request of ours (or from another peer, or too late)
-	dropHistoryForeign     = "history_foreign"     // a nested envelope that is not a channel Message of the channel asked for
-	dropHistoryOverLimit   = "history_over_limit"  // a response with more messages or bytes than asked for
-	dropHistoryBusy        = "history_busy"        // the requester has HistoryServeConcurrency requests served already
-	dropHistoryNoLink      = "history_no_link"     // a request from a peer we hold no link to answer on
-	dropShutdown           = "shutdown"
-)
-
 const (
 	// storedWait bounds the wait for the commit stage before marks are
 	// read for the next peer.
@@ -128,7 +129,7 @@ type syncHost interface {
 	// awaitStored waits until the commit stage stored se, or ctx is done.
 	awaitStored(ctx context.Context, se *proto.SignedEnvelope)
 	// drop counts and logs a dropped envelope.
-	drop(reason string, se *proto.SignedEnvelope, src rxSource, err error)
+	drop(reason dropReason, se *proto.SignedEnvelope, src rxSource, err error)
 	// roundDone observes a finished catch-up round (tests do).
 	roundDone(r syncRound)
 }
@@ -324,12 +325,12 @@ func (s *syncer) running() bool { return s.ctx.Err() == nil }
 // ---- admission ----
 
 // authorize applies the rules for HistoryRequest and HistoryResponse
-// envelopes; it returns a drop reason or "". The caller has checked that
+// envelopes; it returns a drop reason or dropNone. The caller has checked that
 // the envelope is addressed to us and that its sender is a roster member,
 // which is all a request needs.
-func (s *syncer) authorize(se *proto.SignedEnvelope) string {
+func (s *syncer) authorize(se *proto.SignedEnvelope) dropReason {
 	if se.Kind != proto.KindHistoryResponse {
-		return ""
+		return dropNone
 	}
 	if !s.running() {
 		return dropShutdown
@@ -339,7 +340,7 @@ func (s *syncer) authorize(se *proto.SignedEnvelope) string {
 	if s.matchLocked(se) == nil {
 		return dropHistoryUnsolicited
 	}
-	return ""
+	return dropNone
 }
 
 // matchLocked returns the outstanding request se answers, if se comes
@@ -378,7 +379,7 @@ func (s *syncer) handle(se *proto.SignedEnvelope, src rxSource, now time.Time) b
 		s.host.drop(dropHistoryUnsolicited, se, src, nil)
 		return false
 	}
-	s.metrics.Inc("sync.responses")
+	s.metrics.inc(cSyncResponses)
 	if o.late {
 		s.queueLate(o, se)
 		return true
@@ -630,7 +631,7 @@ func (s *syncer) giveUpGaps(p *channel.Policy, r *roster.Roster, round syncRound
 	if n == 0 {
 		return false
 	}
-	s.metrics.Inc("sync.gaps_forgotten")
+	s.metrics.inc(cSyncGapsForgotten)
 	s.log.Info("history sync: gaps no peer can fill given up", "channel", p.Name, "streams", n)
 	return true
 }
@@ -658,7 +659,7 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 	join := s.joins[ch]
 	s.mu.Unlock()
 	round := syncRound{Channel: ch, Join: join, Started: time.Now()}
-	s.metrics.Inc("sync.rounds")
+	s.metrics.inc(cSyncRounds)
 	age, _ := cfg.retention(p, isArchive(r, s.self))
 	since := time.Now().Add(-age).UnixMilli()
 	var last *proto.SignedEnvelope // the last envelope handed to the commit stage

@@ -11,6 +11,30 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// Catch-up page counters.
+var (
+	famSyncEnvelopes = newFamily("meshd_sync_envelopes_received_total", "Envelopes received in history catch-up pages.")
+	famSyncPages     = newFamily("meshd_sync_pages_total", "History catch-up pages received.")
+	famSyncRequests  = newFamily("meshd_sync_requests_total", "History requests sent.")
+	famSyncTimeouts  = newFamily("meshd_sync_timeouts_total", "History requests that timed out.")
+	famSyncLate      = newFamily("meshd_sync_late_pages_total", "History pages that came after their wait timed out, and were used.")
+	famSyncResumed   = newFamily("meshd_sync_resumed_total", "Catch-up paging resumed where it stopped with a peer.")
+	famSyncPaused    = newFamily("meshd_sync_paused_total", "Catch-up paging paused at the page limit of a round, to resume in the next.")
+	famSyncStalled   = newFamily("meshd_sync_stalled_total", "Catch-up pages with more that held nothing the request asked for.")
+	famSyncRefused   = newFamily("meshd_sync_refused_total", "History requests of ours a peer refused, by status.", "status")
+
+	cSyncEnvelopes = newCounter("sync.envelopes", famSyncEnvelopes)
+	cSyncPages     = newCounter("sync.pages", famSyncPages)
+	cSyncRequests  = newCounter("sync.requests", famSyncRequests)
+	cSyncTimeouts  = newCounter("sync.timeouts", famSyncTimeouts)
+	cSyncLatePages = newCounter("sync.late_pages", famSyncLate)
+	cSyncResumed   = newCounter("sync.resumed", famSyncResumed)
+	cSyncPaused    = newCounter("sync.paused", famSyncPaused)
+	cSyncStalled   = newCounter("sync.stalled", famSyncStalled)
+	// cSyncRefused counts "sync.refused.<status>".
+	cSyncRefused = newStatusVec("sync.refused.", famSyncRefused)
+)
+
 // Paging with one peer, for the [syncer].
 //
 // Paging never starts again from the window's start to get past a page it
@@ -91,7 +115,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 				req = next
 				if res.Pages >= maxRoundPages {
 					res.Paused = true
-					s.metrics.Inc("sync.paused")
+					s.metrics.inc(cSyncPaused)
 					s.saveCursor(pl.key, req)
 				} else if o, err = s.request(pl, req); err != nil {
 					res.Err = err.Error()
@@ -110,7 +134,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 			// asked for (§6.5), so paging moves on with every page. This
 			// one repeated what we had excluded: paging with it ends, as
 			// a failure, so no gap is given up on its word.
-			s.metrics.Inc("sync.stalled")
+			s.metrics.inc(cSyncStalled)
 			res.Err = "a page with more held nothing the request asked for"
 		}
 	}
@@ -126,7 +150,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 func (s *syncer) checkPage(o *outstanding, se *proto.SignedEnvelope) ([]*proto.SignedEnvelope, proto.HistoryStatus, error) {
 	h := se.HistoryResponse
 	if h.Status != proto.HistoryOK {
-		s.metrics.Inc("sync.refused." + statusMetric(h.Status))
+		cSyncRefused.count(s.metrics, h.Status)
 		return nil, h.Status, nil
 	}
 	size := 0
@@ -213,7 +237,7 @@ func (s *syncer) request(pl *peerLink, req *proto.HistoryRequest) (*outstanding,
 		s.forget(o)
 		return nil, fmt.Errorf("send history request: %w", err)
 	}
-	s.metrics.Inc("sync.requests")
+	s.metrics.inc(cSyncRequests)
 	return o, nil
 }
 
@@ -227,7 +251,7 @@ func (s *syncer) awaitAnswer(o *outstanding, pl *peerLink) (*proto.SignedEnvelop
 	case se := <-o.answer:
 		return se, nil
 	case <-t.C:
-		s.metrics.Inc("sync.timeouts")
+		s.metrics.inc(cSyncTimeouts)
 		s.mu.Lock()
 		o.late = true
 		s.mu.Unlock()
@@ -322,7 +346,7 @@ func (s *syncer) useLate() {
 		if err != nil || st != proto.HistoryOK {
 			continue
 		}
-		s.metrics.Inc("sync.late_pages")
+		s.metrics.inc(cSyncLatePages)
 		fresh, _ := s.deliver(page, l.o.channel, rxSource{link: l.o.pl, history: true})
 		s.log.Info("history sync: late page used", "peer", l.o.peer.Fingerprint(), "envelopes", len(page), "new", fresh)
 		var next *proto.HistoryRequest
@@ -377,7 +401,7 @@ func (s *syncer) takeCursor(ch uuid.UUID, peer proto.PubKey) (*proto.HistoryRequ
 	if c == nil || time.Since(c.saved) > cursorAge {
 		return nil, false
 	}
-	s.metrics.Inc("sync.resumed")
+	s.metrics.inc(cSyncResumed)
 	return c.req, true
 }
 

@@ -6,6 +6,9 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+var cHistNoRoom = newCounter("history.serve_no_room", newFamily("meshd_history_requests_no_room_total",
+	"History requests from peers left unanswered because the peer's send queue stayed full."))
+
 // serveRoom waits, up to sendWait, until the page a HistoryRequest asks
 // for fits the link's send queue (bounded in bytes, transport
 // Config.SendQueueBytes). A peer that does not read its link fills the
@@ -20,7 +23,7 @@ func (s *syncer) serveRoom(pl *peerLink, se *proto.SignedEnvelope) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, sendWait)
 	defer cancel()
 	if err := pl.link.WaitRoom(ctx, page); err != nil {
-		s.metrics.Inc("history.serve_no_room")
+		s.metrics.inc(cHistNoRoom)
 		s.log.Debug("history request dropped: the peer's send queue is full", "peer", se.From.Fingerprint(), "err", err)
 		return false
 	}

@@ -9,6 +9,50 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// The history server's counters.
+var (
+	famHistServed    = newFamily("meshd_history_requests_served_total", "History requests from peers served.")
+	famHistServedEnv = newFamily("meshd_history_served_envelopes_total", "Envelopes sent in history responses.")
+	famHistFailed    = newFamily("meshd_history_serve_failures_total", "History requests from peers that failed.")
+	famHistPaced     = newFamily("meshd_history_serve_paced_total", "History requests from peers held back by pacing.")
+	famHistRefused   = newFamily("meshd_history_requests_refused_total", "History requests from peers refused, by status.", "status")
+
+	cHistServed          = newCounter("history.served", famHistServed)
+	cHistServedEnvelopes = newCounter("history.served.envelopes", famHistServedEnv)
+	cHistFailed          = newCounter("history.serve_failed", famHistFailed)
+	cHistPaced           = newCounter("history.serve_paced", famHistPaced)
+	// cHistRefused counts "history.refused.<status>".
+	cHistRefused = newStatusVec("history.refused.", famHistRefused)
+)
+
+// statusVec counts "<prefix><status>" by the status of a refusal.
+type statusVec struct {
+	prefix string
+	c      [proto.HistoryUnknownChannel + 1]counter
+}
+
+func newStatusVec(prefix string, f *Family) statusVec {
+	v := statusVec{prefix: prefix}
+	for st := range v.c {
+		v.c[st] = -1
+		if st > int(proto.HistoryOK) { // ok is no refusal
+			name := statusMetric(proto.HistoryStatus(st))
+			v.c[st] = newCounter(prefix+name, f, name)
+		}
+	}
+	return v
+}
+
+// count adds one to the counter of st. A status parsing refuses never
+// comes here; it would be counted by name, "<prefix>status_<n>".
+func (v statusVec) count(m *Metrics, st proto.HistoryStatus) {
+	if int(st) < len(v.c) && v.c[st] >= 0 {
+		m.inc(v.c[st])
+		return
+	}
+	m.Inc(v.prefix + statusMetric(st))
+}
+
 // The serving side of the [syncer]: answering peers' HistoryRequests.
 
 // takeRequest admits a HistoryRequest for serving: it drops replays and
@@ -40,7 +84,7 @@ func (s *syncer) takeRequest(se *proto.SignedEnvelope, src rxSource, now time.Ti
 	s.served.put(refOf(se), struct{}{})
 	wait := b.pages.ReserveN(now, 1).DelayFrom(now)
 	if wait > 0 {
-		s.metrics.Inc("history.serve_paced")
+		s.metrics.inc(cHistPaced)
 	}
 	b.inflight++
 	// Checked under mu, with which close cannot interleave its Wait: a
@@ -91,17 +135,17 @@ func (s *syncer) serve(pl *peerLink, se *proto.SignedEnvelope, wait time.Duratio
 		e.HistoryResponse = resp
 	})
 	if err != nil {
-		s.metrics.Inc("history.serve_failed")
+		s.metrics.inc(cHistFailed)
 		s.log.Error("sign history response", "peer", se.From.Fingerprint(), "err", err)
 		return
 	}
 	if err := s.send(pl, out); err != nil {
-		s.metrics.Inc("history.serve_failed")
+		s.metrics.inc(cHistFailed)
 		s.log.Warn("send history response", "peer", se.From.Fingerprint(), "err", err)
 		return
 	}
-	s.metrics.Inc("history.served")
-	s.metrics.Add("history.served.envelopes", uint64(len(resp.Messages)))
+	s.metrics.inc(cHistServed)
+	s.metrics.add(cHistServedEnvelopes, uint64(len(resp.Messages)))
 }
 
 // answer builds the answer to a HistoryRequest; nil when the store failed
@@ -120,14 +164,14 @@ func (s *syncer) answer(se *proto.SignedEnvelope) *proto.HistoryResponse {
 	default:
 		msgs, more, err := s.store.History(req)
 		if err != nil {
-			s.metrics.Inc("history.serve_failed")
+			s.metrics.inc(cHistFailed)
 			s.log.Error("read history", "channel", req.ChannelID, "peer", se.From.Fingerprint(), "err", err)
 			return nil
 		}
 		resp.Status, resp.Messages, resp.More = proto.HistoryOK, msgs, more
 		return resp
 	}
-	s.metrics.Inc("history.refused." + statusMetric(resp.Status))
+	cHistRefused.count(s.metrics, resp.Status)
 	s.log.Debug("history request refused", "peer", se.From.Fingerprint(), "channel", req.ChannelID, "status", resp.Status.String())
 	return resp
 }

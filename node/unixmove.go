@@ -9,6 +9,19 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// The counters counted in this file.
+var (
+	famLinkMoves = newFamily("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
+
+	cLinkMoveAsked     = newCounter("link.move.asked", famLinkMoves, "asked")
+	cLinkMoveMalformed = newCounter("link.move.malformed", famLinkMoves, "malformed")
+	cLinkMoveIgnored   = newCounter("link.move.ignored", famLinkMoves, "ignored")
+	cLinkMoveAgreed    = newCounter("link.move.agreed", famLinkMoves, "agreed")
+	cLinkMoved         = newCounter("link.moved", famLinkEvents, "moved_unix")
+	cLinkMoveFailed    = newCounter("link.move.failed", famLinkMoves, "failed")
+	cLinkMoveLate      = newCounter("link.move.late", famLinkMoves, "late")
+)
+
 // Moving a same-host link to the Unix socket (PROTOCOL.md §14.12). A
 // link learnt over TCP (a seed, gossip) would otherwise stay on TCP for
 // its life: a node never dials a peer it holds a link to. So a node
@@ -112,7 +125,7 @@ func (n *Node) askMoveLocked(p *peer, now time.Time) time.Time {
 	m.fails++
 	m.next = now.Add(moveRetry(m.fails))
 	n.sendLinkMove(pl, proto.MoveAsk)
-	n.metrics.Inc("link.move.asked")
+	n.metrics.inc(cLinkMoveAsked)
 	return m.next
 }
 
@@ -128,7 +141,7 @@ func (n *Node) sendLinkMove(pl *peerLink, step uint8) {
 func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
 	m, err := proto.ParseLinkMove(payload)
 	if err != nil {
-		n.metrics.Inc("link.move.malformed")
+		n.metrics.inc(cLinkMoveMalformed)
 		n.logRL.warn(n.log, "bad link-move frame", pl.key.Fingerprint(), "link.move.malformed", "peer", pl.key.Fingerprint(), "err", err)
 		return
 	}
@@ -137,14 +150,14 @@ func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
 	defer n.peers.Unlock()
 	p := n.peers.byKey[pl.key]
 	if p == nil || p.link != pl || pl.link.Network() != "tcp" {
-		n.metrics.Inc("link.move.ignored")
+		n.metrics.inc(cLinkMoveIgnored)
 		return
 	}
 	switch m.Step {
 	case proto.MoveAsk:
 		if !n.hasUnixListener() || p.dialing {
 			// No socket to move to, or a Unix dial of ours is on its way.
-			n.metrics.Inc("link.move.ignored")
+			n.metrics.inc(cLinkMoveIgnored)
 			return
 		}
 		if p.move.askedOn == pl && now.Sub(p.move.askedAt) < moveWait && n.id.Pub.NodeID().Less(pl.key.NodeID()) {
@@ -155,15 +168,15 @@ func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
 		p.move.askedOn = nil
 		p.move.agreed = now.Add(n.moveAgreeFor(false))
 		n.sendLinkMove(pl, proto.MoveAgree)
-		n.metrics.Inc("link.move.agreed")
+		n.metrics.inc(cLinkMoveAgreed)
 	case proto.MoveAgree:
 		if p.move.askedOn != pl || now.Sub(p.move.askedAt) >= moveWait || p.dialing {
-			n.metrics.Inc("link.move.ignored")
+			n.metrics.inc(cLinkMoveIgnored)
 			return
 		}
 		a, _ := localSocketLocked(p)
 		if a.Network == "" {
-			n.metrics.Inc("link.move.ignored")
+			n.metrics.inc(cLinkMoveIgnored)
 			return
 		}
 		p.move.askedOn = nil
@@ -190,11 +203,11 @@ func (n *Node) dialMove(p *peer, key proto.PubKey, a transport.Addr) {
 	}
 	n.peers.Unlock()
 	if moved {
-		n.metrics.Inc("link.moved")
+		n.metrics.inc(cLinkMoved)
 		n.log.Info("link moved to the Unix socket", "peer", key.Fingerprint(), "addr", a.String())
 		return
 	}
-	n.metrics.Inc("link.move.failed")
+	n.metrics.inc(cLinkMoveFailed)
 	n.logRL.warn(n.log, "link stays on TCP", key.Fingerprint(), "link.move.failed",
 		"peer", key.Fingerprint(), "socket", a.String(), "err", errString(err))
 	n.wake()
@@ -252,7 +265,7 @@ func (n *Node) awaitMove(pl *peerLink) bool {
 			return
 		case <-n.ctx.Done():
 		case <-t.C:
-			n.metrics.Inc("link.move.late")
+			n.metrics.inc(cLinkMoveLate)
 		}
 		n.closeLinkAsync(pl, "goodbye")
 	}()

@@ -39,7 +39,7 @@ type Collector struct {
 
 // NewCollector returns a collector for src.
 func NewCollector(src Source) *Collector {
-	return &Collector{src: src, m: newMapper(rules)}
+	return &Collector{src: src, m: newMapper(allRules())}
 }
 
 // Describe sends the descriptor of every family the collector can emit.
@@ -94,7 +94,7 @@ func (c *Collector) collectCounters(ch chan<- prometheus.Metric) {
 	// Exact names are exported from the start, at zero, so a rate over
 	// them works before the first event; prefixed ones appear as their
 	// label values do.
-	for _, r := range rules {
+	for _, r := range allRules() {
 		if !strings.HasSuffix(r.name, ".") {
 			set.add(r.fam, r.values, 0)
 		}

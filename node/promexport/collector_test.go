@@ -3,6 +3,7 @@ package promexport_test
 import (
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -246,6 +247,43 @@ func TestNoGlobalRegistration(t *testing.T) {
 	for _, mf := range mfs {
 		if strings.HasPrefix(mf.GetName(), "meshd_") {
 			t.Fatalf("%s is in the default registry", mf.GetName())
+		}
+	}
+}
+
+// Every counter the node defines is exported under the family and label
+// values of its definition, with the node's value.
+func TestCollectorExportsEveryRegisteredCounter(t *testing.T) {
+	defs := node.RegisteredCounters()
+	if len(defs) == 0 {
+		t.Fatal("the node defines no counter")
+	}
+	f := newFake(t)
+	f.counters = map[string]uint64{}
+	type key struct{ fam, labels string }
+	want := map[key]float64{}
+	labelsOf := func(d node.CounterDef) map[string]string {
+		m := map[string]string{}
+		for i, name := range d.Family.Labels {
+			m[name] = d.Values[i]
+		}
+		return m
+	}
+	for i, d := range defs {
+		f.counters[d.Name] = uint64(i + 1)
+		// Two names may share a series (rx.presence and
+		// rx.delivered.presence): the export sums them.
+		want[key{d.Family.Name, fmt.Sprint(labelsOf(d))}] += float64(i + 1)
+	}
+	e := scrapeHandler(t, f)
+	for _, d := range defs {
+		got, ok := e.value(d.Family.Name, labelsOf(d))
+		if !ok {
+			t.Errorf("%s: no %s%v in the export", d.Name, d.Family.Name, labelsOf(d))
+			continue
+		}
+		if w := want[key{d.Family.Name, fmt.Sprint(labelsOf(d))}]; got != w {
+			t.Errorf("%s: %s%v = %g, want %g", d.Name, d.Family.Name, labelsOf(d), got, w)
 		}
 	}
 }

@@ -14,19 +14,25 @@
 // # How the node's counters become families
 //
 // The node counts events under dotted names ("drop.bad_signature",
-// "rx.delivered.message"; see [node.Metrics]). The [Collector] keeps no
-// state: at each scrape it reads [node.Node.Counters] and maps every name
-// with the table below. A name is matched exactly first, then by the
-// longest prefix (rows ending in "."), whose dot-free rest becomes the
-// last label value. A name no row matches is exported as
+// "rx.delivered.message"; see [node.Metrics]). Most of the per-envelope
+// ones are defined in the node with their family and label values
+// ([node.RegisteredCounters]); the families of those come from there,
+// and each is exported from the start, at zero before its first event.
+// The [Collector] keeps no state: at each scrape it reads
+// [node.Node.Counters] and maps every name with the table below. A name
+// is matched exactly first (a defined counter, or an exact row), then by
+// the longest prefix (rows ending in "."), whose dot-free rest becomes
+// the last label value. A name no row matches is exported as
 // meshd_events_total{name="<dotted name>"}, so a new counter is never
 // hidden. Exact rows are exported at zero before their first event;
-// prefix rows appear with their first event. All are counters.
+// names that only a prefix row matches appear with their first event.
+// All are counters. Tests hold this table to the node's definitions.
 //
 //	dotted name               family                                   labels
 //	rx.envelopes              meshd_envelopes_received_total
 //	rx.delivered.<kind>       meshd_envelopes_delivered_total          kind
 //	rx.presence               meshd_envelopes_delivered_total          kind="presence"
+//	rx.presence_bytes         meshd_events_total                       name="rx.presence_bytes"
 //	rx.commits                meshd_rx_commits_total
 //	inbox.items               meshd_inbox_items_total
 //	drop.<reason>             meshd_envelopes_dropped_total            reason
@@ -39,12 +45,14 @@
 //	tx.refused.<reason>       meshd_sends_refused_total                reason
 //	tx.failed.<state>         meshd_deliveries_failed_total            state (expired or refused)
 //	tx.store_failed           meshd_sends_not_kept_total
+//	respond.refused.ambiguous meshd_events_total                       name="respond.refused.ambiguous"
 //	ack.malformed             meshd_acks_malformed_total
 //	ack.reader_uncounted      meshd_channel_acks_uncounted_total
 //	send.dropped.<frame>      meshd_frames_send_dropped_total          frame
 //	frame.<reason>            meshd_frames_invalid_total               reason
 //	link.up                   meshd_link_events_total                  event="up"
 //	link.down                 meshd_link_events_total                  event="down"
+//	link.down.<why>           meshd_events_total                       name="link.down.<why>" (closed, slow_reader, timeout, error)
 //	link.duplicate            meshd_link_events_total                  event="duplicate"
 //	link.removed_member       meshd_link_events_total                  event="removed_member"
 //	link.retired_key          meshd_link_events_total                  event="retired_key"
@@ -155,6 +163,25 @@
 //	history.serve_failed      meshd_history_serve_failures_total
 //	history.serve_paced       meshd_history_serve_paced_total
 //	history.refused.<status>  meshd_history_requests_refused_total     status
+//	reply.refused             meshd_events_total                       name="reply.refused"
+//	reply.sent                meshd_events_total                       name="reply.sent"
+//	search.runs               meshd_events_total                       name="search.runs"
+//	clock.skew_warned         meshd_events_total                       name="clock.skew_warned"
+//	read.refused.ambiguous    meshd_events_total                       name="read.refused.ambiguous"
+//	inbox.refused.filter      meshd_events_total                       name="inbox.refused.filter"
+//	invite.created            meshd_events_total                       name="invite.created"
+//	invite.revoked            meshd_events_total                       name="invite.revoked"
+//	invite.used               meshd_events_total                       name="invite.used"
+//	invite.awaiting_signatures meshd_events_total                       name="invite.awaiting_signatures"
+//	invite.claimed_name_refused meshd_events_total                       name="invite.claimed_name_refused"
+//	peers.updates             meshd_events_total                       name="peers.updates"
+//	peers.resync_asked        meshd_events_total                       name="peers.resync_asked"
+//	peers.digest_mismatch     meshd_events_total                       name="peers.digest_mismatch"
+//	roster.self_not_member    meshd_events_total                       name="roster.self_not_member"
+//	mirror.reconciled_sent    meshd_events_total                       name="mirror.reconciled_sent"
+//	respond.refused.twice     meshd_events_total                       name="respond.refused.twice"
+//	link.recv_throttled_ms    meshd_events_total                       name="link.recv_throttled_ms"
+//	inbox.subagent_refused    meshd_events_total                       name="inbox.subagent_refused"
 //	anything else             meshd_events_total                       name="<dotted name>"
 //
 // Two names that land on the same series are summed. handshake.accepted

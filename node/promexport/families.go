@@ -29,114 +29,21 @@ func gauge(name, help string, labels ...string) *family {
 	return newFamily(prometheus.GaugeValue, name, help, labels...)
 }
 
-// Counter families fed from the node's dotted counters. The rules below
-// say which dotted name feeds which family; the package doc has the table.
+// Counter families fed from the node's dotted counters that the node does
+// not define yet (see [node.RegisteredCounters]). The rules below say
+// which dotted name feeds which family; the package doc has the table.
 var (
-	famReceived       = counter("meshd_envelopes_received_total", "Envelopes that entered the receive pipeline, before any check.")
-	famDelivered      = counter("meshd_envelopes_delivered_total", "Envelopes that passed every check, by kind.", "kind")
-	famDropped        = counter("meshd_envelopes_dropped_total", "Envelopes dropped by the receive pipeline, by reason.", "reason")
-	famCommits        = counter("meshd_rx_commits_total", "Batches committed by the receive commit stage.")
-	famInboxItems     = counter("meshd_inbox_items_total", "Items added to the inbox.")
-	famSent           = counter("meshd_envelopes_sent_total", "Envelopes this node originated, by kind.", "kind")
-	famCopies         = counter("meshd_envelope_copies_sent_total", "Envelope copies handed to link send queues by fan-out.")
-	famForwarded      = counter("meshd_envelopes_forwarded_total", "Kept envelopes sent again to a peer that linked.")
-	famKept           = counter("meshd_envelopes_kept_total", "Direct envelopes kept for a peer that was not linked.")
-	famAcked          = counter("meshd_envelopes_acked_total", "Kept envelopes a peer acknowledged as stored.")
-	famSendDropped    = counter("meshd_envelopes_send_dropped_total", "Envelope copies a link refused, by reason.", "reason")
-	famStoreFailed    = counter("meshd_sends_not_kept_total", "Channel messages sent to peers that this node failed to store in its own history.")
-	famAckUncounted   = counter("meshd_channel_acks_uncounted_total", "Readers' acks of this node's channel messages not counted, because more than 65,536 were waiting to be.")
-	famDeliveryFailed = counter("meshd_deliveries_failed_total", "Kept DMs, requests and responses of this node that will never be delivered (its sender got a delivery_failed item), by state.", "state")
-	famSendRefused    = counter("meshd_sends_refused_total", "Local sends refused before signing, by reason.", "reason")
-	famAckMalformed   = counter("meshd_acks_malformed_total", "Ack frames that did not parse.")
-	famFrameDropped   = counter("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
-	famFrameInvalid   = counter("meshd_frames_invalid_total", "Frames received that were empty or of an unknown type.", "reason")
-	famLinkEvents     = counter("meshd_link_events_total", "Link lifecycle events.", "event")
-	famLinkRejected   = counter("meshd_links_rejected_total", "Links closed after the handshake, by reason.", "reason")
 	famHandshakes     = counter("meshd_handshakes_total", "Inbound handshakes on the listeners, by result.", "result")
-	famHsRejected     = counter("meshd_handshakes_rejected_total", "Handshakes refused by admission, either direction, by reason.", "reason")
-	famDials          = counter("meshd_dials_total", "Outbound dial attempts.")
-	famDialFailures   = counter("meshd_dial_failures_total", "Outbound dials that failed.")
-	famSeedFailures   = counter("meshd_seed_dial_failures_total", "Dials to static seeds that failed.")
-	famSeedsSkipped   = counter("meshd_seeds_skipped_total", "Static seeds not dialled: a seeds-file Unix socket not on this host, or a seed that reached a removed member.", "reason")
-	famMDNSSeen       = counter("meshd_mdns_seen_total", "mDNS announcements seen.")
-	famMDNSIgnored    = counter("meshd_mdns_ignored_total", "mDNS announcements ignored, by reason.", "reason")
-	famMDNSFailed     = counter("meshd_mdns_start_failures_total", "Times mDNS discovery could not start.")
-	famPeersIgnored   = counter("meshd_peer_exchange_ignored_total", "Peer exchange entries or frames ignored, by reason.", "reason")
-	famRosterAccepted = counter("meshd_roster_updates_accepted_total", "Roster updates accepted from peers.")
-	famRosterRejected = counter("meshd_roster_updates_rejected_total", "Roster updates rejected, by reason.", "reason")
-	famRosterPushed   = counter("meshd_roster_pushes_total", "Roster pushes to peers with an older roster.")
-	famPolicyAccepted = counter("meshd_policy_updates_accepted_total", "Channel policies accepted from peers.")
-	famPolicyRejected = counter("meshd_policy_updates_rejected_total", "Channel policies rejected, by reason.", "reason")
-	famPolicyDigest   = counter("meshd_policy_digests_malformed_total", "Policy digest frames that did not parse.")
-	famCardAccepted   = counter("meshd_cards_accepted_total", "Agent cards accepted, this node's own included.")
 	famCardRejected   = counter("meshd_cards_rejected_total", "Agent cards from peers refused, by reason.", "reason")
-	famCardPaced      = counter("meshd_cards_held_back_total", "Agent cards that came within a second of their signer's last and were held back (the newest is taken when the second has passed).")
-	famCardLoad       = counter("meshd_card_load_failures_total", "Agent card files in the home skipped at start.")
-	famRekeys         = counter("meshd_key_rotations_total", "Key rotations: member (a roster update moved a member to a new key), switched (this node took its new key at start), restart_needed (the roster lists this node's new key; restart meshd).", "event")
-	famPolicyLoad     = counter("meshd_policy_load_failures_total", "Starts at which some channel policies did not load.")
-	famPersistFailed  = counter("meshd_persist_failures_total", "Accepted updates that could not be written to the home, by what.", "what")
-	famPresenceExp    = counter("meshd_presence_expired_total", "Members shown offline after a silence longer than the presence TTL.")
-	famPresenceChg    = counter("meshd_presence_changes_total", "Changes of this node's own presence that its agent's activity (or presence set) caused, by the new state.", "state")
-	famSubagent       = counter("meshd_subagent_results_total", "Subagent results posted to this node's own inbox (local only, never sent).")
-	famMirrorFiles    = counter("meshd_mirror_files_written_total", "Mailbox mirror files written.")
-	famMirrorBatches  = counter("meshd_mirror_batches_total", "Mailbox mirror batches written without error.")
-	famMirrorFailures = counter("meshd_mirror_failures_total", "Mailbox mirror batches that failed, by reason.", "reason")
-	famMirrorFilesBad = counter("meshd_mirror_files_failed_total", "Mailbox mirror files not written when their batch failed; they are written again on retry.")
-	famMirrorRetries  = counter("meshd_mirror_retries_total", "Retries of mailbox files a failed batch left unwritten (after a full disk, with backoff).")
-	famAddrEvicted    = counter("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famHsShed         = counter("meshd_handshakes_shed_total", "Unauthenticated connections closed to keep the listener open to members, by reason.", "reason")
-	famDialRefused    = counter("meshd_dials_refused_total", "Dials that ended in a refusal (the peer holds us not a member); they back off like failures.")
-	famKnocks         = counter("meshd_knocks_total", "Knocks to join another org (PROTOCOL.md §14.11): sent, unanswered, received, rosters sent to a knocking member, org confirmations and adoptions.", "event")
 	famAdoptRefused   = counter("meshd_adopt_refused_total", "Rosters of another org that listed this node but were not adopted, by reason.", "reason")
-	famRosterRefused  = counter("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
-	famHistNoRoom     = counter("meshd_history_requests_no_room_total", "History requests from peers left unanswered because the peer's send queue stayed full.")
-	famRecvThrottled  = counter("meshd_link_receive_throttled_total", "Times a link stopped reading its peer to keep to the per-link receive rate.")
-	famQueueFull      = counter("meshd_link_send_queue_full_total", "Frames refused by a full link send queue (frames or bytes).")
-	famRehomed        = counter("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
-	famLinkMoves      = counter("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
-	famAddrIgnored    = counter("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
-	famMirrorRecon    = counter("meshd_mirror_reconciled_files_total", "Mailbox files found missing at start and written.")
-	famStoreCompacted = counter("meshd_store_compactions_total", "History store compactions at start, by result.", "result")
-	famSyncHeld       = counter("meshd_sync_envelopes_already_held_total", "Envelopes in catch-up pages that this node already held (not counted as drops).")
-	famMirrorTorn     = counter("meshd_mirror_torn_files_rewritten_total", "Mailbox files found cut short by a power loss at start and rewritten.")
-	famMirrorReindex  = counter("meshd_mirror_index_lines_restored_total", "Mailbox index lines found missing at start (a crash between a file and its line) and appended.")
-	famMirrorPruned   = counter("meshd_mirror_files_pruned_total", "Mailbox files removed because retention removed their envelope.")
 	famMirrorPaused   = counter("meshd_mirror_pauses_total", "Times the mailbox mirror paused at its quota or free-space watermark, by reason.", "reason")
-	famMirrorHeld     = counter("meshd_mirror_files_held_back_total", "Mailbox files held back while the mirror was paused; written from the store once there is room.")
-	famMirrorCkpt     = counter("meshd_mirror_checkpoints_total", "Mailbox checkpoints: one syncfs making the files written since the last one durable.")
 	famOutboxPicked   = counter("meshd_outbox_files_picked_total", "Outbox files taken for processing.")
 	famOutboxRecov    = counter("meshd_outbox_files_recovered_total", "Outbox files found half-processed at start.")
 	famOutboxSent     = counter("meshd_outbox_files_sent_total", "Outbox files sent.")
 	famOutboxFailed   = counter("meshd_outbox_files_failed_total", "Outbox files that failed.")
 	famOutboxFailures = counter("meshd_outbox_failures_total", "Outbox files that failed, by reason.", "reason")
 	famOutboxBad      = counter("meshd_outbox_files_malformed_total", "Outbox files that did not parse.")
-	famOutboxSends    = counter("meshd_outbox_sends_total", "Sends the outbox asked of the node, by result.", "result")
-	famOutboxRead     = counter("meshd_outbox_items_read_total", "Inbox items marked read by Kind: read outbox files.")
-	famClaims         = counter("meshd_inbox_claims_total", "Inbox claims by workers of a pool, by result.", "result")
-	famMirrorMoved    = counter("meshd_mirror_files_moved_read_total", "Mailbox files moved from inbox/ to read/ when their item was read.")
-	famRetentionRuns  = counter("meshd_retention_runs_total", "History retention runs.")
-	famRetentionFail  = counter("meshd_retention_failures_total", "History retention runs that failed.")
-	famRetentionPrune = counter("meshd_retention_pruned_total", "Entries removed by history retention, by what.", "what")
-	famSyncRounds     = counter("meshd_sync_rounds_total", "History catch-up rounds.")
-	famSyncEnvelopes  = counter("meshd_sync_envelopes_received_total", "Envelopes received in history catch-up pages.")
-	famSyncPages      = counter("meshd_sync_pages_total", "History catch-up pages received.")
-	famSyncRequests   = counter("meshd_sync_requests_total", "History requests sent.")
-	famSyncResponses  = counter("meshd_sync_responses_total", "History responses received.")
-	famSyncTimeouts   = counter("meshd_sync_timeouts_total", "History requests that timed out.")
-	famSyncGaps       = counter("meshd_sync_gaps_forgotten_total", "Catch-up rounds that gave up gaps no peer could fill.")
-	famSyncLate       = counter("meshd_sync_late_pages_total", "History pages that came after their wait timed out, and were used.")
-	famSyncResumed    = counter("meshd_sync_resumed_total", "Catch-up paging resumed where it stopped with a peer.")
-	famSyncPaused     = counter("meshd_sync_paused_total", "Catch-up paging paused at the page limit of a round, to resume in the next.")
-	famSyncStalled    = counter("meshd_sync_stalled_total", "Catch-up pages with more that held nothing the request asked for.")
-	famSyncRefused    = counter("meshd_sync_refused_total", "History requests of ours a peer refused, by status.", "status")
-	famHistServed     = counter("meshd_history_requests_served_total", "History requests from peers served.")
-	famHistServedEnv  = counter("meshd_history_served_envelopes_total", "Envelopes sent in history responses.")
-	famHistFailed     = counter("meshd_history_serve_failures_total", "History requests from peers that failed.")
-	famHistPaced      = counter("meshd_history_serve_paced_total", "History requests from peers held back by pacing.")
-	famHistRefused    = counter("meshd_history_requests_refused_total", "History requests from peers refused, by status.", "status")
-
-	// famEvents takes every dotted name no rule maps, so none is hidden.
-	famEvents = counter("meshd_events_total", "Node counters with no dedicated family, by dotted name.", "name")
 )
 
 // Gauge families read from the node's state at scrape time.
@@ -165,144 +72,47 @@ type rule struct {
 	accept func(rest string) bool
 }
 
-// rules is the mapping table; doc.go renders it for readers. Keep both
-// in step.
+// rules is the mapping table of the names the node does not define, and
+// the prefixes that catch names built at run time; doc.go renders it
+// with [registeredRules] for readers. Keep both in step.
 var rules = []rule{
-	{name: "rx.envelopes", fam: famReceived},
-	{name: "rx.delivered.", fam: famDelivered},
-	{name: "rx.presence", fam: famDelivered, values: []string{"presence"}},
-	{name: "rx.commits", fam: famCommits},
-	{name: "inbox.items", fam: famInboxItems},
-	{name: "drop.", fam: famDropped},
-	{name: "tx.", fam: famSent, accept: isKind},
-	{name: "tx.envelopes", fam: famCopies},
-	{name: "tx.forwarded", fam: famForwarded},
-	{name: "tx.queued", fam: famKept},
-	{name: "tx.acked", fam: famAcked},
-	{name: "tx.dropped.", fam: famSendDropped},
-	{name: "tx.refused.", fam: famSendRefused},
-	{name: "tx.failed.", fam: famDeliveryFailed},
-	{name: "tx.store_failed", fam: famStoreFailed},
-	{name: "ack.malformed", fam: famAckMalformed},
-	{name: "ack.reader_uncounted", fam: famAckUncounted},
-	{name: "send.dropped.", fam: famFrameDropped},
-	{name: "frame.", fam: famFrameInvalid},
+	{name: "rx.delivered.", fam: nodeFamily("meshd_envelopes_delivered_total")},
+	{name: "drop.", fam: nodeFamily("meshd_envelopes_dropped_total")},
+	{name: "tx.", fam: nodeFamily("meshd_envelopes_sent_total"), accept: isKind},
+	{name: "tx.dropped.", fam: nodeFamily("meshd_envelopes_send_dropped_total")},
+	{name: "tx.refused.", fam: nodeFamily("meshd_sends_refused_total")},
+	{name: "tx.failed.", fam: nodeFamily("meshd_deliveries_failed_total")},
+	{name: "send.dropped.", fam: nodeFamily("meshd_frames_send_dropped_total")},
+	{name: "frame.", fam: nodeFamily("meshd_frames_invalid_total")},
 
-	{name: "link.up", fam: famLinkEvents, values: []string{"up"}},
-	{name: "link.down", fam: famLinkEvents, values: []string{"down"}},
-	{name: "link.duplicate", fam: famLinkEvents, values: []string{"duplicate"}},
-	{name: "link.removed_member", fam: famLinkEvents, values: []string{"removed_member"}},
-	{name: "link.retired_key", fam: famLinkEvents, values: []string{"retired_key"}},
-	{name: "link.rejected.", fam: famLinkRejected},
+	{name: "link.rejected.", fam: nodeFamily("meshd_links_rejected_total")},
 	{name: "handshake.accepted", fam: famHandshakes, values: []string{"accepted"}},
 	{name: "handshake.failed", fam: famHandshakes, values: []string{"failed"}},
-	{name: "handshake.rejected.", fam: famHsRejected},
-	{name: "dial.attempt", fam: famDials},
-	{name: "dial.failed", fam: famDialFailures},
-	{name: "dial.seed_failed", fam: famSeedFailures},
-	{name: "seeds.skipped.", fam: famSeedsSkipped},
-	{name: "mdns.seen", fam: famMDNSSeen},
-	{name: "mdns.ignored.", fam: famMDNSIgnored},
-	{name: "mdns.start_failed", fam: famMDNSFailed},
-	{name: "peers.ignored.", fam: famPeersIgnored},
-	{name: "peers.malformed", fam: famPeersIgnored, values: []string{"malformed"}},
-	{name: "addr.ignored", fam: famAddrIgnored},
-	{name: "addr.evicted", fam: famAddrEvicted},
+	{name: "handshake.rejected.", fam: nodeFamily("meshd_handshakes_rejected_total")},
+	{name: "seeds.skipped.", fam: nodeFamily("meshd_seeds_skipped_total")},
+	{name: "mdns.ignored.", fam: nodeFamily("meshd_mdns_ignored_total")},
+	{name: "peers.ignored.", fam: nodeFamily("meshd_peer_exchange_ignored_total")},
 	{name: "handshake.shed.", fam: famHsShed},
 	{name: "handshake.first_message_timeout", fam: famHsShed, values: []string{"first_message_timeout"}},
-	{name: "dial.refused", fam: famDialRefused},
-	{name: "roster.pushed_refused", fam: famRosterRefused},
-	{name: "knock.sent", fam: famKnocks, values: []string{"sent"}},
-	{name: "knock.unanswered", fam: famKnocks, values: []string{"unanswered"}},
-	{name: "knock.received", fam: famKnocks, values: []string{"received"}},
-	{name: "knock.roster_sent", fam: famKnocks, values: []string{"roster_sent"}},
-	{name: "adopt.confirmed", fam: famKnocks, values: []string{"confirmed"}},
-	{name: "adopt.adopted", fam: famKnocks, values: []string{"adopted"}},
 	{name: "adopt.refused.", fam: famAdoptRefused},
-	{name: "history.serve_no_room", fam: famHistNoRoom},
-	{name: "link.closed_slow", fam: famLinkEvents, values: []string{"closed_slow"}},
-	{name: "link.refused_slow", fam: famLinkEvents, values: []string{"refused_slow"}},
-	{name: "link.recv_throttled", fam: famRecvThrottled},
-	{name: "link.send_queue_full", fam: famQueueFull},
-	{name: "link.rehomed_frames", fam: famRehomed},
-	{name: "link.moved", fam: famLinkEvents, values: []string{"moved_unix"}},
-	{name: "link.move.", fam: famLinkMoves},
+	{name: "link.move.", fam: nodeFamily("meshd_link_moves_total")},
 
-	{name: "roster.accepted", fam: famRosterAccepted},
-	{name: "roster.rejected.", fam: famRosterRejected},
-	{name: "roster.pushed", fam: famRosterPushed},
-	{name: "roster.persist_failed", fam: famPersistFailed, values: []string{"roster"}},
-	{name: "policy.accepted", fam: famPolicyAccepted},
-	{name: "policy.rejected.", fam: famPolicyRejected},
-	{name: "policy.digest_malformed", fam: famPolicyDigest},
-	{name: "policy.persist_failed", fam: famPersistFailed, values: []string{"policy"}},
-	{name: "policy.load_failed", fam: famPolicyLoad},
-	{name: "presence.expired", fam: famPresenceExp},
-	{name: "presence.changed.", fam: famPresenceChg},
-	{name: "inbox.subagent_results", fam: famSubagent},
-	{name: "card.accepted", fam: famCardAccepted},
+	{name: "roster.rejected.", fam: nodeFamily("meshd_roster_updates_rejected_total")},
+	{name: "policy.rejected.", fam: nodeFamily("meshd_policy_updates_rejected_total")},
+	{name: "presence.changed.", fam: nodeFamily("meshd_presence_changes_total")},
 	{name: "card.rejected.", fam: famCardRejected},
-	{name: "card.persist_failed", fam: famPersistFailed, values: []string{"card"}},
-	{name: "card.paced", fam: famCardPaced},
-	{name: "card.load_failed", fam: famCardLoad},
-	{name: "rekey.member", fam: famRekeys, values: []string{"member"}},
-	{name: "rekey.switched", fam: famRekeys, values: []string{"switched"}},
-	{name: "rekey.restart_needed", fam: famRekeys, values: []string{"restart_needed"}},
 
-	{name: "mirror.files", fam: famMirrorFiles},
-	{name: "mirror.batches", fam: famMirrorBatches},
-	{name: "mirror.failed", fam: famMirrorFailures, values: []string{"error"}},
-	{name: "mirror.disk_full", fam: famMirrorFailures, values: []string{"disk_full"}},
-	{name: "mirror.files_failed", fam: famMirrorFilesBad},
-	{name: "mirror.retries", fam: famMirrorRetries},
-	{name: "mirror.reconciled", fam: famMirrorRecon},
-	{name: "mirror.torn_rewritten", fam: famMirrorTorn},
-	{name: "mirror.reindexed", fam: famMirrorReindex},
-	{name: "store.compacted", fam: famStoreCompacted, values: []string{"ok"}},
-	{name: "store.compact_failed", fam: famStoreCompacted, values: []string{"failed"}},
-	{name: "mirror.checkpoints", fam: famMirrorCkpt},
-	{name: "mirror.sync_failed", fam: famMirrorFailures, values: []string{"sync"}},
-	{name: "mirror.prune_failed", fam: famMirrorFailures, values: []string{"prune"}},
-	{name: "mirror.pruned", fam: famMirrorPruned},
 	{name: "mirror.paused.", fam: famMirrorPaused},
-	{name: "mirror.held_back", fam: famMirrorHeld},
 	{name: "outbox.picked", fam: famOutboxPicked},
 	{name: "outbox.recovered", fam: famOutboxRecov},
 	{name: "outbox.files_sent", fam: famOutboxSent},
 	{name: "outbox.files_failed", fam: famOutboxFailed},
 	{name: "outbox.failed.", fam: famOutboxFailures},
 	{name: "outbox.malformed", fam: famOutboxBad},
-	{name: "outbox.sent", fam: famOutboxSends, values: []string{"sent"}},
-	{name: "outbox.refused", fam: famOutboxSends, values: []string{"refused"}},
-	{name: "outbox.read", fam: famOutboxRead},
-	{name: "claim.taken", fam: famClaims, values: []string{"taken"}},
-	{name: "claim.conflict", fam: famClaims, values: []string{"conflict"}},
-	{name: "claim.released", fam: famClaims, values: []string{"released"}},
-	{name: "mirror.moved_read", fam: famMirrorMoved},
-	{name: "mirror.read_move_failed", fam: famMirrorFailures, values: []string{"read_move"}},
 
-	{name: "retention.runs", fam: famRetentionRuns},
-	{name: "retention.failed", fam: famRetentionFail},
-	{name: "retention.pruned.", fam: famRetentionPrune},
-	{name: "retention.expired.queued", fam: famRetentionPrune, values: []string{"queued"}},
-	{name: "sync.rounds", fam: famSyncRounds},
-	{name: "sync.envelopes", fam: famSyncEnvelopes},
-	{name: "sync.pages", fam: famSyncPages},
-	{name: "sync.already_held", fam: famSyncHeld},
-	{name: "sync.requests", fam: famSyncRequests},
-	{name: "sync.responses", fam: famSyncResponses},
-	{name: "sync.timeouts", fam: famSyncTimeouts},
-	{name: "sync.gaps_forgotten", fam: famSyncGaps},
-	{name: "sync.late_pages", fam: famSyncLate},
-	{name: "sync.resumed", fam: famSyncResumed},
-	{name: "sync.paused", fam: famSyncPaused},
-	{name: "sync.stalled", fam: famSyncStalled},
-	{name: "sync.refused.", fam: famSyncRefused},
-	{name: "history.served", fam: famHistServed},
-	{name: "history.served.envelopes", fam: famHistServedEnv},
-	{name: "history.serve_failed", fam: famHistFailed},
-	{name: "history.serve_paced", fam: famHistPaced},
-	{name: "history.refused.", fam: famHistRefused},
+	{name: "retention.pruned.", fam: nodeFamily("meshd_retention_pruned_total")},
+	{name: "sync.refused.", fam: nodeFamily("meshd_sync_refused_total")},
+	{name: "history.refused.", fam: nodeFamily("meshd_history_requests_refused_total")},
 }
 
 // kindNames are the envelope kinds proto knows, for the "tx." rule, which
@@ -371,7 +181,7 @@ func allFamilies() []*family {
 			out = append(out, f)
 		}
 	}
-	for _, r := range rules {
+	for _, r := range allRules() {
 		add(r.fam)
 	}
 	add(famEvents)

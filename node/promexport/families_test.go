@@ -18,7 +18,7 @@ func fqName(f *family) string {
 }
 
 func TestResolve(t *testing.T) {
-	m := newMapper(rules)
+	m := newMapper(allRules())
 	for _, c := range []struct {
 		name   string
 		family string
@@ -69,7 +69,7 @@ func TestResolve(t *testing.T) {
 // prefix row all but the last.
 func TestRulesFitFamilies(t *testing.T) {
 	seen := map[string]bool{}
-	for _, r := range rules {
+	for _, r := range allRules() {
 		if seen[r.name] {
 			t.Errorf("rule %q listed twice", r.name)
 		}
@@ -92,26 +92,26 @@ func TestRulesFitFamilies(t *testing.T) {
 	}
 }
 
-// The package doc's table lists every rule with its family.
+// The package doc's table lists every rule with its family, and every
+// counter the node defines: by its own row, or by a prefix row of its
+// family ("drop.<reason>") whose last label value is the rest.
 func TestDocTableListsEveryRule(t *testing.T) {
 	b, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows [][]string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(strings.TrimPrefix(line, "//")); len(f) >= 2 {
-			rows = append(rows, f)
-		}
-	}
-	for _, r := range rules {
+	rows := docRows(t)
+	for _, r := range allRules() {
 		found := false
 		for _, row := range rows {
-			name := row[0]
-			if strings.HasSuffix(r.name, ".") {
+			name, isPrefix := row[0], strings.Contains(row[0], "<")
+			if isPrefix {
 				name, _, _ = strings.Cut(name, "<")
 			}
-			if name == r.name && row[1] == fqName(r.fam) {
+			if row[1] != fqName(r.fam) {
+				continue
+			}
+			if name == r.name || isPrefix && coveredByPrefix(r, name) {
 				found = true
 				break
 			}
@@ -125,4 +125,45 @@ func TestDocTableListsEveryRule(t *testing.T) {
 			t.Errorf("doc.go does not list gauge %s", fqName(f))
 		}
 	}
+}
+
+// docRows returns the rows of the package doc's tables, split on blanks.
+func docRows(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, "//")); len(f) >= 2 {
+			rows = append(rows, f)
+		}
+	}
+	return rows
+}
+
+// Every family the node defines is in the doc table.
+func TestDocTableListsNodeFamilies(t *testing.T) {
+	if len(nodeFamilies) == 0 {
+		t.Fatal("the node defines no counter family")
+	}
+	rows := docRows(t)
+	for name := range nodeFamilies {
+		if !slices.ContainsFunc(rows, func(row []string) bool { return row[1] == name }) {
+			t.Errorf("doc.go lists no row of family %s", name)
+		}
+	}
+}
+
+// coveredByPrefix says whether a doc row "<prefix><...>" covers the
+// defined counter r: its name is the prefix and a dot-free rest, which is
+// its last label value (or, in meshd_events_total, the name is).
+func coveredByPrefix(r rule, prefix string) bool {
+	rest, ok := strings.CutPrefix(r.name, prefix)
+	if !ok || rest == "" || strings.Contains(rest, ".") || len(r.values) == 0 {
+		return false
+	}
+	last := r.values[len(r.values)-1]
+	return last == rest || last == r.name
 }
