@@ -189,15 +189,17 @@ func TestCardFloodPaced(t *testing.T) {
 	for _, f := range frames {
 		b.handleFrame(pl, f)
 	}
-	took := time.Since(start)
+	sent := time.Since(start)
 	accepted := b.metrics.Get("card.accepted")
 	paced := b.metrics.Get("card.paced")
-	// One card taken at once, then at most one a second while they came.
-	// (A held-back card that is taken later counts in both.)
-	if most := uint64(took/cardInterval) + 2; accepted > most || paced < n-most {
-		t.Fatalf("%d cards sent in %v: %d accepted, %d held back", n, took, accepted, paced)
+	took := time.Since(start) // until the counters were read
+	// One card taken at once, then at most one a second while they came,
+	// and one more for a boundary the timer of a loaded machine crossed
+	// late. (A held-back card that is taken later counts in both.)
+	if most := uint64(took/cardInterval) + 3; accepted > most || paced < n-most {
+		t.Fatalf("%d cards sent in %v (counted at %v): %d accepted, %d held back", n, sent, took, accepted, paced)
 	}
 	waitFor(t, 3*time.Second, "the newest card", func() bool { return b.cards.version(m.ids[0].Pub) == 1000+n-1 })
 	t.Logf("%d cards of %d bytes in %v (%.0f µs each): %d written and sent on, %d held back; the newest taken %v after the first",
-		n, size, took, float64(took.Microseconds())/n, b.metrics.Get("card.accepted"), paced, time.Since(start).Round(time.Millisecond))
+		n, size, sent, float64(sent.Microseconds())/n, b.metrics.Get("card.accepted"), paced, time.Since(start).Round(time.Millisecond))
 }

@@ -78,11 +78,15 @@ func TestPagingPausesAndResumes(t *testing.T) {
 	fillChannel(t, a, p.ID, total, 10)
 	c := m.startWith(2, func(cfg *Config) { cfg.SyncPageMessages = 1 }, tcpAddr(t, a))
 	waitFor(t, 60*time.Second, "c backfilled every message", func() bool { return channelCount(c, p.ID) == total })
-	if got := c.metrics.Get("sync.paused"); got != 1 {
-		t.Errorf("sync.paused = %d, want 1", got)
+	// Paging pauses at maxRoundPages; on a loaded machine a page may also
+	// time out, or its request find the link's queue full, and be resumed
+	// from its cursor, so both are counted at least once. What must never happen, paging again from the
+	// window's start, the page count below proves.
+	if got := c.metrics.Get("sync.paused"); got < 1 {
+		t.Errorf("sync.paused = %d, want at least 1", got)
 	}
-	if got := c.metrics.Get("sync.resumed"); got != 1 {
-		t.Errorf("sync.resumed = %d, want 1", got)
+	if got := c.metrics.Get("sync.resumed"); got < 1 {
+		t.Errorf("sync.resumed = %d, want at least 1", got)
 	}
 	pages := 0
 	for _, r := range roundsOf(c, p.ID) {
