@@ -45,23 +45,21 @@ func TestPresenceNoteFrames(t *testing.T) {
 	if _, err := rig.a.SetPresence(api.SetPresence{Note: &note}); err != nil {
 		t.Fatal(err)
 	}
-	// Announcements may follow one another (the agent's activity counts
-	// too): wait for a presence-note frame and the envelope frame sent
-	// just before it, each with its own number.
-	var n, p *proto.SignedEnvelope
-	waitFor(t, 5*time.Second, "a presence-note frame after its envelope frame", func() bool {
+	// SetPresence with a note sends a presence-note frame carrying it.
+	waitFor(t, 5*time.Second, "a presence-note frame", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, y := range noted {
-			for _, x := range plain {
-				if x.Presence.Seq+1 == y.Presence.Seq {
-					n, p = y, x
-					return true
-				}
-			}
-		}
-		return false
+		return len(noted) > 0 && noted[len(noted)-1].Presence.Note == note
 	})
+	// The pair an announcement with a note is made of: the envelope frame
+	// every node takes, then the noted one with the next number. (Signed
+	// here, not picked from the frames: announcements of the agent's
+	// activity and of a link coming up may interleave with the pair.)
+	ses, err := rig.a.presenceEnvelopes(proto.Online, note)
+	if err != nil || len(ses) != 2 {
+		t.Fatalf("presence envelopes: %v (%d)", err, len(ses))
+	}
+	p, n := ses[0], ses[1]
 	if p.Presence.Note != "" || n.Presence.Note != note || n.Presence.Seq != p.Presence.Seq+1 || n.Presence.State != p.Presence.State {
 		t.Fatalf("envelope frame %+v, presence-note frame %+v", p.Presence, n.Presence)
 	}
