@@ -241,8 +241,13 @@ func (n *Node) requestIDOf(it history.InboxItem) uuid.UUID {
 	return se.Request.RequestID
 }
 
-// inboxItem finds inbox item id, of sender from when several share it.
+// inboxItem finds inbox item id, of sender from when several share it;
+// hint is the fix an ambiguous id gets.
 func (n *Node) inboxItem(id uuid.UUID, from string) (history.InboxItem, error) {
+	return n.inboxItemHint(id, from, "name the sender with --from PEER")
+}
+
+func (n *Node) inboxItemHint(id uuid.UUID, from, hint string) (history.InboxItem, error) {
 	items, err := n.store.InboxByID(id)
 	if err != nil {
 		return history.InboxItem{}, err
@@ -271,7 +276,8 @@ func (n *Node) inboxItem(id uuid.UUID, from string) (history.InboxItem, error) {
 		for _, it := range items {
 			s = append(s, n.memberLabel(it.From))
 		}
-		return history.InboxItem{}, refuse(http.StatusConflict, "name the sender with --from PEER",
+		n.metrics.inc(cReadRefusedAmbiguous)
+		return history.InboxItem{}, refuse(http.StatusConflict, hint,
 			"inbox item id %s is ambiguous: %d senders' items share it: %s", id, len(items), strings.Join(s, ", "))
 	}
 	return items[0], nil

@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -160,38 +158,11 @@ func (n *Node) PresenceTable() api.Presence {
 // let one sender mark another's item read.
 func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 	n.clientActed()
-	items, err := n.store.InboxByID(id)
+	item, err := n.inboxItemHint(id, from, "name the sender: meshctl read "+id.String()+" --from PEER")
 	if err != nil {
 		return api.Item{}, err
 	}
-	if len(items) == 0 {
-		return api.Item{}, notFound("list items with: meshctl inbox --all", "no inbox item %s", id)
-	}
-	if strings.TrimPrefix(strings.TrimSpace(from), "@") != "" {
-		m, err := n.resolvePeer(from)
-		if err != nil {
-			return api.Item{}, err
-		}
-		kept := items[:0]
-		for _, it := range items {
-			if it.From.Equal(m.Key) {
-				kept = append(kept, it)
-			}
-		}
-		if len(kept) == 0 {
-			return api.Item{}, notFound("list items with: meshctl inbox --all", "no inbox item %s from %s", id, label(m))
-		}
-		items = kept
-	}
-	if len(items) > 1 {
-		var s []string
-		for _, it := range items {
-			s = append(s, n.memberLabel(it.From))
-		}
-		n.metrics.inc(cReadRefusedAmbiguous)
-		return api.Item{}, refuse(http.StatusConflict, "name the sender: meshctl read "+id.String()+" --from PEER",
-			"inbox item id %s is ambiguous: %d senders' items share it: %s", id, len(items), strings.Join(s, ", "))
-	}
+	items := []history.InboxItem{item}
 	if err := n.store.MarkRead(items[0].From, id); err != nil && !errors.Is(err, history.ErrNotFound) {
 		return api.Item{}, err
 	}
