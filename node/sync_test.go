@@ -669,7 +669,12 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 	}
 	waitPolicy(t, b, "ch")
 	waitPolicy(t, c, "ch")
-	waitFor(t, 10*time.Second, "b-c link", func() bool { return linked(b, m.ids[2].Pub) })
+	// The links settle on the Unix sockets first (§14.12): this test is
+	// about the order of d's round, not about traffic during a move.
+	waitFor(t, 10*time.Second, "b-c link on the Unix socket", func() bool {
+		return linkNetwork(b, m.ids[2].Pub) == "unix" && linkNetwork(c, m.ids[1].Pub) == "unix" &&
+			linkNetwork(a, m.ids[2].Pub) == "unix" && linkNetwork(a, m.ids[1].Pub) == "unix"
+	})
 	for i := 0; i < 20; i++ { // c is the active writer; a writes nothing
 		if _, err := c.Send(api.Send{To: "#ch", Body: fmt.Sprintf("c %d", i)}); err != nil {
 			t.Fatal(err)
