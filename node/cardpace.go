@@ -34,6 +34,10 @@ func (b *cardBook) pace(c *proto.Card, from *peerLink, now time.Time) bool {
 		if p, ok := b.pending[c.Key]; ok && p.c.Version <= c.Version {
 			delete(b.pending, c.Key) // superseded
 		}
+		// The slot is taken now, not when the card is applied: until its
+		// durable write ends, a pending card falling due, or the next
+		// frame, would otherwise find the interval still open.
+		b.last[c.Key] = now
 		return true
 	}
 	if p, ok := b.pending[c.Key]; !ok || p.c.Version < c.Version {
@@ -68,8 +72,18 @@ func (b *cardBook) due(now time.Time) (out []pendingCard, next time.Time) {
 			}
 			continue
 		}
+		if now.Before(b.last[k].Add(cardInterval)) {
+			// A card taken at once since (see pace): due again later.
+			p.due = b.last[k].Add(cardInterval)
+			b.pending[k] = p
+			if next.IsZero() || p.due.Before(next) {
+				next = p.due
+			}
+			continue
+		}
 		out = append(out, p)
 		delete(b.pending, k)
+		b.last[k] = now
 	}
 	return out, next
 }
