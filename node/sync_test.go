@@ -150,7 +150,9 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "b has 250", func() bool { return channelCount(b, p.ID) == 250 })
 
-	c := m.startWith(2, nil, tcpAddr(t, a))
+	// c dials a's Unix socket: a TCP link would move to it (§14.12)
+	// while the backfill runs, and this test pins the backfill's shape.
+	c := m.startWith(2, nil, transport.Addr{Network: "unix", Address: a.home.LinkSocket()})
 	waitFor(t, 15*time.Second, "c backfilled 250", func() bool { return channelCount(c, p.ID) == 250 })
 	if !sameSet(channelIDs(t, c, p.ID), channelIDs(t, a, p.ID)) {
 		t.Fatal("c's ids differ from a's")
