@@ -35,12 +35,9 @@ examples:
   meshctl adopt --json
 `
 
-func runAdopt(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
+func runAdopt(a *app, _ *noFlags, pos []string) error {
+	err := a.nargs(pos, 0, 1)
 	if err != nil {
-		return err
-	}
-	if err := a.nargs(pos, 0, 1); err != nil {
 		return err
 	}
 	ctx, cancel := a.ctx()

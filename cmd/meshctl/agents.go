@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
@@ -21,19 +22,22 @@ examples:
   meshctl agents --intent run-tests --json | jq -r '.cards[0].name'
 `
 
-func runAgents(a *app, args []string) error {
-	fs := a.flagSet()
-	intent := fs.String("intent", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// agentsFlags are the flags of 'meshctl agents'.
+type agentsFlags struct {
+	intent string
+}
+
+func (fl *agentsFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.intent, "intent", "", "")
+}
+
+func runAgents(a *app, fl *agentsFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	cs, err := a.client().Cards(ctx, *intent)
+	cs, err := a.client().Cards(ctx, fl.intent)
 	if err != nil {
 		return a.remoteErr(err)
 	}
@@ -41,8 +45,8 @@ func runAgents(a *app, args []string) error {
 		return a.printJSON(cs)
 	}
 	if len(cs.Cards) == 0 {
-		if *intent != "" {
-			fmt.Fprintf(a.Stdout, "no member's card lists intent %s\n", fieldValue(*intent))
+		if fl.intent != "" {
+			fmt.Fprintf(a.Stdout, "no member's card lists intent %s\n", fieldValue(fl.intent))
 		} else {
 			fmt.Fprintln(a.Stdout, "no member publishes a card (publish one with: meshctl card set --file card.json)")
 		}

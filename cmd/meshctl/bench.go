@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"math"
@@ -196,36 +197,47 @@ type benchOptions struct {
 	concurrency int
 }
 
-func runBench(a *app, args []string) error {
-	fs := a.flagSet()
-	publisher := fs.String("publisher", "", "")
-	readers := fs.String("readers", "", "")
-	chName := fs.String("channel", "", "")
-	rate := fs.Int("rate", 100, "")
-	duration := fs.Duration("duration", 10*time.Second, "")
-	size := fs.Int("size", 1024, "")
-	drain := fs.Duration("drain", 5*time.Second, "")
-	concurrency := fs.Int("concurrency", 0, "")
-	pos, err := a.parse(fs, args)
+// benchFlags are the flags of 'meshctl bench'.
+type benchFlags struct {
+	publisher   string
+	readers     string
+	chName      string
+	rate        int
+	duration    time.Duration
+	size        int
+	drain       time.Duration
+	concurrency int
+}
+
+func (fl *benchFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.publisher, "publisher", "", "")
+	fs.StringVar(&fl.readers, "readers", "", "")
+	fs.StringVar(&fl.chName, "channel", "", "")
+	fs.IntVar(&fl.rate, "rate", 100, "")
+	fs.DurationVar(&fl.duration, "duration", 10*time.Second, "")
+	fs.IntVar(&fl.size, "size", 1024, "")
+	fs.DurationVar(&fl.drain, "drain", 5*time.Second, "")
+	fs.IntVar(&fl.concurrency, "concurrency", 0, "")
+}
+
+func runBench(a *app, fl *benchFlags, pos []string) error {
+	err := a.nargs(pos, 0, 0)
 	if err != nil {
 		return err
 	}
-	if err := a.nargs(pos, 0, 0); err != nil {
-		return err
-	}
-	o := benchOptions{rate: *rate, duration: *duration, size: *size, drain: *drain, concurrency: *concurrency}
-	if *publisher != "" {
-		o.publisher = home.Open(*publisher).Dir
+	o := benchOptions{rate: fl.rate, duration: fl.duration, size: fl.size, drain: fl.drain, concurrency: fl.concurrency}
+	if fl.publisher != "" {
+		o.publisher = home.Open(fl.publisher).Dir
 	} else {
 		o.publisher = a.home().Dir
 	}
-	for _, r := range splitList(*readers) {
+	for _, r := range splitList(fl.readers) {
 		o.readers = append(o.readers, home.Open(r).Dir)
 	}
 	switch {
 	case len(o.readers) == 0:
 		return a.usageErrorf("missing --readers HOME[,HOME...]")
-	case *chName == "":
+	case fl.chName == "":
 		return a.usageErrorf("missing --channel NAME")
 	case o.rate < 0:
 		return a.usageErrorf("--rate must not be negative")
@@ -247,7 +259,7 @@ func runBench(a *app, args []string) error {
 	if o.concurrency == 0 {
 		o.concurrency = defaultBenchConcurrency(o.rate)
 	}
-	if o.channel, err = a.channelArg(*chName); err != nil {
+	if o.channel, err = a.channelArg(fl.chName); err != nil {
 		return err
 	}
 	res, err := runBenchLoad(context.Background(), o)

@@ -45,15 +45,12 @@ examples:
   meshctl blocks --json
 `
 
-func runBlock(a *app, args []string) error   { return setBlock(a, args, true) }
-func runUnblock(a *app, args []string) error { return setBlock(a, args, false) }
+func runBlock(a *app, _ *noFlags, pos []string) error   { return setBlock(a, pos, true) }
+func runUnblock(a *app, _ *noFlags, pos []string) error { return setBlock(a, pos, false) }
 
-func setBlock(a *app, args []string, on bool) error {
-	pos, err := a.parse(a.flagSet(), args)
+func setBlock(a *app, pos []string, on bool) error {
+	err := a.nargs(pos, 1, 1)
 	if err != nil {
-		return err
-	}
-	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
 	ctx, cancel := a.ctx()
@@ -79,11 +76,7 @@ func setBlock(a *app, args []string, on bool) error {
 	return nil
 }
 
-func runBlocks(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runBlocks(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}

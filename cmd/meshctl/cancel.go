@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/meshd/meshd/node/api"
@@ -25,24 +26,28 @@ examples:
   meshctl cancel 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 --to bob
 `
 
-func runCancel(a *app, args []string) error {
-	fs := a.flagSet()
-	to := fs.String("to", "", "")
-	pos, err := a.parse(fs, args)
+// cancelFlags are the flags of 'meshctl cancel'.
+type cancelFlags struct {
+	to string
+}
+
+func (fl *cancelFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.to, "to", "", "")
+}
+
+func runCancel(a *app, fl *cancelFlags, pos []string) error {
+	err := a.nargs(pos, 1, 1)
 	if err != nil {
 		return err
 	}
-	if err := a.nargs(pos, 1, 1); err != nil {
-		return err
-	}
-	if *to != "" {
-		if *to, err = a.peerArg(*to); err != nil {
+	if fl.to != "" {
+		if fl.to, err = a.peerArg(fl.to); err != nil {
 			return err
 		}
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Cancel(ctx, api.Cancel{RequestID: pos[0], To: *to})
+	s, err := a.client().Cancel(ctx, api.Cancel{RequestID: pos[0], To: fl.to})
 	if err != nil {
 		return a.remoteErr(err)
 	}

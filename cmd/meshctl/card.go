@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,28 +68,32 @@ Publish an empty card: this node serves no intent. Members drop it from
 // maxCardFile bounds the card JSON read from a file or stdin.
 const maxCardFile = 4 * proto.MaxCardSize
 
-func runCard(a *app, args []string) error {
-	return runCardShow(a, args)
+func runCard(a *app, fl *noFlags, pos []string) error {
+	return runCardShow(a, fl, pos)
 }
 
-func runCardSet(a *app, args []string) error {
-	fs := a.flagSet()
-	file := fs.String("file", "", "")
-	pos, err := a.parse(fs, args)
+// cardSetFlags are the flags of 'meshctl card set'.
+type cardSetFlags struct {
+	file string
+}
+
+func (fl *cardSetFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.file, "file", "", "")
+}
+
+func runCardSet(a *app, fl *cardSetFlags, pos []string) error {
+	err := a.nargs(pos, 0, 0)
 	if err != nil {
 		return err
 	}
-	if err := a.nargs(pos, 0, 0); err != nil {
-		return err
-	}
-	if *file == "" {
+	if fl.file == "" {
 		return a.usageErrorf("card set needs --file FILE (or --file - for stdin)")
 	}
 	var data []byte
-	if *file == "-" {
+	if fl.file == "-" {
 		data, err = a.readStdin("card JSON", maxCardFile)
 	} else {
-		data, err = readCardFile(*file)
+		data, err = readCardFile(fl.file)
 	}
 	if err != nil {
 		return err
@@ -97,7 +102,7 @@ func runCardSet(a *app, args []string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return fmt.Errorf("card %s: %w", *file, err)
+		return fmt.Errorf("card %s: %w", fl.file, err)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
@@ -128,12 +133,9 @@ func readCardFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-func runCardShow(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
+func runCardShow(a *app, _ *noFlags, pos []string) error {
+	err := a.nargs(pos, 0, 1)
 	if err != nil {
-		return err
-	}
-	if err := a.nargs(pos, 0, 1); err != nil {
 		return err
 	}
 	peer := ""
@@ -154,8 +156,8 @@ func runCardShow(a *app, args []string) error {
 	return writeCard(a.Stdout, c)
 }
 
-func runCardClear(a *app, args []string) error {
-	c, printed, err := fetch(a, args, func(cl *api.Client, ctx context.Context) (*api.Card, error) { return cl.ClearCard(ctx) })
+func runCardClear(a *app, _ *noFlags, pos []string) error {
+	c, printed, err := fetch(a, pos, func(cl *api.Client, ctx context.Context) (*api.Card, error) { return cl.ClearCard(ctx) })
 	if err != nil || printed {
 		return err
 	}

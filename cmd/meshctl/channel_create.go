@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
@@ -65,18 +66,23 @@ func (p *principalList) Set(s string) error {
 	return nil
 }
 
-func runChannelCreate(a *app, args []string) error {
-	fs := a.flagSet()
-	var readers, writers principalList
-	fs.Var(&readers, "readers", "")
-	fs.Var(&writers, "writers", "")
-	noHistory := fs.Bool("no-history", false, "")
-	hours := fs.Int("retention-hours", 0, "")
-	msgs := fs.Int("retention-messages", 0, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// channelCreateFlags are the flags of 'meshctl channel create'.
+type channelCreateFlags struct {
+	noHistory        bool
+	hours            int
+	msgs             int
+	readers, writers principalList
+}
+
+func (fl *channelCreateFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.noHistory, "no-history", false, "")
+	fs.IntVar(&fl.hours, "retention-hours", 0, "")
+	fs.IntVar(&fl.msgs, "retention-messages", 0, "")
+	fs.Var(&fl.readers, "readers", "")
+	fs.Var(&fl.writers, "writers", "")
+}
+
+func runChannelCreate(a *app, fl *channelCreateFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -84,16 +90,16 @@ func runChannelCreate(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *hours < 0 || *hours > channel.MaxRetentionHours {
-		return a.usageErrorf("--retention-hours %d: want 0 (the default) to %d", *hours, channel.MaxRetentionHours)
+	if fl.hours < 0 || fl.hours > channel.MaxRetentionHours {
+		return a.usageErrorf("--retention-hours %d: want 0 (the default) to %d", fl.hours, channel.MaxRetentionHours)
 	}
-	if *msgs < 0 || *msgs > channel.MaxRetentionMessages {
-		return a.usageErrorf("--retention-messages %d: want 0 (the default) to %d", *msgs, channel.MaxRetentionMessages)
+	if fl.msgs < 0 || fl.msgs > channel.MaxRetentionMessages {
+		return a.usageErrorf("--retention-messages %d: want 0 (the default) to %d", fl.msgs, channel.MaxRetentionMessages)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	ch, err := a.client().CreateChannel(ctx, api.CreateChannel{Name: name, Readers: readers, Writers: writers, NoHistory: *noHistory,
-		RetentionHours: *hours, RetentionMessages: *msgs})
+	ch, err := a.client().CreateChannel(ctx, api.CreateChannel{Name: name, Readers: fl.readers, Writers: fl.writers, NoHistory: fl.noHistory,
+		RetentionHours: fl.hours, RetentionMessages: fl.msgs})
 	if err != nil {
 		return a.remoteErr(err)
 	}

@@ -20,11 +20,7 @@ examples:
   meshctl channel list --json
 `
 
-func runChannelList(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runChannelList(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}

@@ -41,19 +41,25 @@ examples:
   meshctl channel set ops --readers role:operator --out ops-v4.cbor
 `
 
-func runChannelSet(a *app, args []string) error {
-	fs := a.flagSet()
-	var readers, writers principalList
-	fs.Var(&readers, "readers", "")
-	fs.Var(&writers, "writers", "")
-	hist := fs.String("history", "", "")
-	hours := fs.Int("retention-hours", -1, "")
-	msgs := fs.Int("retention-messages", -1, "")
-	out := fs.String("out", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// channelSetFlags are the flags of 'meshctl channel set'.
+type channelSetFlags struct {
+	hist             string
+	hours            int
+	msgs             int
+	out              string
+	readers, writers principalList
+}
+
+func (fl *channelSetFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.hist, "history", "", "")
+	fs.IntVar(&fl.hours, "retention-hours", -1, "")
+	fs.IntVar(&fl.msgs, "retention-messages", -1, "")
+	fs.StringVar(&fl.out, "out", "", "")
+	fs.Var(&fl.readers, "readers", "")
+	fs.Var(&fl.writers, "writers", "")
+}
+
+func runChannelSet(a *app, fl *channelSetFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -62,45 +68,44 @@ func runChannelSet(a *app, args []string) error {
 		return err
 	}
 	var in api.UpdateChannel
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "readers", "writers", "history", "retention-hours", "retention-messages":
-			set[f.Name] = true
+	set := map[string]bool{} // the policy's fields given
+	for _, name := range []string{"readers", "writers", "history", "retention-hours", "retention-messages"} {
+		if a.given[name] {
+			set[name] = true
 		}
-	})
+	}
 	if set["readers"] {
-		in.Readers = readers
+		in.Readers = fl.readers
 	}
 	if set["writers"] {
-		in.Writers = writers
+		in.Writers = fl.writers
 	}
 	if set["history"] {
-		switch *hist {
+		switch fl.hist {
 		case "on", "off":
-			on := *hist == "on"
+			on := fl.hist == "on"
 			in.AllowHistoryFetch = &on
 		default:
-			return a.usageErrorf("--history %q: want on or off", *hist)
+			return a.usageErrorf("--history %q: want on or off", fl.hist)
 		}
 	}
 	if set["retention-hours"] {
-		if *hours < 0 || *hours > channel.MaxRetentionHours {
-			return a.usageErrorf("--retention-hours %d: want 0 (the default) to %d", *hours, channel.MaxRetentionHours)
+		if fl.hours < 0 || fl.hours > channel.MaxRetentionHours {
+			return a.usageErrorf("--retention-hours %d: want 0 (the default) to %d", fl.hours, channel.MaxRetentionHours)
 		}
-		in.RetentionHours = hours
+		in.RetentionHours = &fl.hours
 	}
 	if set["retention-messages"] {
-		if *msgs < 0 || *msgs > channel.MaxRetentionMessages {
-			return a.usageErrorf("--retention-messages %d: want 0 (the default) to %d", *msgs, channel.MaxRetentionMessages)
+		if fl.msgs < 0 || fl.msgs > channel.MaxRetentionMessages {
+			return a.usageErrorf("--retention-messages %d: want 0 (the default) to %d", fl.msgs, channel.MaxRetentionMessages)
 		}
-		in.RetentionMessages = msgs
+		in.RetentionMessages = &fl.msgs
 	}
 	if len(set) == 0 {
 		return a.usageErrorf("nothing to change: give --readers, --writers, --history, --retention-hours or --retention-messages")
 	}
-	if *out != "" {
-		return a.draftChannel(name, api.DraftChannel{UpdateChannel: in}, *out)
+	if fl.out != "" {
+		return a.draftChannel(name, api.DraftChannel{UpdateChannel: in}, fl.out)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
@@ -133,13 +138,16 @@ examples:
   meshctl channel delete old-builds --out old-builds-del.cbor
 `
 
-func runChannelDelete(a *app, args []string) error {
-	fs := a.flagSet()
-	out := fs.String("out", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// channelDeleteFlags are the flags of 'meshctl channel delete'.
+type channelDeleteFlags struct {
+	out string
+}
+
+func (fl *channelDeleteFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.out, "out", "", "")
+}
+
+func runChannelDelete(a *app, fl *channelDeleteFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -147,8 +155,8 @@ func runChannelDelete(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *out != "" {
-		return a.draftChannel(name, api.DraftChannel{Delete: true}, *out)
+	if fl.out != "" {
+		return a.draftChannel(name, api.DraftChannel{Delete: true}, fl.out)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()

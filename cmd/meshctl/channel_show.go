@@ -22,11 +22,7 @@ examples:
   meshctl channel show '#deploys'
 `
 
-func runChannelShow(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runChannelShow(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}

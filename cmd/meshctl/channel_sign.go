@@ -94,11 +94,7 @@ func (a *app) readPolicy(file string) (*channel.Policy, error) {
 	return p, nil
 }
 
-func runChannelSign(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runChannelSign(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -136,11 +132,7 @@ func runChannelSign(a *app, args []string) error {
 		Signatures: t.Have, Required: t.Need}, "signed")
 }
 
-func runChannelPublish(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runChannelPublish(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}

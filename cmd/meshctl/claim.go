@@ -38,25 +38,31 @@ examples:
   meshctl claim 01a1fe3d-fb49-7616-91dd-6ece3220b27e --release --worker w1
 `
 
-func runClaim(a *app, args []string) error {
-	fs := a.flagSet()
-	lease := fs.Duration("lease", api.DefaultLease, "")
-	worker := fs.String("worker", "", "")
-	from := fs.String("from", "", "")
-	release := fs.Bool("release", false, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// claimFlags are the flags of 'meshctl claim'.
+type claimFlags struct {
+	lease   time.Duration
+	worker  string
+	from    string
+	release bool
+}
+
+func (fl *claimFlags) define(fs *flag.FlagSet) {
+	fs.DurationVar(&fl.lease, "lease", api.DefaultLease, "")
+	fs.StringVar(&fl.worker, "worker", "", "")
+	fs.StringVar(&fl.from, "from", "", "")
+	fs.BoolVar(&fl.release, "release", false, "")
+}
+
+func runClaim(a *app, fl *claimFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
-	if *lease <= 0 || *lease > api.MaxLease {
+	if fl.lease <= 0 || fl.lease > api.MaxLease {
 		return a.usageErrorf("--lease must be from 1s to %v", api.MaxLease)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	it, err := a.client().Claim(ctx, pos[0], *from, api.Claim{Worker: a.workerName(*worker), Lease: lease.String(), Release: *release})
+	it, err := a.client().Claim(ctx, pos[0], fl.from, api.Claim{Worker: a.workerName(fl.worker), Lease: fl.lease.String(), Release: fl.release})
 	if err != nil {
 		return a.remoteErr(err)
 	}
@@ -93,12 +99,6 @@ func (a *app) checkFilter(f api.InboxFilter) error {
 		return a.usageErrorf("--%v", err)
 	}
 	return nil
-}
-
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // claimNext is meshctl inbox --claim N.

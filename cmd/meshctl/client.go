@@ -53,14 +53,10 @@ func ago(d time.Duration) string {
 }
 
 // fetch runs the common part of a read-only online command that takes no
-// arguments: parse, one bounded call to meshd, and the --json output.
+// arguments: check there are none, one bounded call to meshd, and the --json output.
 // It returns the answer for text rendering, with printed set when --json
 // already printed it.
-func fetch[T any](a *app, args []string, get func(*api.Client, context.Context) (T, error)) (v T, printed bool, err error) {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return v, false, err
-	}
+func fetch[T any](a *app, pos []string, get func(*api.Client, context.Context) (T, error)) (v T, printed bool, err error) {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return v, false, err
 	}

@@ -33,11 +33,7 @@ type compactResult struct {
 	After  int64  `json:"bytes_after"`
 }
 
-func runCompact(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runCompact(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,7 +40,7 @@ examples:
 // The completion command joins the command table just before help, so that
 // the table literal stays the one list of the others.
 func init() {
-	c := &command{name: "completion", args: "bash|zsh|fish", summary: "print a shell completion script", usage: usageCompletion, run: runCompletion}
+	c := &command{name: "completion", args: pos("bash|zsh|fish"), summary: "print a shell completion script", usage: usageCompletion, run: runs(runCompletion)}
 	i := slices.IndexFunc(commands, func(c *command) bool { return c.name == "help" })
 	if i < 0 {
 		i = len(commands)
@@ -56,12 +55,9 @@ var completionScripts = map[string]string{
 	"fish": fishCompletion,
 }
 
-func runCompletion(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
+func runCompletion(a *app, _ *noFlags, pos []string) error {
+	err := a.nargs(pos, 1, 1)
 	if err != nil {
-		return err
-	}
-	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
 	script, ok := completionScripts[pos[0]]
@@ -143,7 +139,7 @@ func (a *app) complete(words []string) ([]candidate, compDirective) {
 	var (
 		table     = a.commands // subcommands still to choose from, or nil under a command
 		cmd       *command     // the command chosen, once table is nil
-		fs        = a.completionFlags(nil)
+		fs        = (*command)(nil).flagSet()
 		pos       []string // positional arguments of cmd
 		flagsDone bool
 	)
@@ -177,11 +173,11 @@ func (a *app) complete(words []string) ([]candidate, compDirective) {
 			}
 			if found.sub != nil {
 				table = found.sub
-				fs = a.completionFlags(found)
+				fs = found.flagSet()
 				continue
 			}
 			cmd, table = found, nil
-			fs = a.completionFlags(found)
+			fs = found.flagSet()
 		default:
 			pos = append(pos, w)
 		}
@@ -248,31 +244,9 @@ func flagCandidates(fs *flag.FlagSet, cur string) []candidate {
 	return out
 }
 
-// errFlagsProbed stops a command run for its flag set: see [app.parse].
-var errFlagsProbed = errors.New("flag set probed")
-
-// completionFlags returns the flag set of c (nil: meshctl itself), the one
-// its run function builds. It runs c with a.probe set, so that [app.parse]
-// hands back the flag set and stops the command before it does anything:
-// every command parses its arguments first. A group takes the global flags
-// only, as dispatch parses them, and those of its own run if it has one.
-func (a *app) completionFlags(c *command) *flag.FlagSet {
-	fs := flag.NewFlagSet("meshctl", flag.ContinueOnError)
-	var discard app
-	discard.globalFlags(fs)
-	if c == nil || c.run == nil {
-		return fs
-	}
-	p := &app{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, commands: a.commands, cmd: c, probe: true}
-	if err := c.run(p, nil); !errors.Is(err, errFlagsProbed) || p.probed == nil {
-		return fs
-	}
-	return p.probed
-}
-
 // Completions of flag values, by flag name. Flags not listed take values
 // that cannot be guessed (a key, an id, a text), and complete nothing.
-var flagValues = map[string]func(a *app, prefix string) ([]candidate, compDirective){
+var flagValues = map[string]compFunc{
 	"home":      completeDirs,
 	"dir":       completeDirs,
 	"file":      completeFiles,
@@ -284,11 +258,38 @@ var flagValues = map[string]func(a *app, prefix string) ([]candidate, compDirect
 	"kind":      fixedWords(func() []string { return []string{"message", "request", "response", "delivery_failed"} }),
 }
 
-// argValues are the completions of positional arguments, by the
-// placeholder that names them in the command table's synopsis ("KEY
-// --role ROLE"). A placeholder listing its values (online|away|offline)
-// completes them; one not listed completes nothing.
-var argValues = map[string]func(a *app, prefix string) ([]candidate, compDirective){
+// compFunc completes the word cur.
+type compFunc func(a *app, cur string) ([]candidate, compDirective)
+
+// arg is a positional argument of a command: the placeholder that names
+// it in the synopsis, and how to complete it (nil: it takes values that
+// cannot be guessed, such as a text).
+type arg struct {
+	holder   string // FILE, '#NAME', online|away; "[FILE]" optional, "FILE..." repeated
+	complete compFunc
+}
+
+// pos returns the positional arguments named by holders, each completed
+// as its placeholder says: see argValues. A placeholder listing its values
+// (online|away|offline) completes them.
+func pos(holders ...string) []arg {
+	args := make([]arg, len(holders))
+	for i, h := range holders {
+		name := strings.TrimSuffix(strings.Trim(h, "[]"), "...")
+		complete := argValues[name]
+		if complete == nil && isEnum(name) {
+			words := strings.Split(name, "|")
+			complete = fixedWords(func() []string { return words })
+		}
+		args[i] = arg{holder: h, complete: complete}
+	}
+	return args
+}
+
+// argValues are the usual completions of positional arguments, by the
+// placeholder that names them. A command whose placeholder misleads
+// declares its own [arg] instead (channel create NAME, a new name).
+var argValues = map[string]compFunc{
 	"NAME":       (*app).completeChannels,
 	"'#NAME'":    (*app).completeHashChannels,
 	"PEER":       (*app).completeMembers,
@@ -299,14 +300,6 @@ var argValues = map[string]func(a *app, prefix string) ([]candidate, compDirecti
 	"STATUS":     fixedWords(statusNames),
 	"ID":         (*app).completeItemIDs,
 	"REQUEST_ID": (*app).completeRequestIDs,
-}
-
-// argOverrides are positional arguments whose placeholder misleads, by
-// command name and placeholder.
-var argOverrides = map[string]func(a *app, prefix string) ([]candidate, compDirective){
-	"channel create NAME":   nil, // a new channel's name
-	"history '#NAME'|@PEER": (*app).completeHistoryTarget,
-	"search TEXT":           nil,
 }
 
 // completeHistoryTarget completes history's argument: '#NAME' for a
@@ -341,8 +334,8 @@ func (a *app) completeFlagValue(cmd *command, name, prefix, cur string) ([]candi
 	return cands, dir
 }
 
-// completeArg completes positional argument len(pos) of cmd, from the
-// placeholders of its synopsis in the command table.
+// completeArg completes positional argument len(pos) of cmd, as its
+// entry in the command table declares it.
 func (a *app) completeArg(cmd *command, pos []string, cur string) ([]candidate, compDirective) {
 	if cmd == nil {
 		return nil, 0
@@ -350,52 +343,17 @@ func (a *app) completeArg(cmd *command, pos []string, cur string) ([]candidate, 
 	if cmd.name == "help" {
 		return a.completeCommandWords(pos, cur)
 	}
-	holders := placeholders(cmd.args)
-	var holder string
-	switch {
-	case len(pos) < len(holders):
-		holder = holders[len(pos)]
-	case len(holders) > 0 && strings.HasSuffix(holders[len(holders)-1], "..."):
-		holder = holders[len(holders)-1]
-	default:
+	var p arg
+	switch n := len(cmd.args); {
+	case len(pos) < n:
+		p = cmd.args[len(pos)]
+	case n > 0 && strings.HasSuffix(cmd.args[n-1].holder, "..."):
+		p = cmd.args[n-1]
+	}
+	if p.complete == nil {
 		return nil, 0
 	}
-	holder = strings.TrimSuffix(holder, "...")
-	complete, ok := argOverrides[cmd.name+" "+holder]
-	if !ok {
-		complete = argValues[holder]
-	}
-	if !ok && complete == nil && isEnum(holder) {
-		words := strings.Split(holder, "|")
-		complete = fixedWords(func() []string { return words })
-	}
-	if complete == nil {
-		return nil, 0
-	}
-	return complete(a, cur)
-}
-
-// placeholders returns the positional arguments of a synopsis from the
-// command table, such as ["KEY"] for "KEY --role ROLE" and ["FILE..."] for
-// "FILE...": words that are neither a flag nor a flag's value.
-func placeholders(synopsis string) []string {
-	toks := strings.Fields(synopsis)
-	var out []string
-	for i := 0; i < len(toks); i++ {
-		tok := strings.Trim(toks[i], "[]")
-		if strings.HasPrefix(tok, "-") {
-			// A flag's value follows it inside the same brackets:
-			// "--role ROLE", "[--since D]", but not "[--wait [--timeout D]]".
-			if !strings.HasSuffix(toks[i], "]") && i+1 < len(toks) && !strings.HasPrefix(toks[i+1], "[") && !strings.HasPrefix(toks[i+1], "-") {
-				i++
-			}
-			continue
-		}
-		if tok != "" {
-			out = append(out, tok)
-		}
-	}
-	return out
+	return p.complete(a, cur)
 }
 
 // isEnum reports whether a placeholder lists its values: online|away|offline.

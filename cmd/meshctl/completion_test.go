@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,12 +39,13 @@ func TestCompletionCommand(t *testing.T) {
 	}
 }
 
-// TestCompletionProbesEveryCommand checks the rule completion depends on:
-// every command builds its flag set and parses before doing anything, so
-// that a probe learns its flags without running it. The flags each probe
-// finds must be the ones the command really takes: "--flag=x -h" stops
-// at the parse, so no command runs.
-func TestCompletionProbesEveryCommand(t *testing.T) {
+// TestCompletionFlagsOfEveryCommand walks the command table and checks
+// that every flag each command parses with completes, by name and by a
+// prefix of it, and is named in the command's help. The flags come from
+// the command's own flag type, the one [command.exec] parses with, so a
+// flag added to a command cannot be missed. Each completed flag is also
+// taken by the real command: "--flag=x -h" stops at the parse.
+func TestCompletionFlagsOfEveryCommand(t *testing.T) {
 	t.Setenv("MESH_HOME", t.TempDir())
 	a := &app{commands: commands}
 	n := 0
@@ -55,32 +56,73 @@ func TestCompletionProbesEveryCommand(t *testing.T) {
 			if c.run == nil {
 				continue
 			}
-			p := &app{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}, commands: commands, cmd: c, probe: true}
-			if err := c.run(p, []string{"--json"}); !errors.Is(err, errFlagsProbed) || p.probed == nil {
-				t.Errorf("meshctl %s: the probe got %v: the command must call a.parse before anything else", c.name, err)
-				continue
-			}
-			fs := a.completionFlags(c)
+			fs := c.flagSet()
 			if fs.Lookup("home") == nil || fs.Lookup("json") == nil {
-				t.Errorf("meshctl %s: no global flags in the probed flag set", c.name)
+				t.Errorf("meshctl %s: no global flags in its flag set", c.name)
 			}
-			for _, f := range flagCandidates(fs, "--") {
-				if c.sub != nil {
-					continue // a group's flags go before its subcommand
+			fs.VisitAll(func(f *flag.Flag) {
+				words := strings.Fields(c.name)
+				for _, cur := range []string{"--", "--" + f.Name[:1], "--" + f.Name} {
+					cands, _ := a.complete(append(slices.Clone(words), cur))
+					if !slices.ContainsFunc(cands, func(cd candidate) bool { return cd.value == "--"+f.Name }) {
+						t.Errorf("meshctl %s %s: --%s is not among the candidates %v", c.name, cur, f.Name, cands)
+					}
 				}
-				args := append(strings.Fields(c.name), f.value+"=x", "-h")
-				r := mc(t, args...)
+				if f.Name == "home" || f.Name == "json" {
+					return
+				}
+				if !strings.Contains(c.usage, "--"+f.Name) {
+					t.Errorf("meshctl %s: its help does not name --%s", c.name, f.Name)
+				}
+				if c.sub != nil {
+					return // a group's flags go before its subcommand
+				}
+				r := mc(t, append(words, "--"+f.Name+"=x", "-h")...)
 				if strings.Contains(r.stderr, "flag provided but not defined") {
-					t.Errorf("meshctl %s: %s completes but is not defined: %s", c.name, f.value, r.stderr)
+					t.Errorf("meshctl %s: --%s completes but is not defined: %s", c.name, f.Name, r.stderr)
 				}
 				n++
-			}
+			})
 		}
 	}
 	walk(commands)
 	if n < 80 {
 		t.Errorf("checked only %d flags", n)
 	}
+}
+
+// TestCompletionArgsOfEveryCommand checks that each command's synopsis in
+// the command list is made of its declared arguments, so that what
+// completion completes is what help shows; that the flags the synopsis
+// shows are the command's own; and that every placeholder the usual
+// completions know completes through its argument.
+func TestCompletionArgsOfEveryCommand(t *testing.T) {
+	help := ok(t, "help")
+	var walk func(table []*command)
+	walk = func(table []*command) {
+		for _, c := range table {
+			walk(c.sub)
+			if c.run == nil {
+				continue
+			}
+			if line := strings.TrimSpace(c.name + " " + c.synopsis()); !strings.Contains(help, line) {
+				t.Errorf("help does not list %q", line)
+			}
+			fs := c.flagSet()
+			for _, w := range strings.Fields(c.flagArgs) {
+				if name, ok := strings.CutPrefix(strings.Trim(w, "[]"), "--"); ok && fs.Lookup(name) == nil {
+					t.Errorf("meshctl %s: its synopsis shows --%s, which it does not take", c.name, name)
+				}
+			}
+			for _, p := range c.args {
+				name := strings.TrimSuffix(strings.Trim(p.holder, "[]"), "...")
+				if _, known := argValues[name]; known && p.complete == nil && c.name != "channel create" {
+					t.Errorf("meshctl %s: %s does not complete", c.name, p.holder)
+				}
+			}
+		}
+	}
+	walk(commands)
 }
 
 // completionHome makes a home with a roster (admin alice; members carol

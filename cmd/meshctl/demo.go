@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,19 +55,24 @@ var demoMembers = []demoMember{
 	{"carol", roster.RoleObserver},
 }
 
-func runDemo(a *app, args []string) error {
-	fs := a.flagSet()
-	keep := fs.Bool("keep", false, "")
-	dirFlag := fs.String("dir", "", "")
-	pos, err := a.parse(fs, args)
+// demoFlags are the flags of 'meshctl demo'.
+type demoFlags struct {
+	keep    bool
+	dirFlag string
+}
+
+func (fl *demoFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.keep, "keep", false, "")
+	fs.StringVar(&fl.dirFlag, "dir", "", "")
+}
+
+func runDemo(a *app, fl *demoFlags, pos []string) error {
+	err := a.nargs(pos, 0, 0)
 	if err != nil {
 		return err
 	}
-	if err := a.nargs(pos, 0, 0); err != nil {
-		return err
-	}
 	start := time.Now()
-	dir := *dirFlag
+	dir := fl.dirFlag
 	if dir == "" {
 		// Short: the control sockets live under it, and a Unix socket
 		// path must stay under about 100 bytes.
@@ -105,14 +111,14 @@ func runDemo(a *app, args []string) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 
-	if *keep {
+	if fl.keep {
 		p.keep(m)
 		<-ictx.Done()
 	}
 	if err := m.close(); err != nil {
 		return fmt.Errorf("demo: close nodes: %w", err)
 	}
-	p.done(dir, *dirFlag == "", time.Since(start))
+	p.done(dir, fl.dirFlag == "", time.Since(start))
 	return nil
 }
 
@@ -437,7 +443,7 @@ func (p *demoPrinter) verify(bob *demoNode, files map[string][]string) {
 	cmd, rest, err := sub.dispatch([]string{"--home", bob.home, "verify", file})
 	if err == nil {
 		sub.cmd = cmd
-		err = cmd.run(sub, rest)
+		err = cmd.exec(sub, rest)
 	}
 	code := sub.report(err)
 	p.out("%s", out.String())

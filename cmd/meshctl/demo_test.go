@@ -205,11 +205,11 @@ func TestDemoMailboxVerify(t *testing.T) {
 
 	bob := &demoNode{name: "bob", home: home}
 	var got []string
-	verify := &command{name: "verify", usage: "usage: meshctl verify FILE\n", run: func(a *app, args []string) error {
+	verify := &command{name: "verify", usage: "usage: meshctl verify FILE\n", run: runs(func(a *app, _ *noFlags, args []string) error {
 		got = append([]string{a.homeFlag}, args...)
 		fmt.Fprintln(a.Stdout, "verified: signature good")
 		return nil
-	}}
+	})}
 	for _, tc := range []struct {
 		table []*command
 		files map[string][]string

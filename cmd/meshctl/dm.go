@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/meshd/meshd/node/api"
@@ -26,13 +27,16 @@ examples:
   meshctl dm 1a2b3c4d5e6f7a8b - < notes.txt
 `
 
-func runDM(a *app, args []string) error {
-	fs := a.flagSet()
-	inReplyTo := fs.String("in-reply-to", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// dmFlags are the flags of 'meshctl dm'.
+type dmFlags struct {
+	inReplyTo string
+}
+
+func (fl *dmFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.inReplyTo, "in-reply-to", "", "")
+}
+
+func runDM(a *app, fl *dmFlags, pos []string) error {
 	if err := a.nargs(pos, 2, 2); err != nil {
 		return err
 	}
@@ -46,7 +50,7 @@ func runDM(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Send(ctx, api.Send{To: peer, Body: body, InReplyTo: *inReplyTo})
+	s, err := a.client().Send(ctx, api.Send{To: peer, Body: body, InReplyTo: fl.inReplyTo})
 	if err != nil {
 		return a.remoteErr(err)
 	}

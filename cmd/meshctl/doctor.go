@@ -43,8 +43,8 @@ examples:
   meshctl doctor --json | jq '.checks[] | select(.status != "ok")'
 `
 
-func runDoctor(a *app, args []string) error {
-	d, printed, err := fetch(a, args, (*api.Client).Doctor)
+func runDoctor(a *app, _ *noFlags, pos []string) error {
+	d, printed, err := fetch(a, pos, (*api.Client).Doctor)
 	if err != nil && a.meshdDown(err) {
 		// No meshd: the checks that need none.
 		d, err = a.offlineDoctor(), nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -43,14 +44,18 @@ examples:
   meshctl history @bob --since 24h
 `
 
-func runHistory(a *app, args []string) error {
-	fs := a.flagSet()
-	since := fs.String("since", "", "")
-	limit := fs.Int("limit", 0, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// historyFlags are the flags of 'meshctl history'.
+type historyFlags struct {
+	since string
+	limit int
+}
+
+func (fl *historyFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.since, "since", "", "")
+	fs.IntVar(&fl.limit, "limit", 0, "")
+}
+
+func runHistory(a *app, fl *historyFlags, pos []string) error {
 	if len(pos) == 0 {
 		return a.usageErrorf("missing '#NAME' (quote '#NAME': an unquoted # starts a shell comment)")
 	}
@@ -58,21 +63,21 @@ func runHistory(a *app, args []string) error {
 		return err
 	}
 	if peer, ok := strings.CutPrefix(pos[0], "@"); ok {
-		return a.conversation(peer, *since, *limit)
+		return a.conversation(peer, fl.since, fl.limit)
 	}
 	name, err := a.channelArg(pos[0])
 	if err != nil {
 		return err
 	}
-	if _, err := api.ParseSince(*since, time.Now()); err != nil {
+	if _, err := api.ParseSince(fl.since, time.Now()); err != nil {
 		return a.usageErrorf("--%v", err)
 	}
-	if *limit < 0 || *limit > api.MaxHistoryLimit {
+	if fl.limit < 0 || fl.limit > api.MaxHistoryLimit {
 		return a.usageErrorf("--limit must be from 1 to %d", api.MaxHistoryLimit)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	h, err := a.client().History(ctx, api.HistoryQuery{Channel: name, Since: *since, Limit: *limit})
+	h, err := a.client().History(ctx, api.HistoryQuery{Channel: name, Since: fl.since, Limit: fl.limit})
 	if err != nil {
 		return a.remoteErr(err)
 	}

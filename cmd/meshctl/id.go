@@ -27,11 +27,7 @@ type identityJSON struct {
 	Created     *bool  `json:"created,omitempty"`
 }
 
-func runID(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runID(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}

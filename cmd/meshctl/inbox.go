@@ -79,51 +79,60 @@ const defaultWait = 30 * time.Second
 // take: meshd answers when the wait ends, plus the time to list.
 const waitSlack = 10 * time.Second
 
-func runInbox(a *app, args []string) error {
-	fs := a.flagSet()
-	all := fs.Bool("all", false, "")
-	wait := fs.Bool("wait", false, "")
-	timeout := fs.Duration("timeout", defaultWait, "")
-	limit := fs.Int("limit", 0, "")
-	var f api.InboxFilter
-	filterFlags(fs, &f)
-	claimN := fs.Int("claim", 0, "")
-	lease := fs.Duration("lease", api.DefaultLease, "")
-	worker := fs.String("worker", "", "")
-	pos, err := a.parse(fs, args)
+// inboxFlags are the flags of 'meshctl inbox'.
+type inboxFlags struct {
+	all     bool
+	wait    bool
+	timeout time.Duration
+	limit   int
+	claimN  int
+	lease   time.Duration
+	worker  string
+	filter  api.InboxFilter
+}
+
+func (fl *inboxFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.all, "all", false, "")
+	fs.BoolVar(&fl.wait, "wait", false, "")
+	fs.DurationVar(&fl.timeout, "timeout", defaultWait, "")
+	fs.IntVar(&fl.limit, "limit", 0, "")
+	fs.IntVar(&fl.claimN, "claim", 0, "")
+	fs.DurationVar(&fl.lease, "lease", api.DefaultLease, "")
+	fs.StringVar(&fl.worker, "worker", "", "")
+	filterFlags(fs, &fl.filter)
+}
+
+func runInbox(a *app, fl *inboxFlags, pos []string) error {
+	err := a.nargs(pos, 0, 0)
 	if err != nil {
 		return err
 	}
-	if err := a.nargs(pos, 0, 0); err != nil {
-		return err
-	}
-	timeoutSet := false
-	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	timeoutSet := a.given["timeout"]
 	switch {
-	case timeoutSet && !*wait:
+	case timeoutSet && !fl.wait:
 		return a.usageErrorf("--timeout needs --wait")
-	case *timeout <= 0:
+	case fl.timeout <= 0:
 		return a.usageErrorf("--timeout must be positive")
-	case *limit < 0:
+	case fl.limit < 0:
 		return a.usageErrorf("--limit must not be negative")
 	}
-	if err := a.checkFilter(f); err != nil {
+	if err := a.checkFilter(fl.filter); err != nil {
 		return err
 	}
-	if *claimN != 0 || flagSet(fs, "lease") || flagSet(fs, "worker") {
-		return a.claimNext(*claimN, *lease, a.workerName(*worker), *wait, *timeout, f, *all || *limit != 0)
+	if fl.claimN != 0 || a.given["lease"] || a.given["worker"] {
+		return a.claimNext(fl.claimN, fl.lease, a.workerName(fl.worker), fl.wait, fl.timeout, fl.filter, fl.all || fl.limit != 0)
 	}
 	// Without --limit every item, from the oldest; with it the newest N.
-	q := api.InboxQuery{All: *all, Limit: *limit, Filter: f}
-	if *limit == 0 {
+	q := api.InboxQuery{All: fl.all, Limit: fl.limit, Filter: fl.filter}
+	if fl.limit == 0 {
 		q.Cursor = api.CursorStart
 	}
 	callTimeout := api.DefaultTimeout
-	if *wait {
-		q.Wait, q.Timeout = true, *timeout
-		callTimeout = *timeout + waitSlack
+	if fl.wait {
+		q.Wait, q.Timeout = true, fl.timeout
+		callTimeout = fl.timeout + waitSlack
 	}
-	out := inboxWriter{a: a, wait: *wait, all: *all}
+	out := inboxWriter{a: a, wait: fl.wait, all: fl.all}
 	err = a.client().InboxPages(context.Background(), q, callTimeout, out.page)
 	if err != nil && out.pages == 0 {
 		return a.remoteErr(err)
@@ -136,7 +145,7 @@ func runInbox(a *app, args []string) error {
 	if err := out.end(); err != nil {
 		return err
 	}
-	if *wait && out.items == 0 {
+	if fl.wait && out.items == 0 {
 		return exitStatus(exitTimeout)
 	}
 	return nil

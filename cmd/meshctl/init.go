@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"flag"
+	"fmt"
+)
 
 const usageInit = `usage: meshctl init [--name NAME] [--json]
 
@@ -17,18 +20,21 @@ examples:
   meshctl --home /srv/agent1 init --name agent1 --json
 `
 
-func runInit(a *app, args []string) error {
-	fs := a.flagSet()
-	name := fs.String("name", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// initFlags are the flags of 'meshctl init'.
+type initFlags struct {
+	name string
+}
+
+func (fl *initFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.name, "name", "", "")
+}
+
+func runInit(a *app, fl *initFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
 	h := a.home()
-	id, created, err := h.Init(*name)
+	id, created, err := h.Init(fl.name)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 
@@ -61,24 +62,29 @@ examples:
   meshctl invite revoke 3f9c2a1b7e0d4c55
 `
 
-func runInvite(a *app, args []string) error {
-	fs := a.flagSet()
-	role := fs.String("role", "", "")
-	name := fs.String("name", "", "")
-	expires := fs.Duration("expires", 24*time.Hour, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// inviteFlags are the flags of 'meshctl invite'.
+type inviteFlags struct {
+	role    string
+	name    string
+	expires time.Duration
+}
+
+func (fl *inviteFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.role, "role", "", "")
+	fs.StringVar(&fl.name, "name", "", "")
+	fs.DurationVar(&fl.expires, "expires", 24*time.Hour, "")
+}
+
+func runInvite(a *app, fl *inviteFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	if *role == "" {
+	if fl.role == "" {
 		return a.usageErrorf("--role is required")
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	inv, err := a.client().CreateInvite(ctx, api.CreateInvite{Role: *role, Name: *name, ExpiresSeconds: expires.Seconds()})
+	inv, err := a.client().CreateInvite(ctx, api.CreateInvite{Role: fl.role, Name: fl.name, ExpiresSeconds: fl.expires.Seconds()})
 	if err != nil {
 		return a.remoteErr(err)
 	}
@@ -95,8 +101,8 @@ func runInvite(a *app, args []string) error {
 	return nil
 }
 
-func runInviteList(a *app, args []string) error {
-	l, printed, err := fetch(a, args, func(c *api.Client, ctx context.Context) (*api.Invites, error) { return c.Invites(ctx) })
+func runInviteList(a *app, _ *noFlags, pos []string) error {
+	l, printed, err := fetch(a, pos, func(c *api.Client, ctx context.Context) (*api.Invites, error) { return c.Invites(ctx) })
 	if err != nil || printed {
 		return err
 	}
@@ -126,11 +132,7 @@ func runInviteList(a *app, args []string) error {
 	return nil
 }
 
-func runInviteRevoke(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runInviteRevoke(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -81,15 +82,20 @@ type joinResult struct {
 // roster, which is what it does with an invite it does not honour.
 var errInviteRefused = errors.New("the admin's node refused the invite")
 
-func runJoin(a *app, args []string) error {
-	flags := a.flagSet()
-	name := flags.String("name", "", "")
-	force := flags.Bool("force", false, "")
-	timeout := flags.Duration("timeout", 0, "")
-	pos, err := a.parse(flags, args)
-	if err != nil {
-		return err
-	}
+// joinFlags are the flags of 'meshctl join'.
+type joinFlags struct {
+	name    string
+	force   bool
+	timeout time.Duration
+}
+
+func (fl *joinFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.name, "name", "", "")
+	fs.BoolVar(&fl.force, "force", false, "")
+	fs.DurationVar(&fl.timeout, "timeout", 0, "")
+}
+
+func runJoin(a *app, fl *joinFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -119,7 +125,7 @@ func runJoin(a *app, args []string) error {
 		return err
 	}
 	defer unlock()
-	want := *name
+	want := fl.name
 	if want == "" {
 		want = tok.Name
 	}
@@ -140,7 +146,7 @@ func runJoin(a *app, args []string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		cur = nil
 	case errors.Is(err, home.ErrBadRoster):
-		if !*force {
+		if !fl.force {
 			return withHint(err, "join with --force to replace the damaged roster")
 		}
 		cur = nil
@@ -159,7 +165,7 @@ func runJoin(a *app, args []string) error {
 				fmt.Fprintf(a.Stdout, "this home holds a one-node org of its own (%q, roster v%d): replacing it with org %q\n",
 					cur.Org, cur.Version, tok.Org)
 			}
-		case !*force:
+		case !fl.force:
 			return withHint(fmt.Errorf("this home belongs to org %q (roster v%d, %d members); joining %q would leave it",
 				cur.Org, cur.Version, len(cur.Members), tok.Org),
 				"use another --home for the new org, or add --force to leave %q (its roster, history and mailbox are moved aside, not deleted)", cur.Org)
@@ -168,13 +174,13 @@ func runJoin(a *app, args []string) error {
 		}
 	}
 
-	if *timeout == 0 {
-		*timeout = 30 * time.Second
+	if fl.timeout == 0 {
+		fl.timeout = 30 * time.Second
 		if tok.Quorum > 1 {
-			*timeout = time.Hour
+			fl.timeout = time.Hour
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), fl.timeout)
 	defer cancel()
 	var r *roster.Roster
 	var via string
@@ -187,12 +193,12 @@ func runJoin(a *app, args []string) error {
 		// that adds us: try again until it is published.
 		if !waitNoted && !a.json {
 			fmt.Fprintf(a.Stdout, "the org's roster needs %d admin signatures: waiting (up to %v) for the other admins to sign and publish the update adding this node (%s)\n",
-				tok.Quorum, *timeout, id.Pub.Fingerprint())
+				tok.Quorum, fl.timeout, id.Pub.Fingerprint())
 		}
 		waitNoted = true
 		select {
 		case <-ctx.Done():
-			return withHint(fmt.Errorf("no roster update adding this node was published within %v: %w", *timeout, err),
+			return withHint(fmt.Errorf("no roster update adding this node was published within %v: %w", fl.timeout, err),
 				"ask the org's admins to sign it (the inviting node's 'meshctl invite list' names the file), or use a longer --timeout")
 		case <-time.After(joinRetry):
 		}

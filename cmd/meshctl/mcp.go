@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -93,20 +94,24 @@ const (
 	doorbellRetryMax = 30 * time.Second
 )
 
-func runMCP(a *app, args []string) error {
-	fs := a.flagSet()
-	levelText := fs.String("log-level", "info", "")
-	claudeChan := fs.Bool("claude-channel", false, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// mcpFlags are the flags of 'meshctl mcp'.
+type mcpFlags struct {
+	levelText  string
+	claudeChan bool
+}
+
+func (fl *mcpFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.levelText, "log-level", "info", "")
+	fs.BoolVar(&fl.claudeChan, "claude-channel", false, "")
+}
+
+func runMCP(a *app, fl *mcpFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*levelText)); err != nil {
-		return a.usageErrorf("--log-level %q: want debug, info, warn or error", *levelText)
+	if err := level.UnmarshalText([]byte(fl.levelText)); err != nil {
+		return a.usageErrorf("--log-level %q: want debug, info, warn or error", fl.levelText)
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
 	// The SDK logs every session step at info; keep it to warnings unless
@@ -118,7 +123,7 @@ func runMCP(a *app, args []string) error {
 	sdkLog := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: sdkLevel})).With("component", "mcp")
 
 	m := &mcpServer{c: a.client(), log: log, homeDir: a.home().Dir}
-	if *claudeChan {
+	if fl.claudeChan {
 		m.channel = newClaudeChannel(m.c, log)
 	}
 	srv, err := m.server(sdkLog)

@@ -10,4 +10,4 @@ examples:
   meshctl mute '#random'
 `
 
-func runMute(a *app, args []string) error { return a.setSubscription(args, "muted") }
+func runMute(a *app, _ *noFlags, pos []string) error { return a.setSubscription(pos, "muted") }

@@ -20,8 +20,8 @@ examples:
   meshctl peers --json | jq -r '.peers[].name'
 `
 
-func runPeers(a *app, args []string) error {
-	p, printed, err := fetch(a, args, (*api.Client).Peers)
+func runPeers(a *app, _ *noFlags, pos []string) error {
+	p, printed, err := fetch(a, pos, (*api.Client).Peers)
 	if err != nil || printed {
 		return err
 	}

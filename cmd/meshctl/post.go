@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
@@ -29,46 +30,50 @@ examples:
   go test ./... 2>&1 | tail -c 4000 | meshctl post --subagent tests-1 --summary -
 `
 
-func runPost(a *app, args []string) error {
-	fs := a.flagSet()
-	sub := fs.String("subagent", "", "")
-	summary := fs.String("summary", "", "")
-	var result jsonFlag
-	fs.Var(&result, "result", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// postFlags are the flags of 'meshctl post'.
+type postFlags struct {
+	sub     string
+	summary string
+	result  jsonFlag
+}
+
+func (fl *postFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.sub, "subagent", "", "")
+	fs.StringVar(&fl.summary, "summary", "", "")
+	fs.Var(&fl.result, "result", "")
+}
+
+func runPost(a *app, fl *postFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	if *sub == "" {
+	if fl.sub == "" {
 		return a.usageErrorf("--subagent is required: the id or name of the subagent whose result this is")
 	}
-	if *summary == "" {
+	if fl.summary == "" {
 		return a.usageErrorf("--summary is required: what the subagent found or did")
 	}
-	if *summary == "-" && result.val == "-" {
+	if fl.summary == "-" && fl.result.val == "-" {
 		return a.usageErrorf("only one of --summary and --result can read stdin")
 	}
-	text, err := a.textArg(*summary)
+	text, err := a.textArg(fl.summary)
 	if err != nil {
 		return err
 	}
-	r, err := a.jsonValue("result", &result)
+	r, err := a.jsonValue("result", &fl.result)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	it, err := a.client().PostSubagentResult(ctx, api.SubagentResult{SubagentID: *sub, Summary: text, Result: r})
+	it, err := a.client().PostSubagentResult(ctx, api.SubagentResult{SubagentID: fl.sub, Summary: text, Result: r})
 	if err != nil {
 		return a.remoteErr(err)
 	}
 	if a.json {
 		return a.printJSON(it)
 	}
-	fmt.Fprintf(a.Stdout, "posted the result of subagent %s to this node's inbox (item %s)\n", printable(*sub, false), printable(it.ID, false))
+	fmt.Fprintf(a.Stdout, "posted the result of subagent %s to this node's inbox (item %s)\n", printable(fl.sub, false), printable(it.ID, false))
 	return nil
 }
 

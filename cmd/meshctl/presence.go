@@ -28,8 +28,8 @@ examples:
   meshctl presence --json
 `
 
-func runPresence(a *app, args []string) error {
-	p, printed, err := fetch(a, args, (*api.Client).Presence)
+func runPresence(a *app, _ *noFlags, pos []string) error {
+	p, printed, err := fetch(a, pos, (*api.Client).Presence)
 	if err != nil || printed {
 		return err
 	}

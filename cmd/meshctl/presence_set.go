@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
@@ -30,13 +31,16 @@ examples:
   meshctl presence set auto
 `
 
-func runPresenceSet(a *app, args []string) error {
-	fs := a.flagSet()
-	dur := fs.Duration("for", 0, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// presenceSetFlags are the flags of 'meshctl presence set'.
+type presenceSetFlags struct {
+	dur time.Duration
+}
+
+func (fl *presenceSetFlags) define(fs *flag.FlagSet) {
+	fs.DurationVar(&fl.dur, "for", 0, "")
+}
+
+func runPresenceSet(a *app, fl *presenceSetFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -44,15 +48,15 @@ func runPresenceSet(a *app, args []string) error {
 		if _, err := proto.ParsePresenceState(pos[0]); err != nil {
 			return a.usageErrorf("%v (or auto)", err)
 		}
-	} else if *dur != 0 {
+	} else if fl.dur != 0 {
 		return a.usageErrorf("--for does not go with auto")
 	}
-	if *dur < 0 || (*dur > 0 && *dur < time.Second) || *dur > 168*time.Hour {
-		return a.usageErrorf("--for %v: want 1s to 168h", *dur)
+	if fl.dur < 0 || (fl.dur > 0 && fl.dur < time.Second) || fl.dur > 168*time.Hour {
+		return a.usageErrorf("--for %v: want 1s to 168h", fl.dur)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	p, err := a.client().SetPresenceFor(ctx, api.SetPresence{State: pos[0], ForSeconds: int(dur.Round(time.Second) / time.Second)})
+	p, err := a.client().SetPresenceFor(ctx, api.SetPresence{State: pos[0], ForSeconds: int(fl.dur.Round(time.Second) / time.Second)})
 	if err != nil {
 		return a.remoteErr(err)
 	}
@@ -89,16 +93,20 @@ examples:
   meshctl presence note --clear
 `
 
-func runPresenceNote(a *app, args []string) error {
-	fs := a.flagSet()
-	dur := fs.Duration("for", 0, "")
-	clear := fs.Bool("clear", false, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// presenceNoteFlags are the flags of 'meshctl presence note'.
+type presenceNoteFlags struct {
+	dur   time.Duration
+	clear bool
+}
+
+func (fl *presenceNoteFlags) define(fs *flag.FlagSet) {
+	fs.DurationVar(&fl.dur, "for", 0, "")
+	fs.BoolVar(&fl.clear, "clear", false, "")
+}
+
+func runPresenceNote(a *app, fl *presenceNoteFlags, pos []string) error {
 	note := ""
-	if *clear {
+	if fl.clear {
 		if err := a.nargs(pos, 0, 0); err != nil {
 			return err
 		}
@@ -113,12 +121,12 @@ func runPresenceNote(a *app, args []string) error {
 			return a.usageErrorf("%v", err)
 		}
 	}
-	if *dur < 0 || (*dur > 0 && *dur < time.Second) || *dur > 168*time.Hour {
-		return a.usageErrorf("--for %v: want 1s to 168h", *dur)
+	if fl.dur < 0 || (fl.dur > 0 && fl.dur < time.Second) || fl.dur > 168*time.Hour {
+		return a.usageErrorf("--for %v: want 1s to 168h", fl.dur)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	p, err := a.client().SetPresenceFor(ctx, api.SetPresence{Note: &note, ForSeconds: int(dur.Round(time.Second) / time.Second)})
+	p, err := a.client().SetPresenceFor(ctx, api.SetPresence{Note: &note, ForSeconds: int(fl.dur.Round(time.Second) / time.Second)})
 	if err != nil {
 		return a.remoteErr(err)
 	}

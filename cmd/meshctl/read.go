@@ -1,5 +1,7 @@
 package main
 
+import "flag"
+
 const usageRead = `usage: meshctl read ID [--from PEER] [--json]
 
 Mark inbox item ID read and show it in full: the header line that 'meshctl
@@ -16,13 +18,16 @@ examples:
   meshctl read 01a1fe3d-fb49-7616-91dd-6ece3220b27e
 `
 
-func runRead(a *app, args []string) error {
-	fs := a.flagSet()
-	from := fs.String("from", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// readFlags are the flags of 'meshctl read'.
+type readFlags struct {
+	from string
+}
+
+func (fl *readFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.from, "from", "", "")
+}
+
+func runRead(a *app, fl *readFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -31,7 +36,7 @@ func runRead(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	it, err := a.client().MarkReadFrom(ctx, pos[0], *from)
+	it, err := a.client().MarkReadFrom(ctx, pos[0], fl.from)
 	if err != nil {
 		return a.remoteErr(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/meshd/meshd/node/home"
@@ -51,13 +52,16 @@ type rekeyJSON struct {
 	Cancelled     bool   `json:"cancelled,omitempty"`
 }
 
-func runRekey(a *app, args []string) error {
-	fs := a.flagSet()
-	cancel := fs.Bool("cancel", false, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// rekeyFlags are the flags of 'meshctl rekey'.
+type rekeyFlags struct {
+	cancel bool
+}
+
+func (fl *rekeyFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.cancel, "cancel", false, "")
+}
+
+func runRekey(a *app, fl *rekeyFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
@@ -67,7 +71,7 @@ func runRekey(a *app, args []string) error {
 		return err
 	}
 	r, rerr := h.LoadRoster()
-	if *cancel {
+	if fl.cancel {
 		return a.cancelRekey(h, id, r)
 	}
 	pub, created, err := h.MakeNextKey()

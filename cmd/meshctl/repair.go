@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -86,18 +87,22 @@ type repairRefusal struct {
 // errHealthy: the store checks out and --force was not given.
 var errHealthy = errors.New("the history store checks out")
 
-func runRepair(a *app, args []string) error {
-	fs := a.flagSet()
-	force := fs.Bool("force", false, "")
-	unread := fs.Bool("unread", false, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// repairFlags are the flags of 'meshctl repair'.
+type repairFlags struct {
+	force  bool
+	unread bool
+}
+
+func (fl *repairFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.force, "force", false, "")
+	fs.BoolVar(&fl.unread, "unread", false, "")
+}
+
+func runRepair(a *app, fl *repairFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	res, err := repairStore(a.home(), *force, !*unread, time.Now())
+	res, err := repairStore(a.home(), fl.force, !fl.unread, time.Now())
 	switch {
 	case errors.Is(err, home.ErrLocked):
 		return withHint(err, "stop meshd first (systemctl stop meshd), then run meshctl repair")

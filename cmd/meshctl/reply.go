@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/meshd/meshd/node/api"
@@ -27,14 +28,18 @@ examples:
   meshctl reply 01a1fe3d-fb49-7616-91dd-6ece3220b27e --direct - < notes.txt
 `
 
-func runReply(a *app, args []string) error {
-	fs := a.flagSet()
-	from := fs.String("from", "", "")
-	direct := fs.Bool("direct", false, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// replyFlags are the flags of 'meshctl reply'.
+type replyFlags struct {
+	from   string
+	direct bool
+}
+
+func (fl *replyFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.from, "from", "", "")
+	fs.BoolVar(&fl.direct, "direct", false, "")
+}
+
+func runReply(a *app, fl *replyFlags, pos []string) error {
 	if err := a.nargs(pos, 2, 2); err != nil {
 		return err
 	}
@@ -47,7 +52,7 @@ func runReply(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Reply(ctx, api.Reply{ID: pos[0], From: *from, Body: body, Direct: *direct})
+	s, err := a.client().Reply(ctx, api.Reply{ID: pos[0], From: fl.from, Body: body, Direct: fl.direct})
 	if err != nil {
 		return a.remoteErr(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -58,23 +59,32 @@ examples:
   meshctl request --any --intent run-tests --params '{"branch": "main"}' --wait
 `
 
-func runRequest(a *app, args []string) error {
-	fs := a.flagSet()
-	var params jsonFlag
-	fs.Var(&params, "params", "")
-	replyTo := fs.String("reply-to", "", "")
-	wait := fs.Bool("wait", false, "")
-	timeout := fs.Duration("timeout", 0, "")
-	strict := fs.Bool("strict", false, "")
-	anyone := fs.Bool("any", false, "")
-	intentFlag := fs.String("intent", "", "")
-	acceptTimeout := fs.Duration("accept-timeout", api.DefaultAcceptTimeout, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if *anyone || *intentFlag != "" {
-		return a.runRequestAny(pos, *anyone, *intentFlag, *acceptTimeout, &params, *replyTo, *wait, *timeout, *strict)
+// requestFlags are the flags of 'meshctl request'.
+type requestFlags struct {
+	replyTo       string
+	wait          bool
+	timeout       time.Duration
+	strict        bool
+	anyone        bool
+	intentFlag    string
+	acceptTimeout time.Duration
+	params        jsonFlag
+}
+
+func (fl *requestFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.replyTo, "reply-to", "", "")
+	fs.BoolVar(&fl.wait, "wait", false, "")
+	fs.DurationVar(&fl.timeout, "timeout", 0, "")
+	fs.BoolVar(&fl.strict, "strict", false, "")
+	fs.BoolVar(&fl.anyone, "any", false, "")
+	fs.StringVar(&fl.intentFlag, "intent", "", "")
+	fs.DurationVar(&fl.acceptTimeout, "accept-timeout", api.DefaultAcceptTimeout, "")
+	fs.Var(&fl.params, "params", "")
+}
+
+func runRequest(a *app, fl *requestFlags, pos []string) error {
+	if fl.anyone || fl.intentFlag != "" {
+		return a.runRequestAny(pos, fl.anyone, fl.intentFlag, fl.acceptTimeout, &fl.params, fl.replyTo, fl.wait, fl.timeout, fl.strict)
 	}
 	if err := a.nargs(pos, 2, 2); err != nil {
 		return err
@@ -87,18 +97,18 @@ func runRequest(a *app, args []string) error {
 	if intent == "" || len(intent) > proto.MaxIntentLen || !utf8.ValidString(intent) {
 		return a.usageErrorf("INTENT must be 1 to %d bytes of UTF-8", proto.MaxIntentLen)
 	}
-	p, err := a.jsonValue("params", &params)
+	p, err := a.jsonValue("params", &fl.params)
 	if err != nil {
 		return err
 	}
-	if *timeout != 0 && !*wait {
+	if fl.timeout != 0 && !fl.wait {
 		return a.usageErrorf("--timeout needs --wait")
 	}
-	if err := a.checkCardIntent(peer, intent, *strict); err != nil {
+	if err := a.checkCardIntent(peer, intent, fl.strict); err != nil {
 		return err
 	}
 	var events *api.EventStream
-	if *wait {
+	if fl.wait {
 		// Listen before sending, so that a quick answer is not missed.
 		if events, err = a.client().OpenEvents(context.Background()); err != nil {
 			return a.remoteErr(err)
@@ -107,12 +117,12 @@ func runRequest(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Request(ctx, api.Request{To: peer, Intent: intent, Params: p, ReplyTo: *replyTo})
+	s, err := a.client().Request(ctx, api.Request{To: peer, Intent: intent, Params: p, ReplyTo: fl.replyTo})
 	if err != nil {
 		return a.remoteErr(err)
 	}
-	if *wait {
-		return a.awaitResponse(events, s, *timeout)
+	if fl.wait {
+		return a.awaitResponse(events, s, fl.timeout)
 	}
 	if a.json {
 		return a.printJSON(s)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
@@ -27,23 +28,27 @@ examples:
   meshctl requests --json | jq '.requests[] | select(.status=="failed")'
 `
 
-func runRequests(a *app, args []string) error {
-	fs := a.flagSet()
-	pending := fs.Bool("pending", false, "")
-	limit := fs.Int("limit", 0, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// requestsFlags are the flags of 'meshctl requests'.
+type requestsFlags struct {
+	pending bool
+	limit   int
+}
+
+func (fl *requestsFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.pending, "pending", false, "")
+	fs.IntVar(&fl.limit, "limit", 0, "")
+}
+
+func runRequests(a *app, fl *requestsFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	if *limit < 0 || *limit > api.MaxHistoryLimit {
+	if fl.limit < 0 || fl.limit > api.MaxHistoryLimit {
 		return a.usageErrorf("--limit must be from 1 to %d", api.MaxHistoryLimit)
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	l, err := a.client().Requests(ctx, *pending, *limit)
+	l, err := a.client().Requests(ctx, fl.pending, fl.limit)
 	if err != nil {
 		return a.remoteErr(err)
 	}
@@ -52,7 +57,7 @@ func runRequests(a *app, args []string) error {
 	}
 	if len(l.Requests) == 0 {
 		what := "no requests sent"
-		if *pending {
+		if fl.pending {
 			what = "no request is waiting for an answer"
 		}
 		_, err := fmt.Fprintln(a.Stdout, what)

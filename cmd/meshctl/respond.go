@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 
 	"github.com/meshd/meshd/node/api"
@@ -35,16 +36,20 @@ examples:
   jq -n '{passed: 412}' | meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 completed --result -
 `
 
-func runRespond(a *app, args []string) error {
-	fs := a.flagSet()
-	var result jsonFlag
-	fs.Var(&result, "result", "")
-	to := fs.String("to", "", "")
-	note := fs.String("note", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// respondFlags are the flags of 'meshctl respond'.
+type respondFlags struct {
+	to     string
+	note   string
+	result jsonFlag
+}
+
+func (fl *respondFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.to, "to", "", "")
+	fs.StringVar(&fl.note, "note", "", "")
+	fs.Var(&fl.result, "result", "")
+}
+
+func runRespond(a *app, fl *respondFlags, pos []string) error {
 	if err := a.nargs(pos, 2, 2); err != nil {
 		return err
 	}
@@ -55,27 +60,27 @@ func runRespond(a *app, args []string) error {
 	if _, err := proto.ParseStatus(status); err != nil {
 		return a.usageErrorf("STATUS: %v", err)
 	}
-	r, err := a.jsonValue("result", &result)
+	r, err := a.jsonValue("result", &fl.result)
 	if err != nil {
 		return err
 	}
-	if *note != "" {
+	if fl.note != "" {
 		if status != "progress" {
 			return a.usageErrorf("--note goes with STATUS progress; other answers carry --result")
 		}
 		if r != nil {
 			return a.usageErrorf("give --note or --result, not both")
 		}
-		if len(*note) > proto.MaxProgressNote-4 {
+		if len(fl.note) > proto.MaxProgressNote-4 {
 			return a.usageErrorf("--note is longer than %d bytes", proto.MaxProgressNote-4)
 		}
-		if r, err = json.Marshal(*note); err != nil {
+		if r, err = json.Marshal(fl.note); err != nil {
 			return err
 		}
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r, To: *to})
+	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r, To: fl.to})
 	if err != nil {
 		return a.remoteErr(err)
 	}

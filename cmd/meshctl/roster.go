@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -89,15 +90,14 @@ func resolveMember(r *roster.Roster, query string) (roster.Member, error) {
 	return ms[0], nil
 }
 
-// editFlags are the flags every roster editing command takes.
+// editFlags are the flags every roster editing command takes: the flags
+// of those that take no other.
 type editFlags struct {
 	file string
 	out  string
 }
 
-func (e *editFlags) register(fs interface {
-	StringVar(*string, string, string, string)
-}) {
+func (e *editFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&e.file, "file", "", "")
 	fs.StringVar(&e.out, "out", "", "")
 }

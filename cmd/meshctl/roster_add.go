@@ -38,17 +38,22 @@ examples:
   meshctl roster add 3f9c2a1b7e0d4c55 --role member   (from roster pending)
 `
 
-func runRosterAdd(a *app, args []string) error {
-	fs := a.flagSet()
-	roleFlag := fs.String("role", "", "")
-	name := fs.String("name", "", "")
-	archive := fs.Bool("archive", false, "")
-	var ef editFlags
-	ef.register(fs)
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// rosterAddFlags are the flags of 'meshctl roster add'.
+type rosterAddFlags struct {
+	roleFlag string
+	name     string
+	archive  bool
+	ef       editFlags
+}
+
+func (fl *rosterAddFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.roleFlag, "role", "", "")
+	fs.StringVar(&fl.name, "name", "", "")
+	fs.BoolVar(&fl.archive, "archive", false, "")
+	fl.ef.define(fs)
+}
+
+func runRosterAdd(a *app, fl *rosterAddFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -61,22 +66,22 @@ func runRosterAdd(a *app, args []string) error {
 			return err
 		}
 		key = pn.Key
-		if err := adoptClaimedName(a, fs, name, pn.Name); err != nil {
+		if err := adoptClaimedName(a, &fl.name, pn.Name); err != nil {
 			return err
 		}
 		noteKnockedFrom(a, pn)
 	} else if err != nil {
 		return a.usageErrorf("KEY: %v (want the full key that 'meshctl id' prints, or the fingerprint 'meshctl roster pending' shows)", err)
 	}
-	if *roleFlag == "" {
+	if fl.roleFlag == "" {
 		return a.usageErrorf("--role is required")
 	}
-	role, err := roster.ParseRole(*roleFlag)
+	role, err := roster.ParseRole(fl.roleFlag)
 	if err != nil {
 		return a.usageErrorf("--role: %v", err)
 	}
-	return a.editRoster(ef, func(_, next *roster.Roster) (string, error) {
-		m := roster.Member{Key: key, Role: role, Name: *name, Archive: *archive}
+	return a.editRoster(fl.ef, func(_, next *roster.Roster) (string, error) {
+		m := roster.Member{Key: key, Role: role, Name: fl.name, Archive: fl.archive}
 		if err := next.Add(m); err != nil {
 			if errors.Is(err, roster.ErrDuplicateName) {
 				return "", withHint(err, "pass --name NAME to give it another name")
@@ -146,10 +151,8 @@ func noteKnockedFrom(a *app, pn api.PendingNode) {
 // name it claims, unless --name was given: never silently, since the
 // node chose it. A claimed name that is not a valid member name is
 // refused rather than dropped.
-func adoptClaimedName(a *app, fs *flag.FlagSet, name *string, claimed string) error {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "name" })
-	if given || claimed == "" {
+func adoptClaimedName(a *app, name *string, claimed string) error {
+	if a.given["name"] || claimed == "" {
 		return nil
 	}
 	if err := roster.CheckName(claimed); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -23,34 +24,39 @@ examples:
   meshctl roster init --org acme
 `
 
-func runRosterInit(a *app, args []string) error {
-	fs := a.flagSet()
-	org := fs.String("org", "", "")
-	force := fs.Bool("force", false, "")
-	file := fs.String("file", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// rosterInitFlags are the flags of 'meshctl roster init'.
+type rosterInitFlags struct {
+	org   string
+	force bool
+	file  string
+}
+
+func (fl *rosterInitFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.org, "org", "", "")
+	fs.BoolVar(&fl.force, "force", false, "")
+	fs.StringVar(&fl.file, "file", "", "")
+}
+
+func runRosterInit(a *app, fl *rosterInitFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	if *org == "" {
+	if fl.org == "" {
 		return a.usageErrorf("--org is required")
 	}
-	if err := roster.CheckOrg(*org); err != nil {
+	if err := roster.CheckOrg(fl.org); err != nil {
 		return a.usageErrorf("--org: %v", err)
 	}
 	id, err := a.identity()
 	if err != nil {
 		return err
 	}
-	path := a.rosterPath(*file)
-	if _, err := os.Lstat(path); err == nil && !*force {
+	path := a.rosterPath(fl.file)
+	if _, err := os.Lstat(path); err == nil && !fl.force {
 		return withHint(fmt.Errorf("a roster already exists at %s", path),
 			"'meshctl roster show' shows it; use --force to replace it with a new org")
 	}
-	r, err := roster.New(*org, id.Key, id.Name)
+	r, err := roster.New(fl.org, id.Key, id.Name)
 	if err != nil {
 		return err
 	}

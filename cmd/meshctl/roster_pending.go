@@ -57,11 +57,7 @@ type pendingResult struct {
 	Daemon bool `json:"daemon"`
 }
 
-func runRosterPending(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runRosterPending(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}

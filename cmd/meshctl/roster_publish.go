@@ -21,11 +21,7 @@ examples:
   meshctl roster publish roster-v5.cbor
 `
 
-func runRosterPublish(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runRosterPublish(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 1); err != nil {
 		return err
 	}

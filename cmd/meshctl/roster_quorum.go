@@ -19,14 +19,7 @@ examples:
   meshctl roster quorum 2
 `
 
-func runRosterQuorum(a *app, args []string) error {
-	fs := a.flagSet()
-	var ef editFlags
-	ef.register(fs)
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func runRosterQuorum(a *app, fl *editFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -34,7 +27,7 @@ func runRosterQuorum(a *app, args []string) error {
 	if err != nil || n < 1 {
 		return a.usageErrorf("N must be a positive number, got %q", pos[0])
 	}
-	return a.editRoster(ef, func(cur, next *roster.Roster) (string, error) {
+	return a.editRoster(*fl, func(cur, next *roster.Roster) (string, error) {
 		if cur.Quorum() == n {
 			return "", fmt.Errorf("the quorum of roster %q v%d is already %d", cur.Org, cur.Version, n)
 		}

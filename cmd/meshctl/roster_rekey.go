@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
@@ -51,34 +52,37 @@ type rekeyEditJSON struct {
 	Revoked       bool   `json:"revoked"`
 }
 
-func runRosterRekey(a *app, args []string) error {
-	fs := a.flagSet()
-	grace := fs.Duration("grace", 24*time.Hour, "")
-	var ef editFlags
-	ef.register(fs)
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// rosterRekeyFlags are the flags of 'meshctl roster rekey'.
+type rosterRekeyFlags struct {
+	grace time.Duration
+	ef    editFlags
+}
+
+func (fl *rosterRekeyFlags) define(fs *flag.FlagSet) {
+	fs.DurationVar(&fl.grace, "grace", 24*time.Hour, "")
+	fl.ef.define(fs)
+}
+
+func runRosterRekey(a *app, fl *rosterRekeyFlags, pos []string) error {
 	if err := a.nargs(pos, 2, 2); err != nil {
 		return err
 	}
-	if *grace < 0 || *grace > maxGrace {
-		return a.usageErrorf("--grace %s: want 0 (revoke now) up to %s", *grace, maxGrace)
+	if fl.grace < 0 || fl.grace > maxGrace {
+		return a.usageErrorf("--grace %s: want 0 (revoke now) up to %s", fl.grace, maxGrace)
 	}
 	key, err := proto.ParsePubKey(pos[1])
 	if err != nil {
 		return withHint(fmt.Errorf("NEWKEY: %w", err), "give the full ed25519:... key that 'meshctl rekey' printed on the member's machine")
 	}
 	var j rekeyEditJSON
-	err = a.editRosterWith(ef, func(cur, next *roster.Roster) (string, error) {
+	err = a.editRosterWith(fl.ef, func(cur, next *roster.Roster) (string, error) {
 		m, err := resolveMember(cur, pos[0])
 		if err != nil {
 			return "", err
 		}
 		var until int64
-		if *grace > 0 {
-			until = time.Now().Add(*grace).UnixMilli()
+		if fl.grace > 0 {
+			until = time.Now().Add(fl.grace).UnixMilli()
 		}
 		if err := next.Rekey(m.Key, key, until); err != nil {
 			return "", err

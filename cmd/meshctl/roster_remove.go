@@ -19,18 +19,11 @@ examples:
   meshctl roster remove 1a2b3c4d5e6f7a8b
 `
 
-func runRosterRemove(a *app, args []string) error {
-	fs := a.flagSet()
-	var ef editFlags
-	ef.register(fs)
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func runRosterRemove(a *app, fl *editFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
-	return a.editRoster(ef, func(cur, next *roster.Roster) (string, error) {
+	return a.editRoster(*fl, func(cur, next *roster.Roster) (string, error) {
 		m, err := resolveMember(cur, pos[0])
 		if err != nil {
 			return "", err

@@ -17,14 +17,7 @@ examples:
   meshctl roster role bob operator
 `
 
-func runRosterRole(a *app, args []string) error {
-	fs := a.flagSet()
-	var ef editFlags
-	ef.register(fs)
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func runRosterRole(a *app, fl *editFlags, pos []string) error {
 	if err := a.nargs(pos, 2, 2); err != nil {
 		return err
 	}
@@ -32,7 +25,7 @@ func runRosterRole(a *app, args []string) error {
 	if err != nil {
 		return a.usageErrorf("ROLE: %v", err)
 	}
-	return a.editRoster(ef, func(cur, next *roster.Roster) (string, error) {
+	return a.editRoster(*fl, func(cur, next *roster.Roster) (string, error) {
 		m, err := resolveMember(cur, pos[0])
 		if err != nil {
 			return "", err

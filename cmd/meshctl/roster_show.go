@@ -54,11 +54,7 @@ type rosterJSON struct {
 	Signers   []signerJSON `json:"signers"`
 }
 
-func runRosterShow(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runRosterShow(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 1); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 
@@ -38,13 +39,16 @@ type signResult struct {
 	Authority  string `json:"authority"`
 }
 
-func runRosterSign(a *app, args []string) error {
-	fs := a.flagSet()
-	current := fs.String("current", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// rosterSignFlags are the flags of 'meshctl roster sign'.
+type rosterSignFlags struct {
+	current string
+}
+
+func (fl *rosterSignFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.current, "current", "", "")
+}
+
+func runRosterSign(a *app, fl *rosterSignFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
@@ -57,7 +61,7 @@ func runRosterSign(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	auth, authName, err := a.signingAuthority(r, *current)
+	auth, authName, err := a.signingAuthority(r, fl.current)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/meshd/meshd/roster"
@@ -32,18 +33,21 @@ type verifyResult struct {
 	Version uint64 `json:"version,omitempty"`
 }
 
-func runRosterVerify(a *app, args []string) error {
-	fs := a.flagSet()
-	current := fs.String("current", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// rosterVerifyFlags are the flags of 'meshctl roster verify'.
+type rosterVerifyFlags struct {
+	current string
+}
+
+func (fl *rosterVerifyFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.current, "current", "", "")
+}
+
+func runRosterVerify(a *app, fl *rosterVerifyFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
 	res := verifyResult{File: pos[0]}
-	msg, err := a.verify(pos[0], *current, &res)
+	msg, err := a.verify(pos[0], fl.current, &res)
 	if a.json {
 		res.Valid = err == nil
 		if err != nil {

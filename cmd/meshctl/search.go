@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/meshd/meshd/node/api"
@@ -25,30 +26,33 @@ examples:
   meshctl search deploy --channel deploys --since 24h --json
 `
 
-func runSearch(a *app, args []string) error {
-	fs := a.flagSet()
-	limit := fs.Int("limit", 0, "")
-	var f api.InboxFilter
-	filterFlags(fs, &f)
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// searchFlags are the flags of 'meshctl search'.
+type searchFlags struct {
+	limit  int
+	filter api.InboxFilter
+}
+
+func (fl *searchFlags) define(fs *flag.FlagSet) {
+	fs.IntVar(&fl.limit, "limit", 0, "")
+	filterFlags(fs, &fl.filter)
+}
+
+func runSearch(a *app, fl *searchFlags, pos []string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}
 	if pos[0] == "" {
 		return a.usageErrorf("TEXT is empty")
 	}
-	if *limit < 0 || *limit > api.MaxHistoryLimit {
+	if fl.limit < 0 || fl.limit > api.MaxHistoryLimit {
 		return a.usageErrorf("--limit must be from 1 to %d", api.MaxHistoryLimit)
 	}
-	if err := a.checkFilter(f); err != nil {
+	if err := a.checkFilter(fl.filter); err != nil {
 		return err
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	in, err := a.client().Search(ctx, pos[0], *limit, f)
+	in, err := a.client().Search(ctx, pos[0], fl.limit, fl.filter)
 	if err != nil {
 		return a.remoteErr(err)
 	}

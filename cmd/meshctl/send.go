@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
@@ -25,13 +26,16 @@ examples:
   git log -1 | meshctl send '#deploys' -
 `
 
-func runSend(a *app, args []string) error {
-	fs := a.flagSet()
-	inReplyTo := fs.String("in-reply-to", "", "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// sendFlags are the flags of 'meshctl send'.
+type sendFlags struct {
+	inReplyTo string
+}
+
+func (fl *sendFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&fl.inReplyTo, "in-reply-to", "", "")
+}
+
+func runSend(a *app, fl *sendFlags, pos []string) error {
 	if len(pos) == 0 {
 		// What "meshctl send #deploys hi" turns into: the shell took the rest for a comment.
 		return a.usageErrorf("missing '#NAME' and TEXT (quote '#NAME': an unquoted # starts a shell comment)")
@@ -54,7 +58,7 @@ func runSend(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Send(ctx, api.Send{To: "#" + name, Body: body, InReplyTo: *inReplyTo})
+	s, err := a.client().Send(ctx, api.Send{To: "#" + name, Body: body, InReplyTo: fl.inReplyTo})
 	if err != nil {
 		return a.remoteErr(err)
 	}

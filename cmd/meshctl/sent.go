@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -42,23 +43,27 @@ examples:
   meshctl sent --json | jq '.items[] | select(.recipients[0].state=="expired")'
 `
 
-func runSent(a *app, args []string) error {
-	fs := a.flagSet()
-	pending := fs.Bool("pending", false, "")
-	limit := fs.Int("limit", 0, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// sentFlags are the flags of 'meshctl sent'.
+type sentFlags struct {
+	pending bool
+	limit   int
+}
+
+func (fl *sentFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.pending, "pending", false, "")
+	fs.IntVar(&fl.limit, "limit", 0, "")
+}
+
+func runSent(a *app, fl *sentFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	if *limit < 0 {
+	if fl.limit < 0 {
 		return a.usageErrorf("--limit must be 1 or more")
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	l, err := a.client().SentList(ctx, api.SentQuery{Pending: *pending, Limit: *limit})
+	l, err := a.client().SentList(ctx, api.SentQuery{Pending: fl.pending, Limit: fl.limit})
 	if err != nil {
 		return a.remoteErr(err)
 	}
@@ -67,7 +72,7 @@ func runSent(a *app, args []string) error {
 	}
 	if len(l.Items) == 0 {
 		what := "nothing sent"
-		if *pending {
+		if fl.pending {
 			what = "nothing queued: every direct message sent was acknowledged, or expired"
 		}
 		_, err := fmt.Fprintln(a.Stdout, what)

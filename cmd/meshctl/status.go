@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,13 +41,16 @@ examples:
   meshctl status 0193a1c2-7f4e-7cc1-9a4e-3b1f0c2d9e11
 `
 
-func runStatus(a *app, args []string) error {
-	fs := a.flagSet()
-	verbose := fs.Bool("verbose", false, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// statusFlags are the flags of 'meshctl status'.
+type statusFlags struct {
+	verbose bool
+}
+
+func (fl *statusFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.verbose, "verbose", false, "")
+}
+
+func runStatus(a *app, fl *statusFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 1); err != nil {
 		return err
 	}
@@ -112,13 +116,13 @@ func runStatus(a *app, args []string) error {
 	if len(s.Blocked) > 0 {
 		fmt.Fprintf(tw, "blocked\t%s (meshctl blocks)\n", blockNames(s.Blocked))
 	}
-	if !*verbose {
+	if !fl.verbose {
 		summarizeCounters(tw, s.Counters)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if !*verbose {
+	if !fl.verbose {
 		fmt.Fprintf(a.Stdout, "counters: %d (meshctl status --verbose lists them)\n", len(s.Counters))
 		return nil
 	}

@@ -15,15 +15,13 @@ example:
   meshctl subscribe deploys
 `
 
-func runSubscribe(a *app, args []string) error { return a.setSubscription(args, "subscribed") }
+func runSubscribe(a *app, _ *noFlags, pos []string) error {
+	return a.setSubscription(pos, "subscribed")
+}
 
 // setSubscription is the shared flow of subscribe, unsubscribe, mute and
 // unmute: one channel name, one state.
-func (a *app) setSubscription(args []string, state string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func (a *app) setSubscription(pos []string, state string) error {
 	if err := a.nargs(pos, 1, 1); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -32,17 +33,20 @@ examples:
 exit status: 0 on Ctrl-C, 1 on error or when meshd stops.
 `
 
-func runTail(a *app, args []string) error {
-	fs := a.flagSet()
-	history := fs.Int("all-history", 0, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// tailFlags are the flags of 'meshctl tail'.
+type tailFlags struct {
+	history int
+}
+
+func (fl *tailFlags) define(fs *flag.FlagSet) {
+	fs.IntVar(&fl.history, "all-history", 0, "")
+}
+
+func runTail(a *app, fl *tailFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	if *history < 0 {
+	if fl.history < 0 {
 		return a.usageErrorf("--all-history must not be negative")
 	}
 	ctx, stop := interruptContext()
@@ -61,9 +65,9 @@ func runTail(a *app, args []string) error {
 	// Opened first, so nothing falls between the history and the stream;
 	// what is in both is printed once.
 	seen := map[string]bool{}
-	if *history > 0 {
+	if fl.history > 0 {
 		// Page by page: the newest N may be more than one answer holds.
-		err := c.InboxPages(ctx, api.InboxQuery{All: true, Limit: *history}, api.DefaultTimeout, func(in *api.Inbox) error {
+		err := c.InboxPages(ctx, api.InboxQuery{All: true, Limit: fl.history}, api.DefaultTimeout, func(in *api.Inbox) error {
 			for i := range in.Items {
 				seen[in.Items[i].ID] = true
 				if err := a.printTailItem(&in.Items[i]); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -97,18 +98,22 @@ type topSample struct {
 	presence *api.Presence
 }
 
-func runTop(a *app, args []string) error {
-	fs := a.flagSet()
-	once := fs.Bool("once", false, "")
-	interval := fs.Duration("interval", time.Second, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// topFlags are the flags of 'meshctl top'.
+type topFlags struct {
+	once     bool
+	interval time.Duration
+}
+
+func (fl *topFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&fl.once, "once", false, "")
+	fs.DurationVar(&fl.interval, "interval", time.Second, "")
+}
+
+func runTop(a *app, fl *topFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	if *interval < 10*time.Millisecond {
+	if fl.interval < 10*time.Millisecond {
 		return a.usageErrorf("--interval must be at least 10ms")
 	}
 	ctx, stop := interruptContext()
@@ -119,8 +124,8 @@ func runTop(a *app, args []string) error {
 	if err != nil {
 		return a.topErr(ctx, err)
 	}
-	if *once || a.json {
-		if !sleepCtx(ctx, *interval) {
+	if fl.once || a.json {
+		if !sleepCtx(ctx, fl.interval) {
 			return nil
 		}
 		cur, err := a.topSample(ctx, c)
@@ -144,11 +149,11 @@ func runTop(a *app, args []string) error {
 		if err := writeTop(&b, topFrame(last, cur)); err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "\n(every %s; Ctrl-C to quit)\n", interval.String())
+		fmt.Fprintf(&b, "\n(every %s; Ctrl-C to quit)\n", fl.interval.String())
 		if _, err := io.WriteString(a.Stdout, b.String()); err != nil {
 			return err
 		}
-		if !sleepCtx(ctx, *interval) {
+		if !sleepCtx(ctx, fl.interval) {
 			return nil
 		}
 		next, err := a.topSample(ctx, c)

@@ -45,11 +45,7 @@ type uiResult struct {
 	Token   string `json:"token"`
 }
 
-func runUI(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runUI(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}

@@ -9,4 +9,4 @@ examples:
   meshctl unmute '#random'
 `
 
-func runUnmute(a *app, args []string) error { return a.setSubscription(args, "subscribed") }
+func runUnmute(a *app, _ *noFlags, pos []string) error { return a.setSubscription(pos, "subscribed") }

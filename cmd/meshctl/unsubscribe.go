@@ -9,4 +9,6 @@ examples:
   meshctl unsubscribe random
 `
 
-func runUnsubscribe(a *app, args []string) error { return a.setSubscription(args, "unsubscribed") }
+func runUnsubscribe(a *app, _ *noFlags, pos []string) error {
+	return a.setSubscription(pos, "unsubscribed")
+}

@@ -58,11 +58,7 @@ type mailVerifyFrom struct {
 	Role        string `json:"role,omitempty"`
 }
 
-func runVerify(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runVerify(a *app, _ *noFlags, pos []string) error {
 	if len(pos) == 0 {
 		return a.usageErrorf("missing FILE")
 	}

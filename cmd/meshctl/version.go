@@ -34,11 +34,7 @@ func buildVersion() string {
 	return "devel"
 }
 
-func runVersion(a *app, args []string) error {
-	pos, err := a.parse(a.flagSet(), args)
-	if err != nil {
-		return err
-	}
+func runVersion(a *app, _ *noFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}

@@ -36,24 +36,26 @@ and 3 when the timeout passed first.
 // waitPoll bounds one long poll of a wait; meshd caps each at 10 minutes.
 const waitPoll = 5 * time.Minute
 
-func runWait(a *app, args []string) error {
-	fs := a.flagSet()
-	timeout := fs.Duration("timeout", 0, "")
-	pos, err := a.parse(fs, args)
-	if err != nil {
-		return err
-	}
+// waitFlags are the flags of 'meshctl wait'.
+type waitFlags struct {
+	timeout time.Duration
+}
+
+func (fl *waitFlags) define(fs *flag.FlagSet) {
+	fs.DurationVar(&fl.timeout, "timeout", 0, "")
+}
+
+func runWait(a *app, fl *waitFlags, pos []string) error {
 	if err := a.nargs(pos, 0, 0); err != nil {
 		return err
 	}
-	timeoutSet := false
-	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
-	if timeoutSet && *timeout <= 0 {
+	timeoutSet := a.given["timeout"]
+	if timeoutSet && fl.timeout <= 0 {
 		return a.usageErrorf("--timeout must be positive")
 	}
 	var d time.Duration
 	if timeoutSet {
-		d = *timeout
+		d = fl.timeout
 	}
 	waking, err := waitWaking(context.Background(), a.client(), d)
 	if err != nil {
