@@ -40,7 +40,7 @@ func TestUnusableListenAddrSkipped(t *testing.T) {
 	p := a.peers.byKey[m.ids[1].Pub]
 	var addrs []transport.Addr
 	if p != nil {
-		addrs = append(addrs, p.addrs...)
+		addrs = append(addrs, p.addrs.List()...)
 	}
 	a.peers.Unlock()
 	if len(addrs) != 1 || addrs[0].String() != "tcp://192.0.2.1:7946" {

@@ -3,6 +3,7 @@ package node
 import (
 	"testing"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -27,53 +28,53 @@ func TestAddrRules(t *testing.T) {
 		return transport.Addr{Network: "tcp", Address: "192.0.2." + string(rune('0'+i)) + ":7946"}.String()
 	}
 
-	// Third parties: no Unix socket, at most maxGossipAddrs TCP addresses.
+	// Third parties: no Unix socket, at most peers.MaxGossipAddrs TCP addresses.
 	in := []string{"unix:///run/other.sock"}
 	for i := range 6 {
 		in = append(in, tcp(i))
 	}
-	if ign, _ := n.mergeAddrsLocked(k, in, addrGossip); ign != 3 {
+	if ign, _ := n.mergeAddrsLocked(k, in, peers.Gossip); ign != 3 {
 		t.Fatalf("ignored %d, want 3 (the socket and two over the budget)", ign)
 	}
 	p := n.peers.byKey[k]
-	if len(p.addrs) != maxGossipAddrs {
-		t.Fatalf("kept %v", p.addrs)
+	if p.addrs.Len() != peers.MaxGossipAddrs {
+		t.Fatalf("kept %v", p.addrs.List())
 	}
 
 	// The member's own claims fill up, displacing third-party addresses.
 	var own []string
-	for i := range maxDialAddrs {
+	for i := range peers.MaxDialAddrs {
 		own = append(own, transport.Addr{Network: "tcp", Address: "198.51.100." + string(rune('1'+i)) + ":7946"}.String())
 	}
-	n.mergeAddrsLocked(k, own, addrSelf)
-	if len(p.addrs) != maxDialAddrs || p.countSrc(addrGossip) != 0 {
-		t.Fatalf("after own claims: %v, %d from gossip", p.addrs, p.countSrc(addrGossip))
+	n.mergeAddrsLocked(k, own, peers.Self)
+	if p.addrs.Len() != peers.MaxDialAddrs || p.addrs.CountFrom(peers.Gossip) != 0 {
+		t.Fatalf("after own claims: %v, %d from gossip", p.addrs, p.addrs.CountFrom(peers.Gossip))
 	}
 	// A Unix socket only from the member over a local link.
 	sock := "unix:///home/m/.meshd/link.sock"
-	p.clearAddrs()
-	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, addrSelf); ign != 1 || len(p.addrs) != 0 {
-		t.Fatalf("unix over a remote link: ignored %d, kept %v", ign, p.addrs)
+	p.addrs.Clear()
+	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.Self); ign != 1 || p.addrs.Len() != 0 {
+		t.Fatalf("unix over a remote link: ignored %d, kept %v", ign, p.addrs.List())
 	}
-	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, addrSelfLocal); ign != 0 || len(p.addrs) != 1 {
-		t.Fatalf("unix over a local link: ignored %d, kept %v", ign, p.addrs)
+	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.SelfLocal); ign != 0 || p.addrs.Len() != 1 {
+		t.Fatalf("unix over a local link: ignored %d, kept %v", ign, p.addrs.List())
 	}
 
-	// Gossiped addresses are evicted after maxGossipFails failures and
+	// Gossiped addresses are evicted after peers.MaxGossipFails failures and
 	// spend the budget until the eviction expires.
-	p.clearAddrs()
-	n.mergeAddrsLocked(k, []string{tcp(1)}, addrGossip)
-	a := p.addrs[0]
-	for range maxGossipFails {
+	p.addrs.Clear()
+	n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip)
+	a := p.addrs.List()[0]
+	for range peers.MaxGossipFails {
 		n.dialResultLocked(p, []transport.Addr{a}, transport.Addr{})
 	}
-	if len(p.addrs) != 0 {
-		t.Fatalf("not evicted: %v", p.addrs)
+	if p.addrs.Len() != 0 {
+		t.Fatalf("not evicted: %v", p.addrs.List())
 	}
-	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, addrGossip); ign != 1 {
+	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip); ign != 1 {
 		t.Fatal("evicted address taken again from gossip")
 	}
-	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, addrSelf); ign != 0 {
+	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Self); ign != 0 {
 		t.Fatal("the member's own claim refused")
 	}
 }

@@ -1,53 +1,13 @@
 package node
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"github.com/meshd/meshd/internal/clockgrid"
+	"github.com/meshd/meshd/node/peers"
 )
 
-// Link formation without storms. When many nodes start at once, every
-// node learns of every other within a second or two (peer exchange), and
-// dialling them all at once would put hundreds of handshakes on each
-// listener together: they would be shed (transport's MaxHandshakes and
-// per-source limits), fail, back off and evict the addresses they were
-// learnt from. And both ends of a pair would dial each other, so that
-// half the handshakes end in "duplicate link". So:
-//
-//   - A node holds at most maxDials dials in flight.
-//   - The first dial of a member learnt from anyone is put off by a
-//     random delay whose spread grows with the roster (dialSpread). The
-//     node whose link would win the duplicate rule (PROTOCOL.md §14.2
-//     rule 1: the link dialled by the lower NodeID) draws it from
-//     [0, spread); the other end from [spread+lead, 2*spread+lead), so
-//     that the winning link is usually up before the other end dials at
-//     all, and it then never does. lead covers the two ends learning of
-//     each other at different times (a peer-update batch apart).
-//
-// Later dials follow the backoff (links.go): redials are not spread.
-
-const (
-	// maxDials bounds the dials one node has in flight. With many nodes
-	// on one host, every dial comes from one source address, of which a
-	// listener admits 8 handshakes at a time (transport
-	// MaxHandshakesPerSource) and sheds the rest, which fail, back off
-	// and count towards evicting the address (addrs.go). 2 per node keeps
-	// the mean load per listener at 2 when every node dials at once, and
-	// more than 8 rare (measured: 4 in flight shed 41% of the dials of
-	// 120 nodes starting together on one host).
-	maxDials = 2
-	// dialLead is the head start of the end whose link wins.
-	dialLead = 2 * pxBatch
-	// dialSpreadPerMember, dialSpreadMin and dialSpreadMax give the
-	// spread of first dials: 10 ms per roster member, from 200 ms to 5 s
-	// (2 s at 200 members).
-	dialSpreadPerMember = 10 * time.Millisecond
-	dialSpreadMin       = 200 * time.Millisecond
-	dialSpreadMax       = 5 * time.Second
-)
-
-// dialsLocked counts the dials in flight.
+// dialsLocked counts the dials in flight (at most peers.MaxDials).
 func (n *Node) dialsLocked() int {
 	c := 0
 	for _, p := range n.peers.byKey {
@@ -63,25 +23,15 @@ func (n *Node) dialsLocked() int {
 	return c
 }
 
-// dialSpread is the spread of first dials for a roster of members.
-func dialSpread(members int) time.Duration {
-	return min(max(time.Duration(members)*dialSpreadPerMember, dialSpreadMin), dialSpreadMax)
-}
-
 // spreadFirstDialLocked puts off the first dial of p, which is due now,
-// and reports whether it did. Only a member never dialled nor refused is
-// put off, once.
+// and reports whether it did (see peers.FirstDialDelay). Only a member
+// never dialled nor refused is put off, once.
 func (n *Node) spreadFirstDialLocked(p *peer, now time.Time) bool {
 	if p.spread || p.fails > 0 || p.refusals > 0 {
 		return false
 	}
 	p.spread = true
-	spread := dialSpread(len(n.Roster().Members))
-	d := time.Duration(rand.Int64N(int64(spread)))
-	if !n.id.Pub.NodeID().Less(p.key.NodeID()) {
-		d += spread + dialLead // the peer's dial wins: give it the first go
-	}
-	p.next = now.Add(d)
+	p.next = now.Add(peers.FirstDialDelay(n.id.Pub.NodeID(), p.key.NodeID(), len(n.Roster().Members)))
 	return true
 }
 

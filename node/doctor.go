@@ -235,7 +235,7 @@ func (n *Node) checkSeeds(r *roster.Roster, add addCheck) {
 		if s.fails == 0 || (!s.key.IsZero() && n.linkedLocked(s.key) != nil) {
 			continue
 		}
-		text := fmt.Sprintf("%s (%d dials failed in a row)", s.addrs[0], s.fails)
+		text := fmt.Sprintf("%s (%d dials failed in a row)", s.addrs.List()[0], s.fails)
 		if len(s.lastDial) > 0 {
 			last := s.lastDial[len(s.lastDial)-1]
 			text = fmt.Sprintf("%s (%d dials failed in a row)", dialText(last), s.fails)

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -74,13 +74,9 @@ type peer struct {
 	// link is the admitted link to the member; nil while there is none.
 	// Always nil for a seed: its link belongs to the member it reached.
 	link *peerLink
-	// addrs is where to dial, in the order learnt; a seed has its one.
-	addrs []transport.Addr
-	// info says where each of addrs came from and how its dials went;
-	// evicted holds addresses dropped after failing, until when they are
-	// not taken again from third parties (see addrs.go). Nil for seeds.
-	info    map[transport.Addr]*addrInfo
-	evicted map[transport.Addr]time.Time
+	// addrs is where to dial and how each address was learnt (see
+	// peers.AddrBook); a seed has its one.
+	addrs peers.AddrBook
 
 	// The dial backoff.
 	fails   int       // dials failed in a row
@@ -94,23 +90,10 @@ type peer struct {
 	// spread is set once the first dial of the member has been put off
 	// by firstDialDelay (see dialspread.go).
 	spread bool
-	// gossiped is the last address list a third party told for the
-	// member, merged at gossipedAt: the same list from the member's other
-	// neighbours is skipped for gossipRecheck (see mergeAddrsLocked).
-	gossiped      []string
-	gossipedAt    time.Time
-	gossipIgnored int // addresses of gossiped that the merge ignored
 	// move is the state of moving the link to the member's Unix socket
 	// (see unixmove.go).
 	move unixMove
 }
-
-// gossipRecheck is how long a member's addresses, as a third party told
-// them, are not merged again when another tells the same. In a full mesh
-// of N nodes each node hears every member's list from N-1 neighbours;
-// merging (parsing) it once a minute is enough, and an address evicted
-// meanwhile is retaken at most that late.
-const gossipRecheck = time.Minute
 
 // linkedLocked returns the link to k, or nil.
 func (n *Node) linkedLocked(k proto.PubKey) *peerLink {
@@ -201,7 +184,7 @@ func (n *Node) addLink(l *transport.Link) {
 			s.fails = 0
 		}
 	}
-	ignored, _ := n.mergeAddrsLocked(key, pl.payload.Listen, selfSource(l))
+	ignored, _ := n.mergeAddrsLocked(key, pl.payload.Listen, peers.SelfSource(l))
 	n.peers.Unlock()
 	if pl.payload.IgnoredListen+ignored > 0 {
 		n.metrics.add(cAddrIgnored, uint64(pl.payload.IgnoredListen+ignored))
@@ -422,7 +405,7 @@ func (n *Node) dialDue() time.Time {
 			}
 			continue
 		}
-		if p.dialing || len(p.addrs) == 0 {
+		if p.dialing || p.addrs.Len() == 0 {
 			continue
 		}
 		if now.Before(p.next) {
@@ -437,14 +420,14 @@ func (n *Node) dialDue() time.Time {
 			}
 			continue
 		}
-		if dialing >= maxDials {
+		if dialing >= peers.MaxDials {
 			// The rest when these are done (removeLink and dialPeer
 			// wake the loop).
 			next = now.Add(50 * time.Millisecond)
 			break
 		}
 		dialing++
-		n.startDialLocked(p, n.orderAddrs(p.addrs))
+		n.startDialLocked(p, peers.OrderAddrs(p.addrs.List()))
 	}
 	for _, s := range n.peers.seeds {
 		if s.dialing {
@@ -461,7 +444,7 @@ func (n *Node) dialDue() time.Time {
 				continue
 			}
 		}
-		n.startDialLocked(s, s.addrs)
+		n.startDialLocked(s, s.addrs.List())
 	}
 	return next
 }
@@ -541,7 +524,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 		n.seedsGone([]string{gone})
 		return
 	}
-	n.wake() // a place for a dial held back by maxDials
+	n.wake() // a place for a dial held back by peers.MaxDials
 	if err == nil {
 		return
 	}
@@ -567,110 +550,6 @@ func (n *Node) dial(a transport.Addr, expect *proto.PubKey) (*transport.Link, er
 		return nil, err
 	}
 	return l, nil
-}
-
-// orderAddrs puts the addresses to try first first: a Unix socket when
-// the peer is on this host (it advertises an address we also hold), then
-// TCP addresses. Unix sockets of other hosts are skipped.
-func (n *Node) orderAddrs(addrs []transport.Addr) []transport.Addr {
-	local := false
-	var unix, tcp []transport.Addr
-	for _, a := range addrs {
-		switch a.Network {
-		case "unix":
-			unix = append(unix, a)
-		case "tcp":
-			tcp = append(tcp, a)
-			if isLocalHostPort(a.Address) {
-				local = true
-			}
-		}
-	}
-	if !local && len(tcp) > 0 {
-		return tcp
-	}
-	return append(unix, tcp...)
-}
-
-var localIPs = func() func() map[string]bool {
-	var cached map[string]bool
-	var at time.Time
-	return func() map[string]bool {
-		if cached != nil && time.Since(at) < 10*time.Second {
-			return cached
-		}
-		m := map[string]bool{}
-		if addrs, err := net.InterfaceAddrs(); err == nil {
-			for _, a := range addrs {
-				if ipn, ok := a.(*net.IPNet); ok {
-					m[ipn.IP.String()] = true
-				}
-			}
-		}
-		cached, at = m, time.Now()
-		return m
-	}
-}()
-
-func isLocalHostPort(hp string) bool {
-	h, _, err := net.SplitHostPort(hp)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(h)
-	if ip == nil {
-		return false
-	}
-	return ip.IsLoopback() || localIPs()[ip.String()]
-}
-
-// advertiseAddrs turns bound listen addresses into what peers should dial:
-// a wildcard TCP address becomes one address per non-loopback interface
-// IP (loopback only when there is nothing else).
-func advertiseAddrs(lns []*transport.Listener) []string {
-	var out []string
-	for _, ln := range lns {
-		a := ln.Addr()
-		if a.Network != "tcp" {
-			out = append(out, a.String())
-			continue
-		}
-		h, port, err := net.SplitHostPort(a.Address)
-		if err != nil {
-			continue
-		}
-		ip := net.ParseIP(h)
-		if ip == nil || !ip.IsUnspecified() {
-			out = append(out, a.String())
-			continue
-		}
-		var ext, lo []string
-		if addrs, err := net.InterfaceAddrs(); err == nil {
-			for _, ia := range addrs {
-				ipn, ok := ia.(*net.IPNet)
-				if !ok || ipn.IP.IsLinkLocalUnicast() {
-					continue
-				}
-				if ip.To4() != nil && ipn.IP.To4() == nil {
-					continue
-				}
-				s := transport.Addr{Network: "tcp", Address: net.JoinHostPort(ipn.IP.String(), port)}.String()
-				if ipn.IP.IsLoopback() {
-					lo = append(lo, s)
-				} else {
-					ext = append(ext, s)
-				}
-			}
-		}
-		if len(ext) == 0 {
-			ext = lo
-		}
-		out = append(out, ext...)
-	}
-	if len(out) > proto.MaxListenAddrs {
-		out = out[:proto.MaxListenAddrs]
-	}
-	return out
 }
 
 func (n *Node) discoveryLoop() {
@@ -702,7 +581,7 @@ func (n *Node) discoveryLoop() {
 			_, member := n.Roster().Member(p.Key)
 			ignored := 0
 			if member {
-				ignored, _ = n.mergeAddrsLocked(p.Key, p.Addrs, addrGossip)
+				ignored, _ = n.mergeAddrsLocked(p.Key, p.Addrs, peers.Gossip)
 			}
 			n.peers.Unlock()
 			if ignored > 0 {
@@ -869,10 +748,10 @@ func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 		if p.Key.Equal(n.id.Pub) {
 			continue
 		}
-		src := addrGossip
+		src := peers.Gossip
 		if p.Key.Equal(pl.key) {
 			// The peer's own entry: its claim about itself.
-			src = selfSource(pl.link)
+			src = peers.SelfSource(pl.link)
 			selfChanged = !slices.Equal(pl.listenAddrs(), p.Addrs)
 			pl.setListen(p.Addrs)
 		}
@@ -897,14 +776,4 @@ func sanitize(b []byte) string {
 		b = b[:200]
 	}
 	return strings.ToValidUTF8(string(b), "?")
-}
-
-// selfSource is the source of addresses a member claims for itself on l:
-// local when the link runs on a Unix socket or comes from an address of
-// this host.
-func selfSource(l *transport.Link) addrSource {
-	if l.Network() == "unix" || isLocalHostPort(l.RemoteAddr()) {
-		return addrSelfLocal
-	}
-	return addrSelf
 }

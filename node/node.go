@@ -19,6 +19,7 @@ import (
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -309,7 +310,7 @@ func (n *Node) setup() error {
 		n.listeners = append(n.listeners, ln)
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
-	adv := advertiseAddrs(n.listeners)
+	adv := peers.Advertise(n.listeners)
 	n.advertised.Store(&adv)
 	close(n.advertisedSet)
 	if err := n.saveNewOrg(r); err != nil {
@@ -317,7 +318,7 @@ func (n *Node) setup() error {
 	}
 
 	for _, s := range append(n.cfg.Seeds, n.joinedSeeds()...) {
-		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: []transport.Addr{s}})
+		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: peers.SeedBook(s)})
 	}
 
 	if n.control, err = control.Listen(n.home.ControlSocket(), n, n.log.With("component", "control")); err != nil {

@@ -85,7 +85,7 @@ func TestIncrementalPeerExchange(t *testing.T) {
 		b.peers.Lock()
 		defer b.peers.Unlock()
 		p := b.peers.byKey[a.id.Pub]
-		_, ok := p.info[transport.Addr{Network: "tcp", Address: "192.0.2.99:7946"}]
+		_, ok := p.addrs.SourceOf(transport.Addr{Network: "tcp", Address: "192.0.2.99:7946"})
 		return ok
 	})
 }

@@ -147,7 +147,7 @@ func (n *Node) retireExpiredKeys() {
 		if _, prev := r.Previous(k); !prev {
 			continue
 		}
-		p.clearAddrs()
+		p.addrs.Clear()
 		if p.link == nil {
 			delete(n.peers.byKey, k)
 		} else {

@@ -118,7 +118,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	for k, p := range n.peers.byKey {
 		if _, ok := r.Member(k); !ok {
 			// Not dialled again; the entry goes once its link is down.
-			p.clearAddrs()
+			p.addrs.Clear()
 			if p.link == nil {
 				delete(n.peers.byKey, k)
 			} else {

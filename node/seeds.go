@@ -87,7 +87,7 @@ func (n *Node) dropRemovedSeedsLocked(isMember func(proto.PubKey) bool) []string
 		if s.key.IsZero() || isMember(s.key) {
 			return false
 		}
-		gone = append(gone, s.addrs[0].String())
+		gone = append(gone, s.addrs.List()[0].String())
 		return true
 	})
 	return gone
@@ -132,7 +132,7 @@ func (n *Node) dropSeedLocked(s *peer) string {
 		return ""
 	}
 	n.peers.seeds = slices.Delete(n.peers.seeds, i, i+1)
-	return s.addrs[0].String()
+	return s.addrs.List()[0].String()
 }
 
 // seedsGone counts, logs and forgets seeds dropped for reaching removed

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -52,9 +53,9 @@ func TestSeedsFileHostAndRemovals(t *testing.T) {
 	// The seed at 192.0.2.11 reached a member that is then removed.
 	removed := seedKey(t, 7)
 	n.peers.seeds = []*peer{
-		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.10:7946")}, key: seedKey(t, 1)},
-		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.11:7946")}, key: removed},
-		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.12:7946")}}, // never linked
+		{seed: true, addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.10:7946")), key: seedKey(t, 1)},
+		{seed: true, addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.11:7946")), key: removed},
+		{seed: true, addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.12:7946"))}, // never linked
 	}
 	gone := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { return !k.Equal(removed) })
 	if !slices.Equal(gone, []string{"tcp://192.0.2.11:7946"}) || len(n.peers.seeds) != 2 {

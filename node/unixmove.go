@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -81,11 +82,11 @@ func moveRetry(fails int) time.Duration {
 // over a link from this host and whose socket file exists here, or a
 // zero Addr; told says whether p told one at all.
 func localSocketLocked(p *peer) (a transport.Addr, told bool) {
-	for _, a := range p.addrs {
+	for _, a := range p.addrs.List() {
 		if a.Network != "unix" {
 			continue
 		}
-		if in := p.info[a]; in == nil || in.src != addrSelfLocal {
+		if src, ok := p.addrs.SourceOf(a); !ok || src != peers.SelfLocal {
 			continue
 		}
 		told = true

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -119,8 +120,7 @@ func TestLinkMoveSocketOfAnotherKey(t *testing.T) {
 	b.peers.Lock()
 	p := b.peers.byKey[m.ids[0].Pub]
 	pl := p.link
-	p.addrs = append(p.addrs, wrong)
-	p.info[wrong] = &addrInfo{src: addrSelfLocal}
+	p.addrs.Merge([]string{wrong.String()}, peers.SelfLocal, time.Now())
 	p.move.askedOn, p.move.askedAt = pl, time.Now()
 	b.peers.Unlock()
 	b.handleFrame(pl, []byte{byte(proto.FrameLinkMove), 0xa1, 0x00, 0x02}) // agree
