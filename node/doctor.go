@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -196,7 +197,7 @@ func (n *Node) checkMembership(r *roster.Roster, add addCheck) {
 		add("membership", "problem", fmt.Sprintf("if this node should be back, ask an admin of %q to make an invite (meshctl invite) and run meshctl join TOKEN here; or to add it (meshctl roster add %s, then meshctl roster publish) and restart meshd here to redial at once",
 			r.Org, n.id.Pub.Fingerprint()),
 			"this node (%s) was removed from the org by roster %q v%d: every member refuses its links, so it redials each of them only every %v",
-			n.id.Pub.Fingerprint(), r.Org, r.Version, removedRetry)
+			n.id.Pub.Fingerprint(), r.Org, r.Version, peers.RemovedRetry)
 		return
 	}
 	fix := fmt.Sprintf("ask an admin of %q to add this node: meshctl roster add %s --role member, then meshctl roster publish on their node (or have them run meshctl invite and run meshctl join TOKEN here)",

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -272,18 +271,18 @@ func (n *Node) removeLink(pl *peerLink) {
 	if p := n.peers.byKey[pl.key]; p != nil && p.link == pl {
 		p.link = nil
 		now := time.Now()
-		if pl.refused.Load() || !n.isMember() || silentlyRefused(pl) {
+		if pl.refused.Load() || !n.isMember() || peers.SilentlyRefused(pl.link) {
 			// The peer turned us away: back off as from a failed dial.
 			p.refusals++
-			p.next = now.Add(refusedBackoff(p.refusals))
+			p.next = now.Add(peers.RefusedBackoff(p.refusals))
 			if n.removedSelf() {
-				p.next = now.Add(removedRetryDelay())
+				p.next = now.Add(peers.RemovedRetryDelay())
 			}
 			n.metrics.inc(cDialRefused)
 		} else {
 			// Redial soon: a dropped link is usually a restart or a blip.
 			p.refusals = 0
-			p.next = now.Add(n.backoff(0))
+			p.next = now.Add(n.dialBackoff(0))
 		}
 		for _, s := range n.peers.seeds {
 			if s.key.Equal(pl.key) && s.next.Before(p.next) {
@@ -352,15 +351,10 @@ func (n *Node) wake() {
 	}
 }
 
-// backoff returns the redial delay after fails consecutive failures:
-// exponential between the configured bounds, drawn from [d/2, d].
-func (n *Node) backoff(fails int) time.Duration {
-	d := n.cfg.DialBackoffMin
-	for i := 0; i < fails && d < n.cfg.DialBackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, n.cfg.DialBackoffMax)
-	return time.Duration(float64(d) * (0.5 + 0.5*rand.Float64()))
+// dialBackoff returns the redial delay after fails consecutive
+// failures, between the configured bounds (peers.Backoff).
+func (n *Node) dialBackoff(fails int) time.Duration {
+	return peers.Backoff(n.cfg.DialBackoffMin, n.cfg.DialBackoffMax, fails)
 }
 
 // dialIdleWait bounds the dialler's sleep when nothing is due sooner.
@@ -503,9 +497,9 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	if err != nil {
 		p.lastDial = why
 		p.fails++
-		p.next = time.Now().Add(n.backoff(p.fails))
+		p.next = time.Now().Add(n.dialBackoff(p.fails))
 		if n.removedSelf() {
-			p.next = time.Now().Add(removedRetryDelay())
+			p.next = time.Now().Add(peers.RemovedRetryDelay())
 		}
 	} else {
 		p.fails = 0
@@ -686,7 +680,7 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		}
 		n.handlePeerUpdate(pl, payload)
 	case proto.FrameGoodbye:
-		if pl.link.Outbound() && time.Since(pl.link.Established()) < refusedWithin {
+		if pl.link.Outbound() && time.Since(pl.link.Established()) < peers.RefusedWithin {
 			pl.refused.Store(true)
 		}
 		n.logRL.log(n.log, "peer said goodbye", pl.key.Fingerprint(), "goodbye",

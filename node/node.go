@@ -102,16 +102,16 @@ type Node struct {
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
 	requests          *requestBook
-	slow              slowPeers      // peers closed for not reading; see slowpeers.go
-	invites           *inviteBook    // invites this node made (invite.go)
-	pending           *pendingBook   // non-members it refused (pending.go)
-	knocks            *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
-	names             nameIndexCache // which roster names are unique (names.go)
-	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
-	answers           *answerBook    // final answers sent to requests (respond_once.go)
-	cards             *cardBook      // members' agent cards (cards.go)
-	cardMu            sync.Mutex     // serialises this node's card updates
-	claims            *claimBook     // workers' claims on inbox items (claims.go)
+	slow              peers.SlowPeers // peers closed for not reading; see slowpeers.go
+	invites           *inviteBook     // invites this node made (invite.go)
+	pending           *pendingBook    // non-members it refused (pending.go)
+	knocks            *knockBook      // orgs it knocked at, and what it may adopt (knock.go)
+	names             nameIndexCache  // which roster names are unique (names.go)
+	diag              *diagnosis      // what meshctl doctor reports (doctor.go)
+	answers           *answerBook     // final answers sent to requests (respond_once.go)
+	cards             *cardBook       // members' agent cards (cards.go)
+	cardMu            sync.Mutex      // serialises this node's card updates
+	claims            *claimBook      // workers' claims on inbox items (claims.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -133,11 +133,8 @@ type Node struct {
 
 	// former holds the members removed by roster updates this node
 	// applied (see refuse.go).
-	former struct {
-		sync.Mutex // guards keys
-		keys       map[proto.PubKey]bool
-	}
-	logRL rateLog // repetitive log lines, per peer and reason
+	former *peers.FormerMembers
+	logRL  rateLog // repetitive log lines, per peer and reason
 	// chanQuota is the per-sender channel quota (chanquota.go).
 	chanQuota *chanQuota
 	// gate pauses the mailbox mirror past its quota or watermark

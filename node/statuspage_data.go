@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/control"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -42,7 +43,7 @@ func (n *Node) StatusInfo() api.Status {
 	var retry float64
 	removed := !member && n.wasMember(n.id.Pub)
 	if removed {
-		retry = removedRetry.Seconds()
+		retry = peers.RemovedRetry.Seconds()
 	}
 	return api.Status{
 		Removed:       removed,
