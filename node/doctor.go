@@ -117,7 +117,7 @@ func (n *Node) sawForeignOrg(org string, k proto.PubKey) {
 // observeClock records the clock difference a fresh envelope shows: one
 // that came straight from its sender over the sender's own link.
 func (n *Node) observeClock(se *proto.SignedEnvelope, src rxSource, now time.Time) {
-	if src.link == nil || src.history || !src.link.key.Equal(se.From) {
+	if src.link == nil || src.history || !src.link.Key.Equal(se.From) {
 		return
 	}
 	skew := se.Time().Sub(now)
@@ -323,7 +323,7 @@ func (n *Node) failingMembers(r *roster.Roster) string {
 func (n *Node) checkClock(r *roster.Roster, now time.Time, add addCheck) {
 	linked := map[proto.PubKey]bool{}
 	for _, l := range n.linkList() {
-		linked[l.key] = true
+		linked[l.Key] = true
 	}
 	n.diag.mu.Lock()
 	var far, near []string

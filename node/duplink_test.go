@@ -116,7 +116,7 @@ func TestDuplicateLoserFramesMoveToWinner(t *testing.T) {
 		a.peers.Lock()
 		defer a.peers.Unlock()
 		cur := a.linkedLocked(bkey)
-		return cur != nil && cur.link == loser
+		return cur != nil && cur.Conn == loser
 	})
 	// The writer takes a first batch of link-up frames (it counts them as
 	// it seals them) and blocks writing it to a pipe nobody reads: every
@@ -211,7 +211,7 @@ func TestDuplicateNewLoserIsRead(t *testing.T) {
 		a.peers.Lock()
 		defer a.peers.Unlock()
 		if cur := a.linkedLocked(bkey); cur != nil {
-			return cur.link.SessionID()
+			return cur.Conn.SessionID()
 		}
 		return [32]byte{}
 	}

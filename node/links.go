@@ -72,7 +72,7 @@ type peer struct {
 	seed bool         // a static seed: its one address may come to host another member (a reinstall)
 	// link is the admitted link to the member; nil while there is none.
 	// Always nil for a seed: its link belongs to the member it reached.
-	link *peerLink
+	link *peers.Link
 	// addrs is where to dial and how each address was learnt (see
 	// peers.AddrBook); a seed has its one.
 	addrs peers.AddrBook
@@ -95,7 +95,7 @@ type peer struct {
 }
 
 // linkedLocked returns the link to k, or nil.
-func (n *Node) linkedLocked(k proto.PubKey) *peerLink {
+func (n *Node) linkedLocked(k proto.PubKey) *peers.Link {
 	if p := n.peers.byKey[k]; p != nil {
 		return p.link
 	}
@@ -141,7 +141,7 @@ func (n *Node) addLink(l *transport.Link) {
 		return
 	}
 	key := l.PeerKey()
-	pl := &peerLink{link: l, key: key, payload: l.Peer()}
+	pl := peers.NewLink(l)
 	n.peers.Lock()
 	if n.peers.closed {
 		n.peers.Unlock()
@@ -156,11 +156,11 @@ func (n *Node) addLink(l *transport.Link) {
 		_ = l.Close()
 		return
 	}
-	var loser, deferred *peerLink
+	var loser, deferred *peers.Link
 	p := n.memberLocked(key)
 	if old := p.link; old != nil {
-		keep, moved := n.preferLink(p, old.link, l)
-		if keep == old.link {
+		keep, moved := n.preferLink(p, old.Conn, l)
+		if keep == old.Conn {
 			n.peers.Unlock()
 			n.metrics.inc(cLinkDuplicate)
 			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
@@ -168,7 +168,7 @@ func (n *Node) addLink(l *transport.Link) {
 			return
 		}
 		loser = old
-		pl.payload = carryClaims(pl.payload, l, old)
+		pl.Payload = carryClaims(pl.Payload, l, old)
 		if moved && l.Outbound() {
 			deferred = old // retired once the peer has taken l (unixmove.go)
 		} else {
@@ -183,10 +183,10 @@ func (n *Node) addLink(l *transport.Link) {
 			s.fails = 0
 		}
 	}
-	ignored, _ := n.mergeAddrsLocked(key, pl.payload.Listen, peers.SelfSource(l))
+	ignored, _ := n.mergeAddrsLocked(key, pl.Payload.Listen, peers.SelfSource(l))
 	n.peers.Unlock()
-	if pl.payload.IgnoredListen+ignored > 0 {
-		n.metrics.add(cAddrIgnored, uint64(pl.payload.IgnoredListen+ignored))
+	if pl.Payload.IgnoredListen+ignored > 0 {
+		n.metrics.add(cAddrIgnored, uint64(pl.Payload.IgnoredListen+ignored))
 	}
 	if loser != nil {
 		n.metrics.inc(cLinkDuplicate)
@@ -200,8 +200,8 @@ func (n *Node) addLink(l *transport.Link) {
 	if l.Outbound() {
 		dir = "outbound"
 	}
-	n.log.Info("link up", "peer", key.Fingerprint(), "name", pl.payload.Name, "addr", l.RemoteAddr(),
-		"network", l.Network(), "dir", dir, "peer_roster", pl.payload.RosterVersion)
+	n.log.Info("link up", "peer", key.Fingerprint(), "name", pl.Payload.Name, "addr", l.RemoteAddr(),
+		"network", l.Network(), "dir", dir, "peer_roster", pl.Payload.RosterVersion)
 
 	l.Start(n.frameHandler(pl, deferred))
 	n.wg.Add(1)
@@ -218,12 +218,12 @@ func (n *Node) addLink(l *transport.Link) {
 // dialled to the same peer process: a responder's handshake payload
 // carries neither (PROTOCOL.md §12.2), so a link moved to the peer's Unix
 // socket, or won by this node's dial, would otherwise lose them.
-func carryClaims(p *proto.HandshakePayload, l *transport.Link, old *peerLink) *proto.HandshakePayload {
-	if old.payload == nil || p.Name != "" || len(p.Listen) > 0 || !l.Outbound() || !bytes.Equal(old.link.PeerStatic(), l.PeerStatic()) {
+func carryClaims(p *proto.HandshakePayload, l *transport.Link, old *peers.Link) *proto.HandshakePayload {
+	if old.Payload == nil || p.Name != "" || len(p.Listen) > 0 || !l.Outbound() || !bytes.Equal(old.Conn.PeerStatic(), l.PeerStatic()) {
 		return p
 	}
 	cp := *p
-	cp.Name, cp.Listen = old.payload.Name, old.payload.Listen
+	cp.Name, cp.Listen = old.Payload.Name, old.Payload.Listen
 	return &cp
 }
 
@@ -266,12 +266,12 @@ func (n *Node) tieBreak(a, b *transport.Link) *transport.Link {
 	return b
 }
 
-func (n *Node) removeLink(pl *peerLink) {
+func (n *Node) removeLink(pl *peers.Link) {
 	n.peers.Lock()
-	if p := n.peers.byKey[pl.key]; p != nil && p.link == pl {
+	if p := n.peers.byKey[pl.Key]; p != nil && p.link == pl {
 		p.link = nil
 		now := time.Now()
-		if pl.refused.Load() || !n.isMember() || peers.SilentlyRefused(pl.link) {
+		if pl.Refused.Load() || !n.isMember() || peers.SilentlyRefused(pl.Conn) {
 			// The peer turned us away: back off as from a failed dial.
 			p.refusals++
 			p.next = now.Add(peers.RefusedBackoff(p.refusals))
@@ -285,12 +285,12 @@ func (n *Node) removeLink(pl *peerLink) {
 			p.next = now.Add(n.dialBackoff(0))
 		}
 		for _, s := range n.peers.seeds {
-			if s.key.Equal(pl.key) && s.next.Before(p.next) {
+			if s.key.Equal(pl.Key) && s.next.Before(p.next) {
 				s.next = p.next
 			}
 		}
-		if _, member := n.Roster().Member(pl.key); !member {
-			delete(n.peers.byKey, pl.key)
+		if _, member := n.Roster().Member(pl.Key); !member {
+			delete(n.peers.byKey, pl.Key)
 		}
 	}
 	closed := n.peers.closed
@@ -298,9 +298,9 @@ func (n *Node) removeLink(pl *peerLink) {
 	n.pxChanged()
 	n.linkClosed(pl)
 	n.metrics.inc(cLinkDown)
-	n.metrics.inc(cLinkDownBy.at(downReason(pl.link.Err())))
+	n.metrics.inc(cLinkDownBy.at(downReason(pl.Conn.Err())))
 	if !closed {
-		n.log.Info("link down", "peer", pl.key.Fingerprint(), "name", pl.payload.Name, "reason", errString(pl.link.Err()))
+		n.log.Info("link down", "peer", pl.Key.Fingerprint(), "name", pl.Payload.Name, "reason", errString(pl.Conn.Err()))
 		n.wake()
 	}
 }
@@ -328,8 +328,8 @@ func errString(err error) string {
 
 // closeLinkAsync closes a link without waiting on the caller's goroutine,
 // which may be the link's own reader.
-func (n *Node) closeLinkAsync(pl *peerLink, reason string) {
-	if !pl.sayGoodbye(reason) {
+func (n *Node) closeLinkAsync(pl *peers.Link, reason string) {
+	if !pl.SayGoodbye(reason) {
 		return // closing already: a goodbye is not answered twice
 	}
 	n.wg.Add(1)
@@ -337,10 +337,10 @@ func (n *Node) closeLinkAsync(pl *peerLink, reason string) {
 		defer n.wg.Done()
 		// Give the writer a moment to flush the goodbye.
 		select {
-		case <-pl.link.Done():
+		case <-pl.Conn.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
-		_ = pl.link.Close()
+		_ = pl.Conn.Close()
 	}()
 }
 
@@ -623,33 +623,33 @@ func (n *Node) exchangeLoop() {
 	}
 }
 
-func (n *Node) sendFrame(pl *peerLink, t proto.FrameType, payload []byte) {
+func (n *Node) sendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
 	f := make([]byte, 0, 1+len(payload))
 	f = append(f, byte(t))
 	f = append(f, payload...)
-	err := pl.link.Send(f)
+	err := pl.Conn.Send(f)
 	if errors.Is(err, transport.ErrClosed) && rehomed(t) {
 		// The link lost a duplicate pair since it was picked (a move to
 		// a Unix socket, say): the frames that move to the winner of a
 		// pair go on the peer's link now, as in fanOut.
 		n.peers.Lock()
-		cur := n.linkedLocked(pl.key)
+		cur := n.linkedLocked(pl.Key)
 		n.peers.Unlock()
 		if cur != nil && cur != pl {
-			err = cur.link.Send(f)
+			err = cur.Conn.Send(f)
 		}
 	}
 	if err != nil {
 		n.metrics.inc(cSendDropped.of(t))
-		n.log.Debug("send failed", "peer", pl.key.Fingerprint(), "frame", t.String(), "err", err)
+		n.log.Debug("send failed", "peer", pl.Key.Fingerprint(), "frame", t.String(), "err", err)
 	}
 }
 
 // onLinkUp runs once per new link: push our roster if it is newer, and
 // share the peers we know.
-func (n *Node) onLinkUp(pl *peerLink) {
+func (n *Node) onLinkUp(pl *peers.Link) {
 	r := n.Roster()
-	if r.Version > pl.payload.RosterVersion {
+	if r.Version > pl.Payload.RosterVersion {
 		n.pushRoster(pl, r)
 	}
 	n.pxLinkUp(pl)
@@ -660,8 +660,8 @@ func (n *Node) onLinkUp(pl *peerLink) {
 	n.syncer.onLinkUp(pl)
 }
 
-func (n *Node) handleFrame(pl *peerLink, frame []byte) {
-	n.presence.Touch(pl.key, time.Now())
+func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
+	n.presence.Touch(pl.Key, time.Now())
 	if len(frame) == 0 {
 		n.metrics.inc(cFrameEmpty)
 		return
@@ -680,11 +680,11 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		}
 		n.handlePeerUpdate(pl, payload)
 	case proto.FrameGoodbye:
-		if pl.link.Outbound() && time.Since(pl.link.Established()) < peers.RefusedWithin {
-			pl.refused.Store(true)
+		if pl.Conn.Outbound() && time.Since(pl.Conn.Established()) < peers.RefusedWithin {
+			pl.Refused.Store(true)
 		}
-		n.logRL.log(n.log, "peer said goodbye", pl.key.Fingerprint(), "goodbye",
-			"peer", pl.key.Fingerprint(), "reason", sanitize(payload))
+		n.logRL.log(n.log, "peer said goodbye", pl.Key.Fingerprint(), "goodbye",
+			"peer", pl.Key.Fingerprint(), "reason", sanitize(payload))
 		if n.awaitMove(pl) {
 			return // the Unix link that retires pl is on its way (unixmove.go)
 		}
@@ -709,15 +709,15 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.receivePresenceNote(pl, payload)
 	default:
 		n.metrics.inc(cFrameUnknown)
-		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))
+		n.logRL.debug(n.log, "unhandled frame", pl.Key.Fingerprint(), "frame.unknown", "peer", pl.Key.Fingerprint(), "type", t.String(), "len", len(payload))
 	}
 }
 
-func (n *Node) handlePeers(pl *peerLink, payload []byte) {
+func (n *Node) handlePeers(pl *peers.Link, payload []byte) {
 	list, err := proto.ParsePeerList(payload)
 	if err != nil {
 		n.metrics.inc(cPeersMalformed)
-		n.logRL.warn(n.log, "bad peer list", pl.key.Fingerprint(), "peers.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "bad peer list", pl.Key.Fingerprint(), "peers.malformed", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	if list.IgnoredAddrs > 0 {
@@ -729,7 +729,7 @@ func (n *Node) handlePeers(pl *peerLink, payload []byte) {
 
 // takePeerAddrs records the addresses of a peers or peer-update frame's
 // entries from pl, under the rules of addrs.go.
-func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
+func (n *Node) takePeerAddrs(pl *peers.Link, entries []proto.PeerInfo) {
 	added, selfChanged := false, false
 	ignored := 0
 	n.peers.Lock()
@@ -743,11 +743,11 @@ func (n *Node) takePeerAddrs(pl *peerLink, entries []proto.PeerInfo) {
 			continue
 		}
 		src := peers.Gossip
-		if p.Key.Equal(pl.key) {
+		if p.Key.Equal(pl.Key) {
 			// The peer's own entry: its claim about itself.
-			src = peers.SelfSource(pl.link)
-			selfChanged = !slices.Equal(pl.listenAddrs(), p.Addrs)
-			pl.setListen(p.Addrs)
+			src = peers.SelfSource(pl.Conn)
+			selfChanged = !slices.Equal(pl.ListenAddrs(), p.Addrs)
+			pl.SetListen(p.Addrs)
 		}
 		ign, add := n.mergeAddrsLocked(p.Key, p.Addrs, src)
 		ignored += ign

@@ -144,47 +144,6 @@ type Node struct {
 	readerAcks *readerAcks // acks of our channel Messages, counted in batches
 }
 
-// peerLink is an admitted link and what we learnt of the peer at the handshake.
-type peerLink struct {
-	link    *transport.Link
-	key     proto.PubKey
-	payload *proto.HandshakePayload
-	// listen is what the peer last said its addresses are: from message 3
-	// when it dialled us, else from its own peer list entry.
-	listen atomic.Pointer[[]string]
-	// refused is set when the peer ended our outbound link with a goodbye
-	// right after the handshake (see refuse.go).
-	refused atomic.Bool
-	// byeSent is set once this node sent the link a goodbye: a link gets
-	// at most one, so a goodbye received is answered only by a node that
-	// has not said its own (PROTOCOL.md §14.8).
-	byeSent atomic.Bool
-	px      pxLink // incremental peer exchange on this link (peerupdate.go)
-}
-
-// sayGoodbye sends the link a goodbye with reason, unless it was sent one
-// already. It reports whether it sent it.
-func (pl *peerLink) sayGoodbye(reason string) bool {
-	if pl.byeSent.Swap(true) {
-		return false
-	}
-	_ = pl.link.Send(goodbyeFrame(reason))
-	return true
-}
-
-// listenAddrs returns the peer's addresses as it last told them.
-func (pl *peerLink) listenAddrs() []string {
-	if p := pl.listen.Load(); p != nil {
-		return *p
-	}
-	return pl.payload.Listen
-}
-
-func (pl *peerLink) setListen(addrs []string) {
-	c := slices.Clone(addrs)
-	pl.listen.Store(&c)
-}
-
 // New starts a node: it locks the home, loads or creates the identity,
 // loads (or bootstraps) the roster, opens listeners, the control socket and
 // discovery, and starts dialling seeds.
@@ -503,7 +462,7 @@ func (n *Node) Close() error {
 		n.peers.Unlock()
 		n.announceOffline(links)
 		for _, pl := range links {
-			pl.sayGoodbye("shutting down")
+			pl.SayGoodbye("shutting down")
 		}
 		n.cancel()
 		n.closeErr = n.teardown()
@@ -536,20 +495,20 @@ func (n *Node) teardown() error {
 		errs = append(errs, ln.Close())
 	}
 	for _, pl := range n.linkList() {
-		_ = pl.link.Close()
+		_ = pl.Conn.Close()
 	}
 	return errors.Join(errs...)
 }
 
 // linkTo returns the link to k, or nil.
-func (n *Node) linkTo(k proto.PubKey) *peerLink {
+func (n *Node) linkTo(k proto.PubKey) *peers.Link {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	return n.linkedLocked(k)
 }
 
 // linkList returns every link.
-func (n *Node) linkList() []*peerLink {
+func (n *Node) linkList() []*peers.Link {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	return n.linkListLocked()
@@ -568,8 +527,8 @@ func (n *Node) linkCount() int {
 	return c
 }
 
-func (n *Node) linkListLocked() []*peerLink {
-	out := make([]*peerLink, 0, len(n.peers.byKey))
+func (n *Node) linkListLocked() []*peers.Link {
+	out := make([]*peers.Link, 0, len(n.peers.byKey))
 	for _, p := range n.peers.byKey {
 		if p.link != nil {
 			out = append(out, p.link)
@@ -645,6 +604,4 @@ func (n *Node) payload() proto.HandshakePayload {
 	}
 }
 
-func goodbyeFrame(reason string) []byte {
-	return append([]byte{byte(proto.FrameGoodbye)}, reason...)
-}
+func goodbyeFrame(reason string) []byte { return peers.GoodbyeFrame(reason) }

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -69,23 +69,6 @@ type pxEntry struct {
 	ver  uint64 // version of the last change
 }
 
-// pxLink is one link's peer-exchange state.
-type pxLink struct {
-	// Guarded by the peers mutex: sending side.
-	sentVer uint64 // the version this link has been told up to
-	told    bool   // it has been sent a list
-	// Set by the link's reader; read by the exchange loop.
-	speaks atomic.Bool
-	// The peer's list as received: written by the link's reader, read by
-	// LinkReports for the status page's link graph.
-	viewMu     sync.Mutex
-	view       map[proto.PubKey][proto.PeerDigestSize]byte // guarded by viewMu
-	viewDigest [proto.PeerDigestSize]byte                  // guarded by viewMu
-	viewAt     time.Time                                   // last list or update received; guarded by viewMu
-	askedAt    time.Time                                   // when this node last asked for the whole list (the reader only)
-	answeredAt time.Time                                   // when it last answered the peer's request (peers mutex)
-}
-
 // pxBatchFor is how long changes gather on a node holding links links.
 func pxBatchFor(links int) time.Duration {
 	return min(max(pxBatch, time.Duration(links)*pxBatchPerLink), pxBatchMax)
@@ -115,7 +98,7 @@ func (n *Node) pxRefreshLocked() {
 		if p.link == nil {
 			continue
 		}
-		if ls := gossipAddrs(p.link.listenAddrs()); len(ls) > 0 {
+		if ls := gossipAddrs(p.link.ListenAddrs()); len(ls) > 0 {
 			want[k] = ls
 		}
 	}
@@ -209,9 +192,9 @@ func (c *entryHashes) get(p proto.PeerInfo, limit int) [proto.PeerDigestSize]byt
 
 // digestForLocked is the digest of the list as pl's peer gets it: the
 // list without the peer's own entry.
-func (n *Node) digestForLocked(pl *peerLink) [proto.PeerDigestSize]byte {
+func (n *Node) digestForLocked(pl *peers.Link) [proto.PeerDigestSize]byte {
 	d := n.px.digest
-	if e := n.px.entries[pl.key]; e != nil {
+	if e := n.px.entries[pl.Key]; e != nil {
 		proto.XorDigest(&d, e.hash)
 	}
 	return d
@@ -219,14 +202,14 @@ func (n *Node) digestForLocked(pl *peerLink) [proto.PeerDigestSize]byte {
 
 // sendPeersLocked sends pl the whole list in a peers frame (unless it
 // would be empty), and marks the link told up to now.
-func (n *Node) sendPeersLocked(pl *peerLink) {
+func (n *Node) sendPeersLocked(pl *peers.Link) {
 	es := make([]*pxEntry, 0, len(n.px.entries))
 	for k, e := range n.px.entries {
-		if !k.Equal(pl.key) {
+		if !k.Equal(pl.Key) {
 			es = append(es, e)
 		}
 	}
-	pl.px.sentVer, pl.px.told = n.px.ver, true
+	pl.PX.SentVer, pl.PX.Told = n.px.ver, true
 	if len(es) == 0 {
 		return
 	}
@@ -247,24 +230,24 @@ func (n *Node) sendPeersLocked(pl *peerLink) {
 // yet, or told before the oldest removal remembered, gets the whole list
 // first. Frames are built and queued under the peers mutex, so that
 // those of one link go out in the order of their versions.
-func (n *Node) sendUpdateLocked(pl *peerLink, always, resync bool) {
+func (n *Node) sendUpdateLocked(pl *peers.Link, always, resync bool) {
 	px := &n.px
-	if !pl.px.told || pl.px.sentVer < px.floor {
+	if !pl.PX.Told || pl.PX.SentVer < px.floor {
 		n.sendPeersLocked(pl)
 		always = true
 	}
 	var u proto.PeerUpdate
 	for k, e := range px.entries {
-		if e.ver > pl.px.sentVer && !k.Equal(pl.key) {
+		if e.ver > pl.PX.SentVer && !k.Equal(pl.Key) {
 			u.Set = append(u.Set, e.info)
 		}
 	}
 	for k, v := range px.tombs {
-		if v > pl.px.sentVer && !k.Equal(pl.key) {
+		if v > pl.PX.SentVer && !k.Equal(pl.Key) {
 			u.Removed = append(u.Removed, k)
 		}
 	}
-	pl.px.sentVer = px.ver
+	pl.PX.SentVer = px.ver
 	if len(u.Set) == 0 && len(u.Removed) == 0 && !always && !resync {
 		return
 	}
@@ -286,7 +269,7 @@ func (n *Node) sendUpdateLocked(pl *peerLink, always, resync bool) {
 
 // pxLinkUp tells a new link the whole list, then a peer-update saying
 // that this node speaks them.
-func (n *Node) pxLinkUp(pl *peerLink) {
+func (n *Node) pxLinkUp(pl *peers.Link) {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	n.pxRefreshLocked()
@@ -299,16 +282,16 @@ func (n *Node) pxLinkUp(pl *peerLink) {
 // pxSend runs a round: with periodic, the interval's round (the whole
 // list to older peers, the digest to the others); otherwise the changes
 // only, to peers that speak peer-update.
-func (n *Node) pxSend(links []*peerLink, periodic bool) {
+func (n *Node) pxSend(links []*peers.Link, periodic bool) {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	n.pxRefreshLocked()
 	for _, pl := range links {
-		if n.peers.byKey[pl.key] == nil || n.peers.byKey[pl.key].link != pl {
+		if n.peers.byKey[pl.Key] == nil || n.peers.byKey[pl.Key].link != pl {
 			continue // gone meanwhile
 		}
 		switch {
-		case pl.px.speaks.Load() && !n.test.oldPeerExchange():
+		case pl.PX.Speaks.Load() && !n.test.oldPeerExchange():
 			n.sendUpdateLocked(pl, periodic, false)
 		case periodic:
 			n.sendPeersLocked(pl)
@@ -318,14 +301,14 @@ func (n *Node) pxSend(links []*peerLink, periodic bool) {
 
 // handlePeerUpdate applies a peer-update to the link's copy of the
 // peer's list and takes the addresses as a peers frame's are taken.
-func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
+func (n *Node) handlePeerUpdate(pl *peers.Link, payload []byte) {
 	u, err := proto.ParsePeerUpdate(payload)
 	if err != nil {
 		n.metrics.inc(cPeersMalformed)
-		n.logRL.warn(n.log, "bad peer update", pl.key.Fingerprint(), "peers.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "bad peer update", pl.Key.Fingerprint(), "peers.malformed", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
-	pl.px.speaks.Store(true)
+	pl.PX.Speaks.Store(true)
 	n.metrics.inc(cPeersUpdates)
 	if u.IgnoredAddrs > 0 {
 		n.metrics.add(cAddrIgnored, uint64(u.IgnoredAddrs))
@@ -333,24 +316,24 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 	if u.Resync {
 		n.metrics.inc(cPeersResyncAsked)
 		n.peers.Lock()
-		if time.Since(pl.px.answeredAt) >= n.cfg.PeerExchangeInterval {
-			pl.px.answeredAt = time.Now()
-			pl.px.told = false // the whole list, then an update
+		if time.Since(pl.PX.AnsweredAt) >= n.cfg.PeerExchangeInterval {
+			pl.PX.AnsweredAt = time.Now()
+			pl.PX.Told = false // the whole list, then an update
 			n.sendUpdateLocked(pl, true, false)
 		}
 		n.peers.Unlock()
 	}
-	pl.px.viewMu.Lock()
+	pl.PX.ViewMu.Lock()
 	for _, k := range u.Removed {
-		pl.px.viewDel(k)
+		pl.PX.ViewDel(k)
 	}
 	limit := n.viewLimit()
 	for _, p := range u.Set {
-		pl.px.viewSet(p, n.pxHashes.get, limit)
+		pl.PX.ViewSet(p, n.pxHashes.get, limit)
 	}
-	pl.px.viewAt = time.Now()
-	drift := [proto.PeerDigestSize]byte(u.Digest) != pl.px.viewDigest
-	pl.px.viewMu.Unlock()
+	pl.PX.ViewAt = time.Now()
+	drift := [proto.PeerDigestSize]byte(u.Digest) != pl.PX.ViewDigest
+	pl.PX.ViewMu.Unlock()
 	if len(u.Set) > 0 {
 		n.takePeerAddrs(pl, u.Set)
 	}
@@ -358,10 +341,10 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 		return
 	}
 	n.metrics.inc(cPeersDigestMismatch)
-	if !pl.px.askedAt.IsZero() && time.Since(pl.px.askedAt) < n.cfg.PeerExchangeInterval {
+	if !pl.PX.AskedAt.IsZero() && time.Since(pl.PX.AskedAt) < n.cfg.PeerExchangeInterval {
 		return
 	}
-	pl.px.askedAt = time.Now()
+	pl.PX.AskedAt = time.Now()
 	n.peers.Lock()
 	n.sendUpdateLocked(pl, true, true)
 	n.peers.Unlock()
@@ -369,61 +352,16 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 
 // pxViewReplace makes the link's copy of the peer's list the whole list
 // it just received.
-func (n *Node) pxViewReplace(pl *peerLink, list []proto.PeerInfo) {
+func (n *Node) pxViewReplace(pl *peers.Link, list []proto.PeerInfo) {
 	limit := n.viewLimit()
-	pl.px.viewMu.Lock()
-	defer pl.px.viewMu.Unlock()
-	pl.px.view = nil
-	pl.px.viewDigest = [proto.PeerDigestSize]byte{}
-	pl.px.viewAt = time.Now()
+	pl.PX.ViewMu.Lock()
+	defer pl.PX.ViewMu.Unlock()
+	pl.PX.View = nil
+	pl.PX.ViewDigest = [proto.PeerDigestSize]byte{}
+	pl.PX.ViewAt = time.Now()
 	for _, p := range list {
-		pl.px.viewSet(p, n.pxHashes.get, limit)
+		pl.PX.ViewSet(p, n.pxHashes.get, limit)
 	}
 }
 
 func (n *Node) viewLimit() int { return max(minPeerView, 2*len(n.Roster().Members)) }
-
-// viewSet and viewDel change the view; the caller holds viewMu.
-// The entry is hashed with hash, only once it is known to be kept.
-func (x *pxLink) viewSet(p proto.PeerInfo, hash func(proto.PeerInfo, int) [proto.PeerDigestSize]byte, limit int) {
-	if x.view == nil {
-		x.view = map[proto.PubKey][proto.PeerDigestSize]byte{}
-	}
-	old, ok := x.view[p.Key]
-	if !ok && len(x.view) >= limit {
-		return // a drift the digest will show, bounded
-	}
-	if ok {
-		proto.XorDigest(&x.viewDigest, old)
-	}
-	h := hash(p, limit)
-	x.view[p.Key] = h
-	proto.XorDigest(&x.viewDigest, h)
-}
-
-func (x *pxLink) viewDel(k proto.PubKey) {
-	if old, ok := x.view[k]; ok {
-		proto.XorDigest(&x.viewDigest, old)
-		delete(x.view, k)
-	}
-}
-
-// viewKeys lists the keys of the link's copy, but the peer's own, up to
-// max, if the copy was confirmed since notBefore.
-func (x *pxLink) viewKeys(peer proto.PubKey, notBefore time.Time, max int) (keys []proto.PubKey, ok bool) {
-	x.viewMu.Lock()
-	defer x.viewMu.Unlock()
-	if x.viewAt.IsZero() || x.viewAt.Before(notBefore) {
-		return nil, false
-	}
-	keys = make([]proto.PubKey, 0, min(len(x.view), max))
-	for k := range x.view {
-		if len(keys) == max {
-			break
-		}
-		if !k.Equal(peer) {
-			keys = append(keys, k)
-		}
-	}
-	return keys, true
-}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -138,7 +139,7 @@ func (n *Node) rekeyLoop() {
 // the roster no longer accepts as a member's previous key.
 func (n *Node) retireExpiredKeys() {
 	r := n.Roster()
-	var drop []*peerLink
+	var drop []*peers.Link
 	n.peers.Lock()
 	for k, p := range n.peers.byKey {
 		if _, ok := r.Member(k); ok {
@@ -157,8 +158,8 @@ func (n *Node) retireExpiredKeys() {
 	n.peers.Unlock()
 	for _, pl := range drop {
 		n.metrics.inc(cLinkRetiredKey)
-		n.log.Info("closing the link of a member's previous key: its grace window ended", "peer", pl.key.Fingerprint(),
-			"member", r.Label(pl.key))
+		n.log.Info("closing the link of a member's previous key: its grace window ended", "peer", pl.Key.Fingerprint(),
+			"member", r.Label(pl.Key))
 		n.closeLinkAsync(pl, "previous key retired")
 	}
 }

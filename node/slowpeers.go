@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/transport"
 )
 
@@ -44,8 +45,8 @@ func (n *Node) refuseSlow(l *transport.Link) bool {
 // linkClosed runs as a link goes down: a peer that stopped reading gets
 // a strike and is not dialled before its window ends. It also folds the
 // link's receive pacing into the node's counters.
-func (n *Node) linkClosed(pl *peerLink) {
-	st := pl.link.Stats()
+func (n *Node) linkClosed(pl *peers.Link) {
+	st := pl.Conn.Stats()
 	if st.RecvThrottled > 0 {
 		n.metrics.add(cLinkRecvThrottled, st.RecvThrottled)
 		n.metrics.add(cLinkRecvThrottledMs, uint64(st.RecvThrottledTime.Milliseconds()))
@@ -53,16 +54,16 @@ func (n *Node) linkClosed(pl *peerLink) {
 	if st.QueueFull > 0 {
 		n.metrics.add(cLinkSendQueueFull, st.QueueFull)
 	}
-	if !errors.Is(pl.link.Err(), transport.ErrSlowReader) {
+	if !errors.Is(pl.Conn.Err(), transport.ErrSlowReader) {
 		return
 	}
 	now := time.Now()
-	until := n.slow.Strike(pl.key, now)
+	until := n.slow.Strike(pl.Key, now)
 	n.metrics.inc(cLinkClosedSlow)
-	n.log.Warn("link closed: the peer stopped reading", "peer", pl.key.Fingerprint(), "name", pl.payload.Name,
+	n.log.Warn("link closed: the peer stopped reading", "peer", pl.Key.Fingerprint(), "name", pl.Payload.Name,
 		"backoff", until.Sub(now).Round(time.Second).String())
 	n.peers.Lock()
-	if p := n.peers.byKey[pl.key]; p != nil && p.next.Before(until) {
+	if p := n.peers.byKey[pl.Key]; p != nil && p.next.Before(until) {
 		p.next = until
 	}
 	n.peers.Unlock()
@@ -72,7 +73,7 @@ func (n *Node) linkClosed(pl *peerLink) {
 // linkClosed adds those of closed links to the node's counters.
 func (n *Node) addLinkStats(c map[string]uint64) {
 	for _, pl := range n.linkList() {
-		st := pl.link.Stats()
+		st := pl.Conn.Stats()
 		for name, v := range map[string]uint64{
 			"link.recv_throttled":    st.RecvThrottled,
 			"link.recv_throttled_ms": uint64(st.RecvThrottledTime.Milliseconds()),

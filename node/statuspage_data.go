@@ -24,7 +24,7 @@ func (n *Node) StatusInfo() api.Status {
 	links := len(ll)
 	byNet := map[string]int{}
 	for _, pl := range ll {
-		byNet[pl.link.Network()]++
+		byNet[pl.Conn.Network()]++
 	}
 	adv := slices.Clone(n.advertisedAddrs())
 	role := "none"
@@ -132,7 +132,7 @@ func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
 	r := n.Roster()
 	out := map[proto.PubKey][]proto.PubKey{}
 	for _, pl := range n.linkList() {
-		keys, ok := pl.px.viewKeys(pl.key, notBefore, maxLinkReport)
+		keys, ok := pl.PX.ViewKeys(pl.Key, notBefore, maxLinkReport)
 		if !ok {
 			continue
 		}
@@ -142,7 +142,7 @@ func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
 				peers = append(peers, k)
 			}
 		}
-		out[pl.key] = peers
+		out[pl.Key] = peers
 	}
 	return out
 }

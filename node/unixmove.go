@@ -53,7 +53,7 @@ const (
 // unixMove is the state of moving a member's link to its Unix socket.
 // Guarded by the peers mutex.
 type unixMove struct {
-	askedOn *peerLink // the link an ask of ours waits on, or nil
+	askedOn *peers.Link // the link an ask of ours waits on, or nil
 	askedAt time.Time
 	agreed  time.Time // until when a Unix link beats the member's TCP link
 	next    time.Time // earliest next ask
@@ -101,7 +101,7 @@ func localSocketLocked(p *peer) (a transport.Addr, told bool) {
 // time to. It returns when to look again (zero: not waiting on p).
 func (n *Node) askMoveLocked(p *peer, now time.Time) time.Time {
 	pl := p.link
-	if pl == nil || pl.link.Network() != "tcp" || p.dialing || n.test.oldLinkMoves() {
+	if pl == nil || pl.Conn.Network() != "tcp" || p.dialing || n.test.oldLinkMoves() {
 		return time.Time{}
 	}
 	m := &p.move
@@ -130,7 +130,7 @@ func (n *Node) askMoveLocked(p *peer, now time.Time) time.Time {
 	return m.next
 }
 
-func (n *Node) sendLinkMove(pl *peerLink, step uint8) {
+func (n *Node) sendLinkMove(pl *peers.Link, step uint8) {
 	b, err := proto.Marshal(&proto.LinkMove{Step: step})
 	if err != nil {
 		return
@@ -139,18 +139,18 @@ func (n *Node) sendLinkMove(pl *peerLink, step uint8) {
 }
 
 // handleLinkMove answers a link-move frame from pl.
-func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
+func (n *Node) handleLinkMove(pl *peers.Link, payload []byte) {
 	m, err := proto.ParseLinkMove(payload)
 	if err != nil {
 		n.metrics.inc(cLinkMoveMalformed)
-		n.logRL.warn(n.log, "bad link-move frame", pl.key.Fingerprint(), "link.move.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "bad link-move frame", pl.Key.Fingerprint(), "link.move.malformed", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	now := time.Now()
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	p := n.peers.byKey[pl.key]
-	if p == nil || p.link != pl || pl.link.Network() != "tcp" {
+	p := n.peers.byKey[pl.Key]
+	if p == nil || p.link != pl || pl.Conn.Network() != "tcp" {
 		n.metrics.inc(cLinkMoveIgnored)
 		return
 	}
@@ -161,7 +161,7 @@ func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
 			n.metrics.inc(cLinkMoveIgnored)
 			return
 		}
-		if p.move.askedOn == pl && now.Sub(p.move.askedAt) < moveWait && n.id.Pub.NodeID().Less(pl.key.NodeID()) {
+		if p.move.askedOn == pl && now.Sub(p.move.askedAt) < moveWait && n.id.Pub.NodeID().Less(pl.Key.NodeID()) {
 			// Both asked: the lower NodeID's ask goes on, and the
 			// peer, seeing ours, agrees to it.
 			return
@@ -184,7 +184,7 @@ func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
 		p.move.agreed = now.Add(n.moveAgreeFor(true))
 		p.dialing = true
 		n.wg.Add(1)
-		go n.dialMove(p, pl.key, a)
+		go n.dialMove(p, pl.Key, a)
 	}
 }
 
@@ -197,7 +197,7 @@ func (n *Node) dialMove(p *peer, key proto.PubKey, a transport.Addr) {
 	}
 	n.peers.Lock()
 	p.dialing = false
-	moved := p.link != nil && p.link.link == l
+	moved := p.link != nil && p.link.Conn == l
 	if moved {
 		p.move.fails = 0
 		p.move.next = time.Time{}
@@ -248,10 +248,10 @@ const moveGrace = 2 * time.Second
 // which moves pl's queued frames to it; the peer reads pl on until then
 // (for at most a second). If no Unix link comes within moveGrace, pl is
 // closed as after any goodbye. It reports whether it took the goodbye.
-func (n *Node) awaitMove(pl *peerLink) bool {
+func (n *Node) awaitMove(pl *peers.Link) bool {
 	n.peers.Lock()
-	p := n.peers.byKey[pl.key]
-	ok := p != nil && p.link == pl && pl.link.Network() == "tcp" && time.Now().Before(p.move.agreed)
+	p := n.peers.byKey[pl.Key]
+	ok := p != nil && p.link == pl && pl.Conn.Network() == "tcp" && time.Now().Before(p.move.agreed)
 	n.peers.Unlock()
 	if !ok {
 		return false
@@ -262,7 +262,7 @@ func (n *Node) awaitMove(pl *peerLink) bool {
 		t := time.NewTimer(moveGrace)
 		defer t.Stop()
 		select {
-		case <-pl.link.Done():
+		case <-pl.Conn.Done():
 			return
 		case <-n.ctx.Done():
 		case <-t.C:
@@ -281,13 +281,13 @@ func (n *Node) awaitMove(pl *peerLink) bool {
 // whose link old still is, neither loses it for a moment (its side of
 // old would end at our goodbye) nor has its frames refused; ours go on
 // pl already.
-func (n *Node) frameHandler(pl, old *peerLink) func([]byte) {
+func (n *Node) frameHandler(pl, old *peers.Link) func([]byte) {
 	if old == nil {
 		return func(frame []byte) { n.handleFrame(pl, frame) }
 	}
 	var once sync.Once
 	retire := func() {
-		once.Do(func() { n.sendRehomed(old.link.CloseAndDrain(goodbyeFrame("duplicate link")), old, pl) })
+		once.Do(func() { n.sendRehomed(old.Conn.CloseAndDrain(goodbyeFrame("duplicate link")), old, pl) })
 	}
 	n.wg.Add(1)
 	go func() {
@@ -296,7 +296,7 @@ func (n *Node) frameHandler(pl, old *peerLink) func([]byte) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-pl.link.Done():
+		case <-pl.Conn.Done():
 		case <-n.ctx.Done():
 		}
 		retire()

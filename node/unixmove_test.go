@@ -184,7 +184,7 @@ func TestGoodbyeWhileMoveAgreed(t *testing.T) {
 	p.move.agreed = time.Now().Add(time.Minute)
 	b.peers.Unlock()
 	b.handleFrame(pl, append([]byte{byte(proto.FrameGoodbye)}, "duplicate link"...))
-	if pl.byeSent.Load() || pl.link.Err() != nil {
+	if pl.SaidGoodbye() || pl.Conn.Err() != nil {
 		t.Fatal("the link was closed at the goodbye while a move was agreed")
 	}
 	b.peers.Lock()
@@ -194,6 +194,6 @@ func TestGoodbyeWhileMoveAgreed(t *testing.T) {
 		t.Fatal("the link is no longer b's link to a")
 	}
 	waitFor(t, 2*moveGrace, "the link closed after moveGrace", func() bool {
-		return b.metrics.Get("link.move.late") == 1 && pl.link.Err() != nil
+		return b.metrics.Get("link.move.late") == 1 && pl.Conn.Err() != nil
 	})
 }
