@@ -33,11 +33,11 @@ func (n *Node) retireLoser(loser, winner *peers.Link) {
 }
 
 // sendRehomed sends on winner the frames fs taken from loser that move
-// (see rehomed), in order, and counts them.
+// (see peers.Rehomed), in order, and counts them.
 func (n *Node) sendRehomed(fs [][]byte, loser, winner *peers.Link) {
 	moved, dropped := 0, 0
 	for _, f := range fs {
-		if len(f) == 0 || !rehomed(proto.FrameType(f[0])) {
+		if len(f) == 0 || !peers.Rehomed(proto.FrameType(f[0])) {
 			continue
 		}
 		if err := winner.Conn.Send(f); err != nil {
@@ -104,14 +104,4 @@ func (n *Node) ackVia(pl *peers.Link) *peers.Link {
 		return cur
 	}
 	return pl
-}
-
-// rehomed reports whether a frame of type t queued on the loser of a
-// duplicate pair goes on the winner.
-func rehomed(t proto.FrameType) bool {
-	switch t {
-	case proto.FrameEnvelope, proto.FrameAck, proto.FrameRoster, proto.FramePolicy:
-		return true
-	}
-	return false
 }

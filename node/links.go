@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -84,7 +83,7 @@ type peer struct {
 	// lastDial holds why each address of the last dial failed, for
 	// meshctl doctor; nil once a dial links (see doctor_dial.go).
 	lastDial []dialFailure
-	// refusals counts links in a row the member refused (see refuse.go).
+	// refusals counts links in a row the member refused (see peers/refused.go).
 	refusals int
 	// spread is set once the first dial of the member has been put off
 	// by firstDialDelay (see dialspread.go).
@@ -168,7 +167,7 @@ func (n *Node) addLink(l *transport.Link) {
 			return
 		}
 		loser = old
-		pl.Payload = carryClaims(pl.Payload, l, old)
+		pl.Payload = peers.CarryClaims(pl.Payload, l, old)
 		if moved && l.Outbound() {
 			deferred = old // retired once the peer has taken l (unixmove.go)
 		} else {
@@ -213,33 +212,13 @@ func (n *Node) addLink(l *transport.Link) {
 	n.onLinkUp(pl)
 }
 
-// carryClaims keeps what the peer said of itself on the link it replaces
-// (its name and listen addresses) when the new link is one this node
-// dialled to the same peer process: a responder's handshake payload
-// carries neither (PROTOCOL.md §12.2), so a link moved to the peer's Unix
-// socket, or won by this node's dial, would otherwise lose them.
-func carryClaims(p *proto.HandshakePayload, l *transport.Link, old *peers.Link) *proto.HandshakePayload {
-	if old.Payload == nil || p.Name != "" || len(p.Listen) > 0 || !l.Outbound() || !bytes.Equal(old.Conn.PeerStatic(), l.PeerStatic()) {
-		return p
-	}
-	cp := *p
-	cp.Name, cp.Listen = old.Payload.Name, old.Payload.Listen
-	return &cp
-}
-
 // preferLink decides which of two links to the same peer survives, old
-// being the registered one. A peer process keeps one Noise static key for
-// its lifetime, so links that show different static keys come from
-// different processes: the peer restarted, old is a leftover its previous
-// process could not close, and the new link wins. Otherwise both ends
-// decide alike: the link dialled by the lower NodeID wins, and two links in
-// the same direction (a race of one dialler) keep the one with the lower
-// Noise session id (the handshake hash), which both ends share. Before
-// those, a Unix link both ends agreed to move to wins over the TCP link
-// (see unixmove.go). The caller holds the peers mutex.
-// moved says the move agreement decided.
+// being the registered one (the rule is in peers/duplink.go): a link from
+// a new peer process wins; then a Unix link both ends agreed to move to
+// wins over the TCP link (see unixmove.go); then peers.TieBreak. The
+// caller holds the peers mutex. moved says the move agreement decided.
 func (n *Node) preferLink(p *peer, old, l *transport.Link) (keep *transport.Link, moved bool) {
-	if !bytes.Equal(old.PeerStatic(), l.PeerStatic()) {
+	if !peers.SameProcess(old, l) {
 		return l, false
 	}
 	if keepNew, ok := movedLocked(p, old.Network(), l.Network(), time.Now()); ok {
@@ -248,22 +227,7 @@ func (n *Node) preferLink(p *peer, old, l *transport.Link) (keep *transport.Link
 		}
 		return old, true
 	}
-	return n.tieBreak(old, l), false
-}
-
-func (n *Node) tieBreak(a, b *transport.Link) *transport.Link {
-	if a.Outbound() != b.Outbound() {
-		selfLower := n.id.Pub.NodeID().Less(a.PeerKey().NodeID())
-		if a.Outbound() == selfLower {
-			return a
-		}
-		return b
-	}
-	sa, sb := a.SessionID(), b.SessionID()
-	if bytes.Compare(sa[:], sb[:]) <= 0 {
-		return a
-	}
-	return b
+	return peers.TieBreak(n.id.Pub.NodeID(), old, l), false
 }
 
 func (n *Node) removeLink(pl *peers.Link) {
@@ -628,7 +592,7 @@ func (n *Node) sendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
 	f = append(f, byte(t))
 	f = append(f, payload...)
 	err := pl.Conn.Send(f)
-	if errors.Is(err, transport.ErrClosed) && rehomed(t) {
+	if errors.Is(err, transport.ErrClosed) && peers.Rehomed(t) {
 		// The link lost a duplicate pair since it was picked (a move to
 		// a Unix socket, say): the frames that move to the winner of a
 		// pair go on the peer's link now, as in fanOut.
