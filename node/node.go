@@ -104,7 +104,7 @@ type Node struct {
 	requests          *requestBook
 	slow              peers.SlowPeers // peers closed for not reading; see slowpeers.go
 	invites           *inviteBook     // invites this node made (invite.go)
-	pending           *pendingBook    // non-members it refused (pending.go)
+	pending           *peers.Pending  // non-members it refused (pending.go)
 	knocks            *knockBook      // orgs it knocked at, and what it may adopt (knock.go)
 	names             nameIndexCache  // which roster names are unique (names.go)
 	diag              *diagnosis      // what meshctl doctor reports (doctor.go)
@@ -165,7 +165,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		kick:    make(chan struct{}, 1),
 		px:      peerExchange{dirty: make(chan struct{}, 1)},
 		rxq:     make(chan rxItem, rxQueueLen),
-		pending: newPendingBook(),
+		pending: peers.NewPending(),
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
