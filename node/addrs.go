@@ -27,16 +27,16 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string, src peers.Sour
 	if _, ok := n.Roster().Member(key); !ok {
 		return 0, 0
 	}
-	return n.memberLocked(key).addrs.Merge(addrs, src, time.Now())
+	return n.peers.MemberLocked(key).Addrs.Merge(addrs, src, time.Now())
 }
 
 // dialResultLocked records the outcome of dialling p's addresses: failed
 // lost their dials, ok (if not zero) linked.
-func (n *Node) dialResultLocked(p *peer, failed []transport.Addr, ok transport.Addr) {
-	if p.seed {
+func (n *Node) dialResultLocked(p *peers.Peer, failed []transport.Addr, ok transport.Addr) {
+	if p.Seed {
 		return
 	}
-	if ev := p.addrs.DialResult(failed, ok, time.Now()); ev > 0 {
+	if ev := p.Addrs.DialResult(failed, ok, time.Now()); ev > 0 {
 		n.metrics.add(cAddrEvicted, uint64(ev))
 	}
 }

@@ -14,7 +14,7 @@ func addrNode(t *testing.T) (*Node, proto.PubKey) {
 	t.Helper()
 	m := newTestMesh(t, 2)
 	n := &Node{metrics: newMetrics()}
-	n.peers.byKey = map[proto.PubKey]*peer{}
+	n.peers = peers.NewTable()
 	n.id = m.ids[0]
 	n.roster.Store(m.roster)
 	return n, m.ids[1].Pub
@@ -36,9 +36,9 @@ func TestAddrRules(t *testing.T) {
 	if ign, _ := n.mergeAddrsLocked(k, in, peers.Gossip); ign != 3 {
 		t.Fatalf("ignored %d, want 3 (the socket and two over the budget)", ign)
 	}
-	p := n.peers.byKey[k]
-	if p.addrs.Len() != peers.MaxGossipAddrs {
-		t.Fatalf("kept %v", p.addrs.List())
+	p := n.peers.ByKey[k]
+	if p.Addrs.Len() != peers.MaxGossipAddrs {
+		t.Fatalf("kept %v", p.Addrs.List())
 	}
 
 	// The member's own claims fill up, displacing third-party addresses.
@@ -47,29 +47,29 @@ func TestAddrRules(t *testing.T) {
 		own = append(own, transport.Addr{Network: "tcp", Address: "198.51.100." + string(rune('1'+i)) + ":7946"}.String())
 	}
 	n.mergeAddrsLocked(k, own, peers.Self)
-	if p.addrs.Len() != peers.MaxDialAddrs || p.addrs.CountFrom(peers.Gossip) != 0 {
-		t.Fatalf("after own claims: %v, %d from gossip", p.addrs, p.addrs.CountFrom(peers.Gossip))
+	if p.Addrs.Len() != peers.MaxDialAddrs || p.Addrs.CountFrom(peers.Gossip) != 0 {
+		t.Fatalf("after own claims: %v, %d from gossip", p.Addrs, p.Addrs.CountFrom(peers.Gossip))
 	}
 	// A Unix socket only from the member over a local link.
 	sock := "unix:///home/m/.meshd/link.sock"
-	p.addrs.Clear()
-	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.Self); ign != 1 || p.addrs.Len() != 0 {
-		t.Fatalf("unix over a remote link: ignored %d, kept %v", ign, p.addrs.List())
+	p.Addrs.Clear()
+	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.Self); ign != 1 || p.Addrs.Len() != 0 {
+		t.Fatalf("unix over a remote link: ignored %d, kept %v", ign, p.Addrs.List())
 	}
-	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.SelfLocal); ign != 0 || p.addrs.Len() != 1 {
-		t.Fatalf("unix over a local link: ignored %d, kept %v", ign, p.addrs.List())
+	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.SelfLocal); ign != 0 || p.Addrs.Len() != 1 {
+		t.Fatalf("unix over a local link: ignored %d, kept %v", ign, p.Addrs.List())
 	}
 
 	// Gossiped addresses are evicted after peers.MaxGossipFails failures and
 	// spend the budget until the eviction expires.
-	p.addrs.Clear()
+	p.Addrs.Clear()
 	n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip)
-	a := p.addrs.List()[0]
+	a := p.Addrs.List()[0]
 	for range peers.MaxGossipFails {
 		n.dialResultLocked(p, []transport.Addr{a}, transport.Addr{})
 	}
-	if p.addrs.Len() != 0 {
-		t.Fatalf("not evicted: %v", p.addrs.List())
+	if p.Addrs.Len() != 0 {
+		t.Fatalf("not evicted: %v", p.Addrs.List())
 	}
 	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip); ign != 1 {
 		t.Fatal("evicted address taken again from gossip")

@@ -211,7 +211,7 @@ func (n *Node) checkDiscovery(add addCheck) {
 	mdnsErr := n.diag.mdnsErr
 	n.diag.mu.Unlock()
 	n.peers.Lock()
-	seeds := len(n.peers.seeds)
+	seeds := len(n.peers.Seeds)
 	n.peers.Unlock()
 	const fix = mdnsHint
 	switch {
@@ -231,16 +231,16 @@ func (n *Node) checkDiscovery(add addCheck) {
 func (n *Node) checkSeeds(r *roster.Roster, add addCheck) {
 	n.peers.Lock()
 	var bad, otherOrg []string
-	total := len(n.peers.seeds)
-	for _, s := range n.peers.seeds {
-		if s.fails == 0 || (!s.key.IsZero() && n.linkedLocked(s.key) != nil) {
+	total := len(n.peers.Seeds)
+	for _, s := range n.peers.Seeds {
+		if s.Fails == 0 || (!s.Key.IsZero() && n.peers.LinkedLocked(s.Key) != nil) {
 			continue
 		}
-		text := fmt.Sprintf("%s (%d dials failed in a row)", s.addrs.List()[0], s.fails)
-		if len(s.lastDial) > 0 {
-			last := s.lastDial[len(s.lastDial)-1]
-			text = fmt.Sprintf("%s (%d dials failed in a row)", dialText(last), s.fails)
-			if classifyDial(last.err) == dialOtherOrg {
+		text := fmt.Sprintf("%s (%d dials failed in a row)", s.Addrs.List()[0], s.Fails)
+		if len(s.LastDial) > 0 {
+			last := s.LastDial[len(s.LastDial)-1]
+			text = fmt.Sprintf("%s (%d dials failed in a row)", dialText(last), s.Fails)
+			if classifyDial(last.Err) == dialOtherOrg {
 				otherOrg = append(otherOrg, text)
 				continue
 			}
@@ -303,15 +303,15 @@ func (n *Node) failingMembers(r *roster.Roster) string {
 	defer n.peers.Unlock()
 	var parts []string
 	more := 0
-	for k, p := range n.peers.byKey {
-		if p.link != nil || len(p.lastDial) == 0 {
+	for k, p := range n.peers.ByKey {
+		if p.Link != nil || len(p.LastDial) == 0 {
 			continue
 		}
 		if len(parts) == maxFailingNamed {
 			more++
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s", memberLabel(r, k), dialsText(p.lastDial)))
+		parts = append(parts, fmt.Sprintf("%s: %s", memberLabel(r, k), dialsText(p.LastDial)))
 	}
 	slices.Sort(parts)
 	if more > 0 {

@@ -78,7 +78,7 @@ func (n *Node) retireNewLoser(pl *peers.Link) {
 	// kept link.
 	if fs := pl.Conn.CloseAndDrain(goodbyeFrame("duplicate link")); len(fs) > 0 {
 		n.peers.Lock()
-		kept := n.linkedLocked(pl.Key)
+		kept := n.peers.LinkedLocked(pl.Key)
 		n.peers.Unlock()
 		if kept != nil {
 			n.sendRehomed(fs, pl, kept)
@@ -100,7 +100,7 @@ func (n *Node) ackVia(pl *peers.Link) *peers.Link {
 	}
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	if cur := n.linkedLocked(pl.Key); cur != nil {
+	if cur := n.peers.LinkedLocked(pl.Key); cur != nil {
 		return cur
 	}
 	return pl

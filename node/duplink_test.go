@@ -115,7 +115,7 @@ func TestDuplicateLoserFramesMoveToWinner(t *testing.T) {
 	waitFor(t, 5*time.Second, "the pipe link registered", func() bool {
 		a.peers.Lock()
 		defer a.peers.Unlock()
-		cur := a.linkedLocked(bkey)
+		cur := a.peers.LinkedLocked(bkey)
 		return cur != nil && cur.Conn == loser
 	})
 	// The writer takes a first batch of link-up frames (it counts them as
@@ -210,7 +210,7 @@ func TestDuplicateNewLoserIsRead(t *testing.T) {
 	registered := func() [32]byte {
 		a.peers.Lock()
 		defer a.peers.Unlock()
-		if cur := a.linkedLocked(bkey); cur != nil {
+		if cur := a.peers.LinkedLocked(bkey); cur != nil {
 			return cur.Conn.SessionID()
 		}
 		return [32]byte{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -362,10 +363,10 @@ func (b *knockBook) evictOldestLocked() {
 
 // knockSeed knocks at the addresses of a seed dial that answered as
 // another org.
-func (n *Node) knockSeed(why []dialFailure) {
+func (n *Node) knockSeed(why []peers.DialFailure) {
 	for _, f := range why {
-		if classifyDial(f.err) == dialOtherOrg {
-			n.knock(f.addr, viaSeed)
+		if classifyDial(f.Err) == dialOtherOrg {
+			n.knock(f.Addr, viaSeed)
 			return
 		}
 	}

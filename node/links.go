@@ -62,55 +62,6 @@ const (
 
 var linkDownNames = [numLinkDown]string{"closed", "slow_reader", "timeout", "error"}
 
-// peer is another node we may hold a link to and may dial: a roster
-// member (in the node's peers.byKey), or a static seed (peers.seeds),
-// which is dialled by address whatever key answers. Every field is
-// guarded by the node's peers mutex.
-type peer struct {
-	key  proto.PubKey // for a seed, zero until its first link, then the last key it answered with
-	seed bool         // a static seed: its one address may come to host another member (a reinstall)
-	// link is the admitted link to the member; nil while there is none.
-	// Always nil for a seed: its link belongs to the member it reached.
-	link *peers.Link
-	// addrs is where to dial and how each address was learnt (see
-	// peers.AddrBook); a seed has its one.
-	addrs peers.AddrBook
-
-	// The dial backoff.
-	fails   int       // dials failed in a row
-	next    time.Time // earliest next dial
-	dialing bool      // a dial is running
-	// lastDial holds why each address of the last dial failed, for
-	// meshctl doctor; nil once a dial links (see doctor_dial.go).
-	lastDial []dialFailure
-	// refusals counts links in a row the member refused (see peers/refused.go).
-	refusals int
-	// spread is set once the first dial of the member has been put off
-	// by firstDialDelay (see dialspread.go).
-	spread bool
-	// move is the state of moving the link to the member's Unix socket
-	// (see unixmove.go).
-	move unixMove
-}
-
-// linkedLocked returns the link to k, or nil.
-func (n *Node) linkedLocked(k proto.PubKey) *peers.Link {
-	if p := n.peers.byKey[k]; p != nil {
-		return p.link
-	}
-	return nil
-}
-
-// memberLocked returns the entry of member k, creating it.
-func (n *Node) memberLocked(k proto.PubKey) *peer {
-	p := n.peers.byKey[k]
-	if p == nil {
-		p = &peer{key: k}
-		n.peers.byKey[k] = p
-	}
-	return p
-}
-
 func (n *Node) acceptLoop(ln *transport.Listener) {
 	defer n.wg.Done()
 	for {
@@ -142,7 +93,7 @@ func (n *Node) addLink(l *transport.Link) {
 	key := l.PeerKey()
 	pl := peers.NewLink(l)
 	n.peers.Lock()
-	if n.peers.closed {
+	if n.peers.Closed {
 		n.peers.Unlock()
 		_ = l.Close()
 		return
@@ -156,8 +107,8 @@ func (n *Node) addLink(l *transport.Link) {
 		return
 	}
 	var loser, deferred *peers.Link
-	p := n.memberLocked(key)
-	if old := p.link; old != nil {
+	p := n.peers.MemberLocked(key)
+	if old := p.Link; old != nil {
 		keep, moved := n.preferLink(p, old.Conn, l)
 		if keep == old.Conn {
 			n.peers.Unlock()
@@ -174,12 +125,12 @@ func (n *Node) addLink(l *transport.Link) {
 			n.retireLoser(old, pl) // before pl is published: its frames go first
 		}
 	}
-	p.link = pl
-	p.fails = 0
-	p.spread = true // linked: later dials are redials
-	for _, s := range n.peers.seeds {
-		if !s.dialing && s.key.Equal(key) {
-			s.fails = 0
+	p.Link = pl
+	p.Fails = 0
+	p.Spread = true // linked: later dials are redials
+	for _, s := range n.peers.Seeds {
+		if !s.Dialing && s.Key.Equal(key) {
+			s.Fails = 0
 		}
 	}
 	ignored, _ := n.mergeAddrsLocked(key, pl.Payload.Listen, peers.SelfSource(l))
@@ -217,7 +168,7 @@ func (n *Node) addLink(l *transport.Link) {
 // a new peer process wins; then a Unix link both ends agreed to move to
 // wins over the TCP link (see unixmove.go); then peers.TieBreak. The
 // caller holds the peers mutex. moved says the move agreement decided.
-func (n *Node) preferLink(p *peer, old, l *transport.Link) (keep *transport.Link, moved bool) {
+func (n *Node) preferLink(p *peers.Peer, old, l *transport.Link) (keep *transport.Link, moved bool) {
 	if !peers.SameProcess(old, l) {
 		return l, false
 	}
@@ -232,32 +183,32 @@ func (n *Node) preferLink(p *peer, old, l *transport.Link) (keep *transport.Link
 
 func (n *Node) removeLink(pl *peers.Link) {
 	n.peers.Lock()
-	if p := n.peers.byKey[pl.Key]; p != nil && p.link == pl {
-		p.link = nil
+	if p := n.peers.ByKey[pl.Key]; p != nil && p.Link == pl {
+		p.Link = nil
 		now := time.Now()
 		if pl.Refused.Load() || !n.isMember() || peers.SilentlyRefused(pl.Conn) {
 			// The peer turned us away: back off as from a failed dial.
-			p.refusals++
-			p.next = now.Add(peers.RefusedBackoff(p.refusals))
+			p.Refusals++
+			p.Next = now.Add(peers.RefusedBackoff(p.Refusals))
 			if n.removedSelf() {
-				p.next = now.Add(peers.RemovedRetryDelay())
+				p.Next = now.Add(peers.RemovedRetryDelay())
 			}
 			n.metrics.inc(cDialRefused)
 		} else {
 			// Redial soon: a dropped link is usually a restart or a blip.
-			p.refusals = 0
-			p.next = now.Add(n.dialBackoff(0))
+			p.Refusals = 0
+			p.Next = now.Add(n.dialBackoff(0))
 		}
-		for _, s := range n.peers.seeds {
-			if s.key.Equal(pl.Key) && s.next.Before(p.next) {
-				s.next = p.next
+		for _, s := range n.peers.Seeds {
+			if s.Key.Equal(pl.Key) && s.Next.Before(p.Next) {
+				s.Next = p.Next
 			}
 		}
 		if _, member := n.Roster().Member(pl.Key); !member {
-			delete(n.peers.byKey, pl.Key)
+			delete(n.peers.ByKey, pl.Key)
 		}
 	}
-	closed := n.peers.closed
+	closed := n.peers.Closed
 	n.peers.Unlock()
 	n.pxChanged()
 	n.linkClosed(pl)
@@ -352,29 +303,29 @@ func (n *Node) dialDue() time.Time {
 	next := now.Add(dialIdleWait)
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	if n.peers.closed {
+	if n.peers.Closed {
 		return next
 	}
-	dialing := n.dialsLocked()
-	for _, p := range n.peers.byKey {
-		if p.link != nil {
+	dialing := n.peers.DialsLocked()
+	for _, p := range n.peers.ByKey {
+		if p.Link != nil {
 			if at := n.askMoveLocked(p, now); !at.IsZero() && at.Before(next) {
 				next = at
 			}
 			continue
 		}
-		if p.dialing || p.addrs.Len() == 0 {
+		if p.Dialing || p.Addrs.Len() == 0 {
 			continue
 		}
-		if now.Before(p.next) {
-			if p.next.Before(next) {
-				next = p.next
+		if now.Before(p.Next) {
+			if p.Next.Before(next) {
+				next = p.Next
 			}
 			continue
 		}
 		if n.spreadFirstDialLocked(p, now) {
-			if p.next.Before(next) {
-				next = p.next
+			if p.Next.Before(next) {
+				next = p.Next
 			}
 			continue
 		}
@@ -385,40 +336,40 @@ func (n *Node) dialDue() time.Time {
 			break
 		}
 		dialing++
-		n.startDialLocked(p, peers.OrderAddrs(p.addrs.List()))
+		n.startDialLocked(p, peers.OrderAddrs(p.Addrs.List()))
 	}
-	for _, s := range n.peers.seeds {
-		if s.dialing {
+	for _, s := range n.peers.Seeds {
+		if s.Dialing {
 			continue
 		}
-		if now.Before(s.next) {
-			if s.next.Before(next) {
-				next = s.next
+		if now.Before(s.Next) {
+			if s.Next.Before(next) {
+				next = s.Next
 			}
 			continue
 		}
-		if !s.key.IsZero() {
-			if m := n.peers.byKey[s.key]; m != nil && (m.link != nil || m.dialing) {
+		if !s.Key.IsZero() {
+			if m := n.peers.ByKey[s.Key]; m != nil && (m.Link != nil || m.Dialing) {
 				continue
 			}
 		}
-		n.startDialLocked(s, s.addrs.List())
+		n.startDialLocked(s, s.Addrs.List())
 	}
 	return next
 }
 
 // startDialLocked marks p as being dialled and starts the dial.
-func (n *Node) startDialLocked(p *peer, addrs []transport.Addr) {
-	p.dialing = true
+func (n *Node) startDialLocked(p *peers.Peer, addrs []transport.Addr) {
+	p.Dialing = true
 	n.wg.Add(1)
-	go n.dialPeer(p, p.key, addrs)
+	go n.dialPeer(p, p.Key, addrs)
 }
 
 // dialPeer tries addrs in order until one links, expecting key (none when
 // zero), then updates p's backoff. key is p's key as the caller read it
 // under the peers mutex. A seed whose address now hosts another member (a
 // reinstall) is dialled again without expectation, and learns the key.
-func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
+func (n *Node) dialPeer(p *peers.Peer, key proto.PubKey, addrs []transport.Addr) {
 	defer n.wg.Done()
 	var expect *proto.PubKey
 	if !key.IsZero() {
@@ -427,11 +378,11 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	var l *transport.Link
 	var err error
 	var failed []transport.Addr
-	var why []dialFailure
+	var why []peers.DialFailure
 	var linked transport.Addr
 	for _, a := range addrs {
 		l, err = n.dial(a, expect)
-		if err != nil && p.seed && expect != nil && errors.Is(err, transport.ErrUnexpectedPeer) {
+		if err != nil && p.Seed && expect != nil && errors.Is(err, transport.ErrUnexpectedPeer) {
 			l, err = n.dial(a, nil)
 		}
 		if err == nil {
@@ -439,44 +390,44 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 			break
 		}
 		failed = append(failed, a)
-		why = append(why, dialFailure{addr: a, err: err})
+		why = append(why, peers.DialFailure{Addr: a, Err: err})
 	}
 	if err == nil {
 		// Registered before dialing is cleared, so that dialDue does not
 		// start a second dial of a peer just linked.
 		n.addLink(l)
-	} else if p.seed {
+	} else if p.Seed {
 		// A seed of another org: knock to be listed there (knock.go).
 		n.knockSeed(why)
 	}
 	var fm *formerMemberError
 	var gone string
 	n.peers.Lock()
-	p.dialing = false
-	if p.seed && errors.As(err, &fm) {
+	p.Dialing = false
+	if p.Seed && errors.As(err, &fm) {
 		gone = n.dropSeedLocked(p)
 	}
 	n.dialResultLocked(p, failed, linked)
-	p.lastDial = nil
+	p.LastDial = nil
 	if err != nil {
-		p.lastDial = why
-		p.fails++
-		p.next = time.Now().Add(n.dialBackoff(p.fails))
+		p.LastDial = why
+		p.Fails++
+		p.Next = time.Now().Add(n.dialBackoff(p.Fails))
 		if n.removedSelf() {
-			p.next = time.Now().Add(peers.RemovedRetryDelay())
+			p.Next = time.Now().Add(peers.RemovedRetryDelay())
 		}
 	} else {
-		p.fails = 0
-		if p.seed {
-			p.key = l.PeerKey()
+		p.Fails = 0
+		if p.Seed {
+			p.Key = l.PeerKey()
 			// The link may be down already (a refusal): the seed waits
 			// as long as the member it reached.
-			if m := n.peers.byKey[p.key]; m != nil && m.link == nil && m.next.After(p.next) {
-				p.next = m.next
+			if m := n.peers.ByKey[p.Key]; m != nil && m.Link == nil && m.Next.After(p.Next) {
+				p.Next = m.Next
 			}
 		}
 	}
-	fails := p.fails
+	fails := p.Fails
 	n.peers.Unlock()
 	if gone != "" {
 		n.seedsGone([]string{gone})
@@ -486,7 +437,7 @@ func (n *Node) dialPeer(p *peer, key proto.PubKey, addrs []transport.Addr) {
 	if err == nil {
 		return
 	}
-	if !p.seed {
+	if !p.Seed {
 		n.log.Debug("dial failed", "peer", key.Fingerprint(), "err", err)
 		return
 	}
@@ -597,7 +548,7 @@ func (n *Node) sendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
 		// a Unix socket, say): the frames that move to the winner of a
 		// pair go on the peer's link now, as in fanOut.
 		n.peers.Lock()
-		cur := n.linkedLocked(pl.Key)
+		cur := n.peers.LinkedLocked(pl.Key)
 		n.peers.Unlock()
 		if cur != nil && cur != pl {
 			err = cur.Conn.Send(f)

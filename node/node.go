@@ -60,14 +60,7 @@ type Node struct {
 	rosterMu sync.Mutex
 
 	// peers is who we hold links to and whom we dial.
-	peers struct {
-		sync.Mutex // guards the fields below and every field of each peer
-		// byKey holds the members we hold a link to or know addresses
-		// for: at most one admitted link per member.
-		byKey  map[proto.PubKey]*peer
-		seeds  []*peer // static seeds, dialled by address
-		closed bool    // set by Close: no link is added after it
-	}
+	peers *peers.Table // the peer table and the peers mutex
 	// advertised holds our listen addresses as peers should dial them
 	// (see advertisedAddrs): set by setup once every listener is bound.
 	// The listeners serve handshakes before that: payload waits for
@@ -177,7 +170,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		advertisedSet: make(chan struct{}),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
-	n.peers.byKey = map[proto.PubKey]*peer{}
+	n.peers = peers.NewTable()
 	n.logRL = newRateLog()
 	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
 	n.cards = n.openCards()
@@ -274,7 +267,7 @@ func (n *Node) setup() error {
 	}
 
 	for _, s := range append(n.cfg.Seeds, n.joinedSeeds()...) {
-		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: peers.SeedBook(s)})
+		n.peers.Seeds = append(n.peers.Seeds, &peers.Peer{Seed: true, Addrs: peers.SeedBook(s)})
 	}
 
 	if n.control, err = control.Listen(n.home.ControlSocket(), n, n.log.With("component", "control")); err != nil {
@@ -457,7 +450,7 @@ func (n *Node) run() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.peers.Lock()
-		n.peers.closed = true
+		n.peers.Closed = true
 		links := n.linkListLocked()
 		n.peers.Unlock()
 		n.announceOffline(links)
@@ -504,7 +497,7 @@ func (n *Node) teardown() error {
 func (n *Node) linkTo(k proto.PubKey) *peers.Link {
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	return n.linkedLocked(k)
+	return n.peers.LinkedLocked(k)
 }
 
 // linkList returns every link.
@@ -519,8 +512,8 @@ func (n *Node) linkCount() int {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	c := 0
-	for _, p := range n.peers.byKey {
-		if p.link != nil {
+	for _, p := range n.peers.ByKey {
+		if p.Link != nil {
 			c++
 		}
 	}
@@ -528,10 +521,10 @@ func (n *Node) linkCount() int {
 }
 
 func (n *Node) linkListLocked() []*peers.Link {
-	out := make([]*peers.Link, 0, len(n.peers.byKey))
-	for _, p := range n.peers.byKey {
-		if p.link != nil {
-			out = append(out, p.link)
+	out := make([]*peers.Link, 0, len(n.peers.ByKey))
+	for _, p := range n.peers.ByKey {
+		if p.Link != nil {
+			out = append(out, p.Link)
 		}
 	}
 	return out

@@ -232,7 +232,7 @@ func TestSimultaneousDialKeepsOneLink(t *testing.T) {
 	b := m.start(1, tcpAddr(t, a))
 	// Now make a dial b too while b dials a.
 	a.peers.Lock()
-	a.peers.seeds = append(a.peers.seeds, &peer{seed: true, addrs: peers.SeedBook(tcpAddr(t, b))})
+	a.peers.Seeds = append(a.peers.Seeds, &peers.Peer{Seed: true, Addrs: peers.SeedBook(tcpAddr(t, b))})
 	a.peers.Unlock()
 	a.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })

@@ -90,15 +90,15 @@ func (n *Node) pxRefreshLocked() {
 		px.entries = map[proto.PubKey]*pxEntry{}
 		px.tombs = map[proto.PubKey]uint64{}
 	}
-	want := make(map[proto.PubKey][]string, len(n.peers.byKey)+1)
+	want := make(map[proto.PubKey][]string, len(n.peers.ByKey)+1)
 	if adv := n.advertisedAddrs(); len(adv) > 0 {
 		want[n.id.Pub] = adv
 	}
-	for k, p := range n.peers.byKey {
-		if p.link == nil {
+	for k, p := range n.peers.ByKey {
+		if p.Link == nil {
 			continue
 		}
-		if ls := gossipAddrs(p.link.ListenAddrs()); len(ls) > 0 {
+		if ls := gossipAddrs(p.Link.ListenAddrs()); len(ls) > 0 {
 			want[k] = ls
 		}
 	}
@@ -287,7 +287,7 @@ func (n *Node) pxSend(links []*peers.Link, periodic bool) {
 	defer n.peers.Unlock()
 	n.pxRefreshLocked()
 	for _, pl := range links {
-		if n.peers.byKey[pl.Key] == nil || n.peers.byKey[pl.Key].link != pl {
+		if n.peers.ByKey[pl.Key] == nil || n.peers.ByKey[pl.Key].Link != pl {
 			continue // gone meanwhile
 		}
 		switch {

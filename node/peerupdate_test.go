@@ -76,17 +76,17 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	// (c marks b told). b's copy of c's list no longer matches c's
 	// digest: b asks for the whole list and takes a's new address from it.
 	c.peers.Lock()
-	pla := c.peers.byKey[a.id.Pub].link
+	pla := c.peers.ByKey[a.id.Pub].Link
 	pla.SetListen(append(slices.Clone(pla.ListenAddrs()), "tcp://192.0.2.99:7946"))
 	c.pxRefreshLocked()
-	c.peers.byKey[b.id.Pub].link.PX.SentVer = c.px.ver
+	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.px.ver
 	c.peers.Unlock()
 	waitFor(t, 10*time.Second, "c asked for its whole list", func() bool { return c.metrics.Get("peers.resync_asked") > 0 })
 	waitFor(t, 10*time.Second, "b takes the drifted address", func() bool {
 		b.peers.Lock()
 		defer b.peers.Unlock()
-		p := b.peers.byKey[a.id.Pub]
-		_, ok := p.addrs.SourceOf(transport.Addr{Network: "tcp", Address: "192.0.2.99:7946"})
+		p := b.peers.ByKey[a.id.Pub]
+		_, ok := p.Addrs.SourceOf(transport.Addr{Network: "tcp", Address: "192.0.2.99:7946"})
 		return ok
 	})
 }

@@ -141,18 +141,18 @@ func (n *Node) retireExpiredKeys() {
 	r := n.Roster()
 	var drop []*peers.Link
 	n.peers.Lock()
-	for k, p := range n.peers.byKey {
+	for k, p := range n.peers.ByKey {
 		if _, ok := r.Member(k); ok {
 			continue
 		}
 		if _, prev := r.Previous(k); !prev {
 			continue
 		}
-		p.addrs.Clear()
-		if p.link == nil {
-			delete(n.peers.byKey, k)
+		p.Addrs.Clear()
+		if p.Link == nil {
+			delete(n.peers.ByKey, k)
 		} else {
-			drop = append(drop, p.link)
+			drop = append(drop, p.Link)
 		}
 	}
 	n.peers.Unlock()

@@ -116,19 +116,19 @@ func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, 
 	n.peers.Lock()
 	n.roster.Store(r)
 	var push, drop []*peers.Link
-	for k, p := range n.peers.byKey {
+	for k, p := range n.peers.ByKey {
 		if _, ok := r.Member(k); !ok {
 			// Not dialled again; the entry goes once its link is down.
-			p.addrs.Clear()
-			if p.link == nil {
-				delete(n.peers.byKey, k)
+			p.Addrs.Clear()
+			if p.Link == nil {
+				delete(n.peers.ByKey, k)
 			} else {
-				drop = append(drop, p.link)
+				drop = append(drop, p.Link)
 			}
 			continue
 		}
-		if p.link != nil && p.link != from {
-			push = append(push, p.link)
+		if p.Link != nil && p.Link != from {
+			push = append(push, p.Link)
 		}
 	}
 	goneSeeds := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { _, ok := r.Member(k); return ok })

@@ -85,7 +85,7 @@ func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 	n.peers.Lock()
 	var targets []*peers.Link
 	for _, k := range to {
-		if pl := n.linkedLocked(k); pl != nil {
+		if pl := n.peers.LinkedLocked(k); pl != nil {
 			targets = append(targets, pl)
 		}
 	}
@@ -98,7 +98,7 @@ func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 			// pair, or went down. The peer's link now, if another, takes
 			// the frame.
 			n.peers.Lock()
-			cur := n.linkedLocked(pl.Key)
+			cur := n.peers.LinkedLocked(pl.Key)
 			n.peers.Unlock()
 			if cur != nil && cur != pl {
 				err = cur.Conn.Send(f)
@@ -121,7 +121,7 @@ func (n *Node) linkedCount(keys []proto.PubKey) int {
 	defer n.peers.Unlock()
 	c := 0
 	for _, k := range keys {
-		if n.linkedLocked(k) != nil {
+		if n.peers.LinkedLocked(k) != nil {
 			c++
 		}
 	}

@@ -63,8 +63,8 @@ func (n *Node) linkClosed(pl *peers.Link) {
 	n.log.Warn("link closed: the peer stopped reading", "peer", pl.Key.Fingerprint(), "name", pl.Payload.Name,
 		"backoff", until.Sub(now).Round(time.Second).String())
 	n.peers.Lock()
-	if p := n.peers.byKey[pl.Key]; p != nil && p.next.Before(until) {
-		p.next = until
+	if p := n.peers.ByKey[pl.Key]; p != nil && p.Next.Before(until) {
+		p.Next = until
 	}
 	n.peers.Unlock()
 }

@@ -1,0 +1,103 @@
+package peers
+
+import (
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// Table is who a node holds links to and whom it dials: the members it
+// holds a link to or knows addresses for, at most one admitted link per
+// member, and the static seeds. Its mutex (the node's "peers mutex")
+// guards its fields and every field of each Peer; methods named …Locked
+// expect it held.
+type Table struct {
+	sync.Mutex
+	ByKey  map[proto.PubKey]*Peer
+	Seeds  []*Peer // static seeds, dialled by address
+	Closed bool    // set as the node closes: no link is added after it
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table { return &Table{ByKey: map[proto.PubKey]*Peer{}} }
+
+// Peer is another node we may hold a link to and may dial: a roster
+// member (in ByKey), or a static seed (Seeds), which is dialled by
+// address whatever key answers.
+type Peer struct {
+	Key  proto.PubKey // for a seed, zero until its first link, then the last key it answered with
+	Seed bool         // a static seed: its one address may come to host another member (a reinstall)
+	// Link is the admitted link to the member; nil while there is none.
+	// Always nil for a seed: its link belongs to the member it reached.
+	Link *Link
+	// Addrs is where to dial and how each address was learnt; a seed
+	// has its one.
+	Addrs AddrBook
+
+	// The dial backoff.
+	Fails   int       // dials failed in a row
+	Next    time.Time // earliest next dial
+	Dialing bool      // a dial is running
+	// LastDial holds why each address of the last dial failed, for
+	// meshctl doctor; nil once a dial links.
+	LastDial []DialFailure
+	// Refusals counts links in a row the member refused (see refused.go).
+	Refusals int
+	// Spread is set once the first dial of the member has been put off
+	// by FirstDialDelay.
+	Spread bool
+	// Move is the state of moving the link to the member's Unix socket.
+	Move MoveState
+}
+
+// DialFailure is why a dial of one address failed.
+type DialFailure struct {
+	Addr transport.Addr
+	Err  error
+}
+
+// MoveState is the state of moving a member's link to its Unix socket
+// (the node's unixmove.go has the rules).
+type MoveState struct {
+	AskedOn *Link // the link an ask of ours waits on, or nil
+	AskedAt time.Time
+	Agreed  time.Time // until when a Unix link beats the member's TCP link
+	Next    time.Time // earliest next ask
+	Fails   int       // asks in a row that did not end on a Unix link
+}
+
+// LinkedLocked returns the link to k, or nil.
+func (t *Table) LinkedLocked(k proto.PubKey) *Link {
+	if p := t.ByKey[k]; p != nil {
+		return p.Link
+	}
+	return nil
+}
+
+// MemberLocked returns the entry of member k, creating it.
+func (t *Table) MemberLocked(k proto.PubKey) *Peer {
+	p := t.ByKey[k]
+	if p == nil {
+		p = &Peer{Key: k}
+		t.ByKey[k] = p
+	}
+	return p
+}
+
+// DialsLocked counts the dials in flight (at most MaxDials).
+func (t *Table) DialsLocked() int {
+	c := 0
+	for _, p := range t.ByKey {
+		if p.Dialing {
+			c++
+		}
+	}
+	for _, s := range t.Seeds {
+		if s.Dialing {
+			c++
+		}
+	}
+	return c
+}
