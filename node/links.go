@@ -272,18 +272,13 @@ func (n *Node) dialBackoff(fails int) time.Duration {
 	return peers.Backoff(n.cfg.DialBackoffMin, n.cfg.DialBackoffMax, fails)
 }
 
-// dialIdleWait bounds the dialler's sleep when nothing is due sooner.
-const dialIdleWait = 5 * time.Second
-
 func (n *Node) dialLoop() {
 	defer n.wg.Done()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		// Sleep until the next dial is due, or something changes: a
-		// node with a full mesh wakes every dialIdleWait, not five times
-		// a second.
-		wait := min(max(time.Until(n.dialDue()), 10*time.Millisecond), dialIdleWait)
+		// Sleep until the next dial is due, or something changes.
+		wait := min(max(time.Until(n.dialDue()), 10*time.Millisecond), peers.DialIdleWait)
 		t.Reset(wait)
 		select {
 		case <-n.ctx.Done():
@@ -294,68 +289,13 @@ func (n *Node) dialLoop() {
 	}
 }
 
-// dialDue starts a dial of every member and seed that is due: not linked,
-// not being dialled, its backoff over. It returns when the next one not
-// started is due (far ahead when none is waiting; soon when dials in
-// flight hold it back).
+// dialDue starts a dial of every member and seed that is due (see
+// peers.Table.DueLocked) and returns when the next one is due.
 func (n *Node) dialDue() time.Time {
-	now := time.Now()
-	next := now.Add(dialIdleWait)
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	if n.peers.Closed {
-		return next
-	}
-	dialing := n.peers.DialsLocked()
-	for _, p := range n.peers.ByKey {
-		if p.Link != nil {
-			if at := n.askMoveLocked(p, now); !at.IsZero() && at.Before(next) {
-				next = at
-			}
-			continue
-		}
-		if p.Dialing || p.Addrs.Len() == 0 {
-			continue
-		}
-		if now.Before(p.Next) {
-			if p.Next.Before(next) {
-				next = p.Next
-			}
-			continue
-		}
-		if n.spreadFirstDialLocked(p, now) {
-			if p.Next.Before(next) {
-				next = p.Next
-			}
-			continue
-		}
-		if dialing >= peers.MaxDials {
-			// The rest when these are done (removeLink and dialPeer
-			// wake the loop).
-			next = now.Add(50 * time.Millisecond)
-			break
-		}
-		dialing++
-		n.startDialLocked(p, peers.OrderAddrs(p.Addrs.List()))
-	}
-	for _, s := range n.peers.Seeds {
-		if s.Dialing {
-			continue
-		}
-		if now.Before(s.Next) {
-			if s.Next.Before(next) {
-				next = s.Next
-			}
-			continue
-		}
-		if !s.Key.IsZero() {
-			if m := n.peers.ByKey[s.Key]; m != nil && (m.Link != nil || m.Dialing) {
-				continue
-			}
-		}
-		n.startDialLocked(s, s.Addrs.List())
-	}
-	return next
+	return n.peers.DueLocked(time.Now(), n.id.Pub.NodeID(), len(n.Roster().Members),
+		peers.DialHooks{AskMove: n.askMoveLocked, Start: n.startDialLocked})
 }
 
 // startDialLocked marks p as being dialled and starts the dial.

@@ -1,0 +1,74 @@
+package peers
+
+import (
+	"crypto/ed25519"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+func testKey(t *testing.T) proto.PubKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proto.PubKey(pub)
+}
+
+// TestDueLocked: due members are dialled at most MaxDials at a time, a
+// member's first dial is put off once, a member in backoff is not
+// dialled and sets the next wake-up, and a seed whose member is being
+// dialled waits.
+func TestDueLocked(t *testing.T) {
+	tbl := NewTable()
+	now := time.Unix(1_800_000_000, 0)
+	var started []*Peer
+	h := DialHooks{
+		AskMove: func(*Peer, time.Time) time.Time { return time.Time{} },
+		Start:   func(p *Peer, _ []transport.Addr) { p.Dialing = true; started = append(started, p) },
+	}
+	var members []*Peer
+	for i := range MaxDials + 2 {
+		p := tbl.MemberLocked(testKey(t))
+		p.Addrs.Merge([]string{tcpAddr(i)}, Self, now)
+		members = append(members, p)
+	}
+	// First round: every first dial is put off.
+	next := tbl.DueLocked(now, proto.NodeID{}, 10, h)
+	if len(started) != 0 {
+		t.Fatalf("first dials not spread: %d started", len(started))
+	}
+	for _, p := range members {
+		if !p.Spread || p.Next.Before(now) || next.After(p.Next) {
+			t.Fatalf("spread: %v next %v, wake-up %v", p.Spread, p.Next, next)
+		}
+	}
+	// Once due: MaxDials of them start.
+	later := now.Add(time.Hour)
+	tbl.DueLocked(later, proto.NodeID{}, 10, h)
+	if len(started) != MaxDials || tbl.DialsLocked() != MaxDials {
+		t.Fatalf("%d started, %d in flight, want %d", len(started), tbl.DialsLocked(), MaxDials)
+	}
+	// A seed whose member is being dialled is not dialled too.
+	a, err := transport.ParseAddr(tcpAddr(99))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := &Peer{Seed: true, Key: started[0].Key, Addrs: SeedBook(a)}
+	tbl.Seeds = append(tbl.Seeds, seed)
+	// A member in backoff sets the wake-up.
+	for _, p := range members {
+		if !p.Dialing {
+			p.Next = later.Add(time.Second)
+		}
+	}
+	if next := tbl.DueLocked(later, proto.NodeID{}, 10, h); !next.Equal(later.Add(time.Second)) {
+		t.Fatalf("wake-up %v, want %v", next, later.Add(time.Second))
+	}
+	if seed.Dialing || len(started) != MaxDials {
+		t.Fatalf("seed dialled beside its member, or a member in backoff dialled: %d started", len(started))
+	}
+}
