@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/meshd/meshd/node/peers"
@@ -48,19 +47,6 @@ var (
 	// cLinkDownBy counts "link.down.<why>" by [downReason].
 	cLinkDownBy = newEventVec[linkDown]("link.down.", linkDownNames[:])
 )
-
-// linkDown says why a link went down.
-type linkDown uint8
-
-const (
-	linkDownClosed linkDown = iota
-	linkDownSlowReader
-	linkDownTimeout
-	linkDownError
-	numLinkDown
-)
-
-var linkDownNames = [numLinkDown]string{"closed", "slow_reader", "timeout", "error"}
 
 func (n *Node) acceptLoop(ln *transport.Listener) {
 	defer n.wg.Done()
@@ -182,34 +168,22 @@ func (n *Node) preferLink(p *peers.Peer, old, l *transport.Link) (keep *transpor
 }
 
 func (n *Node) removeLink(pl *peers.Link) {
+	// Under the peers mutex, as roster updates swap the roster: the
+	// member check agrees with the table.
 	n.peers.Lock()
-	if p := n.peers.ByKey[pl.Key]; p != nil && p.Link == pl {
-		p.Link = nil
-		now := time.Now()
-		if pl.Refused.Load() || !n.isMember() || peers.SilentlyRefused(pl.Conn) {
-			// The peer turned us away: back off as from a failed dial.
-			p.Refusals++
-			p.Next = now.Add(peers.RefusedBackoff(p.Refusals))
-			if n.removedSelf() {
-				p.Next = now.Add(peers.RemovedRetryDelay())
-			}
-			n.metrics.inc(cDialRefused)
-		} else {
-			// Redial soon: a dropped link is usually a restart or a blip.
-			p.Refusals = 0
-			p.Next = now.Add(n.dialBackoff(0))
-		}
-		for _, s := range n.peers.Seeds {
-			if s.Key.Equal(pl.Key) && s.Next.Before(p.Next) {
-				s.Next = p.Next
-			}
-		}
-		if _, member := n.Roster().Member(pl.Key); !member {
-			delete(n.peers.ByKey, pl.Key)
-		}
+	_, member := n.Roster().Member(pl.Key)
+	down := peers.LinkDown{
+		Refused: pl.Refused.Load() || !n.isMember() || peers.SilentlyRefused(pl.Conn),
+		Removed: n.removedSelf(),
+		Member:  member,
+		Redial:  n.dialBackoff(0),
 	}
+	refused := n.peers.LinkDownLocked(pl, down, time.Now())
 	closed := n.peers.Closed
 	n.peers.Unlock()
+	if refused {
+		n.metrics.inc(cDialRefused)
+	}
 	n.pxChanged()
 	n.linkClosed(pl)
 	n.metrics.inc(cLinkDown)
@@ -218,27 +192,6 @@ func (n *Node) removeLink(pl *peers.Link) {
 		n.log.Info("link down", "peer", pl.Key.Fingerprint(), "name", pl.Payload.Name, "reason", errString(pl.Conn.Err()))
 		n.wake()
 	}
-}
-
-// downReason classes why a link ended, for the "link.down.<class>"
-// counters.
-func downReason(err error) linkDown {
-	switch {
-	case err == nil, errors.Is(err, transport.ErrClosed):
-		return linkDownClosed
-	case errors.Is(err, transport.ErrSlowReader):
-		return linkDownSlowReader
-	case errors.Is(err, transport.ErrTimeout):
-		return linkDownTimeout
-	}
-	return linkDownError
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "closed"
-	}
-	return err.Error()
 }
 
 // closeLinkAsync closes a link without waiting on the caller's goroutine,
@@ -618,11 +571,4 @@ func (n *Node) takePeerAddrs(pl *peers.Link, entries []proto.PeerInfo) {
 	if added {
 		n.wake() // a new address to dial; known ones need no dial round
 	}
-}
-
-func sanitize(b []byte) string {
-	if len(b) > 200 {
-		b = b[:200]
-	}
-	return strings.ToValidUTF8(string(b), "?")
 }

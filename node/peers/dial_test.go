@@ -72,3 +72,42 @@ func TestDueLocked(t *testing.T) {
 		t.Fatalf("seed dialled beside its member, or a member in backoff dialled: %d started", len(started))
 	}
 }
+
+// TestLinkDownLocked: a refused link backs off on RefusedBackoff (or the
+// removed node's delay) and holds its seed back as long; a plain drop
+// redials after Redial and clears the refusals; a non-member's entry is
+// dropped; a link that is no longer the member's changes nothing.
+func TestLinkDownLocked(t *testing.T) {
+	tbl := NewTable()
+	now := time.Unix(1_800_000_000, 0)
+	k := testKey(t)
+	p := tbl.MemberLocked(k)
+	pl := &Link{Key: k}
+	seed := &Peer{Seed: true, Key: k}
+	tbl.Seeds = append(tbl.Seeds, seed)
+
+	p.Link = pl
+	if !tbl.LinkDownLocked(pl, LinkDown{Refused: true, Member: true}, now) {
+		t.Fatal("a refused link not reported")
+	}
+	if p.Link != nil || p.Refusals != 1 || p.Next.Before(now.Add(time.Second)) || !seed.Next.Equal(p.Next) {
+		t.Fatalf("after a refusal: link %v, refusals %d, next %v, seed next %v", p.Link, p.Refusals, p.Next.Sub(now), seed.Next.Sub(now))
+	}
+	if tbl.LinkDownLocked(pl, LinkDown{Refused: true, Member: true}, now) || p.Refusals != 1 {
+		t.Fatal("a link no longer the member's changed its entry")
+	}
+	p.Link = pl
+	tbl.LinkDownLocked(pl, LinkDown{Refused: true, Removed: true, Member: true}, now)
+	if p.Next.Before(now.Add(RemovedRetry)) {
+		t.Fatalf("a removed node redials after %v", p.Next.Sub(now))
+	}
+	p.Link = pl
+	if tbl.LinkDownLocked(pl, LinkDown{Member: true, Redial: time.Second}, now) || p.Refusals != 0 || !p.Next.Equal(now.Add(time.Second)) {
+		t.Fatalf("after a drop: refusals %d, next %v", p.Refusals, p.Next.Sub(now))
+	}
+	p.Link = pl
+	tbl.LinkDownLocked(pl, LinkDown{}, now)
+	if tbl.ByKey[k] != nil {
+		t.Fatal("a non-member's entry kept")
+	}
+}

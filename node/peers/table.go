@@ -101,3 +101,50 @@ func (t *Table) DialsLocked() int {
 	}
 	return c
 }
+
+// LinkDown is what the node knows as one of its links goes down.
+type LinkDown struct {
+	// Refused: the peer turned us away (a goodbye or silence right after
+	// the handshake, or we are not a member): back off as from a failed
+	// dial, on RefusedBackoff.
+	Refused bool
+	// Removed: a roster this node applied removed it; a refused member
+	// is redialled only after RemovedRetryDelay.
+	Removed bool
+	// Member: the peer is still in the roster; its entry is dropped
+	// otherwise.
+	Member bool
+	// Redial is when to redial a link that dropped without a refusal:
+	// usually a restart or a blip.
+	Redial time.Duration
+}
+
+// LinkDownLocked clears pl from its member's entry, if it is still the
+// member's link, and sets when to redial it; seeds that reached the
+// member wait as long. It reports whether the link counted as refused.
+func (t *Table) LinkDownLocked(pl *Link, d LinkDown, now time.Time) (refused bool) {
+	p := t.ByKey[pl.Key]
+	if p == nil || p.Link != pl {
+		return false
+	}
+	p.Link = nil
+	if d.Refused {
+		p.Refusals++
+		p.Next = now.Add(RefusedBackoff(p.Refusals))
+		if d.Removed {
+			p.Next = now.Add(RemovedRetryDelay())
+		}
+	} else {
+		p.Refusals = 0
+		p.Next = now.Add(d.Redial)
+	}
+	for _, s := range t.Seeds {
+		if s.Key.Equal(pl.Key) && s.Next.Before(p.Next) {
+			s.Next = p.Next
+		}
+	}
+	if !d.Member {
+		delete(t.ByKey, pl.Key)
+	}
+	return d.Refused
+}
