@@ -5,7 +5,6 @@ import (
 
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
-	"github.com/meshd/meshd/transport"
 )
 
 // The counters counted in this file.
@@ -28,15 +27,4 @@ func (n *Node) mergeAddrsLocked(key proto.PubKey, addrs []string, src peers.Sour
 		return 0, 0
 	}
 	return n.peers.MemberLocked(key).Addrs.Merge(addrs, src, time.Now())
-}
-
-// dialResultLocked records the outcome of dialling p's addresses: failed
-// lost their dials, ok (if not zero) linked.
-func (n *Node) dialResultLocked(p *peers.Peer, failed []transport.Addr, ok transport.Addr) {
-	if p.Seed {
-		return
-	}
-	if ev := p.Addrs.DialResult(failed, ok, time.Now()); ev > 0 {
-		n.metrics.add(cAddrEvicted, uint64(ev))
-	}
 }

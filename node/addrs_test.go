@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
@@ -66,7 +67,7 @@ func TestAddrRules(t *testing.T) {
 	n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip)
 	a := p.Addrs.List()[0]
 	for range peers.MaxGossipFails {
-		n.dialResultLocked(p, []transport.Addr{a}, transport.Addr{})
+		p.Addrs.DialResult([]transport.Addr{a}, transport.Addr{}, time.Now())
 	}
 	if p.Addrs.Len() != 0 {
 		t.Fatalf("not evicted: %v", p.Addrs.List())

@@ -270,7 +270,6 @@ func (n *Node) dialPeer(p *peers.Peer, key proto.PubKey, addrs []transport.Addr)
 	}
 	var l *transport.Link
 	var err error
-	var failed []transport.Addr
 	var why []peers.DialFailure
 	var linked transport.Addr
 	for _, a := range addrs {
@@ -282,7 +281,6 @@ func (n *Node) dialPeer(p *peers.Peer, key proto.PubKey, addrs []transport.Addr)
 			linked = a
 			break
 		}
-		failed = append(failed, a)
 		why = append(why, peers.DialFailure{Addr: a, Err: err})
 	}
 	if err == nil {
@@ -295,33 +293,20 @@ func (n *Node) dialPeer(p *peers.Peer, key proto.PubKey, addrs []transport.Addr)
 	}
 	var fm *formerMemberError
 	var gone string
+	done := peers.DialDone{Failed: why, LinkedAddr: linked, Backoff: n.dialBackoff, Removed: n.removedSelf()}
+	if err == nil {
+		done.Linked = l
+	}
 	n.peers.Lock()
-	p.Dialing = false
 	if p.Seed && errors.As(err, &fm) {
 		gone = n.dropSeedLocked(p)
 	}
-	n.dialResultLocked(p, failed, linked)
-	p.LastDial = nil
-	if err != nil {
-		p.LastDial = why
-		p.Fails++
-		p.Next = time.Now().Add(n.dialBackoff(p.Fails))
-		if n.removedSelf() {
-			p.Next = time.Now().Add(peers.RemovedRetryDelay())
-		}
-	} else {
-		p.Fails = 0
-		if p.Seed {
-			p.Key = l.PeerKey()
-			// The link may be down already (a refusal): the seed waits
-			// as long as the member it reached.
-			if m := n.peers.ByKey[p.Key]; m != nil && m.Link == nil && m.Next.After(p.Next) {
-				p.Next = m.Next
-			}
-		}
-	}
+	evicted := n.peers.DialDoneLocked(p, done, time.Now())
 	fails := p.Fails
 	n.peers.Unlock()
+	if evicted > 0 {
+		n.metrics.add(cAddrEvicted, uint64(evicted))
+	}
 	if gone != "" {
 		n.seedsGone([]string{gone})
 		return

@@ -89,3 +89,51 @@ func (p *Peer) spreadFirstDial(now time.Time, self proto.NodeID, members int) bo
 	p.Next = now.Add(FirstDialDelay(self, p.Key.NodeID(), members))
 	return true
 }
+
+// DialDone is the outcome of one dial of a peer, its addresses tried in
+// order.
+type DialDone struct {
+	Failed     []DialFailure   // the addresses that failed, and why
+	Linked     *transport.Link // the link made; nil if every address failed
+	LinkedAddr transport.Addr  // the address Linked was dialled at
+	// Backoff is the redial delay after fails failed dials in a row.
+	Backoff func(fails int) time.Duration
+	// Removed: a roster this node applied removed it, so a failed dial
+	// is retried only after RemovedRetryDelay.
+	Removed bool
+}
+
+// DialDoneLocked records a dial's outcome in p: the address book's
+// verdict on each address, the backoff, why it failed for meshctl
+// doctor, and for a seed the key that answered. It returns how many
+// addresses the book evicted.
+func (t *Table) DialDoneLocked(p *Peer, d DialDone, now time.Time) (evicted int) {
+	p.Dialing = false
+	if !p.Seed {
+		failed := make([]transport.Addr, len(d.Failed))
+		for i, f := range d.Failed {
+			failed[i] = f.Addr
+		}
+		evicted = p.Addrs.DialResult(failed, d.LinkedAddr, now)
+	}
+	p.LastDial = nil
+	if d.Linked == nil {
+		p.LastDial = d.Failed
+		p.Fails++
+		p.Next = now.Add(d.Backoff(p.Fails))
+		if d.Removed {
+			p.Next = now.Add(RemovedRetryDelay())
+		}
+		return evicted
+	}
+	p.Fails = 0
+	if p.Seed {
+		p.Key = d.Linked.PeerKey()
+		// The link may be down already (a refusal): the seed waits as
+		// long as the member it reached.
+		if m := t.ByKey[p.Key]; m != nil && m.Link == nil && m.Next.After(p.Next) {
+			p.Next = m.Next
+		}
+	}
+	return evicted
+}

@@ -111,3 +111,35 @@ func TestLinkDownLocked(t *testing.T) {
 		t.Fatal("a non-member's entry kept")
 	}
 }
+
+// TestDialDoneLocked: failed dials count up, back off, keep why for
+// doctor and evict a gossiped address after MaxGossipFails; a seed's
+// address is never evicted.
+func TestDialDoneLocked(t *testing.T) {
+	tbl := NewTable()
+	now := time.Unix(1_800_000_000, 0)
+	p := tbl.MemberLocked(testKey(t))
+	p.Addrs.Merge([]string{tcpAddr(1)}, Gossip, now)
+	a := p.Addrs.List()[0]
+	back := func(fails int) time.Duration { return time.Duration(fails) * time.Second }
+	evicted := 0
+	for i := range MaxGossipFails {
+		p.Dialing = true
+		evicted += tbl.DialDoneLocked(p, DialDone{Failed: []DialFailure{{Addr: a}}, Backoff: back}, now)
+		if p.Dialing || p.Fails != i+1 || !p.Next.Equal(now.Add(time.Duration(i+1)*time.Second)) || len(p.LastDial) != 1 {
+			t.Fatalf("failure %d: dialing %v fails %d next %v why %v", i+1, p.Dialing, p.Fails, p.Next.Sub(now), p.LastDial)
+		}
+	}
+	if evicted != 1 || p.Addrs.Len() != 0 {
+		t.Fatalf("evicted %d, left %v", evicted, p.Addrs.List())
+	}
+	seed := &Peer{Seed: true, Addrs: SeedBook(a)}
+	for range MaxSelfFails + 1 {
+		if ev := tbl.DialDoneLocked(seed, DialDone{Failed: []DialFailure{{Addr: a}}, Backoff: back}, now); ev != 0 {
+			t.Fatalf("a seed's address evicted")
+		}
+	}
+	if seed.Addrs.Len() != 1 {
+		t.Fatal("a seed lost its address")
+	}
+}
