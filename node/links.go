@@ -48,28 +48,6 @@ var (
 	cLinkDownBy = newEventVec[linkDown]("link.down.", linkDownNames[:])
 )
 
-func (n *Node) acceptLoop(ln *transport.Listener) {
-	defer n.wg.Done()
-	for {
-		l, err := ln.Accept(n.ctx)
-		if err != nil {
-			if n.ctx.Err() != nil || errors.Is(err, transport.ErrClosed) {
-				return
-			}
-			// Failed handshakes are logged and counted by the transport;
-			// anything returned here is the listener itself failing.
-			n.log.Warn("accept", "addr", ln.Addr().String(), "err", err)
-			select {
-			case <-n.ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		n.addLink(l)
-	}
-}
-
 // addLink registers an admitted link, resolving duplicates so that each
 // peer pair keeps exactly one link, and starts serving it.
 func (n *Node) addLink(l *transport.Link) {

@@ -417,7 +417,10 @@ func readRosterFile(path string) (*roster.Roster, error) {
 func (n *Node) run() {
 	for _, ln := range n.listeners {
 		n.wg.Add(1)
-		go n.acceptLoop(ln)
+		go func() {
+			defer n.wg.Done()
+			peers.Accept(n.ctx, ln, n.log, n.addLink)
+		}()
 	}
 	n.wg.Add(1)
 	go n.dialLoop()

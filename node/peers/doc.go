@@ -4,8 +4,9 @@
 // pair survives, and which peers are held back for refusing us or for
 // not reading.
 //
-// It decides; the node acts. The node keeps its peer table under its
-// peers mutex and calls these rules with that mutex held where a type
-// says so; nothing here takes the node's locks, sends a frame or counts
-// a metric.
+// It decides; the node acts. The peer table's mutex (Table) is the
+// node's "peers mutex": methods named …Locked expect it held. Apart from
+// the accept loop (Accept), which hands each admitted link to the node,
+// nothing here starts a goroutine, sends a frame other than a link's
+// goodbye, or counts a metric: the node does, from what these return.
 package peers
