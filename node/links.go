@@ -375,12 +375,12 @@ func (n *Node) exchangeLoop() {
 		select {
 		case <-n.ctx.Done():
 			return
-		case <-n.px.dirty:
+		case <-n.px.Dirty:
 			// Let changes gather, then send them (peerupdate.go).
 			select {
 			case <-n.ctx.Done():
 				return
-			case <-time.After(pxBatchFor(n.linkCount())):
+			case <-time.After(peers.BatchFor(n.linkCount())):
 			}
 			n.pxSend(n.linkList(), false)
 		case <-t.C:

@@ -67,8 +67,8 @@ type Node struct {
 	// advertisedSet, closed once it is set.
 	advertised    atomic.Pointer[[]string]
 	advertisedSet chan struct{}
-	px            peerExchange // incremental peer exchange (peerupdate.go)
-	pxHashes      entryHashes  // peer-list entry hashes, shared by the links' views
+	px            *peers.PeerList   // the peer list as announced (peerupdate.go)
+	pxHashes      peers.EntryHashes // peer-list entry hashes, shared by the links' views
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -156,7 +156,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		metrics: newMetrics(),
 		started: time.Now(),
 		kick:    make(chan struct{}, 1),
-		px:      peerExchange{dirty: make(chan struct{}, 1)},
+		px:      peers.NewPeerList(),
 		rxq:     make(chan rxItem, rxQueueLen),
 		pending: peers.NewPending(),
 		knocks:  newKnockBook(),

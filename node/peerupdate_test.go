@@ -79,7 +79,7 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	pla := c.peers.ByKey[a.id.Pub].Link
 	pla.SetListen(append(slices.Clone(pla.ListenAddrs()), "tcp://192.0.2.99:7946"))
 	c.pxRefreshLocked()
-	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.px.ver
+	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.px.Version()
 	c.peers.Unlock()
 	waitFor(t, 10*time.Second, "c asked for its whole list", func() bool { return c.metrics.Get("peers.resync_asked") > 0 })
 	waitFor(t, 10*time.Second, "b takes the drifted address", func() bool {
@@ -114,7 +114,7 @@ func TestPeerViewDigestAsReceived(t *testing.T) {
 	hash := func(p proto.PeerInfo, _ int) [proto.PeerDigestSize]byte { return proto.PeerEntryHash(p) }
 	var x peers.Exchange
 	for _, p := range list {
-		x.ViewSet(p, hash, minPeerView)
+		x.ViewSet(p, hash, peers.MinPeerView)
 	}
 	if x.ViewDigest != proto.PeerDigest(list) {
 		t.Fatal("the copy's digest is not the digest of the entries as received")
