@@ -29,7 +29,7 @@ var (
 // their updates and the policy digest, which winner's link-up sends
 // afresh.
 func (n *Node) retireLoser(loser, winner *peers.Link) {
-	n.sendRehomed(loser.Conn.CloseAndDrain(goodbyeFrame("duplicate link")), loser, winner)
+	n.sendRehomed(loser.Conn.CloseAndDrain(peers.GoodbyeFrame("duplicate link")), loser, winner)
 }
 
 // sendRehomed sends on winner the frames fs taken from loser that move
@@ -76,7 +76,7 @@ func (n *Node) retireNewLoser(pl *peers.Link) {
 	})
 	// Anything queued already (an ack for what it read) goes on the
 	// kept link.
-	if fs := pl.Conn.CloseAndDrain(goodbyeFrame("duplicate link")); len(fs) > 0 {
+	if fs := pl.Conn.CloseAndDrain(peers.GoodbyeFrame("duplicate link")); len(fs) > 0 {
 		n.peers.Lock()
 		kept := n.peers.LinkedLocked(pl.Key)
 		n.peers.Unlock()

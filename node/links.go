@@ -66,7 +66,7 @@ func (n *Node) addLink(l *transport.Link) {
 		// The roster changed between the handshake and now.
 		n.peers.Unlock()
 		n.metrics.inc(cLinkRejectedNotMember)
-		_ = l.Send(goodbyeFrame("not a member of the current roster"))
+		_ = l.Send(peers.GoodbyeFrame("not a member of the current roster"))
 		_ = l.Close()
 		return
 	}

@@ -416,11 +416,7 @@ func readRosterFile(path string) (*roster.Roster, error) {
 
 func (n *Node) run() {
 	for _, ln := range n.listeners {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			peers.Accept(n.ctx, ln, n.log, n.addLink)
-		}()
+		n.wg.Go(func() { peers.Accept(n.ctx, ln, n.log, n.addLink) })
 	}
 	n.wg.Add(1)
 	go n.dialLoop()
@@ -599,5 +595,3 @@ func (n *Node) payload() proto.HandshakePayload {
 		Name:          n.id.Name,
 	}
 }
-
-func goodbyeFrame(reason string) []byte { return peers.GoodbyeFrame(reason) }

@@ -48,7 +48,7 @@ func (n *Node) refuse(l *transport.Link, err error) {
 		return
 	}
 	if p.Identity.Equal(n.id.Pub) {
-		_ = l.Send(goodbyeFrame("this is the node itself"))
+		_ = l.Send(peers.GoodbyeFrame("this is the node itself"))
 		return
 	}
 	if p.RosterVersion < r.Version && n.wasMember(p.Identity) {
@@ -57,7 +57,7 @@ func (n *Node) refuse(l *transport.Link, err error) {
 			_ = l.Send(append([]byte{byte(proto.FrameRoster)}, b...))
 		}
 	}
-	_ = l.Send(goodbyeFrame(fmt.Sprintf("not a member of roster %q v%d", r.Org, r.Version)))
+	_ = l.Send(peers.GoodbyeFrame(fmt.Sprintf("not a member of roster %q v%d", r.Org, r.Version)))
 	n.logRL.log(n.log, "handshake refused", p.Identity.Fingerprint(), "not_member",
 		"peer", p.Identity.Fingerprint(), "remote", l.RemoteAddr(), "peer_roster", p.RosterVersion,
 		"roster", r.Version, "err", err)

@@ -35,7 +35,7 @@ func (n *Node) refuseSlow(l *transport.Link) bool {
 	n.metrics.inc(cLinkRefusedSlow)
 	n.log.Debug("link refused: the peer did not read on its last link", "peer", l.PeerKey().Fingerprint(),
 		"addr", l.RemoteAddr(), "until", until.UTC().Format(time.RFC3339))
-	_ = l.Send(goodbyeFrame("not reading: try again later"))
+	_ = l.Send(peers.GoodbyeFrame("not reading: try again later"))
 	// The link is new, so the goodbye fits the socket's buffer and Close
 	// (which flushes for at most a second) returns at once.
 	_ = l.Close()

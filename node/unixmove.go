@@ -277,7 +277,7 @@ func (n *Node) frameHandler(pl, old *peers.Link) func([]byte) {
 	}
 	var once sync.Once
 	retire := func() {
-		once.Do(func() { n.sendRehomed(old.Conn.CloseAndDrain(goodbyeFrame("duplicate link")), old, pl) })
+		once.Do(func() { n.sendRehomed(old.Conn.CloseAndDrain(peers.GoodbyeFrame("duplicate link")), old, pl) })
 	}
 	n.wg.Add(1)
 	go func() {
