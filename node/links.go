@@ -375,7 +375,7 @@ func (n *Node) exchangeLoop() {
 		select {
 		case <-n.ctx.Done():
 			return
-		case <-n.px.Dirty:
+		case <-n.peers.List.Dirty:
 			// Let changes gather, then send them (peerupdate.go).
 			select {
 			case <-n.ctx.Done():

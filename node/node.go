@@ -60,15 +60,16 @@ type Node struct {
 	rosterMu sync.Mutex
 
 	// peers is who we hold links to and whom we dial.
-	peers *peers.Table // the peer table and the peers mutex
+	// peers is connection management's state: the peer table under the
+	// peers mutex, the announced peer list, the slow, refused and pending
+	// peers (node/peers).
+	peers *peers.Table
 	// advertised holds our listen addresses as peers should dial them
 	// (see advertisedAddrs): set by setup once every listener is bound.
 	// The listeners serve handshakes before that: payload waits for
 	// advertisedSet, closed once it is set.
 	advertised    atomic.Pointer[[]string]
 	advertisedSet chan struct{}
-	px            *peers.PeerList   // the peer list as announced (peerupdate.go)
-	pxHashes      peers.EntryHashes // peer-list entry hashes, shared by the links' views
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -95,16 +96,14 @@ type Node struct {
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
 	requests          *requestBook
-	slow              peers.SlowPeers // peers closed for not reading; see slowpeers.go
-	invites           *inviteBook     // invites this node made (invite.go)
-	pending           *peers.Pending  // non-members it refused (pending.go)
-	knocks            *knockBook      // orgs it knocked at, and what it may adopt (knock.go)
-	names             nameIndexCache  // which roster names are unique (names.go)
-	diag              *diagnosis      // what meshctl doctor reports (doctor.go)
-	answers           *answerBook     // final answers sent to requests (respond_once.go)
-	cards             *cardBook       // members' agent cards (cards.go)
-	cardMu            sync.Mutex      // serialises this node's card updates
-	claims            *claimBook      // workers' claims on inbox items (claims.go)
+	invites           *inviteBook    // invites this node made (invite.go)
+	knocks            *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
+	names             nameIndexCache // which roster names are unique (names.go)
+	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
+	answers           *answerBook    // final answers sent to requests (respond_once.go)
+	cards             *cardBook      // members' agent cards (cards.go)
+	cardMu            sync.Mutex     // serialises this node's card updates
+	claims            *claimBook     // workers' claims on inbox items (claims.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -124,10 +123,7 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// former holds the members removed by roster updates this node
-	// applied (see refuse.go).
-	former *peers.FormerMembers
-	logRL  rateLog // repetitive log lines, per peer and reason
+	logRL rateLog // repetitive log lines, per peer and reason
 	// chanQuota is the per-sender channel quota (chanquota.go).
 	chanQuota *chanQuota
 	// gate pauses the mailbox mirror past its quota or watermark
@@ -156,9 +152,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		metrics: newMetrics(),
 		started: time.Now(),
 		kick:    make(chan struct{}, 1),
-		px:      peers.NewPeerList(),
 		rxq:     make(chan rxItem, rxQueueLen),
-		pending: peers.NewPending(),
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),

@@ -21,7 +21,7 @@ var (
 
 // pxChanged notes that the peer list may have changed: a link came or
 // went, or a peer told new listen addresses.
-func (n *Node) pxChanged() { n.px.Changed() }
+func (n *Node) pxChanged() { n.peers.List.Changed() }
 
 // pxRefreshLocked brings the list up to date with the links held.
 func (n *Node) pxRefreshLocked() {
@@ -37,13 +37,13 @@ func (n *Node) pxRefreshLocked() {
 			want[k] = ls
 		}
 	}
-	n.px.Refresh(want)
+	n.peers.List.Refresh(want)
 }
 
 // sendPeersLocked sends pl the whole list in a peers frame (unless it
 // would be empty), and marks the link told up to now.
 func (n *Node) sendPeersLocked(pl *peers.Link) {
-	list, ok := n.px.WholeFor(pl)
+	list, ok := n.peers.List.WholeFor(pl)
 	if !ok {
 		return
 	}
@@ -60,11 +60,11 @@ func (n *Node) sendPeersLocked(pl *peers.Link) {
 // first. Frames are built and queued under the peers mutex, so that
 // those of one link go out in the order of their versions.
 func (n *Node) sendUpdateLocked(pl *peers.Link, always, resync bool) {
-	if n.px.NeedsWhole(pl) {
+	if n.peers.List.NeedsWhole(pl) {
 		n.sendPeersLocked(pl)
 		always = true
 	}
-	u, ok := n.px.UpdateFor(pl, always, resync)
+	u, ok := n.peers.List.UpdateFor(pl, always, resync)
 	if !ok {
 		return
 	}
@@ -137,7 +137,7 @@ func (n *Node) handlePeerUpdate(pl *peers.Link, payload []byte) {
 	}
 	limit := n.viewLimit()
 	for _, p := range u.Set {
-		pl.PX.ViewSet(p, n.pxHashes.Get, limit)
+		pl.PX.ViewSet(p, n.peers.Hashes.Get, limit)
 	}
 	pl.PX.ViewAt = time.Now()
 	drift := [proto.PeerDigestSize]byte(u.Digest) != pl.PX.ViewDigest
@@ -168,7 +168,7 @@ func (n *Node) pxViewReplace(pl *peers.Link, list []proto.PeerInfo) {
 	pl.PX.ViewDigest = [proto.PeerDigestSize]byte{}
 	pl.PX.ViewAt = time.Now()
 	for _, p := range list {
-		pl.PX.ViewSet(p, n.pxHashes.Get, limit)
+		pl.PX.ViewSet(p, n.peers.Hashes.Get, limit)
 	}
 }
 

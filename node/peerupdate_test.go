@@ -79,7 +79,7 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	pla := c.peers.ByKey[a.id.Pub].Link
 	pla.SetListen(append(slices.Clone(pla.ListenAddrs()), "tcp://192.0.2.99:7946"))
 	c.pxRefreshLocked()
-	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.px.Version()
+	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.peers.List.Version()
 	c.peers.Unlock()
 	waitFor(t, 10*time.Second, "c asked for its whole list", func() bool { return c.metrics.Get("peers.resync_asked") > 0 })
 	waitFor(t, 10*time.Second, "b takes the drifted address", func() bool {

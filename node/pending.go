@@ -22,9 +22,9 @@ var (
 func (n *Node) PendingList() api.Pending {
 	r := n.Roster()
 	out := api.Pending{Nodes: []api.PendingNode{}}
-	for _, e := range n.pending.List() {
+	for _, e := range n.peers.Pending.List() {
 		if _, ok := r.Member(e.Key); ok {
-			n.pending.Forget(e.Key)
+			n.peers.Pending.Forget(e.Key)
 			continue
 		}
 		out.Nodes = append(out.Nodes, e)
@@ -36,7 +36,7 @@ func (n *Node) PendingList() api.Pending {
 // logs it (rate-limited per key).
 func (n *Node) refusedNonMember(p *proto.HandshakePayload) {
 	fresh := p.Knock && checkFresh(p) // a signature check: outside the book's lock
-	if why := n.pending.Record(p, fresh, time.Now()); why != peers.Listed {
+	if why := n.peers.Pending.Record(p, fresh, time.Now()); why != peers.Listed {
 		n.metrics.Inc("pending.refused." + why)
 	}
 	args := []any{"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote}

@@ -66,14 +66,14 @@ func (n *Node) refuse(l *transport.Link, err error) {
 // wasMember reports whether k was removed from the roster by an update
 // this node applied.
 func (n *Node) wasMember(k proto.PubKey) bool {
-	return n.former.Has(k)
+	return n.peers.Former.Has(k)
 }
 
 // loadFormerMembers reads the former members file; a missing or damaged
 // one leaves the set empty (it only decides whom we tell).
 func (n *Node) loadFormerMembers() {
 	var err error
-	n.former, err = peers.LoadFormerMembers(filepath.Join(n.home.Dir, peers.FormerMembersFile))
+	n.peers.Former, err = peers.LoadFormerMembers(filepath.Join(n.home.Dir, peers.FormerMembersFile))
 	if err != nil {
 		n.log.Warn("read former members", "err", err)
 	}
@@ -81,7 +81,7 @@ func (n *Node) loadFormerMembers() {
 
 // noteRemoved remembers the members of cur that next drops.
 func (n *Node) noteRemoved(cur, next *roster.Roster) {
-	if err := n.former.NoteRemoved(cur, next); err != nil {
+	if err := n.peers.Former.NoteRemoved(cur, next); err != nil {
 		n.log.Warn("write former members", "err", err)
 	}
 }

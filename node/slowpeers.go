@@ -28,7 +28,7 @@ var (
 // says goodbye, closes it and counts link.refused_slow. It reports
 // whether it refused; addLink then drops the link.
 func (n *Node) refuseSlow(l *transport.Link) bool {
-	until := n.slow.HeldUntil(l.PeerKey(), time.Now())
+	until := n.peers.Slow.HeldUntil(l.PeerKey(), time.Now())
 	if until.IsZero() {
 		return false
 	}
@@ -58,7 +58,7 @@ func (n *Node) linkClosed(pl *peers.Link) {
 		return
 	}
 	now := time.Now()
-	until := n.slow.Strike(pl.Key, now)
+	until := n.peers.Slow.Strike(pl.Key, now)
 	n.metrics.inc(cLinkClosedSlow)
 	n.log.Warn("link closed: the peer stopped reading", "peer", pl.Key.Fingerprint(), "name", pl.Payload.Name,
 		"backoff", until.Sub(now).Round(time.Second).String())

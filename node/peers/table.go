@@ -10,18 +10,28 @@ import (
 
 // Table is who a node holds links to and whom it dials: the members it
 // holds a link to or knows addresses for, at most one admitted link per
-// member, and the static seeds. Its mutex (the node's "peers mutex")
-// guards its fields and every field of each Peer; methods named …Locked
-// expect it held.
+// member, and the static seeds; with them the peer list as announced,
+// and the peers held back (slow, refused, pending). Its mutex (the
+// node's "peers mutex") guards ByKey, Seeds, Closed, List and every
+// field of each Peer; methods named …Locked expect it held. Slow,
+// Pending, Former and Hashes have locks of their own.
 type Table struct {
 	sync.Mutex
 	ByKey  map[proto.PubKey]*Peer
 	Seeds  []*Peer // static seeds, dialled by address
 	Closed bool    // set as the node closes: no link is added after it
+	List   *PeerList
+
+	Hashes  EntryHashes    // peer-list entry hashes, shared by the links' views
+	Slow    SlowPeers      // peers closed for not reading
+	Pending *Pending       // non-members refused
+	Former  *FormerMembers // members removed by roster updates applied; set as the node loads them
 }
 
 // NewTable returns an empty table.
-func NewTable() *Table { return &Table{ByKey: map[proto.PubKey]*Peer{}} }
+func NewTable() *Table {
+	return &Table{ByKey: map[proto.PubKey]*Peer{}, List: NewPeerList(), Pending: NewPending()}
+}
 
 // Peer is another node we may hold a link to and may dial: a roster
 // member (in ByKey), or a static seed (Seeds), which is dialled by
