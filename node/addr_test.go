@@ -37,10 +37,10 @@ func TestUnusableListenAddrSkipped(t *testing.T) {
 		t.Fatalf("addr.ignored = %d after the handshake, want 1", got)
 	}
 	a.peers.Lock()
-	p := a.peers.byKey[m.ids[1].Pub]
+	p := a.peers.ByKey[m.ids[1].Pub]
 	var addrs []transport.Addr
 	if p != nil {
-		addrs = append(addrs, p.addrs...)
+		addrs = append(addrs, p.Addrs.List()...)
 	}
 	a.peers.Unlock()
 	if len(addrs) != 1 || addrs[0].String() != "tcp://192.0.2.1:7946" {

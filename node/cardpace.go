@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -17,13 +18,13 @@ const cardInterval = time.Second
 // pendingCard is a card that came too soon after its signer's last.
 type pendingCard struct {
 	c    *proto.Card
-	from *peerLink
+	from *peers.Link
 	due  time.Time
 }
 
 // pace reports whether c, from a peer, may be applied now. If not, it
 // is kept as its signer's pending card, unless a newer one is pending.
-func (b *cardBook) pace(c *proto.Card, from *peerLink, now time.Time) bool {
+func (b *cardBook) pace(c *proto.Card, from *peers.Link, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.last == nil {

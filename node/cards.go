@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -75,18 +76,18 @@ func cardRejectReason(err error) string {
 }
 
 // rejectCard counts and logs (rate-limited, per peer) a refused card.
-func (n *Node) rejectCard(pl *peerLink, reason string, err error) {
+func (n *Node) rejectCard(pl *peers.Link, reason string, err error) {
 	n.metrics.Inc("card.rejected." + reason)
 	lvl := n.logRL.warn
 	if reason == cardStale {
 		lvl = n.logRL.debug // flooding brings every card back more than once
 	}
-	lvl(n.log, "agent card from peer refused", pl.key.Fingerprint(), "card."+reason,
-		"peer", pl.key.Fingerprint(), "reason", reason, "err", err)
+	lvl(n.log, "agent card from peer refused", pl.Key.Fingerprint(), "card."+reason,
+		"peer", pl.Key.Fingerprint(), "reason", reason, "err", err)
 }
 
 // handleCard takes a card frame: parse, membership, version, signature.
-func (n *Node) handleCard(pl *peerLink, payload []byte) {
+func (n *Node) handleCard(pl *peers.Link, payload []byte) {
 	c, err := proto.ParseCard(payload)
 	if err != nil {
 		n.rejectCard(pl, cardRejectReason(err), err)
@@ -112,7 +113,7 @@ func (n *Node) handleCard(pl *peerLink, payload []byte) {
 }
 
 // acceptCard applies a verified card from a peer.
-func (n *Node) acceptCard(c *proto.Card, pl *peerLink) {
+func (n *Node) acceptCard(c *proto.Card, pl *peers.Link) {
 	if _, ok := n.Roster().Member(c.Key); !ok { // removed while it was held back
 		n.rejectCard(pl, cardNotMember, fmt.Errorf("signer %s is not in the roster", c.Key.Fingerprint()))
 		return
@@ -130,7 +131,7 @@ func (n *Node) acceptCard(c *proto.Card, pl *peerLink) {
 }
 
 // applyCard keeps c and sends it to every link but from.
-func (n *Node) applyCard(c *proto.Card, from *peerLink) error {
+func (n *Node) applyCard(c *proto.Card, from *peers.Link) error {
 	perr, err := n.cards.put(c)
 	if err != nil {
 		return err
@@ -150,7 +151,7 @@ func (n *Node) applyCard(c *proto.Card, from *peerLink) error {
 }
 
 // sendCardsTo sends pl every card held of a current member.
-func (n *Node) sendCardsTo(pl *peerLink) {
+func (n *Node) sendCardsTo(pl *peers.Link) {
 	r := n.Roster()
 	for _, c := range n.cards.all() {
 		if _, ok := r.Member(c.Key); ok {

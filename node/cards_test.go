@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -81,7 +82,7 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 // under card.rejected.<reason>, and leaves the held card as it was.
 func TestCardReceiveChecks(t *testing.T) {
 	m, a, b := linkedPair(t)
-	var pl *peerLink
+	var pl *peers.Link
 	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.linkTo(m.ids[0].Pub); return pl != nil })
 	frame := func(raw []byte) []byte { return append([]byte{byte(proto.FrameCard)}, raw...) }
 	good := &proto.Card{Version: 100, Description: "v100", Intents: []proto.CardIntent{{Name: "run-tests"}}}
@@ -172,7 +173,7 @@ func bigCard(v uint64) *proto.Card {
 // every link.
 func TestCardFloodPaced(t *testing.T) {
 	m, _, b := linkedPair(t)
-	var pl *peerLink
+	var pl *peers.Link
 	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.linkTo(m.ids[0].Pub); return pl != nil })
 	const n = 2000
 	frames := make([][]byte, n)

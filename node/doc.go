@@ -4,7 +4,10 @@
 // receive pipeline (parse, verify, authorize, commit to the history store,
 // then the consumers), sending and store-and-forward delivery, history
 // sync (syncer.go), presence, agent cards, retention, the mailbox mirror,
-// invites, pending joins and the doctor's checks. [New] also starts the
+// invites, pending joins and the doctor's checks. The state and rules of
+// connection management (the peer table, the link type, the address book,
+// backoffs, the duplicate-link rule, the pending list) are in node/peers;
+// the node drives them. [New] also starts the
 // control API that meshctl talks to over the owner-only Unix socket in the
 // home; its HTTP handlers live in node/control, its types in node/api.
 //

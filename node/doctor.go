@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -116,7 +117,7 @@ func (n *Node) sawForeignOrg(org string, k proto.PubKey) {
 // observeClock records the clock difference a fresh envelope shows: one
 // that came straight from its sender over the sender's own link.
 func (n *Node) observeClock(se *proto.SignedEnvelope, src rxSource, now time.Time) {
-	if src.link == nil || src.history || !src.link.key.Equal(se.From) {
+	if src.link == nil || src.history || !src.link.Key.Equal(se.From) {
 		return
 	}
 	skew := se.Time().Sub(now)
@@ -196,7 +197,7 @@ func (n *Node) checkMembership(r *roster.Roster, add addCheck) {
 		add("membership", "problem", fmt.Sprintf("if this node should be back, ask an admin of %q to make an invite (meshctl invite) and run meshctl join TOKEN here; or to add it (meshctl roster add %s, then meshctl roster publish) and restart meshd here to redial at once",
 			r.Org, n.id.Pub.Fingerprint()),
 			"this node (%s) was removed from the org by roster %q v%d: every member refuses its links, so it redials each of them only every %v",
-			n.id.Pub.Fingerprint(), r.Org, r.Version, removedRetry)
+			n.id.Pub.Fingerprint(), r.Org, r.Version, peers.RemovedRetry)
 		return
 	}
 	fix := fmt.Sprintf("ask an admin of %q to add this node: meshctl roster add %s --role member, then meshctl roster publish on their node (or have them run meshctl invite and run meshctl join TOKEN here)",
@@ -210,7 +211,7 @@ func (n *Node) checkDiscovery(add addCheck) {
 	mdnsErr := n.diag.mdnsErr
 	n.diag.mu.Unlock()
 	n.peers.Lock()
-	seeds := len(n.peers.seeds)
+	seeds := len(n.peers.Seeds)
 	n.peers.Unlock()
 	const fix = mdnsHint
 	switch {
@@ -230,16 +231,16 @@ func (n *Node) checkDiscovery(add addCheck) {
 func (n *Node) checkSeeds(r *roster.Roster, add addCheck) {
 	n.peers.Lock()
 	var bad, otherOrg []string
-	total := len(n.peers.seeds)
-	for _, s := range n.peers.seeds {
-		if s.fails == 0 || (!s.key.IsZero() && n.linkedLocked(s.key) != nil) {
+	total := len(n.peers.Seeds)
+	for _, s := range n.peers.Seeds {
+		if s.Fails == 0 || (!s.Key.IsZero() && n.peers.LinkedLocked(s.Key) != nil) {
 			continue
 		}
-		text := fmt.Sprintf("%s (%d dials failed in a row)", s.addrs[0], s.fails)
-		if len(s.lastDial) > 0 {
-			last := s.lastDial[len(s.lastDial)-1]
-			text = fmt.Sprintf("%s (%d dials failed in a row)", dialText(last), s.fails)
-			if classifyDial(last.err) == dialOtherOrg {
+		text := fmt.Sprintf("%s (%d dials failed in a row)", s.Addrs.List()[0], s.Fails)
+		if len(s.LastDial) > 0 {
+			last := s.LastDial[len(s.LastDial)-1]
+			text = fmt.Sprintf("%s (%d dials failed in a row)", dialText(last), s.Fails)
+			if classifyDial(last.Err) == dialOtherOrg {
 				otherOrg = append(otherOrg, text)
 				continue
 			}
@@ -302,15 +303,15 @@ func (n *Node) failingMembers(r *roster.Roster) string {
 	defer n.peers.Unlock()
 	var parts []string
 	more := 0
-	for k, p := range n.peers.byKey {
-		if p.link != nil || len(p.lastDial) == 0 {
+	for k, p := range n.peers.ByKey {
+		if p.Link != nil || len(p.LastDial) == 0 {
 			continue
 		}
 		if len(parts) == maxFailingNamed {
 			more++
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s", memberLabel(r, k), dialsText(p.lastDial)))
+		parts = append(parts, fmt.Sprintf("%s: %s", memberLabel(r, k), dialsText(p.LastDial)))
 	}
 	slices.Sort(parts)
 	if more > 0 {
@@ -322,7 +323,7 @@ func (n *Node) failingMembers(r *roster.Roster) string {
 func (n *Node) checkClock(r *roster.Roster, now time.Time, add addCheck) {
 	linked := map[proto.PubKey]bool{}
 	for _, l := range n.linkList() {
-		linked[l.key] = true
+		linked[l.Key] = true
 	}
 	n.diag.mu.Lock()
 	var far, near []string

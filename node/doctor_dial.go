@@ -9,14 +9,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/transport"
 )
-
-// dialFailure is why one address of a dial failed.
-type dialFailure struct {
-	addr transport.Addr
-	err  error
-}
 
 // Kinds of dial failure, as meshctl doctor tells them apart: whether
 // something answered at the address decides the advice.
@@ -54,9 +49,9 @@ func classifyDial(err error) string {
 }
 
 // dialText says what a dial failure means, for meshctl doctor.
-func dialText(f dialFailure) string {
-	a := f.addr.String()
-	switch classifyDial(f.err) {
+func dialText(f peers.DialFailure) string {
+	a := f.Addr.String()
+	switch classifyDial(f.Err) {
 	case dialOtherOrg:
 		return fmt.Sprintf("%s answers, but as a node of another org", a)
 	case dialRefused:
@@ -68,13 +63,13 @@ func dialText(f dialFailure) string {
 	case dialNoAnswer:
 		return fmt.Sprintf("%s: no answer in time (a firewall drops it, or the host is down)", a)
 	case dialNoRoute:
-		return fmt.Sprintf("%s: no route to it (%v)", a, f.err)
+		return fmt.Sprintf("%s: no route to it (%v)", a, f.Err)
 	}
-	return fmt.Sprintf("%s: %v", a, f.err)
+	return fmt.Sprintf("%s: %v", a, f.Err)
 }
 
 // dialsText joins the texts of a dial's failures.
-func dialsText(fs []dialFailure) string {
+func dialsText(fs []peers.DialFailure) string {
 	var parts []string
 	for _, f := range fs {
 		parts = append(parts, dialText(f))

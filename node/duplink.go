@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -27,19 +28,19 @@ var (
 // about the link's own session do not: the goodbye, and the peer lists,
 // their updates and the policy digest, which winner's link-up sends
 // afresh.
-func (n *Node) retireLoser(loser, winner *peerLink) {
-	n.sendRehomed(loser.link.CloseAndDrain(goodbyeFrame("duplicate link")), loser, winner)
+func (n *Node) retireLoser(loser, winner *peers.Link) {
+	n.sendRehomed(loser.Conn.CloseAndDrain(peers.GoodbyeFrame("duplicate link")), loser, winner)
 }
 
 // sendRehomed sends on winner the frames fs taken from loser that move
-// (see rehomed), in order, and counts them.
-func (n *Node) sendRehomed(fs [][]byte, loser, winner *peerLink) {
+// (see peers.Rehomed), in order, and counts them.
+func (n *Node) sendRehomed(fs [][]byte, loser, winner *peers.Link) {
 	moved, dropped := 0, 0
 	for _, f := range fs {
-		if len(f) == 0 || !rehomed(proto.FrameType(f[0])) {
+		if len(f) == 0 || !peers.Rehomed(proto.FrameType(f[0])) {
 			continue
 		}
-		if err := winner.link.Send(f); err != nil {
+		if err := winner.Conn.Send(f); err != nil {
 			dropped++
 			n.metrics.inc(cSendDropped.of(proto.FrameType(f[0])))
 			continue
@@ -51,7 +52,7 @@ func (n *Node) sendRehomed(fs [][]byte, loser, winner *peerLink) {
 	}
 	if moved+dropped > 0 {
 		n.log.Debug("frames of the losing duplicate link moved to the winner",
-			"peer", loser.key.Fingerprint(), "moved", moved, "dropped", dropped)
+			"peer", loser.Key.Fingerprint(), "moved", moved, "dropped", dropped)
 	}
 }
 
@@ -63,8 +64,8 @@ func (n *Node) sendRehomed(fs [][]byte, loser, winner *peerLink) {
 // and acks it reads to the node, as from any link. The rest (peer lists,
 // rosters, policies) is for a session that never started; the peer sends
 // it again on the kept link.
-func (n *Node) retireNewLoser(pl *peerLink) {
-	pl.link.Start(func(frame []byte) {
+func (n *Node) retireNewLoser(pl *peers.Link) {
+	pl.Conn.Start(func(frame []byte) {
 		if len(frame) == 0 {
 			return
 		}
@@ -75,9 +76,9 @@ func (n *Node) retireNewLoser(pl *peerLink) {
 	})
 	// Anything queued already (an ack for what it read) goes on the
 	// kept link.
-	if fs := pl.link.CloseAndDrain(goodbyeFrame("duplicate link")); len(fs) > 0 {
+	if fs := pl.Conn.CloseAndDrain(peers.GoodbyeFrame("duplicate link")); len(fs) > 0 {
 		n.peers.Lock()
-		kept := n.linkedLocked(pl.key)
+		kept := n.peers.LinkedLocked(pl.Key)
 		n.peers.Unlock()
 		if kept != nil {
 			n.sendRehomed(fs, pl, kept)
@@ -86,31 +87,21 @@ func (n *Node) retireNewLoser(pl *peerLink) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		<-pl.link.Done()
+		<-pl.Conn.Done()
 	}()
 }
 
 // ackVia returns the link to acknowledge on for envelopes that came on
 // pl: pl, or the peer's link of the moment once pl is closing (envelopes
 // read by a link that lost a duplicate pair).
-func (n *Node) ackVia(pl *peerLink) *peerLink {
-	if pl.link.Err() == nil {
+func (n *Node) ackVia(pl *peers.Link) *peers.Link {
+	if pl.Conn.Err() == nil {
 		return pl
 	}
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	if cur := n.linkedLocked(pl.key); cur != nil {
+	if cur := n.peers.LinkedLocked(pl.Key); cur != nil {
 		return cur
 	}
 	return pl
-}
-
-// rehomed reports whether a frame of type t queued on the loser of a
-// duplicate pair goes on the winner.
-func rehomed(t proto.FrameType) bool {
-	switch t {
-	case proto.FrameEnvelope, proto.FrameAck, proto.FrameRoster, proto.FramePolicy:
-		return true
-	}
-	return false
 }

@@ -115,8 +115,8 @@ func TestDuplicateLoserFramesMoveToWinner(t *testing.T) {
 	waitFor(t, 5*time.Second, "the pipe link registered", func() bool {
 		a.peers.Lock()
 		defer a.peers.Unlock()
-		cur := a.linkedLocked(bkey)
-		return cur != nil && cur.link == loser
+		cur := a.peers.LinkedLocked(bkey)
+		return cur != nil && cur.Conn == loser
 	})
 	// The writer takes a first batch of link-up frames (it counts them as
 	// it seals them) and blocks writing it to a pipe nobody reads: every
@@ -210,8 +210,8 @@ func TestDuplicateNewLoserIsRead(t *testing.T) {
 	registered := func() [32]byte {
 		a.peers.Lock()
 		defer a.peers.Unlock()
-		if cur := a.linkedLocked(bkey); cur != nil {
-			return cur.link.SessionID()
+		if cur := a.peers.LinkedLocked(bkey); cur != nil {
+			return cur.Conn.SessionID()
 		}
 		return [32]byte{}
 	}

@@ -38,7 +38,7 @@ func ttlWithinHorizon(se *proto.SignedEnvelope) bool { return se.TTL <= maxTTL }
 // clears another, and the sender counts the readers that stored it
 // (PROTOCOL §16.3). Older senders ignore the id, which they do not keep.
 func (n *Node) ackable(se *proto.SignedEnvelope, src rxSource) bool {
-	if src.link == nil || src.history || !se.From.Equal(src.link.key) {
+	if src.link == nil || src.history || !se.From.Equal(src.link.Key) {
 		return false
 	}
 	switch se.To.Kind {

@@ -57,38 +57,38 @@ func (n *Node) PeerList() []api.Peer {
 	out := make([]api.Peer, 0, len(links))
 	for _, pl := range links {
 		role := "none"
-		if m, ok := r.Member(pl.key); ok {
+		if m, ok := r.Member(pl.Key); ok {
 			role = m.Role.String()
 		}
 		// The name is the roster's only: the one the peer claims in its
 		// handshake is shown apart, so it cannot pass for a member's.
 		var name, claimed string
-		if m, ok := r.Member(pl.key); ok {
+		if m, ok := r.Member(pl.Key); ok {
 			name = m.Name
 		}
-		if pl.payload.Name != name {
-			claimed = pl.payload.Name
+		if pl.Payload.Name != name {
+			claimed = pl.Payload.Name
 		}
 		dir := "inbound"
-		if pl.link.Outbound() {
+		if pl.Conn.Outbound() {
 			dir = "outbound"
 		}
-		est := pl.link.Established()
+		est := pl.Conn.Established()
 		out = append(out, api.Peer{
-			Key:            pl.key,
-			Fingerprint:    pl.key.Fingerprint(),
+			Key:            pl.Key,
+			Fingerprint:    pl.Key.Fingerprint(),
 			Name:           name,
 			ClaimedName:    claimed,
 			NameAmbiguous:  name != "" && !n.names.of(r).Unique(name),
 			Role:           role,
-			Address:        pl.link.RemoteAddr(),
-			Network:        pl.link.Network(),
+			Address:        pl.Conn.RemoteAddr(),
+			Network:        pl.Conn.Network(),
 			Direction:      dir,
 			Established:    est.UTC(),
 			LinkAgeSeconds: time.Since(est).Seconds(),
-			LastSeen:       pl.link.LastRecv().UTC(),
-			RosterVersion:  pl.payload.RosterVersion,
-			Listen:         pl.listenAddrs(),
+			LastSeen:       pl.Conn.LastRecv().UTC(),
+			RosterVersion:  pl.Payload.RosterVersion,
+			Listen:         pl.ListenAddrs(),
 		})
 	}
 	slices.SortFunc(out, func(a, b api.Peer) int {

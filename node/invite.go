@@ -242,8 +242,8 @@ func (n *Node) inviteAddrs() (self, others []string) {
 	}
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	for _, p := range n.peers.byKey {
-		for _, a := range p.addrs {
+	for _, p := range n.peers.ByKey {
+		for _, a := range p.Addrs.List() {
 			s := a.String()
 			if proto.CheckListenAddr(s) == nil && !slices.Contains(others, s) && len(others) < proto.MaxListenAddrs {
 				others = append(others, s)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -156,12 +157,12 @@ func (n *Node) answerKnockRefused(l *transport.Link) {
 			n.metrics.inc(cKnockRosterSent)
 			_ = l.Send(append([]byte{byte(proto.FrameRoster)}, b...))
 		}
-		_ = l.Send(goodbyeFrame(fmt.Sprintf("a member of roster %q v%d: adopt it", r.Org, r.Version)))
+		_ = l.Send(peers.GoodbyeFrame(fmt.Sprintf("a member of roster %q v%d: adopt it", r.Org, r.Version)))
 		n.logRL.log(n.log, "knock from a member of another org: sent it the roster", p.Identity.Fingerprint(), "knock_member",
 			"peer", p.Identity.Fingerprint(), "its_org", p.Org, "remote", l.RemoteAddr())
 		return
 	}
-	_ = l.Send(goodbyeFrame(fmt.Sprintf("knock noted: not a member of roster %q v%d; an admin can add you", r.Org, r.Version)))
+	_ = l.Send(peers.GoodbyeFrame(fmt.Sprintf("knock noted: not a member of roster %q v%d; an admin can add you", r.Org, r.Version)))
 }
 
 // knock knocks at a, a seed's address (via "seed") or an mDNS peer's,
@@ -362,10 +363,10 @@ func (b *knockBook) evictOldestLocked() {
 
 // knockSeed knocks at the addresses of a seed dial that answered as
 // another org.
-func (n *Node) knockSeed(why []dialFailure) {
+func (n *Node) knockSeed(why []peers.DialFailure) {
 	for _, f := range why {
-		if classifyDial(f.err) == dialOtherOrg {
-			n.knock(f.addr, viaSeed)
+		if classifyDial(f.Err) == dialOtherOrg {
+			n.knock(f.Addr, viaSeed)
 			return
 		}
 	}

@@ -59,7 +59,7 @@ func (r rateLog) allow(lg *slog.Logger, lvl slog.Level, peer, reason string) (ok
 func rxPeer(src rxSource, se *proto.SignedEnvelope) string {
 	switch {
 	case src.link != nil:
-		return src.link.key.Fingerprint()
+		return src.link.Key.Fingerprint()
 	case se != nil:
 		return se.From.Fingerprint()
 	}

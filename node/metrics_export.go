@@ -32,7 +32,7 @@ func (n *Node) QueueDepths() []QueueDepth {
 	links := n.linkList()
 	send := QueueDepth{Name: QueueLinkSend}
 	for _, pl := range links {
-		l, c := pl.link.QueueLen()
+		l, c := pl.Conn.QueueLen()
 		send.Len += l
 		send.Cap += c
 	}
@@ -56,10 +56,10 @@ func (n *Node) LinkCounts() map[LinkClass]int {
 	out := make(map[LinkClass]int, 4)
 	for _, pl := range links {
 		dir := "inbound"
-		if pl.link.Outbound() {
+		if pl.Conn.Outbound() {
 			dir = "outbound"
 		}
-		out[LinkClass{Network: pl.link.Network(), Direction: dir}]++
+		out[LinkClass{Network: pl.Conn.Network(), Direction: dir}]++
 	}
 	return out
 }

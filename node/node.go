@@ -19,6 +19,7 @@ import (
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -59,22 +60,16 @@ type Node struct {
 	rosterMu sync.Mutex
 
 	// peers is who we hold links to and whom we dial.
-	peers struct {
-		sync.Mutex // guards the fields below and every field of each peer
-		// byKey holds the members we hold a link to or know addresses
-		// for: at most one admitted link per member.
-		byKey  map[proto.PubKey]*peer
-		seeds  []*peer // static seeds, dialled by address
-		closed bool    // set by Close: no link is added after it
-	}
+	// peers is connection management's state: the peer table under the
+	// peers mutex, the announced peer list, the slow, refused and pending
+	// peers (node/peers).
+	peers *peers.Table
 	// advertised holds our listen addresses as peers should dial them
 	// (see advertisedAddrs): set by setup once every listener is bound.
 	// The listeners serve handshakes before that: payload waits for
 	// advertisedSet, closed once it is set.
 	advertised    atomic.Pointer[[]string]
 	advertisedSet chan struct{}
-	px            peerExchange // incremental peer exchange (peerupdate.go)
-	pxHashes      entryHashes  // peer-list entry hashes, shared by the links' views
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -101,9 +96,7 @@ type Node struct {
 	// a full disk is logged once, not every second. Mirror loop only.
 	mirrorCkptFailing bool
 	requests          *requestBook
-	slow              slowPeers      // peers closed for not reading; see slowpeers.go
 	invites           *inviteBook    // invites this node made (invite.go)
-	pending           *pendingBook   // non-members it refused (pending.go)
 	knocks            *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
 	names             nameIndexCache // which roster names are unique (names.go)
 	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
@@ -130,12 +123,6 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// former holds the members removed by roster updates this node
-	// applied (see refuse.go).
-	former struct {
-		sync.Mutex // guards keys
-		keys       map[proto.PubKey]bool
-	}
 	logRL rateLog // repetitive log lines, per peer and reason
 	// chanQuota is the per-sender channel quota (chanquota.go).
 	chanQuota *chanQuota
@@ -144,47 +131,6 @@ type Node struct {
 	gate *mirrorGate
 
 	readerAcks *readerAcks // acks of our channel Messages, counted in batches
-}
-
-// peerLink is an admitted link and what we learnt of the peer at the handshake.
-type peerLink struct {
-	link    *transport.Link
-	key     proto.PubKey
-	payload *proto.HandshakePayload
-	// listen is what the peer last said its addresses are: from message 3
-	// when it dialled us, else from its own peer list entry.
-	listen atomic.Pointer[[]string]
-	// refused is set when the peer ended our outbound link with a goodbye
-	// right after the handshake (see refuse.go).
-	refused atomic.Bool
-	// byeSent is set once this node sent the link a goodbye: a link gets
-	// at most one, so a goodbye received is answered only by a node that
-	// has not said its own (PROTOCOL.md §14.8).
-	byeSent atomic.Bool
-	px      pxLink // incremental peer exchange on this link (peerupdate.go)
-}
-
-// sayGoodbye sends the link a goodbye with reason, unless it was sent one
-// already. It reports whether it sent it.
-func (pl *peerLink) sayGoodbye(reason string) bool {
-	if pl.byeSent.Swap(true) {
-		return false
-	}
-	_ = pl.link.Send(goodbyeFrame(reason))
-	return true
-}
-
-// listenAddrs returns the peer's addresses as it last told them.
-func (pl *peerLink) listenAddrs() []string {
-	if p := pl.listen.Load(); p != nil {
-		return *p
-	}
-	return pl.payload.Listen
-}
-
-func (pl *peerLink) setListen(addrs []string) {
-	c := slices.Clone(addrs)
-	pl.listen.Store(&c)
 }
 
 // New starts a node: it locks the home, loads or creates the identity,
@@ -206,9 +152,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		metrics: newMetrics(),
 		started: time.Now(),
 		kick:    make(chan struct{}, 1),
-		px:      peerExchange{dirty: make(chan struct{}, 1)},
 		rxq:     make(chan rxItem, rxQueueLen),
-		pending: newPendingBook(),
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
@@ -220,7 +164,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		advertisedSet: make(chan struct{}),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
-	n.peers.byKey = map[proto.PubKey]*peer{}
+	n.peers = peers.NewTable()
 	n.logRL = newRateLog()
 	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
 	n.cards = n.openCards()
@@ -309,7 +253,7 @@ func (n *Node) setup() error {
 		n.listeners = append(n.listeners, ln)
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
-	adv := advertiseAddrs(n.listeners)
+	adv := peers.Advertise(n.listeners)
 	n.advertised.Store(&adv)
 	close(n.advertisedSet)
 	if err := n.saveNewOrg(r); err != nil {
@@ -317,7 +261,7 @@ func (n *Node) setup() error {
 	}
 
 	for _, s := range append(n.cfg.Seeds, n.joinedSeeds()...) {
-		n.peers.seeds = append(n.peers.seeds, &peer{seed: true, addrs: []transport.Addr{s}})
+		n.peers.Seeds = append(n.peers.Seeds, &peers.Peer{Seed: true, Addrs: peers.SeedBook(s)})
 	}
 
 	if n.control, err = control.Listen(n.home.ControlSocket(), n, n.log.With("component", "control")); err != nil {
@@ -466,8 +410,7 @@ func readRosterFile(path string) (*roster.Roster, error) {
 
 func (n *Node) run() {
 	for _, ln := range n.listeners {
-		n.wg.Add(1)
-		go n.acceptLoop(ln)
+		n.wg.Go(func() { peers.Accept(n.ctx, ln, n.log, n.addLink) })
 	}
 	n.wg.Add(1)
 	go n.dialLoop()
@@ -500,12 +443,12 @@ func (n *Node) run() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.peers.Lock()
-		n.peers.closed = true
+		n.peers.Closed = true
 		links := n.linkListLocked()
 		n.peers.Unlock()
 		n.announceOffline(links)
 		for _, pl := range links {
-			pl.sayGoodbye("shutting down")
+			pl.SayGoodbye("shutting down")
 		}
 		n.cancel()
 		n.closeErr = n.teardown()
@@ -538,20 +481,20 @@ func (n *Node) teardown() error {
 		errs = append(errs, ln.Close())
 	}
 	for _, pl := range n.linkList() {
-		_ = pl.link.Close()
+		_ = pl.Conn.Close()
 	}
 	return errors.Join(errs...)
 }
 
 // linkTo returns the link to k, or nil.
-func (n *Node) linkTo(k proto.PubKey) *peerLink {
+func (n *Node) linkTo(k proto.PubKey) *peers.Link {
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	return n.linkedLocked(k)
+	return n.peers.LinkedLocked(k)
 }
 
 // linkList returns every link.
-func (n *Node) linkList() []*peerLink {
+func (n *Node) linkList() []*peers.Link {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	return n.linkListLocked()
@@ -562,19 +505,19 @@ func (n *Node) linkCount() int {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	c := 0
-	for _, p := range n.peers.byKey {
-		if p.link != nil {
+	for _, p := range n.peers.ByKey {
+		if p.Link != nil {
 			c++
 		}
 	}
 	return c
 }
 
-func (n *Node) linkListLocked() []*peerLink {
-	out := make([]*peerLink, 0, len(n.peers.byKey))
-	for _, p := range n.peers.byKey {
-		if p.link != nil {
-			out = append(out, p.link)
+func (n *Node) linkListLocked() []*peers.Link {
+	out := make([]*peers.Link, 0, len(n.peers.ByKey))
+	for _, p := range n.peers.ByKey {
+		if p.Link != nil {
+			out = append(out, p.Link)
 		}
 	}
 	return out
@@ -645,8 +588,4 @@ func (n *Node) payload() proto.HandshakePayload {
 		Listen:        slices.Clone(n.advertisedAddrs()),
 		Name:          n.id.Name,
 	}
-}
-
-func goodbyeFrame(reason string) []byte {
-	return append([]byte{byte(proto.FrameGoodbye)}, reason...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -231,7 +232,7 @@ func TestSimultaneousDialKeepsOneLink(t *testing.T) {
 	b := m.start(1, tcpAddr(t, a))
 	// Now make a dial b too while b dials a.
 	a.peers.Lock()
-	a.peers.seeds = append(a.peers.seeds, &peer{seed: true, addrs: []transport.Addr{tcpAddr(t, b)}})
+	a.peers.Seeds = append(a.peers.Seeds, &peers.Peer{Seed: true, Addrs: peers.SeedBook(tcpAddr(t, b))})
 	a.peers.Unlock()
 	a.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
@@ -403,7 +404,7 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 	}
 	defer b.Close()
 	b.peers.Lock()
-	_, _ = b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen, addrSelfLocal)
+	_, _ = b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen, peers.SelfLocal)
 	b.peers.Unlock()
 	b.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })

@@ -1,13 +1,9 @@
 package node
 
 import (
-	"encoding/binary"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -18,222 +14,38 @@ var (
 	cPeersDigestMismatch = newEvent("peers.digest_mismatch")
 )
 
-// Incremental peer exchange (PROTOCOL.md §14.4). A node's peer list is
-// its own entry and one per linked peer that told it listen addresses.
-// Sending it whole on every link every PeerExchangeInterval costs each
-// node O(N²) bytes per interval. Instead, to a peer that speaks
-// peer-update frames (it sent one), a node sends what changed since it
-// last told that link, batched over pxBatch, and every interval a
-// peer-update with no changes: just the digest of the whole list, so a
-// receiver whose copy drifted asks for the whole list again (at most once
-// per interval). A peer that never sent a peer-update (an older node)
-// gets the whole list every interval, as before.
-
-const (
-	// pxBatch is how long changes gather before they are sent, at least;
-	// see pxBatchFor.
-	pxBatch = time.Second
-	// pxBatchPerLink lengthens the batch with the links held, up to
-	// pxBatchMax: while a mesh of N nodes forms, every node's list
-	// changes every second, and each change goes to every link, so a
-	// node sends N frames a batch. With 200 links a batch of 10 s sends
-	// 20 frames a second, not 200, carrying the same entries; the
-	// addresses a forming mesh needs come mostly with the whole lists
-	// sent at link up.
-	pxBatchPerLink = 50 * time.Millisecond
-	pxBatchMax     = 10 * time.Second
-	// maxTombstones bounds the removals remembered; a link told nothing
-	// since the oldest forgotten one gets the whole list instead.
-	maxTombstones = 4096
-	// minPeerView bounds a link's copy of the peer's list at
-	// max(minPeerView, 2 × roster members) entries.
-	minPeerView = 64
-)
-
-// peerExchange is the node's peer list as last announced, versioned so
-// that each link can be sent what changed since it was last told. It is
-// guarded by the peers mutex.
-type peerExchange struct {
-	ver     uint64                    // bumped by each change
-	entries map[proto.PubKey]*pxEntry // the list
-	digest  [proto.PeerDigestSize]byte
-	tombs   map[proto.PubKey]uint64 // removed entries: version of the removal
-	floor   uint64                  // removals up to this version are forgotten
-	dirty   chan struct{}           // capacity 1: the list may have changed
-}
-
-type pxEntry struct {
-	info proto.PeerInfo
-	text string // the key's text form, which whole lists are sorted by
-	hash [proto.PeerDigestSize]byte
-	ver  uint64 // version of the last change
-}
-
-// pxLink is one link's peer-exchange state.
-type pxLink struct {
-	// Guarded by the peers mutex: sending side.
-	sentVer uint64 // the version this link has been told up to
-	told    bool   // it has been sent a list
-	// Set by the link's reader; read by the exchange loop.
-	speaks atomic.Bool
-	// The peer's list as received: written by the link's reader, read by
-	// LinkReports for the status page's link graph.
-	viewMu     sync.Mutex
-	view       map[proto.PubKey][proto.PeerDigestSize]byte // guarded by viewMu
-	viewDigest [proto.PeerDigestSize]byte                  // guarded by viewMu
-	viewAt     time.Time                                   // last list or update received; guarded by viewMu
-	askedAt    time.Time                                   // when this node last asked for the whole list (the reader only)
-	answeredAt time.Time                                   // when it last answered the peer's request (peers mutex)
-}
-
-// pxBatchFor is how long changes gather on a node holding links links.
-func pxBatchFor(links int) time.Duration {
-	return min(max(pxBatch, time.Duration(links)*pxBatchPerLink), pxBatchMax)
-}
+// Incremental peer exchange (PROTOCOL.md §14.4): the list and what each
+// link is told of it are peers.PeerList's; the node builds the list from
+// its links, sends the frames and keeps each link's view of its peer's
+// list.
 
 // pxChanged notes that the peer list may have changed: a link came or
 // went, or a peer told new listen addresses.
-func (n *Node) pxChanged() {
-	select {
-	case n.px.dirty <- struct{}{}:
-	default:
-	}
-}
+func (n *Node) pxChanged() { n.peers.List.Changed() }
 
 // pxRefreshLocked brings the list up to date with the links held.
 func (n *Node) pxRefreshLocked() {
-	px := &n.px
-	if px.entries == nil {
-		px.entries = map[proto.PubKey]*pxEntry{}
-		px.tombs = map[proto.PubKey]uint64{}
-	}
-	want := make(map[proto.PubKey][]string, len(n.peers.byKey)+1)
+	want := make(map[proto.PubKey][]string, len(n.peers.ByKey)+1)
 	if adv := n.advertisedAddrs(); len(adv) > 0 {
 		want[n.id.Pub] = adv
 	}
-	for k, p := range n.peers.byKey {
-		if p.link == nil {
+	for k, p := range n.peers.ByKey {
+		if p.Link == nil {
 			continue
 		}
-		if ls := gossipAddrs(p.link.listenAddrs()); len(ls) > 0 {
+		if ls := peers.GossipAddrs(p.Link.ListenAddrs()); len(ls) > 0 {
 			want[k] = ls
 		}
 	}
-	for k, addrs := range want {
-		e := px.entries[k]
-		if e != nil && slices.Equal(e.info.Addrs, addrs) {
-			continue
-		}
-		px.ver++
-		if e != nil {
-			proto.XorDigest(&px.digest, e.hash)
-		}
-		info := proto.PeerInfo{Key: k, Addrs: slices.Clone(addrs)}
-		e = &pxEntry{info: info, text: k.String(), hash: proto.PeerEntryHash(info), ver: px.ver}
-		px.entries[k] = e
-		proto.XorDigest(&px.digest, e.hash)
-		delete(px.tombs, k)
-	}
-	for k, e := range px.entries {
-		if _, ok := want[k]; ok {
-			continue
-		}
-		px.ver++
-		proto.XorDigest(&px.digest, e.hash)
-		delete(px.entries, k)
-		px.tombs[k] = px.ver
-	}
-	if len(px.tombs) > maxTombstones {
-		// Forget the older half.
-		vers := make([]uint64, 0, len(px.tombs))
-		for _, v := range px.tombs {
-			vers = append(vers, v)
-		}
-		slices.Sort(vers)
-		cut := vers[len(vers)/2]
-		for k, v := range px.tombs {
-			if v <= cut {
-				delete(px.tombs, k)
-			}
-		}
-		px.floor = max(px.floor, cut)
-	}
-}
-
-// gossipAddrs returns the addresses of ls a node tells about another
-// member: all but Unix sockets, which receivers never take from a third
-// party (PROTOCOL.md §14.4), so they would cost every receiver bytes and
-// a parse for nothing. A node's own entry keeps them, for peers on its
-// host.
-func gossipAddrs(ls []string) []string {
-	if !slices.ContainsFunc(ls, isUnixAddr) {
-		return ls
-	}
-	return slices.DeleteFunc(slices.Clone(ls), isUnixAddr)
-}
-
-func isUnixAddr(s string) bool { return strings.HasPrefix(s, "unix:") }
-
-// entryHashes caches [proto.PeerEntryHash] by entry. Every neighbour
-// reports the same entries (a member's key and addresses), so a node with
-// N links would otherwise encode and hash each of them N times.
-type entryHashes struct {
-	mu sync.Mutex
-	m  map[string][proto.PeerDigestSize]byte // guarded by mu
-}
-
-// get returns p's hash, keeping at most limit entries (all are forgotten
-// when that is reached).
-func (c *entryHashes) get(p proto.PeerInfo, limit int) [proto.PeerDigestSize]byte {
-	b := make([]byte, 0, len(p.Key)+32*len(p.Addrs))
-	b = append(b, p.Key[:]...)
-	for _, a := range p.Addrs {
-		b = binary.AppendUvarint(b, uint64(len(a)))
-		b = append(b, a...)
-	}
-	c.mu.Lock()
-	h, ok := c.m[string(b)]
-	c.mu.Unlock()
-	if ok {
-		return h
-	}
-	h = proto.PeerEntryHash(p)
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= limit {
-		c.m = map[string][proto.PeerDigestSize]byte{}
-	}
-	c.m[string(b)] = h
-	c.mu.Unlock()
-	return h
-}
-
-// digestForLocked is the digest of the list as pl's peer gets it: the
-// list without the peer's own entry.
-func (n *Node) digestForLocked(pl *peerLink) [proto.PeerDigestSize]byte {
-	d := n.px.digest
-	if e := n.px.entries[pl.key]; e != nil {
-		proto.XorDigest(&d, e.hash)
-	}
-	return d
+	n.peers.List.Refresh(want)
 }
 
 // sendPeersLocked sends pl the whole list in a peers frame (unless it
 // would be empty), and marks the link told up to now.
-func (n *Node) sendPeersLocked(pl *peerLink) {
-	es := make([]*pxEntry, 0, len(n.px.entries))
-	for k, e := range n.px.entries {
-		if !k.Equal(pl.key) {
-			es = append(es, e)
-		}
-	}
-	pl.px.sentVer, pl.px.told = n.px.ver, true
-	if len(es) == 0 {
+func (n *Node) sendPeersLocked(pl *peers.Link) {
+	list, ok := n.peers.List.WholeFor(pl)
+	if !ok {
 		return
-	}
-	slices.SortFunc(es, func(a, b *pxEntry) int { return strings.Compare(a.text, b.text) })
-	list := proto.PeerList{Peers: make([]proto.PeerInfo, len(es))}
-	for i, e := range es {
-		list.Peers[i] = e.info
 	}
 	b, err := proto.Marshal(&list)
 	if err != nil {
@@ -247,36 +59,15 @@ func (n *Node) sendPeersLocked(pl *peerLink) {
 // yet, or told before the oldest removal remembered, gets the whole list
 // first. Frames are built and queued under the peers mutex, so that
 // those of one link go out in the order of their versions.
-func (n *Node) sendUpdateLocked(pl *peerLink, always, resync bool) {
-	px := &n.px
-	if !pl.px.told || pl.px.sentVer < px.floor {
+func (n *Node) sendUpdateLocked(pl *peers.Link, always, resync bool) {
+	if n.peers.List.NeedsWhole(pl) {
 		n.sendPeersLocked(pl)
 		always = true
 	}
-	var u proto.PeerUpdate
-	for k, e := range px.entries {
-		if e.ver > pl.px.sentVer && !k.Equal(pl.key) {
-			u.Set = append(u.Set, e.info)
-		}
-	}
-	for k, v := range px.tombs {
-		if v > pl.px.sentVer && !k.Equal(pl.key) {
-			u.Removed = append(u.Removed, k)
-		}
-	}
-	pl.px.sentVer = px.ver
-	if len(u.Set) == 0 && len(u.Removed) == 0 && !always && !resync {
+	u, ok := n.peers.List.UpdateFor(pl, always, resync)
+	if !ok {
 		return
 	}
-	if u.Set == nil {
-		u.Set = []proto.PeerInfo{}
-	}
-	if u.Removed == nil {
-		u.Removed = []proto.PubKey{}
-	}
-	d := n.digestForLocked(pl)
-	u.Digest = d[:]
-	u.Resync = resync
 	b, err := proto.Marshal(&u)
 	if err != nil {
 		return
@@ -286,7 +77,7 @@ func (n *Node) sendUpdateLocked(pl *peerLink, always, resync bool) {
 
 // pxLinkUp tells a new link the whole list, then a peer-update saying
 // that this node speaks them.
-func (n *Node) pxLinkUp(pl *peerLink) {
+func (n *Node) pxLinkUp(pl *peers.Link) {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	n.pxRefreshLocked()
@@ -299,16 +90,16 @@ func (n *Node) pxLinkUp(pl *peerLink) {
 // pxSend runs a round: with periodic, the interval's round (the whole
 // list to older peers, the digest to the others); otherwise the changes
 // only, to peers that speak peer-update.
-func (n *Node) pxSend(links []*peerLink, periodic bool) {
+func (n *Node) pxSend(links []*peers.Link, periodic bool) {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	n.pxRefreshLocked()
 	for _, pl := range links {
-		if n.peers.byKey[pl.key] == nil || n.peers.byKey[pl.key].link != pl {
+		if n.peers.ByKey[pl.Key] == nil || n.peers.ByKey[pl.Key].Link != pl {
 			continue // gone meanwhile
 		}
 		switch {
-		case pl.px.speaks.Load() && !n.test.oldPeerExchange():
+		case pl.PX.Speaks.Load() && !n.test.oldPeerExchange():
 			n.sendUpdateLocked(pl, periodic, false)
 		case periodic:
 			n.sendPeersLocked(pl)
@@ -318,14 +109,14 @@ func (n *Node) pxSend(links []*peerLink, periodic bool) {
 
 // handlePeerUpdate applies a peer-update to the link's copy of the
 // peer's list and takes the addresses as a peers frame's are taken.
-func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
+func (n *Node) handlePeerUpdate(pl *peers.Link, payload []byte) {
 	u, err := proto.ParsePeerUpdate(payload)
 	if err != nil {
 		n.metrics.inc(cPeersMalformed)
-		n.logRL.warn(n.log, "bad peer update", pl.key.Fingerprint(), "peers.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "bad peer update", pl.Key.Fingerprint(), "peers.malformed", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
-	pl.px.speaks.Store(true)
+	pl.PX.Speaks.Store(true)
 	n.metrics.inc(cPeersUpdates)
 	if u.IgnoredAddrs > 0 {
 		n.metrics.add(cAddrIgnored, uint64(u.IgnoredAddrs))
@@ -333,24 +124,24 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 	if u.Resync {
 		n.metrics.inc(cPeersResyncAsked)
 		n.peers.Lock()
-		if time.Since(pl.px.answeredAt) >= n.cfg.PeerExchangeInterval {
-			pl.px.answeredAt = time.Now()
-			pl.px.told = false // the whole list, then an update
+		if time.Since(pl.PX.AnsweredAt) >= n.cfg.PeerExchangeInterval {
+			pl.PX.AnsweredAt = time.Now()
+			pl.PX.Told = false // the whole list, then an update
 			n.sendUpdateLocked(pl, true, false)
 		}
 		n.peers.Unlock()
 	}
-	pl.px.viewMu.Lock()
+	pl.PX.ViewMu.Lock()
 	for _, k := range u.Removed {
-		pl.px.viewDel(k)
+		pl.PX.ViewDel(k)
 	}
 	limit := n.viewLimit()
 	for _, p := range u.Set {
-		pl.px.viewSet(p, n.pxHashes.get, limit)
+		pl.PX.ViewSet(p, n.peers.Hashes.Get, limit)
 	}
-	pl.px.viewAt = time.Now()
-	drift := [proto.PeerDigestSize]byte(u.Digest) != pl.px.viewDigest
-	pl.px.viewMu.Unlock()
+	pl.PX.ViewAt = time.Now()
+	drift := [proto.PeerDigestSize]byte(u.Digest) != pl.PX.ViewDigest
+	pl.PX.ViewMu.Unlock()
 	if len(u.Set) > 0 {
 		n.takePeerAddrs(pl, u.Set)
 	}
@@ -358,10 +149,10 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 		return
 	}
 	n.metrics.inc(cPeersDigestMismatch)
-	if !pl.px.askedAt.IsZero() && time.Since(pl.px.askedAt) < n.cfg.PeerExchangeInterval {
+	if !pl.PX.AskedAt.IsZero() && time.Since(pl.PX.AskedAt) < n.cfg.PeerExchangeInterval {
 		return
 	}
-	pl.px.askedAt = time.Now()
+	pl.PX.AskedAt = time.Now()
 	n.peers.Lock()
 	n.sendUpdateLocked(pl, true, true)
 	n.peers.Unlock()
@@ -369,61 +160,16 @@ func (n *Node) handlePeerUpdate(pl *peerLink, payload []byte) {
 
 // pxViewReplace makes the link's copy of the peer's list the whole list
 // it just received.
-func (n *Node) pxViewReplace(pl *peerLink, list []proto.PeerInfo) {
+func (n *Node) pxViewReplace(pl *peers.Link, list []proto.PeerInfo) {
 	limit := n.viewLimit()
-	pl.px.viewMu.Lock()
-	defer pl.px.viewMu.Unlock()
-	pl.px.view = nil
-	pl.px.viewDigest = [proto.PeerDigestSize]byte{}
-	pl.px.viewAt = time.Now()
+	pl.PX.ViewMu.Lock()
+	defer pl.PX.ViewMu.Unlock()
+	pl.PX.View = nil
+	pl.PX.ViewDigest = [proto.PeerDigestSize]byte{}
+	pl.PX.ViewAt = time.Now()
 	for _, p := range list {
-		pl.px.viewSet(p, n.pxHashes.get, limit)
+		pl.PX.ViewSet(p, n.peers.Hashes.Get, limit)
 	}
 }
 
-func (n *Node) viewLimit() int { return max(minPeerView, 2*len(n.Roster().Members)) }
-
-// viewSet and viewDel change the view; the caller holds viewMu.
-// The entry is hashed with hash, only once it is known to be kept.
-func (x *pxLink) viewSet(p proto.PeerInfo, hash func(proto.PeerInfo, int) [proto.PeerDigestSize]byte, limit int) {
-	if x.view == nil {
-		x.view = map[proto.PubKey][proto.PeerDigestSize]byte{}
-	}
-	old, ok := x.view[p.Key]
-	if !ok && len(x.view) >= limit {
-		return // a drift the digest will show, bounded
-	}
-	if ok {
-		proto.XorDigest(&x.viewDigest, old)
-	}
-	h := hash(p, limit)
-	x.view[p.Key] = h
-	proto.XorDigest(&x.viewDigest, h)
-}
-
-func (x *pxLink) viewDel(k proto.PubKey) {
-	if old, ok := x.view[k]; ok {
-		proto.XorDigest(&x.viewDigest, old)
-		delete(x.view, k)
-	}
-}
-
-// viewKeys lists the keys of the link's copy, but the peer's own, up to
-// max, if the copy was confirmed since notBefore.
-func (x *pxLink) viewKeys(peer proto.PubKey, notBefore time.Time, max int) (keys []proto.PubKey, ok bool) {
-	x.viewMu.Lock()
-	defer x.viewMu.Unlock()
-	if x.viewAt.IsZero() || x.viewAt.Before(notBefore) {
-		return nil, false
-	}
-	keys = make([]proto.PubKey, 0, min(len(x.view), max))
-	for k := range x.view {
-		if len(keys) == max {
-			break
-		}
-		if !k.Equal(peer) {
-			keys = append(keys, k)
-		}
-	}
-	return keys, true
-}
+func (n *Node) viewLimit() int { return max(peers.MinPeerView, 2*len(n.Roster().Members)) }

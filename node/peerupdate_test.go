@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -75,17 +76,17 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	// (c marks b told). b's copy of c's list no longer matches c's
 	// digest: b asks for the whole list and takes a's new address from it.
 	c.peers.Lock()
-	pla := c.peers.byKey[a.id.Pub].link
-	pla.setListen(append(slices.Clone(pla.listenAddrs()), "tcp://192.0.2.99:7946"))
+	pla := c.peers.ByKey[a.id.Pub].Link
+	pla.SetListen(append(slices.Clone(pla.ListenAddrs()), "tcp://192.0.2.99:7946"))
 	c.pxRefreshLocked()
-	c.peers.byKey[b.id.Pub].link.px.sentVer = c.px.ver
+	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.peers.List.Version()
 	c.peers.Unlock()
 	waitFor(t, 10*time.Second, "c asked for its whole list", func() bool { return c.metrics.Get("peers.resync_asked") > 0 })
 	waitFor(t, 10*time.Second, "b takes the drifted address", func() bool {
 		b.peers.Lock()
 		defer b.peers.Unlock()
-		p := b.peers.byKey[a.id.Pub]
-		_, ok := p.info[transport.Addr{Network: "tcp", Address: "192.0.2.99:7946"}]
+		p := b.peers.ByKey[a.id.Pub]
+		_, ok := p.Addrs.SourceOf(transport.Addr{Network: "tcp", Address: "192.0.2.99:7946"})
 		return ok
 	})
 }
@@ -111,22 +112,22 @@ func TestPeerViewDigestAsReceived(t *testing.T) {
 		{Key: key(4), Addrs: []string{}},                                                      // no addresses
 	}
 	hash := func(p proto.PeerInfo, _ int) [proto.PeerDigestSize]byte { return proto.PeerEntryHash(p) }
-	var x pxLink
+	var x peers.Exchange
 	for _, p := range list {
-		x.viewSet(p, hash, minPeerView)
+		x.ViewSet(p, hash, peers.MinPeerView)
 	}
-	if x.viewDigest != proto.PeerDigest(list) {
+	if x.ViewDigest != proto.PeerDigest(list) {
 		t.Fatal("the copy's digest is not the digest of the entries as received")
 	}
-	var capped pxLink
+	var capped peers.Exchange
 	for _, p := range list {
-		capped.viewSet(p, hash, 3)
+		capped.ViewSet(p, hash, 3)
 	}
-	if len(capped.view) != 3 || capped.view[key(4)] != ([proto.PeerDigestSize]byte{}) || capped.viewDigest != proto.PeerDigest(list[:3]) {
-		t.Fatalf("past the cap: %d entries kept, want the first 3", len(capped.view))
+	if len(capped.View) != 3 || capped.View[key(4)] != ([proto.PeerDigestSize]byte{}) || capped.ViewDigest != proto.PeerDigest(list[:3]) {
+		t.Fatalf("past the cap: %d entries kept, want the first 3", len(capped.View))
 	}
-	capped.viewSet(proto.PeerInfo{Key: key(1), Addrs: []string{"tcp://192.0.2.9:7946"}}, hash, 3)
-	if capped.view[key(1)] != proto.PeerEntryHash(proto.PeerInfo{Key: key(1), Addrs: []string{"tcp://192.0.2.9:7946"}}) {
+	capped.ViewSet(proto.PeerInfo{Key: key(1), Addrs: []string{"tcp://192.0.2.9:7946"}}, hash, 3)
+	if capped.View[key(1)] != proto.PeerEntryHash(proto.PeerInfo{Key: key(1), Addrs: []string{"tcp://192.0.2.9:7946"}}) {
 		t.Fatal("a kept entry is not replaced at the cap")
 	}
 }

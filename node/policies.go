@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -86,7 +87,7 @@ func (n *Node) CreateChannel(req api.CreateChannel) (*channel.Policy, error) {
 
 // applyPolicy merges p into the channel set; a change is persisted and
 // pushed to every link but from.
-func (n *Node) applyPolicy(p *channel.Policy, from *peerLink) (bool, error) {
+func (n *Node) applyPolicy(p *channel.Policy, from *peers.Link) (bool, error) {
 	out, err := n.channels.Merge(n.Roster(), p)
 	if err != nil {
 		n.metrics.Inc("policy.rejected." + policyReason(err))
@@ -137,19 +138,19 @@ func policyReason(err error) string {
 	return "invalid"
 }
 
-func (n *Node) handlePolicy(pl *peerLink, payload []byte) {
+func (n *Node) handlePolicy(pl *peers.Link, payload []byte) {
 	p, err := channel.Parse(payload)
 	if err != nil {
 		n.metrics.inc(cPolicyRejectedMalformed)
-		n.logRL.warn(n.log, "channel policy from peer rejected", pl.key.Fingerprint(), "policy.rejected", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "channel policy from peer rejected", pl.Key.Fingerprint(), "policy.rejected", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	if _, err := n.applyPolicy(p, pl); err != nil && !errors.Is(err, channel.ErrRollback) {
-		n.logRL.warn(n.log, "channel policy from peer rejected", pl.key.Fingerprint(), "policy.rejected", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "channel policy from peer rejected", pl.Key.Fingerprint(), "policy.rejected", "peer", pl.Key.Fingerprint(), "err", err)
 	}
 }
 
-func (n *Node) handlePolicyDigest(pl *peerLink, payload []byte) {
+func (n *Node) handlePolicyDigest(pl *peers.Link, payload []byte) {
 	var d proto.PolicyDigest
 	if err := proto.Unmarshal(payload, &d); err != nil {
 		n.metrics.inc(cPolicyDigestMalformed)
@@ -162,7 +163,7 @@ func (n *Node) handlePolicyDigest(pl *peerLink, payload []byte) {
 	}
 }
 
-func (n *Node) sendPolicyDigest(pl *peerLink) {
+func (n *Node) sendPolicyDigest(pl *peers.Link) {
 	b, err := proto.Marshal(n.channels.Digest())
 	if err == nil {
 		n.sendFrame(pl, proto.FramePolicyDigest, b)

@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -126,7 +127,7 @@ func (n *Node) presenceEnvelopes(state proto.PresenceState, note string) ([]*pro
 	return []*proto.SignedEnvelope{se, noted}, nil
 }
 
-func (n *Node) sendPresenceFrames(pl *peerLink, ses []*proto.SignedEnvelope) {
+func (n *Node) sendPresenceFrames(pl *peers.Link, ses []*proto.SignedEnvelope) {
 	n.sendFrame(pl, proto.FrameEnvelope, ses[0].Raw)
 	for _, se := range ses[1:] {
 		n.sendFrame(pl, proto.FramePresenceNote, se.Raw)
@@ -134,7 +135,7 @@ func (n *Node) sendPresenceFrames(pl *peerLink, ses []*proto.SignedEnvelope) {
 }
 
 // sendPresenceTo tells one new peer our current state.
-func (n *Node) sendPresenceTo(pl *peerLink) {
+func (n *Node) sendPresenceTo(pl *peers.Link) {
 	n.activity.publishing.Lock()
 	defer n.activity.publishing.Unlock()
 	cur := n.pub.Current()
@@ -153,19 +154,19 @@ var cFrameNoteNotPresence = newCounter("frame.presence_note_not_presence", famFr
 
 // receivePresenceNote takes a presence-note frame: one Presence envelope,
 // through the receive pipeline like any; anything else is ignored.
-func (n *Node) receivePresenceNote(pl *peerLink, payload []byte) {
+func (n *Node) receivePresenceNote(pl *peers.Link, payload []byte) {
 	se, err := proto.ParseEnvelope(payload)
 	if err == nil && se.Kind != proto.KindPresence {
 		n.metrics.inc(cFrameNoteNotPresence)
-		n.logRL.debug(n.log, "presence-note frame without a presence", pl.key.Fingerprint(), "frame.presence_note",
-			"peer", pl.key.Fingerprint(), "kind", se.Kind.String())
+		n.logRL.debug(n.log, "presence-note frame without a presence", pl.Key.Fingerprint(), "frame.presence_note",
+			"peer", pl.Key.Fingerprint(), "kind", se.Kind.String())
 		return
 	}
 	n.receive(payload, rxSource{link: pl})
 }
 
 // announceOffline says Offline to the given links (graceful shutdown).
-func (n *Node) announceOffline(links []*peerLink) {
+func (n *Node) announceOffline(links []*peers.Link) {
 	if n.pub == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -33,8 +34,8 @@ var (
 
 // rxSource says how an envelope reached us.
 type rxSource struct {
-	link    *peerLink // the link it came on
-	history bool      // part of a history sync response: skips the TTL check
+	link    *peers.Link // the link it came on
+	history bool        // part of a history sync response: skips the TTL check
 }
 
 // drop counts and logs a dropped envelope.
@@ -49,7 +50,7 @@ func (n *Node) drop(reason dropReason, se *proto.SignedEnvelope, src rxSource, e
 	n.metrics.inc(cDrop.at(reason))
 	attrs := []any{"reason", reason.String()}
 	if src.link != nil {
-		attrs = append(attrs, "link", src.link.key.Fingerprint())
+		attrs = append(attrs, "link", src.link.Key.Fingerprint())
 	}
 	if se != nil {
 		attrs = append(attrs, "id", se.ID, "from", se.From.Fingerprint(), "kind", se.Kind.String())
@@ -87,7 +88,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 					return false
 				}
 				n.drop(dropDuplicate, se, src, nil)
-				n.sendAcks(map[*peerLink][]uuid.UUID{src.link: {se.ID}})
+				n.sendAcks(map[*peers.Link][]uuid.UUID{src.link: {se.ID}})
 				return false
 			}
 			n.drop(dropDuplicate, se, src, nil)
@@ -347,7 +348,7 @@ func (n *Node) commit(batch []rxItem) {
 	n.metrics.inc(cRxCommits)
 	now := time.Now()
 	wake := false
-	var acks map[*peerLink][]uuid.UUID
+	var acks map[*peers.Link][]uuid.UUID
 	for i, it := range batch {
 		se, d := it.se, ds[i]
 		if out[i] == history.OverBudget {
@@ -359,7 +360,7 @@ func (n *Node) commit(batch []rxItem) {
 		// when they were duplicates: the sender keeps them until then.
 		if n.ackable(se, it.src) {
 			if acks == nil {
-				acks = map[*peerLink][]uuid.UUID{}
+				acks = map[*peers.Link][]uuid.UUID{}
 			}
 			acks[it.src.link] = append(acks[it.src.link], se.ID)
 		}

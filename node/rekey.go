@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -138,27 +139,27 @@ func (n *Node) rekeyLoop() {
 // the roster no longer accepts as a member's previous key.
 func (n *Node) retireExpiredKeys() {
 	r := n.Roster()
-	var drop []*peerLink
+	var drop []*peers.Link
 	n.peers.Lock()
-	for k, p := range n.peers.byKey {
+	for k, p := range n.peers.ByKey {
 		if _, ok := r.Member(k); ok {
 			continue
 		}
 		if _, prev := r.Previous(k); !prev {
 			continue
 		}
-		p.clearAddrs()
-		if p.link == nil {
-			delete(n.peers.byKey, k)
+		p.Addrs.Clear()
+		if p.Link == nil {
+			delete(n.peers.ByKey, k)
 		} else {
-			drop = append(drop, p.link)
+			drop = append(drop, p.Link)
 		}
 	}
 	n.peers.Unlock()
 	for _, pl := range drop {
 		n.metrics.inc(cLinkRetiredKey)
-		n.log.Info("closing the link of a member's previous key: its grace window ended", "peer", pl.key.Fingerprint(),
-			"member", r.Label(pl.key))
+		n.log.Info("closing the link of a member's previous key: its grace window ended", "peer", pl.Key.Fingerprint(),
+			"member", r.Label(pl.Key))
 		n.closeLinkAsync(pl, "previous key retired")
 	}
 }

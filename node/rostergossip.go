@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport/mdns"
@@ -25,7 +26,7 @@ var (
 	cLinkRemovedMember       = newCounter("link.removed_member", famLinkEvents, "removed_member")
 )
 
-func (n *Node) pushRoster(pl *peerLink, r *roster.Roster) {
+func (n *Node) pushRoster(pl *peers.Link, r *roster.Roster) {
 	b, err := r.Encode()
 	if err != nil {
 		n.log.Error("encode roster", "err", err)
@@ -37,11 +38,11 @@ func (n *Node) pushRoster(pl *peerLink, r *roster.Roster) {
 
 // handleRoster takes a roster a peer pushed: a newer valid version is
 // applied and gossiped on; an older one is answered with ours.
-func (n *Node) handleRoster(pl *peerLink, payload []byte) {
+func (n *Node) handleRoster(pl *peers.Link, payload []byte) {
 	r, err := roster.Parse(payload)
 	if err != nil {
 		n.metrics.inc(cRosterRejectedMalformed)
-		n.logRL.warn(n.log, "roster from peer rejected", pl.key.Fingerprint(), "roster.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "roster from peer rejected", pl.Key.Fingerprint(), "roster.malformed", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	cur := n.Roster()
@@ -55,7 +56,7 @@ func (n *Node) handleRoster(pl *peerLink, payload []byte) {
 		return
 	}
 	if _, err := n.applyRoster(r, pl); err != nil {
-		n.logRL.warn(n.log, "roster from peer rejected", pl.key.Fingerprint(), "roster.rejected", "peer", pl.key.Fingerprint(), "version", r.Version, "err", err)
+		n.logRL.warn(n.log, "roster from peer rejected", pl.Key.Fingerprint(), "roster.rejected", "peer", pl.Key.Fingerprint(), "version", r.Version, "err", err)
 	}
 }
 
@@ -95,7 +96,7 @@ func rosterRefusal(err error) error {
 // disconnects members it removed. Updates are applied one at a time
 // (rosterMu), so two links delivering v3 and v4 at once cannot leave v3
 // in the roster file after v4 was applied.
-func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, error) {
+func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, error) {
 	n.rosterMu.Lock()
 	defer n.rosterMu.Unlock()
 	cur := n.Roster()
@@ -114,20 +115,20 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	// has its link in the list dropped below.
 	n.peers.Lock()
 	n.roster.Store(r)
-	var push, drop []*peerLink
-	for k, p := range n.peers.byKey {
+	var push, drop []*peers.Link
+	for k, p := range n.peers.ByKey {
 		if _, ok := r.Member(k); !ok {
 			// Not dialled again; the entry goes once its link is down.
-			p.clearAddrs()
-			if p.link == nil {
-				delete(n.peers.byKey, k)
+			p.Addrs.Clear()
+			if p.Link == nil {
+				delete(n.peers.ByKey, k)
 			} else {
-				drop = append(drop, p.link)
+				drop = append(drop, p.Link)
 			}
 			continue
 		}
-		if p.link != nil && p.link != from {
-			push = append(push, p.link)
+		if p.Link != nil && p.Link != from {
+			push = append(push, p.Link)
 		}
 	}
 	goneSeeds := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { _, ok := r.Member(k); return ok })
@@ -142,7 +143,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	n.metrics.inc(cRosterAccepted)
 	src := "local"
 	if from != nil {
-		src = from.key.Fingerprint()
+		src = from.Key.Fingerprint()
 	}
 	n.log.Info("roster updated", "org", r.Org, "from_version", cur.Version, "version", r.Version,
 		"members", len(r.Members), "source", src)
@@ -176,7 +177,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peerLink) (*roster.Roster, er
 	}
 	for _, pl := range drop {
 		n.metrics.inc(cLinkRemovedMember)
-		n.log.Info("disconnecting member removed from roster", "peer", pl.key.Fingerprint())
+		n.log.Info("disconnecting member removed from roster", "peer", pl.Key.Fingerprint())
 		n.closeLinkAsync(pl, "removed from roster")
 	}
 	return r, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -83,11 +84,11 @@ func (n *Node) localSocket(path string) bool {
 // caller holds the peers mutex.
 func (n *Node) dropRemovedSeedsLocked(isMember func(proto.PubKey) bool) []string {
 	var gone []string
-	n.peers.seeds = slices.DeleteFunc(n.peers.seeds, func(s *peer) bool {
-		if s.key.IsZero() || isMember(s.key) {
+	n.peers.Seeds = slices.DeleteFunc(n.peers.Seeds, func(s *peers.Peer) bool {
+		if s.Key.IsZero() || isMember(s.Key) {
 			return false
 		}
-		gone = append(gone, s.addrs[0].String())
+		gone = append(gone, s.Addrs.List()[0].String())
 		return true
 	})
 	return gone
@@ -126,13 +127,13 @@ func (e *formerMemberError) Unwrap() error { return e.err }
 // dropSeedLocked stops dialling seed s, if it is still in the list, and
 // returns its address ("" if it was not). The caller holds the peers
 // mutex.
-func (n *Node) dropSeedLocked(s *peer) string {
-	i := slices.Index(n.peers.seeds, s)
+func (n *Node) dropSeedLocked(s *peers.Peer) string {
+	i := slices.Index(n.peers.Seeds, s)
 	if i < 0 {
 		return ""
 	}
-	n.peers.seeds = slices.Delete(n.peers.seeds, i, i+1)
-	return s.addrs[0].String()
+	n.peers.Seeds = slices.Delete(n.peers.Seeds, i, i+1)
+	return s.Addrs.List()[0].String()
 }
 
 // seedsGone counts, logs and forgets seeds dropped for reaching removed

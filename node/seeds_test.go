@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -26,7 +27,7 @@ func TestSeedsFileHostAndRemovals(t *testing.T) {
 		t.Skipf("no Unix sockets here: %v", err)
 	}
 	defer ln.Close()
-	n := &Node{cfg: Config{Home: dir}, home: home.Home{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
+	n := &Node{cfg: Config{Home: dir}, home: home.Home{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics(), peers: peers.NewTable()}
 	lines := "# written by 'meshctl join'\n" +
 		"tcp://192.0.2.10:7946\n" +
 		"unix:///nonexistent/other-host/.meshd/link.sock\n" +
@@ -51,14 +52,14 @@ func TestSeedsFileHostAndRemovals(t *testing.T) {
 
 	// The seed at 192.0.2.11 reached a member that is then removed.
 	removed := seedKey(t, 7)
-	n.peers.seeds = []*peer{
-		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.10:7946")}, key: seedKey(t, 1)},
-		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.11:7946")}, key: removed},
-		{seed: true, addrs: []transport.Addr{mustAddr(t, "tcp://192.0.2.12:7946")}}, // never linked
+	n.peers.Seeds = []*peers.Peer{
+		{Seed: true, Addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.10:7946")), Key: seedKey(t, 1)},
+		{Seed: true, Addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.11:7946")), Key: removed},
+		{Seed: true, Addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.12:7946"))}, // never linked
 	}
 	gone := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { return !k.Equal(removed) })
-	if !slices.Equal(gone, []string{"tcp://192.0.2.11:7946"}) || len(n.peers.seeds) != 2 {
-		t.Fatalf("dropped %v, %d seeds left", gone, len(n.peers.seeds))
+	if !slices.Equal(gone, []string{"tcp://192.0.2.11:7946"}) || len(n.peers.Seeds) != 2 {
+		t.Fatalf("dropped %v, %d seeds left", gone, len(n.peers.Seeds))
 	}
 	n.forgetSeeds(gone)
 	b, err := os.ReadFile(path)

@@ -13,6 +13,7 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -82,33 +83,33 @@ func (n *Node) sign(d proto.Destination, kind proto.Kind, ttl time.Duration, fil
 func (n *Node) fanOut(se *proto.SignedEnvelope, to []proto.PubKey) []string {
 	sent := []string{}
 	n.peers.Lock()
-	var targets []*peerLink
+	var targets []*peers.Link
 	for _, k := range to {
-		if pl := n.linkedLocked(k); pl != nil {
+		if pl := n.peers.LinkedLocked(k); pl != nil {
 			targets = append(targets, pl)
 		}
 	}
 	n.peers.Unlock()
 	for _, pl := range targets {
 		f := append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)
-		err := pl.link.Send(f)
+		err := pl.Conn.Send(f)
 		if errors.Is(err, transport.ErrClosed) {
 			// The link closed since it was picked: it lost a duplicate
 			// pair, or went down. The peer's link now, if another, takes
 			// the frame.
 			n.peers.Lock()
-			cur := n.linkedLocked(pl.key)
+			cur := n.peers.LinkedLocked(pl.Key)
 			n.peers.Unlock()
 			if cur != nil && cur != pl {
-				err = cur.link.Send(f)
+				err = cur.Conn.Send(f)
 			}
 		}
 		if err != nil {
 			n.metrics.inc(cTxDroppedQueue)
-			n.log.Warn("send queue refused envelope", "peer", pl.key.Fingerprint(), "id", se.ID, "err", err)
+			n.log.Warn("send queue refused envelope", "peer", pl.Key.Fingerprint(), "id", se.ID, "err", err)
 			continue
 		}
-		sent = append(sent, pl.key.Fingerprint())
+		sent = append(sent, pl.Key.Fingerprint())
 	}
 	n.metrics.add(cTxEnvelopes, uint64(len(sent)))
 	return sent
@@ -120,7 +121,7 @@ func (n *Node) linkedCount(keys []proto.PubKey) int {
 	defer n.peers.Unlock()
 	c := 0
 	for _, k := range keys {
-		if n.linkedLocked(k) != nil {
+		if n.peers.LinkedLocked(k) != nil {
 			c++
 		}
 	}
@@ -446,13 +447,13 @@ func (n *Node) memberLabel(k proto.PubKey) string {
 // flushQueue sends what we keep for a peer: everything it has not yet
 // acknowledged. It runs when the peer links and periodically; the peer
 // drops what it already holds and acknowledges it again.
-func (n *Node) flushQueue(pl *peerLink) {
-	pending, err := n.store.Pending(pl.key)
+func (n *Node) flushQueue(pl *peers.Link) {
+	pending, err := n.store.Pending(pl.Key)
 	if err != nil {
-		n.log.Error("offline queue", "peer", pl.key.Fingerprint(), "err", err)
+		n.log.Error("offline queue", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
-	if prev, ok := previousKeyOf(n.Roster(), pl.key); ok {
+	if prev, ok := previousKeyOf(n.Roster(), pl.Key); ok {
 		// Kept for the member's previous key, before its rotation: the
 		// new key takes it (receive step 5 accepts it).
 		old, err := n.store.Pending(prev)
@@ -463,34 +464,34 @@ func (n *Node) flushQueue(pl *peerLink) {
 	}
 	sent := 0
 	for _, se := range pending {
-		if err := pl.link.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
+		if err := pl.Conn.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
 			break
 		}
 		sent++
 	}
 	if sent > 0 {
 		n.metrics.add(cTxForwarded, uint64(sent))
-		n.log.Debug("sent kept messages", "peer", pl.key.Fingerprint(), "count", sent)
+		n.log.Debug("sent kept messages", "peer", pl.Key.Fingerprint(), "count", sent)
 	}
 }
 
 // handleAck drops envelopes the peer has durably stored from its queue.
-func (n *Node) handleAck(pl *peerLink, payload []byte) {
+func (n *Node) handleAck(pl *peers.Link, payload []byte) {
 	a, err := proto.ParseAck(payload)
 	if err != nil {
 		n.metrics.inc(cAckMalformed)
-		n.log.Warn("bad ack", "peer", pl.key.Fingerprint(), "err", err)
+		n.log.Warn("bad ack", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	if len(a.IDs) == 0 {
 		return
 	}
-	rest, err := n.store.AckQueued(pl.key, a.IDs)
+	rest, err := n.store.AckQueued(pl.Key, a.IDs)
 	if err != nil {
-		n.log.Error("ack", "peer", pl.key.Fingerprint(), "err", err)
+		n.log.Error("ack", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
-	if prev, ok := previousKeyOf(n.Roster(), pl.key); ok && len(rest) > 0 {
+	if prev, ok := previousKeyOf(n.Roster(), pl.Key); ok && len(rest) > 0 {
 		if rest, err = n.store.AckQueued(prev, rest); err != nil {
 			n.log.Error("ack", "peer", prev.Fingerprint(), "err", err)
 			return
@@ -500,7 +501,7 @@ func (n *Node) handleAck(pl *peerLink, payload []byte) {
 	if len(rest) > 0 {
 		// Not queued: a reader's acks of our channel Messages, counted
 		// in batches (or ids we do not hold, which the count ignores).
-		if d := n.readerAcks.add(pl.key, rest); d > 0 {
+		if d := n.readerAcks.add(pl.Key, rest); d > 0 {
 			n.metrics.add(cAckUncounted, uint64(d))
 		}
 	}
@@ -508,7 +509,7 @@ func (n *Node) handleAck(pl *peerLink, payload []byte) {
 
 // sendAcks acknowledges peer-addressed envelopes stored by one commit,
 // per link they came on.
-func (n *Node) sendAcks(acks map[*peerLink][]uuid.UUID) {
+func (n *Node) sendAcks(acks map[*peers.Link][]uuid.UUID) {
 	for pl, ids := range acks {
 		for i := 0; i < len(ids); i += proto.MaxArrayElements {
 			b, err := proto.Marshal(&proto.Ack{IDs: ids[i:min(i+proto.MaxArrayElements, len(ids))]})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/control"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -23,7 +24,7 @@ func (n *Node) StatusInfo() api.Status {
 	links := len(ll)
 	byNet := map[string]int{}
 	for _, pl := range ll {
-		byNet[pl.link.Network()]++
+		byNet[pl.Conn.Network()]++
 	}
 	adv := slices.Clone(n.advertisedAddrs())
 	role := "none"
@@ -42,7 +43,7 @@ func (n *Node) StatusInfo() api.Status {
 	var retry float64
 	removed := !member && n.wasMember(n.id.Pub)
 	if removed {
-		retry = removedRetry.Seconds()
+		retry = peers.RemovedRetry.Seconds()
 	}
 	return api.Status{
 		Removed:       removed,
@@ -131,7 +132,7 @@ func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
 	r := n.Roster()
 	out := map[proto.PubKey][]proto.PubKey{}
 	for _, pl := range n.linkList() {
-		keys, ok := pl.px.viewKeys(pl.key, notBefore, maxLinkReport)
+		keys, ok := pl.PX.ViewKeys(pl.Key, notBefore, maxLinkReport)
 		if !ok {
 			continue
 		}
@@ -141,7 +142,7 @@ func (n *Node) LinkReports() map[proto.PubKey][]proto.PubKey {
 				peers = append(peers, k)
 			}
 		}
-		out[pl.key] = peers
+		out[pl.Key] = peers
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -102,17 +103,17 @@ func TestStatusPageAccessors(t *testing.T) {
 // TestLinkReportCapped: a peer list cannot make a node report more than
 // maxLinkReport keys for one neighbour.
 func TestLinkReportCapped(t *testing.T) {
-	var x pxLink
+	var x peers.Exchange
 	for i := range maxLinkReport + 10 {
 		p := proto.PeerInfo{Key: proto.PubKey{byte(i), byte(i >> 8), 1}}
-		x.viewSet(p, func(p proto.PeerInfo, _ int) [proto.PeerDigestSize]byte { return proto.PeerEntryHash(p) }, 1<<20)
+		x.ViewSet(p, func(p proto.PeerInfo, _ int) [proto.PeerDigestSize]byte { return proto.PeerEntryHash(p) }, 1<<20)
 	}
-	x.viewAt = time.Now()
-	keys, ok := x.viewKeys(proto.PubKey{9}, time.Time{}, maxLinkReport)
+	x.ViewAt = time.Now()
+	keys, ok := x.ViewKeys(proto.PubKey{9}, time.Time{}, maxLinkReport)
 	if !ok || len(keys) != maxLinkReport {
 		t.Fatalf("reported %d keys (%v), want %d", len(keys), ok, maxLinkReport)
 	}
-	if _, ok := x.viewKeys(proto.PubKey{9}, time.Now().Add(time.Second), maxLinkReport); ok {
+	if _, ok := x.ViewKeys(proto.PubKey{9}, time.Now().Add(time.Second), maxLinkReport); ok {
 		t.Fatal("a copy older than notBefore is reported")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -118,9 +119,9 @@ type syncHost interface {
 	// Roster returns the current roster.
 	Roster() *roster.Roster
 	// linkTo returns the link to k, or nil.
-	linkTo(k proto.PubKey) *peerLink
+	linkTo(k proto.PubKey) *peers.Link
 	// linkList returns every link.
-	linkList() []*peerLink
+	linkList() []*peers.Link
 	// sign builds, numbers and signs an envelope of ours.
 	sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error)
 	// receive runs a wire envelope through the receive pipeline and
@@ -183,7 +184,7 @@ type channelReadState struct {
 type outstanding struct {
 	id      uuid.UUID
 	peer    proto.PubKey
-	pl      *peerLink
+	pl      *peers.Link
 	channel uuid.UUID
 	req     *proto.HistoryRequest
 	maxMsgs int
@@ -390,23 +391,23 @@ func (s *syncer) handle(se *proto.SignedEnvelope, src rxSource, now time.Time) b
 
 // send hands se to pl, waiting up to sendWait for room in a full send
 // queue: a history page is worth a short wait, unlike live fan-out.
-func (s *syncer) send(pl *peerLink, se *proto.SignedEnvelope) error {
+func (s *syncer) send(pl *peers.Link, se *proto.SignedEnvelope) error {
 	ctx, cancel := context.WithTimeout(s.ctx, sendWait)
 	defer cancel()
-	return pl.link.SendWait(ctx, append([]byte{byte(proto.FrameEnvelope)}, se.Raw...))
+	return pl.Conn.SendWait(ctx, append([]byte{byte(proto.FrameEnvelope)}, se.Raw...))
 }
 
 // ---- requesting ----
 
 // onLinkUp makes a catch-up round due for every channel the new peer and
 // we may both read.
-func (s *syncer) onLinkUp(pl *peerLink) {
+func (s *syncer) onLinkUp(pl *peers.Link) {
 	if !s.running() {
 		return
 	}
 	r := s.host.Roster()
 	for _, p := range s.channels.All() {
-		if p.AllowHistory && p.CanRead(r, s.self) && p.CanRead(r, pl.key) {
+		if p.AllowHistory && p.CanRead(r, s.self) && p.CanRead(r, pl.Key) {
 			s.markDue(p.ID, false)
 		}
 	}
@@ -535,7 +536,7 @@ func (s *syncer) runDue() {
 
 // syncCandidate is a linked reader we may ask for a channel's history.
 type syncCandidate struct {
-	pl      *peerLink
+	pl      *peers.Link
 	archive bool
 	admin   bool      // an admin of the roster
 	active  time.Time // last time we stored an envelope of theirs in the channel
@@ -556,12 +557,12 @@ func (s *syncer) candidates(p *channel.Policy, r *roster.Roster) []syncCandidate
 	}
 	var out []syncCandidate
 	for _, pl := range s.host.linkList() {
-		m, ok := r.Member(pl.key)
-		if !ok || !p.CanRead(r, pl.key) {
+		m, ok := r.Member(pl.Key)
+		if !ok || !p.CanRead(r, pl.Key) {
 			continue
 		}
 		out = append(out, syncCandidate{pl: pl, archive: m.Archive, admin: m.Role == roster.RoleAdmin,
-			active: active[pl.key], linked: pl.link.Established(), key: pl.key})
+			active: active[pl.Key], linked: pl.Conn.Established(), key: pl.Key})
 	}
 	orderCandidates(out)
 	return out
@@ -674,7 +675,7 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 				break
 			}
 		}
-		req, resumed := s.takeCursor(ch, c.pl.key)
+		req, resumed := s.takeCursor(ch, c.pl.Key)
 		if req == nil {
 			req = &proto.HistoryRequest{
 				ChannelID:   ch,
@@ -713,7 +714,7 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 			allComplete = false
 		}
 		if !res.ok() {
-			s.log.Info("history sync: peer did not serve", "channel", p.Name, "peer", c.pl.key.Fingerprint(),
+			s.log.Info("history sync: peer did not serve", "channel", p.Name, "peer", c.pl.Key.Fingerprint(),
 				"status", res.Status.String(), "err", res.Err)
 			continue
 		}
@@ -759,7 +760,7 @@ func (s *syncer) syncChannel(ch uuid.UUID, full bool) {
 // holesFrom asks pl for the channel's envelopes above the stored marks
 // once resumed paging with it is done, if holes remain: nil when none do
 // (or the marks cannot be read).
-func (s *syncer) holesFrom(ch uuid.UUID, pl *peerLink, since int64, last *proto.SignedEnvelope) (*syncPeerResult, *proto.SignedEnvelope) {
+func (s *syncer) holesFrom(ch uuid.UUID, pl *peers.Link, since int64, last *proto.SignedEnvelope) (*syncPeerResult, *proto.SignedEnvelope) {
 	s.awaitStored(last)
 	if s.gapStreams(ch) == 0 {
 		return nil, nil
@@ -768,7 +769,7 @@ func (s *syncer) holesFrom(ch uuid.UUID, pl *peerLink, since int64, last *proto.
 	if err != nil {
 		return nil, nil
 	}
-	s.log.Debug("history sync: resumed paging done with holes left; asking the peer from our marks", "peer", pl.key.Fingerprint())
+	s.log.Debug("history sync: resumed paging done with holes left; asking the peer from our marks", "peer", pl.Key.Fingerprint())
 	res, got := s.pageFrom(pl, &proto.HistoryRequest{ChannelID: ch, SinceTS: since, SinceSeqBySender: marks,
 		MaxMessages: uint32(s.cfg.SyncPageMessages), MaxBytes: uint32(s.cfg.SyncPageBytes)})
 	return &res, got

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -77,14 +78,14 @@ type lateAnswer struct {
 // pageFrom asks pl for req and the pages after it until one comes
 // without `more`, or paging pauses at maxRoundPages. It returns what the
 // peer gave and the last envelope it handed to the commit stage.
-func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeerResult, last *proto.SignedEnvelope) {
-	res.Peer = pl.key
+func (s *syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res syncPeerResult, last *proto.SignedEnvelope) {
+	res.Peer = pl.Key
 	src := rxSource{link: pl, history: true}
 	o, err := s.request(pl, req)
 	if err != nil {
 		res.Err = err.Error()
 		res.LinkLost = isClosed(pl)
-		s.saveCursor(pl.key, req)
+		s.saveCursor(pl.Key, req)
 		return res, nil
 	}
 	for o != nil {
@@ -92,7 +93,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 		if err != nil {
 			res.Err = err.Error()
 			res.LinkLost = errors.Is(err, errSyncLinkClosed)
-			s.saveCursor(pl.key, req)
+			s.saveCursor(pl.Key, req)
 			return res, last
 		}
 		page, st, err := s.checkPage(o, se)
@@ -116,10 +117,10 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 				if res.Pages >= maxRoundPages {
 					res.Paused = true
 					s.metrics.inc(cSyncPaused)
-					s.saveCursor(pl.key, req)
+					s.saveCursor(pl.Key, req)
 				} else if o, err = s.request(pl, req); err != nil {
 					res.Err = err.Error()
-					s.saveCursor(pl.key, req)
+					s.saveCursor(pl.Key, req)
 				}
 			}
 		}
@@ -139,7 +140,7 @@ func (s *syncer) pageFrom(pl *peerLink, req *proto.HistoryRequest) (res syncPeer
 		}
 	}
 	if res.complete() {
-		s.dropCursor(req.ChannelID, pl.key)
+		s.dropCursor(req.ChannelID, pl.Key)
 	}
 	return res, last
 }
@@ -216,15 +217,15 @@ func advances(req *proto.HistoryRequest, page []*proto.SignedEnvelope) bool {
 }
 
 // request signs req to pl's peer, records it as outstanding and sends it.
-func (s *syncer) request(pl *peerLink, req *proto.HistoryRequest) (*outstanding, error) {
-	se, err := s.host.sign(proto.ToPeer(pl.key), proto.KindHistoryRequest, s.cfg.EnvelopeTTL, func(e *proto.Envelope) {
+func (s *syncer) request(pl *peers.Link, req *proto.HistoryRequest) (*outstanding, error) {
+	se, err := s.host.sign(proto.ToPeer(pl.Key), proto.KindHistoryRequest, s.cfg.EnvelopeTTL, func(e *proto.Envelope) {
 		e.HistoryRequest = req
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sign history request: %w", err)
 	}
 	o := &outstanding{
-		id: se.ID, peer: pl.key, pl: pl, channel: req.ChannelID, req: req,
+		id: se.ID, peer: pl.Key, pl: pl, channel: req.ChannelID, req: req,
 		maxMsgs: int(req.MaxMessages), maxSize: int(req.MaxBytes),
 		answer:  make(chan *proto.SignedEnvelope, 1),
 		expires: se.Expires(),
@@ -244,7 +245,7 @@ func (s *syncer) request(pl *peerLink, req *proto.HistoryRequest) (*outstanding,
 // awaitAnswer waits for the answer to o. When the wait times out, o stays
 // outstanding as late (its answer is used when it comes); otherwise it is
 // no longer outstanding afterwards.
-func (s *syncer) awaitAnswer(o *outstanding, pl *peerLink) (*proto.SignedEnvelope, error) {
+func (s *syncer) awaitAnswer(o *outstanding, pl *peers.Link) (*proto.SignedEnvelope, error) {
 	t := time.NewTimer(s.cfg.SyncTimeout)
 	defer t.Stop()
 	select {
@@ -262,7 +263,7 @@ func (s *syncer) awaitAnswer(o *outstanding, pl *peerLink) (*proto.SignedEnvelop
 		default:
 		}
 		return nil, fmt.Errorf("no answer within %v", s.cfg.SyncTimeout)
-	case <-pl.link.Done():
+	case <-pl.Conn.Done():
 		s.forget(o)
 		return nil, errSyncLinkClosed
 	case <-s.ctx.Done():
@@ -275,12 +276,12 @@ func (s *syncer) awaitAnswer(o *outstanding, pl *peerLink) (*proto.SignedEnvelop
 var errSyncLinkClosed = errors.New("link closed")
 
 // isClosed reports whether pl's link has closed.
-func isClosed(pl *peerLink) bool {
+func isClosed(pl *peers.Link) bool {
 	select {
-	case <-pl.link.Done():
+	case <-pl.Conn.Done():
 		return true
 	default:
-		return pl.link.Err() != nil
+		return pl.Conn.Err() != nil
 	}
 }
 
@@ -411,7 +412,7 @@ func (s *syncer) withCursor(ch uuid.UUID, peers []syncCandidate) []syncCandidate
 	defer s.mu.Unlock()
 	var out []syncCandidate
 	for _, c := range peers {
-		if s.cursors[cursorKey{ch, c.pl.key}] != nil {
+		if s.cursors[cursorKey{ch, c.pl.Key}] != nil {
 			out = append(out, c)
 		}
 	}

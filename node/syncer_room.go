@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -15,14 +16,14 @@ var cHistNoRoom = newCounter("history.serve_no_room", newFamily("meshd_history_r
 // queue; its requests are then dropped before the store is read, so it
 // cannot make us read and hold pages it will never take. The drop is
 // counted as history.serve_no_room.
-func (s *syncer) serveRoom(pl *peerLink, se *proto.SignedEnvelope) bool {
+func (s *syncer) serveRoom(pl *peers.Link, se *proto.SignedEnvelope) bool {
 	page := int(se.HistoryRequest.MaxBytes)
 	if page == 0 || page > proto.MaxHistoryBytes {
 		page = proto.MaxHistoryBytes
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, sendWait)
 	defer cancel()
-	if err := pl.link.WaitRoom(ctx, page); err != nil {
+	if err := pl.Conn.WaitRoom(ctx, page); err != nil {
 		s.metrics.inc(cHistNoRoom)
 		s.log.Debug("history request dropped: the peer's send queue is full", "peer", se.From.Fingerprint(), "err", err)
 		return false

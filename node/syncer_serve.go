@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -110,7 +111,7 @@ func (s *syncer) releaseServe(k proto.PubKey) {
 }
 
 // serve answers one HistoryRequest after wait.
-func (s *syncer) serve(pl *peerLink, se *proto.SignedEnvelope, wait time.Duration) {
+func (s *syncer) serve(pl *peers.Link, se *proto.SignedEnvelope, wait time.Duration) {
 	defer s.wg.Done()
 	defer s.releaseServe(se.From)
 	if wait > 0 {
@@ -120,7 +121,7 @@ func (s *syncer) serve(pl *peerLink, se *proto.SignedEnvelope, wait time.Duratio
 		case <-t.C:
 		case <-s.ctx.Done():
 			return
-		case <-pl.link.Done():
+		case <-pl.Conn.Done():
 			return
 		}
 	}

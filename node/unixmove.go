@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -49,16 +50,6 @@ const (
 	moveRetryMax = 30 * time.Minute
 )
 
-// unixMove is the state of moving a member's link to its Unix socket.
-// Guarded by the peers mutex.
-type unixMove struct {
-	askedOn *peerLink // the link an ask of ours waits on, or nil
-	askedAt time.Time
-	agreed  time.Time // until when a Unix link beats the member's TCP link
-	next    time.Time // earliest next ask
-	fails   int       // asks in a row that did not end on a Unix link
-}
-
 // moveAgreeFor is how long an agreement holds: at the asker, from the
 // agreement, for its dial; at the member, from the ask, for the asker to
 // read the agreement (moveWait) and dial.
@@ -80,12 +71,12 @@ func moveRetry(fails int) time.Duration {
 // localSocketLocked returns a unix:// address of p that p itself told
 // over a link from this host and whose socket file exists here, or a
 // zero Addr; told says whether p told one at all.
-func localSocketLocked(p *peer) (a transport.Addr, told bool) {
-	for _, a := range p.addrs {
+func localSocketLocked(p *peers.Peer) (a transport.Addr, told bool) {
+	for _, a := range p.Addrs.List() {
 		if a.Network != "unix" {
 			continue
 		}
-		if in := p.info[a]; in == nil || in.src != addrSelfLocal {
+		if src, ok := p.Addrs.SourceOf(a); !ok || src != peers.SelfLocal {
 			continue
 		}
 		told = true
@@ -98,38 +89,38 @@ func localSocketLocked(p *peer) (a transport.Addr, told bool) {
 
 // askMoveLocked asks p to move its TCP link to p's Unix socket, if it is
 // time to. It returns when to look again (zero: not waiting on p).
-func (n *Node) askMoveLocked(p *peer, now time.Time) time.Time {
-	pl := p.link
-	if pl == nil || pl.link.Network() != "tcp" || p.dialing || n.test.oldLinkMoves() {
+func (n *Node) askMoveLocked(p *peers.Peer, now time.Time) time.Time {
+	pl := p.Link
+	if pl == nil || pl.Conn.Network() != "tcp" || p.Dialing || n.test.oldLinkMoves() {
 		return time.Time{}
 	}
-	m := &p.move
-	if m.askedOn == pl && now.Sub(m.askedAt) < moveWait {
+	m := &p.Move
+	if m.AskedOn == pl && now.Sub(m.AskedAt) < moveWait {
 		return time.Time{}
 	}
-	if now.Before(m.agreed) {
-		return m.agreed // we agreed to the peer's ask: its dial comes
+	if now.Before(m.Agreed) {
+		return m.Agreed // we agreed to the peer's ask: its dial comes
 	}
-	if now.Before(m.next) {
-		return m.next
+	if now.Before(m.Next) {
+		return m.Next
 	}
 	if a, told := localSocketLocked(p); a.Network == "" {
 		if !told {
 			return time.Time{}
 		}
 		// A socket of another host, or not there yet: look again later.
-		m.next = now.Add(moveRetryMin)
-		return m.next
+		m.Next = now.Add(moveRetryMin)
+		return m.Next
 	}
-	m.askedOn, m.askedAt = pl, now
-	m.fails++
-	m.next = now.Add(moveRetry(m.fails))
+	m.AskedOn, m.AskedAt = pl, now
+	m.Fails++
+	m.Next = now.Add(moveRetry(m.Fails))
 	n.sendLinkMove(pl, proto.MoveAsk)
 	n.metrics.inc(cLinkMoveAsked)
-	return m.next
+	return m.Next
 }
 
-func (n *Node) sendLinkMove(pl *peerLink, step uint8) {
+func (n *Node) sendLinkMove(pl *peers.Link, step uint8) {
 	b, err := proto.Marshal(&proto.LinkMove{Step: step})
 	if err != nil {
 		return
@@ -138,39 +129,39 @@ func (n *Node) sendLinkMove(pl *peerLink, step uint8) {
 }
 
 // handleLinkMove answers a link-move frame from pl.
-func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
+func (n *Node) handleLinkMove(pl *peers.Link, payload []byte) {
 	m, err := proto.ParseLinkMove(payload)
 	if err != nil {
 		n.metrics.inc(cLinkMoveMalformed)
-		n.logRL.warn(n.log, "bad link-move frame", pl.key.Fingerprint(), "link.move.malformed", "peer", pl.key.Fingerprint(), "err", err)
+		n.logRL.warn(n.log, "bad link-move frame", pl.Key.Fingerprint(), "link.move.malformed", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	now := time.Now()
 	n.peers.Lock()
 	defer n.peers.Unlock()
-	p := n.peers.byKey[pl.key]
-	if p == nil || p.link != pl || pl.link.Network() != "tcp" {
+	p := n.peers.ByKey[pl.Key]
+	if p == nil || p.Link != pl || pl.Conn.Network() != "tcp" {
 		n.metrics.inc(cLinkMoveIgnored)
 		return
 	}
 	switch m.Step {
 	case proto.MoveAsk:
-		if !n.hasUnixListener() || p.dialing {
+		if !n.hasUnixListener() || p.Dialing {
 			// No socket to move to, or a Unix dial of ours is on its way.
 			n.metrics.inc(cLinkMoveIgnored)
 			return
 		}
-		if p.move.askedOn == pl && now.Sub(p.move.askedAt) < moveWait && n.id.Pub.NodeID().Less(pl.key.NodeID()) {
+		if p.Move.AskedOn == pl && now.Sub(p.Move.AskedAt) < moveWait && n.id.Pub.NodeID().Less(pl.Key.NodeID()) {
 			// Both asked: the lower NodeID's ask goes on, and the
 			// peer, seeing ours, agrees to it.
 			return
 		}
-		p.move.askedOn = nil
-		p.move.agreed = now.Add(n.moveAgreeFor(false))
+		p.Move.AskedOn = nil
+		p.Move.Agreed = now.Add(n.moveAgreeFor(false))
 		n.sendLinkMove(pl, proto.MoveAgree)
 		n.metrics.inc(cLinkMoveAgreed)
 	case proto.MoveAgree:
-		if p.move.askedOn != pl || now.Sub(p.move.askedAt) >= moveWait || p.dialing {
+		if p.Move.AskedOn != pl || now.Sub(p.Move.AskedAt) >= moveWait || p.Dialing {
 			n.metrics.inc(cLinkMoveIgnored)
 			return
 		}
@@ -179,27 +170,27 @@ func (n *Node) handleLinkMove(pl *peerLink, payload []byte) {
 			n.metrics.inc(cLinkMoveIgnored)
 			return
 		}
-		p.move.askedOn = nil
-		p.move.agreed = now.Add(n.moveAgreeFor(true))
-		p.dialing = true
+		p.Move.AskedOn = nil
+		p.Move.Agreed = now.Add(n.moveAgreeFor(true))
+		p.Dialing = true
 		n.wg.Add(1)
-		go n.dialMove(p, pl.key, a)
+		go n.dialMove(p, pl.Key, a)
 	}
 }
 
 // dialMove dials member key's Unix socket a after it agreed to move.
-func (n *Node) dialMove(p *peer, key proto.PubKey, a transport.Addr) {
+func (n *Node) dialMove(p *peers.Peer, key proto.PubKey, a transport.Addr) {
 	defer n.wg.Done()
 	l, err := n.dial(a, &key)
 	if err == nil {
 		n.addLink(l)
 	}
 	n.peers.Lock()
-	p.dialing = false
-	moved := p.link != nil && p.link.link == l
+	p.Dialing = false
+	moved := p.Link != nil && p.Link.Conn == l
 	if moved {
-		p.move.fails = 0
-		p.move.next = time.Time{}
+		p.Move.Fails = 0
+		p.Move.Next = time.Time{}
 	}
 	n.peers.Unlock()
 	if moved {
@@ -218,8 +209,8 @@ func (n *Node) dialMove(p *peer, key proto.PubKey, a transport.Addr) {
 // oldNet (the registered link) and newNet: while the agreement holds, of
 // a Unix and a TCP link the Unix one is kept, and the agreement is used
 // up. decided is false when the agreement does not decide.
-func movedLocked(p *peer, oldNet, newNet string, now time.Time) (keepNew, decided bool) {
-	if p == nil || now.After(p.move.agreed) {
+func movedLocked(p *peers.Peer, oldNet, newNet string, now time.Time) (keepNew, decided bool) {
+	if p == nil || now.After(p.Move.Agreed) {
 		return false, false
 	}
 	switch {
@@ -229,7 +220,7 @@ func movedLocked(p *peer, oldNet, newNet string, now time.Time) (keepNew, decide
 	default:
 		return false, false
 	}
-	p.move.agreed = time.Time{}
+	p.Move.Agreed = time.Time{}
 	return keepNew, true
 }
 
@@ -247,10 +238,10 @@ const moveGrace = 2 * time.Second
 // which moves pl's queued frames to it; the peer reads pl on until then
 // (for at most a second). If no Unix link comes within moveGrace, pl is
 // closed as after any goodbye. It reports whether it took the goodbye.
-func (n *Node) awaitMove(pl *peerLink) bool {
+func (n *Node) awaitMove(pl *peers.Link) bool {
 	n.peers.Lock()
-	p := n.peers.byKey[pl.key]
-	ok := p != nil && p.link == pl && pl.link.Network() == "tcp" && time.Now().Before(p.move.agreed)
+	p := n.peers.ByKey[pl.Key]
+	ok := p != nil && p.Link == pl && pl.Conn.Network() == "tcp" && time.Now().Before(p.Move.Agreed)
 	n.peers.Unlock()
 	if !ok {
 		return false
@@ -261,7 +252,7 @@ func (n *Node) awaitMove(pl *peerLink) bool {
 		t := time.NewTimer(moveGrace)
 		defer t.Stop()
 		select {
-		case <-pl.link.Done():
+		case <-pl.Conn.Done():
 			return
 		case <-n.ctx.Done():
 		case <-t.C:
@@ -280,13 +271,13 @@ func (n *Node) awaitMove(pl *peerLink) bool {
 // whose link old still is, neither loses it for a moment (its side of
 // old would end at our goodbye) nor has its frames refused; ours go on
 // pl already.
-func (n *Node) frameHandler(pl, old *peerLink) func([]byte) {
+func (n *Node) frameHandler(pl, old *peers.Link) func([]byte) {
 	if old == nil {
 		return func(frame []byte) { n.handleFrame(pl, frame) }
 	}
 	var once sync.Once
 	retire := func() {
-		once.Do(func() { n.sendRehomed(old.link.CloseAndDrain(goodbyeFrame("duplicate link")), old, pl) })
+		once.Do(func() { n.sendRehomed(old.Conn.CloseAndDrain(peers.GoodbyeFrame("duplicate link")), old, pl) })
 	}
 	n.wg.Add(1)
 	go func() {
@@ -295,7 +286,7 @@ func (n *Node) frameHandler(pl, old *peerLink) func([]byte) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-pl.link.Done():
+		case <-pl.Conn.Done():
 		case <-n.ctx.Done():
 		}
 		retire()

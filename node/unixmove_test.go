@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -83,7 +84,7 @@ func TestLinkMoveFramesChecked(t *testing.T) {
 	b := m.startWith(1, tcpOnly, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
 	a.peers.Lock()
-	pl := a.linkedLocked(m.ids[1].Pub)
+	pl := a.peers.LinkedLocked(m.ids[1].Pub)
 	a.peers.Unlock()
 	a.handleFrame(pl, []byte{byte(proto.FrameLinkMove), 0xa1, 0x00, 0x07}) // step 7
 	a.handleFrame(pl, []byte{byte(proto.FrameLinkMove), 0xa1, 0x01, 0x01}) // unknown key
@@ -117,11 +118,10 @@ func TestLinkMoveSocketOfAnotherKey(t *testing.T) {
 	// b asked a to move, and a's path on this host holds c's socket.
 	wrong := transport.Addr{Network: "unix", Address: c.home.LinkSocket()}
 	b.peers.Lock()
-	p := b.peers.byKey[m.ids[0].Pub]
-	pl := p.link
-	p.addrs = append(p.addrs, wrong)
-	p.info[wrong] = &addrInfo{src: addrSelfLocal}
-	p.move.askedOn, p.move.askedAt = pl, time.Now()
+	p := b.peers.ByKey[m.ids[0].Pub]
+	pl := p.Link
+	p.Addrs.Merge([]string{wrong.String()}, peers.SelfLocal, time.Now())
+	p.Move.AskedOn, p.Move.AskedAt = pl, time.Now()
 	b.peers.Unlock()
 	b.handleFrame(pl, []byte{byte(proto.FrameLinkMove), 0xa1, 0x00, 0x02}) // agree
 	waitFor(t, 10*time.Second, "b's move to fail", func() bool { return b.metrics.Get("link.move.failed") == 1 })
@@ -140,11 +140,11 @@ func TestLinkMoveSocketOfAnotherKey(t *testing.T) {
 // one TCP link, keeps the Unix one, and is used once.
 func TestMoveRuleScope(t *testing.T) {
 	now := time.Now()
-	p := &peer{}
+	p := &peers.Peer{}
 	if _, ok := movedLocked(p, "tcp", "unix", now); ok {
 		t.Fatal("no agreement, yet the rule decided")
 	}
-	p.move.agreed = now.Add(time.Second)
+	p.Move.Agreed = now.Add(time.Second)
 	if _, ok := movedLocked(p, "tcp", "tcp", now); ok {
 		t.Fatal("the rule decided between two TCP links")
 	}
@@ -157,11 +157,11 @@ func TestMoveRuleScope(t *testing.T) {
 	if _, ok := movedLocked(p, "unix", "tcp", now); ok {
 		t.Fatal("the agreement was used twice")
 	}
-	p.move.agreed = now.Add(time.Second)
+	p.Move.Agreed = now.Add(time.Second)
 	if keepNew, ok := movedLocked(p, "unix", "tcp", now); !ok || keepNew {
 		t.Fatal("the registered Unix link lost")
 	}
-	p.move.agreed = now.Add(-time.Second)
+	p.Move.Agreed = now.Add(-time.Second)
 	if _, ok := movedLocked(p, "unix", "tcp", now); ok {
 		t.Fatal("an expired agreement decided")
 	}
@@ -179,21 +179,21 @@ func TestGoodbyeWhileMoveAgreed(t *testing.T) {
 	b := m.startWith(1, tcpOnly, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
 	b.peers.Lock()
-	p := b.peers.byKey[m.ids[0].Pub]
-	pl := p.link
-	p.move.agreed = time.Now().Add(time.Minute)
+	p := b.peers.ByKey[m.ids[0].Pub]
+	pl := p.Link
+	p.Move.Agreed = time.Now().Add(time.Minute)
 	b.peers.Unlock()
 	b.handleFrame(pl, append([]byte{byte(proto.FrameGoodbye)}, "duplicate link"...))
-	if pl.byeSent.Load() || pl.link.Err() != nil {
+	if pl.SaidGoodbye() || pl.Conn.Err() != nil {
 		t.Fatal("the link was closed at the goodbye while a move was agreed")
 	}
 	b.peers.Lock()
-	still := p.link == pl
+	still := p.Link == pl
 	b.peers.Unlock()
 	if !still {
 		t.Fatal("the link is no longer b's link to a")
 	}
 	waitFor(t, 2*moveGrace, "the link closed after moveGrace", func() bool {
-		return b.metrics.Get("link.move.late") == 1 && pl.link.Err() != nil
+		return b.metrics.Get("link.move.late") == 1 && pl.Conn.Err() != nil
 	})
 }

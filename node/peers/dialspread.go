@@ -1,10 +1,10 @@
-package node
+package peers
 
 import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/meshd/meshd/internal/clockgrid"
+	"github.com/meshd/meshd/proto"
 )
 
 // Link formation without storms. When many nodes start at once, every
@@ -15,9 +15,9 @@ import (
 // learnt from. And both ends of a pair would dial each other, so that
 // half the handshakes end in "duplicate link". So:
 //
-//   - A node holds at most maxDials dials in flight.
+//   - A node holds at most MaxDials dials in flight.
 //   - The first dial of a member learnt from anyone is put off by a
-//     random delay whose spread grows with the roster (dialSpread). The
+//     random delay whose spread grows with the roster (DialSpread). The
 //     node whose link would win the duplicate rule (PROTOCOL.md §14.2
 //     rule 1: the link dialled by the lower NodeID) draws it from
 //     [0, spread); the other end from [spread+lead, 2*spread+lead), so
@@ -25,10 +25,11 @@ import (
 //     all, and it then never does. lead covers the two ends learning of
 //     each other at different times (a peer-update batch apart).
 //
-// Later dials follow the backoff (links.go): redials are not spread.
+// Later dials follow the backoff (Backoff, RefusedBackoff): redials are
+// not spread.
 
 const (
-	// maxDials bounds the dials one node has in flight. With many nodes
+	// MaxDials bounds the dials one node has in flight. With many nodes
 	// on one host, every dial comes from one source address, of which a
 	// listener admits 8 handshakes at a time (transport
 	// MaxHandshakesPerSource) and sheds the rest, which fail, back off
@@ -36,9 +37,12 @@ const (
 	// the mean load per listener at 2 when every node dials at once, and
 	// more than 8 rare (measured: 4 in flight shed 41% of the dials of
 	// 120 nodes starting together on one host).
-	maxDials = 2
+	MaxDials = 2
+	// ExchangeBatch is how long peer-list changes gather before a node
+	// sends them, at least (the node's incremental peer exchange).
+	ExchangeBatch = time.Second
 	// dialLead is the head start of the end whose link wins.
-	dialLead = 2 * pxBatch
+	dialLead = 2 * ExchangeBatch
 	// dialSpreadPerMember, dialSpreadMin and dialSpreadMax give the
 	// spread of first dials: 10 ms per roster member, from 200 ms to 5 s
 	// (2 s at 200 members).
@@ -47,49 +51,19 @@ const (
 	dialSpreadMax       = 5 * time.Second
 )
 
-// dialsLocked counts the dials in flight.
-func (n *Node) dialsLocked() int {
-	c := 0
-	for _, p := range n.peers.byKey {
-		if p.dialing {
-			c++
-		}
-	}
-	for _, s := range n.peers.seeds {
-		if s.dialing {
-			c++
-		}
-	}
-	return c
-}
-
-// dialSpread is the spread of first dials for a roster of members.
-func dialSpread(members int) time.Duration {
+// DialSpread is the spread of first dials for a roster of members.
+func DialSpread(members int) time.Duration {
 	return min(max(time.Duration(members)*dialSpreadPerMember, dialSpreadMin), dialSpreadMax)
 }
 
-// spreadFirstDialLocked puts off the first dial of p, which is due now,
-// and reports whether it did. Only a member never dialled nor refused is
-// put off, once.
-func (n *Node) spreadFirstDialLocked(p *peer, now time.Time) bool {
-	if p.spread || p.fails > 0 || p.refusals > 0 {
-		return false
-	}
-	p.spread = true
-	spread := dialSpread(len(n.Roster().Members))
+// FirstDialDelay draws how long self puts off its first dial of peer in
+// a roster of members: within the spread when self's link would win the
+// duplicate rule, after the spread and the lead otherwise.
+func FirstDialDelay(self, peer proto.NodeID, members int) time.Duration {
+	spread := DialSpread(members)
 	d := time.Duration(rand.Int64N(int64(spread)))
-	if !n.id.Pub.NodeID().Less(p.key.NodeID()) {
+	if !self.Less(peer) {
 		d += spread + dialLead // the peer's dial wins: give it the first go
 	}
-	p.next = now.Add(d)
-	return true
-}
-
-// alignedDelay returns how long from now until the next multiple of iv
-// on the clock (iv when that is now).
-func alignedDelay(now time.Time, iv time.Duration) time.Duration {
-	if iv <= 0 {
-		return time.Second
-	}
-	return clockgrid.Wait(now, time.Nanosecond, iv) // strictly after now
+	return d
 }
