@@ -785,6 +785,7 @@ func (n *Node) onLinkUp(pl *peerLink) {
 	n.sendCardsTo(pl)
 	n.flushQueue(pl)
 	n.syncer.onLinkUp(pl)
+	n.attach.onLinkUp()
 }
 
 func (n *Node) handleFrame(pl *peerLink, frame []byte) {
@@ -834,6 +835,10 @@ func (n *Node) handleFrame(pl *peerLink, frame []byte) {
 		n.handleLinkMove(pl, payload)
 	case proto.FramePresenceNote:
 		n.receivePresenceNote(pl, payload)
+	case proto.FrameBlobWant:
+		n.attach.handleWant(pl, payload)
+	case proto.FrameBlobChunk:
+		n.attach.handleChunk(pl, payload)
 	default:
 		n.metrics.inc(cFrameUnknown)
 		n.logRL.debug(n.log, "unhandled frame", pl.key.Fingerprint(), "frame.unknown", "peer", pl.key.Fingerprint(), "type", t.String(), "len", len(payload))

@@ -190,8 +190,11 @@ func (n *Node) Send(req api.Send) (*api.Sent, error) {
 	if err := n.checkReplyDepth(reply); err != nil {
 		return nil, err
 	}
-	var out *api.Sent
 	var err error
+	if msg.Attachments, err = n.attachFiles(req.Attachments); err != nil {
+		return nil, err
+	}
+	var out *api.Sent
 	if strings.HasPrefix(req.To, "#") {
 		out, err = n.sendChannel(req.To, msg)
 	} else {

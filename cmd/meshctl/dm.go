@@ -6,7 +6,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-const usageDM = `usage: meshctl dm PEER TEXT [--in-reply-to ID] [--json]
+const usageDM = `usage: meshctl dm PEER TEXT [--in-reply-to ID] [--attach FILE]... [--json]
 
 Send TEXT to one peer as a direct message. PEER is a member's full key
 (ed25519:...), fingerprint or roster name. meshd keeps the message and
@@ -20,6 +20,10 @@ TEXT "-" reads the message from stdin, all of it, up to 256 KiB.
 
 flags:
   --in-reply-to ID   the id of the message this one answers
+  --attach FILE      attach FILE (repeatable, at most 16): meshd copies it
+                     into its blob store and the message lists its name,
+                     size, type and SHA-256 under the signature; the
+                     recipients fetch it from any member that holds it
 
 examples:
   meshctl dm bob 'can you look at the flaky test?'
@@ -29,6 +33,8 @@ examples:
 func runDM(a *app, args []string) error {
 	fs := a.flagSet()
 	inReplyTo := fs.String("in-reply-to", "", "")
+	var attach attachFlag
+	fs.Var(&attach, "attach", "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +52,7 @@ func runDM(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Send(ctx, api.Send{To: peer, Body: body, InReplyTo: *inReplyTo})
+	s, err := a.client().Send(ctx, api.Send{To: peer, Body: body, InReplyTo: *inReplyTo, Attachments: attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}

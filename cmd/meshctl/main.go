@@ -90,6 +90,7 @@ var commands = []*command{
 	{name: "unmute", args: "NAME", summary: "subscribe to a muted channel again", usage: usageUnmute, run: runUnmute},
 	{name: "send", args: "'#NAME' TEXT|-", summary: "send a message to a channel", usage: usageSend, run: runSend},
 	{name: "dm", args: "PEER TEXT|-", summary: "send a direct message to a peer", usage: usageDM, run: runDM},
+	{name: "fetch", args: "ID [NAME]", summary: "fetch a message's attachments and wait until they are present", usage: usageFetch, run: runFetch},
 	{name: "request", args: "PEER INTENT [--params JSON]", summary: "ask a peer to do something", usage: usageRequest, run: runRequest},
 	{name: "cancel", args: "REQUEST_ID [--to PEER]", summary: "ask the peer working on a request of yours to stop", usage: usageCancel, run: runCancel},
 	{name: "card", summary: "publish or show an agent card: what a node serves", usage: usageCard, run: runCard, sub: []*command{

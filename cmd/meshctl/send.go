@@ -7,7 +7,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-const usageSend = `usage: meshctl send '#NAME' TEXT [--in-reply-to ID] [--json]
+const usageSend = `usage: meshctl send '#NAME' TEXT [--in-reply-to ID] [--attach FILE]... [--json]
 
 Send TEXT to channel NAME. meshd signs the message and hands it to the
 linked peers that may read the channel; it prints the message's id and how
@@ -19,6 +19,10 @@ the message from stdin, all of it, up to 256 KiB.
 
 flags:
   --in-reply-to ID   the id of the message this one answers
+  --attach FILE      attach FILE (repeatable, at most 16): meshd copies it
+                     into its blob store and the message lists its name,
+                     size, type and SHA-256 under the signature; the
+                     recipients fetch it from any member that holds it
 
 examples:
   meshctl send '#deploys' 'v1.4.2 is live'
@@ -28,6 +32,8 @@ examples:
 func runSend(a *app, args []string) error {
 	fs := a.flagSet()
 	inReplyTo := fs.String("in-reply-to", "", "")
+	var attach attachFlag
+	fs.Var(&attach, "attach", "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -54,7 +60,7 @@ func runSend(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Send(ctx, api.Send{To: "#" + name, Body: body, InReplyTo: *inReplyTo})
+	s, err := a.client().Send(ctx, api.Send{To: "#" + name, Body: body, InReplyTo: *inReplyTo, Attachments: attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}
