@@ -204,6 +204,14 @@ func TestAttachmentNotServedToNonReader(t *testing.T) {
 	meshctlJSON(t, r.meshctl, &toAdmins, "--home", r.home, "send", "#admins", "for admins only", "--attach", file)
 	meshctlJSON(t, r.meshctl, &toMallory, "--home", r.home, "dm", "mallory", "for mallory", "--attach", file)
 
+	// Until mallory acknowledges it, the sender says why it may never:
+	// a node older than attachments drops it as malformed.
+	var d api.Delivery
+	meshctlJSON(t, r.meshctl, &d, "--home", r.home, "status", toMallory.ID)
+	if len(d.Recipients) != 1 || d.Recipients[0].State != "queued" || !strings.Contains(d.Recipients[0].Reason, "older than attachments") {
+		t.Fatalf("delivery of a DM with an attachment: %+v", d.Recipients)
+	}
+
 	l := r.dial(t, 10*time.Second)
 	frames := make(chan []byte, 64)
 	l.Start(func(f []byte) { frames <- f })
