@@ -10,7 +10,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--wait] [--timeout D] [--strict] [--json]
+const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--attach FILE]... [--wait] [--timeout D] [--strict] [--json]
        meshctl request --any --intent INTENT [--accept-timeout D] [--params JSON] [--wait] [--timeout D] [--json]
 
 Ask PEER to do something. INTENT names the action (1 to 256 bytes, such as
@@ -43,6 +43,8 @@ It exits 1 when nobody took the request.
 flags:
   --params JSON          the request's arguments; "-" reads them from stdin
   --reply-to REQUEST_ID  the request this one follows up
+  --attach FILE          attach FILE as an input (repeatable, at most 16);
+                         the peer fetches it verified (see meshctl dm)
   --wait                 wait for the final answer and print it
   --timeout D            with --wait, give up after D (default: no limit)
   --strict               refuse unless PEER's card lists INTENT
@@ -63,6 +65,8 @@ func runRequest(a *app, args []string) error {
 	var params jsonFlag
 	fs.Var(&params, "params", "")
 	replyTo := fs.String("reply-to", "", "")
+	var attach attachFlag
+	fs.Var(&attach, "attach", "")
 	wait := fs.Bool("wait", false, "")
 	timeout := fs.Duration("timeout", 0, "")
 	strict := fs.Bool("strict", false, "")
@@ -74,6 +78,9 @@ func runRequest(a *app, args []string) error {
 		return err
 	}
 	if *anyone || *intentFlag != "" {
+		if len(attach) > 0 {
+			return a.usageErrorf("--attach does not go with --any: name the peer")
+		}
 		return a.runRequestAny(pos, *anyone, *intentFlag, *acceptTimeout, &params, *replyTo, *wait, *timeout, *strict)
 	}
 	if err := a.nargs(pos, 2, 2); err != nil {
@@ -107,7 +114,7 @@ func runRequest(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Request(ctx, api.Request{To: peer, Intent: intent, Params: p, ReplyTo: *replyTo})
+	s, err := a.client().Request(ctx, api.Request{To: peer, Intent: intent, Params: p, ReplyTo: *replyTo, Attachments: attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}

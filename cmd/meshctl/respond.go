@@ -8,7 +8,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON | --note TEXT] [--to PEER] [--json]
+const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON | --note TEXT] [--to PEER] [--attach FILE]... [--json]
 
 Answer the request REQUEST_ID (the request_id that 'meshctl inbox' shows)
 with STATUS, sent back to the peer that asked:
@@ -27,6 +27,8 @@ flags:
   --result JSON   the outcome as one JSON value; "-" reads it from stdin
   --to PEER       the requester to answer, when several sent REQUEST_ID
   --note TEXT     with progress: a short note (at most 1 KiB), sent as the result
+  --attach FILE   attach FILE as a result (repeatable, at most 16); the
+                  requester fetches it verified (see meshctl dm)
 
 examples:
   meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 accepted
@@ -41,6 +43,8 @@ func runRespond(a *app, args []string) error {
 	fs.Var(&result, "result", "")
 	to := fs.String("to", "", "")
 	note := fs.String("note", "", "")
+	var attach attachFlag
+	fs.Var(&attach, "attach", "")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -75,7 +79,7 @@ func runRespond(a *app, args []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r, To: *to})
+	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r, To: *to, Attachments: attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}

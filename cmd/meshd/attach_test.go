@@ -247,3 +247,23 @@ func TestAttachmentNotServedToNonReader(t *testing.T) {
 		t.Fatalf("asking with mallory's own DM: answer kind %d, want 1 (chunk list)", what)
 	}
 }
+
+// TestAttachmentRequestAndResponse: a request carries an input file and
+// its answer a result file, each fetched verified by the other end.
+func TestAttachmentRequestAndResponse(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	in, inData := randomFile(t, t.TempDir(), "fix.patch", 1000, 7)
+	out, outData := randomFile(t, t.TempDir(), "report.txt", 300<<10, 8)
+	var rq api.Sent
+	meshctlJSON(t, m.meshctl, &rq, "--home", m.homes[0], "request", "bob", "review", "--attach", in)
+	p := m.attachedPath(1, rq.ID, "fix.patch", 30*time.Second)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, inData) {
+		t.Fatal("request's attachment differs")
+	}
+	var rs api.Sent
+	meshctlJSON(t, m.meshctl, &rs, "--home", m.homes[1], "respond", rq.RequestID, "completed", "--attach", out)
+	p = m.attachedPath(0, rs.ID, "report.txt", 30*time.Second)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, outData) {
+		t.Fatal("response's attachment differs")
+	}
+}

@@ -194,6 +194,8 @@ type Request struct {
 	Intent  string          `json:"intent"`
 	Params  json.RawMessage `json:"params,omitempty"`
 	ReplyTo string          `json:"reply_to,omitempty"` // parent request id: a follow-up, hop = parent hop + 1
+	// Attachments are the request's input files, as in [Send].
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // Respond is the body of POST /v1/respond.
@@ -204,6 +206,8 @@ type Respond struct {
 	To     string          `json:"to,omitempty"`
 	Status string          `json:"status"` // accepted, rejected, completed or failed
 	Result json.RawMessage `json:"result,omitempty"`
+	// Attachments are the answer's result files, as in [Send].
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // Sent is the answer to send, request and respond.
