@@ -24,7 +24,9 @@ type attachments struct {
 	wantDir string // one file per (blob, envelope) still to fetch
 
 	mu      sync.Mutex
-	fetches map[proto.Hash]*fetch // guarded by mu
+	fetches map[proto.Hash]*fetch // guarded by mu: under way or waiting
+	waiting []*fetch              // guarded by mu: not started, oldest first
+	running int                   // guarded by mu
 	closed  bool                  // guarded by mu
 
 	linkUp   chan struct{} // capacity 1: a link came up; idle fetches look again

@@ -65,9 +65,26 @@ func (at *attachments) schedule(w want) *fetch {
 	f := &fetch{a: w.A, wants: []want{w}, arrived: make(chan struct{}, 1),
 		unavailable: map[proto.PubKey]time.Time{}, done: make(chan struct{})}
 	at.fetches[w.A.SHA256] = f
-	at.wg.Add(1)
-	go at.run(f)
+	at.waiting = append(at.waiting, f)
+	at.startLocked()
 	return f
+}
+
+// maxFetches bounds the fetches under way at once; the others wait, in
+// memory (a few hundred bytes each) and in their want files, however
+// many envelopes list attachments.
+const maxFetches = 4
+
+// startLocked starts waiting fetches while fewer than maxFetches run.
+func (at *attachments) startLocked() {
+	for at.running < maxFetches && len(at.waiting) > 0 && !at.closed {
+		f := at.waiting[0]
+		at.waiting[0] = nil
+		at.waiting = at.waiting[1:]
+		at.running++
+		at.wg.Add(1)
+		go at.run(f)
+	}
 }
 
 func (at *attachments) run(f *fetch) {
@@ -76,6 +93,8 @@ func (at *attachments) run(f *fetch) {
 	at.mu.Lock()
 	delete(at.fetches, f.a.SHA256)
 	wants := f.wants
+	at.running--
+	at.startLocked()
 	at.mu.Unlock()
 	switch {
 	case err == nil:
