@@ -21,14 +21,15 @@ import (
 // real meshd processes on loopback, from the send to the verified file in
 // the recipient's mailbox, beside a plain copy of the same file over a
 // loopback TCP connection (what "cat file | nc" does) in the same run.
-// It runs only with MESHD_BENCH_ATTACH=1; docs/BENCHMARKS.md has the
+// It runs only with MESHD_BENCH_ATTACH=1; MESHD_BENCH_ARGS adds meshd
+// flags (such as --link-recv-rate-mib 0). docs/BENCHMARKS.md has the
 // figures.
 func TestAttachmentThroughput(t *testing.T) {
 	if os.Getenv("MESHD_BENCH_ATTACH") != "1" {
 		t.Skip("set MESHD_BENCH_ATTACH=1 to measure")
 	}
 	const size = 64 << 20
-	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, strings.Fields(os.Getenv("MESHD_BENCH_ARGS"))...)
 	dir := meshTempDir(t)
 	file, _ := randomFile(t, dir, "data.bin", size, 9)
 
