@@ -147,54 +147,72 @@ func (at *attachments) fetchBlob(f *fetch) error {
 	}
 }
 
-// pull asks linked sources for what p lacks until it has every chunk.
+// wantsInFlight is how many wants of one fetch may be outstanding: the
+// next is asked for while the chunks of the one before still arrive, so
+// the link never idles between rounds.
+const wantsInFlight = 2
+
+// pull asks linked sources for what p lacks until it has every chunk,
+// keeping up to wantsInFlight wants of MaxWantChunks chunks outstanding.
 func (at *attachments) pull(f *fetch, p *blobs.Part) error {
+	asked := map[int]bool{} // chunks asked for and not yet arrived
+	var src *peerLink
+	timer := time.NewTimer(blobWantTimeout)
+	defer timer.Stop()
 	for !p.Done() {
 		if err := at.ctx().Err(); err != nil {
 			return err
 		}
-		src := at.source(f)
-		if src == nil {
-			select {
-			case <-at.linkUp:
-			case <-time.After(blobNoSourceRetry):
-			case <-at.ctx().Done():
+		if src == nil || f.passedOver(src.key) || isDone(src.link.Done()) {
+			clear(asked)
+			if src = at.source(f); src == nil {
+				select {
+				case <-at.linkUp:
+				case <-time.After(blobNoSourceRetry):
+				case <-at.ctx().Done():
+				}
+				continue
 			}
-			continue
 		}
 		w := proto.BlobWant{From: f.wants0().From, ID: f.wants0().ID, SHA256: f.a.SHA256}
-		if !p.NeedChunks() {
-			for _, i := range p.Missing(proto.MaxWantChunks) {
-				w.Chunks = append(w.Chunks, uint32(i))
+		send := false
+		if p.NeedChunks() {
+			send = len(asked) == 0
+			if send {
+				asked[-1] = true // the chunk list
+			}
+		} else {
+			delete(asked, -1)
+			missing := p.Missing(0)
+			still := map[int]bool{}
+			for _, i := range missing {
+				if asked[i] {
+					still[i] = true
+				}
+			}
+			asked = still
+			if len(asked) <= (wantsInFlight-1)*proto.MaxWantChunks {
+				for _, i := range missing {
+					if !asked[i] {
+						asked[i] = true
+						w.Chunks = append(w.Chunks, uint32(i))
+						if len(w.Chunks) == proto.MaxWantChunks {
+							break
+						}
+					}
+				}
+				send = len(w.Chunks) > 0
 			}
 		}
-		b, err := proto.Marshal(&w)
-		if err != nil {
-			return err
-		}
-		if err := src.link.Send(append([]byte{byte(proto.FrameBlobWant)}, b...)); err != nil {
-			f.passOver(src.key)
+		if send {
+			b, err := proto.Marshal(&w)
+			if err != nil {
+				return err
+			}
+			if err := src.link.Send(append([]byte{byte(proto.FrameBlobWant)}, b...)); err != nil {
+				f.passOver(src.key)
+			}
 			continue
-		}
-		at.await(f, p, src, w.Chunks)
-	}
-	return nil
-}
-
-// await waits until the chunks asked for (or the chunk list) are
-// present, the source refuses, or it stays silent for blobWantTimeout.
-func (at *attachments) await(f *fetch, p *blobs.Part, src *peerLink, asked []uint32) {
-	timer := time.NewTimer(blobWantTimeout)
-	defer timer.Stop()
-	for {
-		if len(asked) == 0 && !p.NeedChunks() {
-			return
-		}
-		if len(asked) > 0 && !slices.ContainsFunc(p.Missing(0), func(i int) bool { return slices.Contains(asked, uint32(i)) }) {
-			return
-		}
-		if f.passedOver(src.key) {
-			return
 		}
 		select {
 		case <-f.arrived:
@@ -203,13 +221,21 @@ func (at *attachments) await(f *fetch, p *blobs.Part, src *peerLink, asked []uin
 			}
 			timer.Reset(blobWantTimeout)
 		case <-timer.C:
-			f.passOver(src.key)
-			return
+			f.passOver(src.key) // silent: ask another, or this one again later
+			timer.Reset(blobWantTimeout)
 		case <-src.link.Done():
-			return
 		case <-at.ctx().Done():
-			return
 		}
+	}
+	return nil
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
