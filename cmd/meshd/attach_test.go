@@ -96,7 +96,19 @@ func TestAttachmentDMArrivesVerified(t *testing.T) {
 	if base := strings.TrimSuffix(filepath.Base(msgs[0]), ".txt"); filepath.Base(filepath.Dir(path)) != base {
 		t.Fatalf("attachment folder %s is not named after %s", filepath.Dir(path), msgs[0])
 	}
-	m.ctl(1, "verify", msgs[0])
+	if out := m.ctl(1, "verify", msgs[0]); !strings.Contains(out, "attachments: build.log verified") {
+		t.Fatalf("meshctl verify: %s", out)
+	}
+	// A file swapped in its place fails meshctl verify.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Repeat([]byte{1}, len(data)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := meshctlRun(t, m.meshctl, "--home", m.homes[1], "verify", msgs[0]); r.code == 0 || !strings.Contains(r.stderr, "does not match its signed SHA-256") {
+		t.Fatalf("verify of a swapped attachment: exit %d, %s", r.code, r.stderr)
+	}
 	if n := m.counter(1, "blob.fetched"); n != 1 {
 		t.Fatalf("blob.fetched = %d, want 1", n)
 	}
@@ -141,6 +153,10 @@ func TestAttachmentChannelFetchOnDemand(t *testing.T) {
 		if a.Name == "sample.csv" && a.Path != "" {
 			t.Fatalf("the large attachment was fetched without meshctl fetch: %s", a.Path)
 		}
+	}
+	if text := m.ctl(1, "inbox", "--all"); !strings.Contains(text, "attachment sample.csv (307200 bytes, ") ||
+		!strings.Contains(text, "): not fetched: meshctl fetch "+sent.ID) {
+		t.Fatalf("meshctl inbox does not say the attachment waits for meshctl fetch:\n%s", text)
 	}
 	var out api.Fetched
 	meshctlJSON(t, m.meshctl, &out, "--home", m.homes[1], "fetch", sent.ID, "sample.csv")
