@@ -163,6 +163,9 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 		if err := at.ctx().Err(); err != nil {
 			return err
 		}
+		if !at.diskRoom(p) {
+			continue
+		}
 		if src == nil || f.passedOver(src.key) || isDone(src.link.Done()) {
 			clear(asked)
 			if src = at.source(f); src == nil {

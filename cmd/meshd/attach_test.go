@@ -283,3 +283,21 @@ func TestAttachmentRequestAndResponse(t *testing.T) {
 		t.Fatal("response's attachment differs")
 	}
 }
+
+// TestAttachmentFetchPausesOnLowDisk: below mailbox_min_free_mib of free
+// space (here: more than any disk has), fetches pause with a warning
+// instead of filling the disk.
+func TestAttachmentFetchPausesOnLowDisk(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--mailbox-min-free-mib", "1073741824")
+	file, _ := randomFile(t, t.TempDir(), "big.bin", 1000, 10)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "dm", "bob", "a file", "--attach", file)
+	if !testwait.Until(30*time.Second, func() bool { return m.counter(1, "blob.paused_disk") > 0 }) {
+		t.Fatal("bob's fetch never paused for disk space")
+	}
+	it := m.inboxItem(1, 10*time.Second, func(it api.Item) bool { return it.ID == sent.ID })
+	if len(it.Attachments) != 1 || it.Attachments[0].Path != "" {
+		t.Fatalf("the attachment was fetched below the disk watermark: %+v", it.Attachments)
+	}
+	m.ds[1].waitLog("attachment fetch paused: too little disk space", 10*time.Second)
+}
