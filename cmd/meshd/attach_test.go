@@ -301,3 +301,39 @@ func TestAttachmentFetchPausesOnLowDisk(t *testing.T) {
 	}
 	m.ds[1].waitLog("attachment fetch paused: too little disk space", 10*time.Second)
 }
+
+// TestAttachmentFromOutbox: an outbox file's Attach lines attach files;
+// a relative path is refused with the file's .error.
+func TestAttachmentFromOutbox(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	file, data := randomFile(t, t.TempDir(), "trace.txt", 5000, 11)
+	outbox := filepath.Join(m.homes[0], "mailbox", "outbox")
+	drop := func(name, text string) {
+		tmp := filepath.Join(outbox, "."+name)
+		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(outbox, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drop("trace.txt", "To: @bob\nAttach: "+file+"\n---\nthe trace\n")
+	drop("relative.txt", "To: @bob\nAttach: trace.txt\n---\nx\n")
+	it := m.inboxItem(1, 30*time.Second, func(it api.Item) bool {
+		return it.Body == "the trace" && len(it.Attachments) == 1 && it.Attachments[0].Path != ""
+	})
+	if got, _ := os.ReadFile(it.Attachments[0].Path); !bytes.Equal(got, data) {
+		t.Fatal("outbox attachment differs")
+	}
+	var errText []byte
+	if !testwait.Until(10*time.Second, func() bool {
+		var err error
+		errText, err = os.ReadFile(filepath.Join(m.homes[0], "mailbox", "failed", "relative.txt.error"))
+		return err == nil
+	}) {
+		t.Fatal("no .error for a relative Attach path")
+	}
+	if !strings.Contains(string(errText), "is not an absolute path") {
+		t.Fatalf(".error says %q", errText)
+	}
+}

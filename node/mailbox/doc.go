@@ -213,6 +213,7 @@
 //	Request-ID: <id>       (response: required)
 //	Status: completed      (response: required)
 //	In-Reply-To: <id>      (message: optional)
+//	Attach: /path/file     (any kind: optional, one line per file, absolute)
 //	---
 //	<body>
 //
