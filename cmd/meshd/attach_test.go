@@ -337,3 +337,29 @@ func TestAttachmentFromOutbox(t *testing.T) {
 		t.Fatalf(".error says %q", errText)
 	}
 }
+
+// TestAttachmentFromAnotherReader: carol, away when alice sent a channel
+// attachment, gets the message by history sync from bob once alice is
+// gone, and fetches the file from bob, who holds it.
+func TestAttachmentFromAnotherReader(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob", "carol"})
+	m.channel("data")
+	if err := m.ds[2].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	file, data := randomFile(t, t.TempDir(), "rows.csv", 600<<10, 12)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "send", "#data", "rows", "--attach", file)
+	m.attachedPath(1, sent.ID, "rows.csv", 30*time.Second)
+	if err := m.ds[0].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m.start(2)
+	p := m.attachedPath(2, sent.ID, "rows.csv", 60*time.Second)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
+		t.Fatal("carol's copy differs")
+	}
+	if n := m.counter(1, "blob.chunks_served"); n < 3 {
+		t.Fatalf("bob served %d chunks, want the file's 3", n)
+	}
+}
