@@ -29,6 +29,7 @@ type attachments struct {
 	running int                   // guarded by mu
 	closed  bool                  // guarded by mu
 
+	refMu    sync.Mutex    // serialises the refs files' read-modify-write
 	linkUp   chan struct{} // capacity 1: a link came up; idle fetches look again
 	serveSem chan struct{} // bounds the blob-wants served at once
 	wg       sync.WaitGroup

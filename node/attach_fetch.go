@@ -355,6 +355,7 @@ func (at *attachments) onDelivered(se *proto.SignedEnvelope, at0 time.Time) {
 		return
 	}
 	cfg := at.n.cfg
+	at.noteRefs(se, at0)
 	for _, a := range se.Attachments() {
 		if a.Size > uint64(cfg.AttachmentMax) {
 			at.n.metrics.inc(cBlobTooLarge)
