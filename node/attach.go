@@ -29,9 +29,10 @@ type attachments struct {
 	running int                   // guarded by mu
 	closed  bool                  // guarded by mu
 
-	refMu    sync.Mutex    // serialises the refs files' read-modify-write
-	linkUp   chan struct{} // capacity 1: a link came up; idle fetches look again
-	serveSem chan struct{} // bounds the blob-wants served at once
+	refMu    sync.Mutex              // serialises the refs files' read-modify-write
+	usage    map[proto.PubKey]uint64 // guarded by refMu: bytes each sender's kept envelopes list
+	linkUp   chan struct{}           // capacity 1: a link came up; idle fetches look again
+	serveSem chan struct{}           // bounds the blob-wants served at once
 	wg       sync.WaitGroup
 }
 

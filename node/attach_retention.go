@@ -26,6 +26,7 @@ type blobRef struct {
 	From      proto.PubKey `cbor:"0,keyasint"`
 	ID        uuid.UUID    `cbor:"1,keyasint"`
 	Delivered int64        `cbor:"2,keyasint,omitempty"` // Unix ms; 0 for our own
+	Size      uint64       `cbor:"3,keyasint,omitempty"` // the attachment's size
 }
 
 func (at *attachments) refsPath(h proto.Hash) string {
@@ -73,9 +74,10 @@ func (at *attachments) noteRefs(se *proto.SignedEnvelope, delivered time.Time) {
 	}
 	at.refMu.Lock()
 	defer at.refMu.Unlock()
+	usage := at.usageLocked()
 	for _, a := range se.Attachments() {
 		refs := at.readRefs(a.SHA256)
-		r := blobRef{From: se.From, ID: se.ID, Delivered: ms}
+		r := blobRef{From: se.From, ID: se.ID, Delivered: ms, Size: a.Size}
 		dup := false
 		for _, x := range refs {
 			dup = dup || (x.From == r.From && x.ID == r.ID)
@@ -86,6 +88,7 @@ func (at *attachments) noteRefs(se *proto.SignedEnvelope, delivered time.Time) {
 		if err := at.writeRefs(a.SHA256, append(refs, r)); err != nil {
 			at.n.log.Warn("attachments: reference not recorded; retention may remove the blob early", "sha256", a.SHA256, "err", err)
 		}
+		usage[r.From] += r.Size
 	}
 }
 
@@ -112,7 +115,12 @@ func (at *attachments) prune(now time.Time) int {
 		for _, r := range refs {
 			if _, err := at.n.store.Get(r.From, r.ID); err == nil {
 				live = append(live, r)
-			} else if r.Delivered != 0 {
+				continue
+			}
+			if u := at.usageLocked(); u[r.From] >= r.Size {
+				u[r.From] -= r.Size
+			}
+			if r.Delivered != 0 {
 				_ = os.RemoveAll(mailbox.AttachmentDir(at.n.home.MailboxDir(), time.UnixMilli(r.Delivered), r.ID.String()))
 			}
 		}
@@ -144,4 +152,46 @@ func (at *attachments) fetching(h proto.Hash) bool {
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	return at.fetches[h] != nil
+}
+
+var cBlobQuota = newCounter("blob.quota", famBlob, "quota")
+
+// usageLocked returns the bytes of attachments each sender's kept
+// envelopes list, built from the refs files on first use. The caller
+// holds refMu.
+func (at *attachments) usageLocked() map[proto.PubKey]uint64 {
+	if at.usage != nil {
+		return at.usage
+	}
+	at.usage = map[proto.PubKey]uint64{}
+	ents, err := os.ReadDir(filepath.Join(at.n.home.BlobsDir(), "refs"))
+	if err != nil {
+		return at.usage
+	}
+	for _, e := range ents {
+		h, err := proto.ParseHash(e.Name())
+		if err != nil {
+			continue
+		}
+		for _, r := range at.readRefs(h) {
+			at.usage[r.From] += r.Size
+		}
+	}
+	return at.usage
+}
+
+// withinBudget reports whether the attachments sender's kept envelopes
+// list stay within attachment_sender_max_mib; past it, its attachments
+// are not fetched as they arrive (blob.quota), only on demand.
+func (at *attachments) withinBudget(sender proto.PubKey) bool {
+	at.refMu.Lock()
+	used := at.usageLocked()[sender]
+	at.refMu.Unlock()
+	if used <= uint64(at.n.cfg.AttachmentSenderMax) {
+		return true
+	}
+	at.n.metrics.inc(cBlobQuota)
+	at.n.logRL.warn(at.n.log, "attachments over the sender's budget are not fetched as they arrive; meshctl fetch still fetches them", sender.Fingerprint(), "blob.quota",
+		"sender", sender.Fingerprint(), "listed_bytes", used, "max", at.n.cfg.AttachmentSenderMax)
+	return false
 }

@@ -154,6 +154,10 @@ type Config struct {
 	AttachmentMax             int64
 	AttachmentEagerMax        int64
 	AttachmentChannelEagerMax int64
+	// AttachmentSenderMax bounds the bytes of attachments one sender's
+	// kept envelopes may list before its attachments stop being fetched
+	// as they arrive (they are still fetched on demand).
+	AttachmentSenderMax int64
 
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.
@@ -255,7 +259,10 @@ func DefaultConfig() Config {
 		AttachmentMax:             64 << 20,
 		AttachmentEagerMax:        64 << 20,
 		AttachmentChannelEagerMax: 1 << 20,
-		Transport:                 transport.DefaultConfig(),
+		// 1 GiB: sixteen full-size attachments from one member, a small
+		// part of a disk, while another member's still come.
+		AttachmentSenderMax: 1 << 30,
+		Transport:           transport.DefaultConfig(),
 	}
 }
 
@@ -267,6 +274,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.AttachmentMax <= 0 || c.AttachmentMax > proto.MaxAttachmentSize {
 		c.AttachmentMax = d.AttachmentMax
+	}
+	if c.AttachmentSenderMax <= 0 {
+		c.AttachmentSenderMax = d.AttachmentSenderMax
 	}
 	if c.AttachmentEagerMax <= 0 {
 		c.AttachmentEagerMax = d.AttachmentEagerMax

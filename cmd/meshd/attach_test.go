@@ -363,3 +363,29 @@ func TestAttachmentFromAnotherReader(t *testing.T) {
 		t.Fatalf("bob served %d chunks, want the file's 3", n)
 	}
 }
+
+// TestAttachmentSenderBudget: past attachment_sender_max_mib of
+// attachments listed by one member's messages, its next attachment is
+// not fetched as it arrives (blob.quota); meshctl fetch still fetches it.
+func TestAttachmentSenderBudget(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1")
+	dir := t.TempDir()
+	first, _ := randomFile(t, dir, "one.bin", 600<<10, 13)
+	second, data := randomFile(t, dir, "two.bin", 600<<10, 14)
+	var s1, s2 api.Sent
+	meshctlJSON(t, m.meshctl, &s1, "--home", m.homes[0], "dm", "bob", "one", "--attach", first)
+	m.attachedPath(1, s1.ID, "one.bin", 30*time.Second)
+	meshctlJSON(t, m.meshctl, &s2, "--home", m.homes[0], "dm", "bob", "two", "--attach", second)
+	if !testwait.Until(30*time.Second, func() bool { return m.counter(1, "blob.quota") > 0 }) {
+		t.Fatal("the second attachment, past the sender's budget, was not held back")
+	}
+	it := m.inboxItem(1, 10*time.Second, func(it api.Item) bool { return it.ID == s2.ID })
+	if it.Attachments[0].Path != "" {
+		t.Fatal("the attachment past the budget was fetched as it arrived")
+	}
+	var out api.Fetched
+	meshctlJSON(t, m.meshctl, &out, "--home", m.homes[1], "fetch", s2.ID)
+	if got, _ := os.ReadFile(out.Attachments[0].Path); !bytes.Equal(got, data) {
+		t.Fatal("fetched attachment differs")
+	}
+}

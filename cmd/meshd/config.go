@@ -83,6 +83,7 @@ type fileConfig struct {
 	AttachmentMaxMiB             int
 	AttachmentEagerMaxMiB        int
 	AttachmentChannelEagerMaxKiB int
+	AttachmentSenderMaxMiB       int
 	// DeliveryWindow is the life of a DM, Request or Response this node
 	// signs (kept and re-sent until acknowledged); EnvelopeTTL that of
 	// every other envelope it signs.
@@ -411,6 +412,15 @@ var configKeys = []configKey{
 				return fmt.Errorf("attachment channel eager max %d KiB: want 0 (never) to 1048576", c.AttachmentChannelEagerMaxKiB)
 			}
 			nc.AttachmentChannelEagerMax = int64(c.AttachmentChannelEagerMaxKiB) << 10
+			return nil
+		}},
+	{key: "attachment_sender_max_mib", field: func(c *fileConfig) any { return &c.AttachmentSenderMaxMiB }, fromNode: func(nc *node.Config) any { return int(nc.AttachmentSenderMax >> 20) },
+		help: "MiB of attachments one member's kept messages may list before its attachments are fetched only on demand",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.AttachmentSenderMaxMiB < 1 || c.AttachmentSenderMaxMiB > 1<<20 {
+				return fmt.Errorf("attachment sender max %d MiB: want 1 to 1048576", c.AttachmentSenderMaxMiB)
+			}
+			nc.AttachmentSenderMax = int64(c.AttachmentSenderMaxMiB) << 20
 			return nil
 		}},
 	{key: "delivery_window", field: func(c *fileConfig) any { return &c.DeliveryWindow }, fromNode: func(nc *node.Config) any { return durText(nc.OfflineWindow) },

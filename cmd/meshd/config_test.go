@@ -299,6 +299,7 @@ func TestPrintConfig(t *testing.T) {
   "attachment_max_mib": 64,
   "attachment_eager_max_mib": 64,
   "attachment_channel_eager_max_kib": 1024,
+  "attachment_sender_max_mib": 1024,
   "delivery_window": "24h",
   "envelope_ttl": "5m",
   "log_level": "info",
