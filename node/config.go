@@ -146,6 +146,19 @@ type Config struct {
 	MailboxMaxBytes int64
 	MailboxMinFree  int64
 
+	// AttachmentMax is the largest attachment this node sends or fetches
+	// (bytes). AttachmentEagerMax: a DM's, Request's or Response's
+	// attachments up to it are fetched as they arrive;
+	// AttachmentChannelEagerMax: a channel Message's attachments below it
+	// are. Larger ones are fetched on demand (meshctl fetch).
+	AttachmentMax             int64
+	AttachmentEagerMax        int64
+	AttachmentChannelEagerMax int64
+	// AttachmentSenderMax bounds the bytes of attachments one sender's
+	// kept envelopes may list before its attachments stop being fetched
+	// as they arrive (they are still fetched on demand).
+	AttachmentSenderMax int64
+
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.
 	Transport transport.Config
@@ -240,7 +253,16 @@ func DefaultConfig() Config {
 		MailboxMaxFiles: 200_000,
 		MailboxMaxBytes: 2 << 30,
 		MailboxMinFree:  256 << 20,
-		Transport:       transport.DefaultConfig(),
+		// 64 MiB, all of it eager for DMs, 1 MiB eager for channels: a
+		// patch, a log or a dataset sample arrives with its message; a
+		// channel's readers fetch a large file only when they want it.
+		AttachmentMax:             64 << 20,
+		AttachmentEagerMax:        64 << 20,
+		AttachmentChannelEagerMax: 1 << 20,
+		// 1 GiB: sixteen full-size attachments from one member, a small
+		// part of a disk, while another member's still come.
+		AttachmentSenderMax: 1 << 30,
+		Transport:           transport.DefaultConfig(),
 	}
 }
 
@@ -250,6 +272,18 @@ func DefaultConfig() Config {
 // rest of the node reads the result.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
+	if c.AttachmentMax <= 0 || c.AttachmentMax > proto.MaxAttachmentSize {
+		c.AttachmentMax = d.AttachmentMax
+	}
+	if c.AttachmentSenderMax <= 0 {
+		c.AttachmentSenderMax = d.AttachmentSenderMax
+	}
+	if c.AttachmentEagerMax <= 0 {
+		c.AttachmentEagerMax = d.AttachmentEagerMax
+	}
+	if c.AttachmentChannelEagerMax < 0 {
+		c.AttachmentChannelEagerMax = d.AttachmentChannelEagerMax
+	}
 	if c.EnvelopeTTL <= 0 {
 		c.EnvelopeTTL = d.EnvelopeTTL
 	}

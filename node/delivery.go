@@ -92,6 +92,9 @@ func (n *Node) markFailed(x *api.Item, se *proto.SignedEnvelope) {
 	x.Delivery = history.DeliveryExpired.String()
 	if r, ok := n.failureOf(se); ok {
 		x.Delivery, x.Reason = r.State.String(), r.Reason
+		if note := n.attachmentNote(se.ID, r); note != "" {
+			x.Reason = note
+		}
 	}
 }
 
@@ -138,6 +141,9 @@ func (n *Node) renderDelivery(id uuid.UUID, rs []history.DeliveryRecord) api.Del
 	d.To = n.destText(proto.ToPeer(r0.Peer))
 	for _, r := range rs {
 		x := api.DeliveryRecipient{Party: n.party(r.Peer), State: r.State.String(), Reason: r.Reason}
+		if note := n.attachmentNote(id, r); note != "" {
+			x.Reason = note
+		}
 		if r.State != history.DeliveryQueued {
 			x.At = r.At.UTC()
 		}

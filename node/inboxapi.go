@@ -125,6 +125,7 @@ func (n *Node) renderEnvelope(se *proto.SignedEnvelope, it history.InboxItem) ap
 		x.Status = se.Response.Status.String()
 		x.Result = jsonOf(se.Response.Result)
 	}
+	x.Attachments = n.renderAttachments(se, it.Delivered)
 	return x
 }
 

@@ -429,6 +429,7 @@ func (n *Node) onLinkUp(pl *peers.Link) {
 	n.sendCardsTo(pl)
 	n.flushQueue(pl)
 	n.syncer.onLinkUp(pl)
+	n.attach.onLinkUp()
 }
 
 func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
@@ -478,6 +479,10 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 		n.handleLinkMove(pl, payload)
 	case proto.FramePresenceNote:
 		n.receivePresenceNote(pl, payload)
+	case proto.FrameBlobWant:
+		n.attach.handleWant(pl, payload)
+	case proto.FrameBlobChunk:
+		n.attach.handleChunk(pl, payload)
 	default:
 		n.metrics.inc(cFrameUnknown)
 		n.logRL.debug(n.log, "unhandled frame", pl.Key.Fingerprint(), "frame.unknown", "peer", pl.Key.Fingerprint(), "type", t.String(), "len", len(payload))

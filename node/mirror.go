@@ -792,13 +792,13 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 	}
 	switch m.Kind {
 	case proto.KindMessage:
-		req := api.Send{To: to, Body: m.Body}
+		req := api.Send{To: to, Body: m.Body, Attachments: m.Attach}
 		if m.InReplyTo != nil {
 			req.InReplyTo = m.InReplyTo.String()
 		}
 		sent, err = n.Send(req)
 	case proto.KindRequest:
-		req := api.Request{To: to, Intent: m.Intent}
+		req := api.Request{To: to, Intent: m.Intent, Attachments: m.Attach}
 		if len(m.Params) > 0 {
 			if req.Params, err = proto.CBORToJSON(m.Params); err != nil {
 				return mailbox.Result{}, err
@@ -811,7 +811,7 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 	case proto.KindResponse:
 		// The To header names the requester: it is honoured, so a reused
 		// request id never sends the answer to another member.
-		req := api.Respond{RequestID: m.RequestID.String(), Status: m.Status.String(), To: to}
+		req := api.Respond{RequestID: m.RequestID.String(), Status: m.Status.String(), To: to, Attachments: m.Attach}
 		if len(m.Result) > 0 {
 			if req.Result, err = proto.CBORToJSON(m.Result); err != nil {
 				return mailbox.Result{}, err

@@ -102,6 +102,7 @@ type Node struct {
 	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
 	answers           *answerBook    // final answers sent to requests (respond_once.go)
 	cards             *cardBook      // members' agent cards (cards.go)
+	attach            *attachments   // blob store and transfers (attach*.go)
 	cardMu            sync.Mutex     // serialises this node's card updates
 	claims            *claimBook     // workers' claims on inbox items (claims.go)
 
@@ -434,6 +435,7 @@ func (n *Node) run() {
 	n.wg.Add(1)
 	go n.rekeyLoop()
 	n.syncer.start()
+	n.attach.start()
 	n.control.Start()
 }
 
@@ -455,6 +457,7 @@ func (n *Node) Close() error {
 		if n.syncer != nil {
 			n.syncer.close()
 		}
+		n.attach.close()
 		n.wg.Wait()
 		if err := n.closeState(); err != nil && n.closeErr == nil {
 			n.closeErr = err

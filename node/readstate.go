@@ -96,6 +96,9 @@ func (r *mirrorRun) readFolders(batch []mailbox.Item) {
 // onSent queues an envelope this node sent for the mailbox's sent
 // folder, named by its send time.
 func (n *Node) onSent(se *proto.SignedEnvelope) {
+	if len(se.Attachments()) > 0 {
+		n.attach.noteRefs(se, time.Time{})
+	}
 	if n.mirrorq == nil {
 		return
 	}

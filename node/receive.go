@@ -383,6 +383,7 @@ func (n *Node) commit(batch []rxItem) {
 		wake = wake || d.Wakes
 		n.test.onDeliver(se, now)
 		n.onInbox(inboxDelivery{se: se, prio: d.Priority, wakes: d.Wakes, fromHistory: it.src.history, at: now})
+		n.attach.onDelivered(se, now)
 	}
 	n.inbox.notify(wake)
 	n.sendAcks(acks)

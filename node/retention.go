@@ -125,6 +125,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 	} else {
 		n.metrics.add(cRetentionPrunedDeliveries, uint64(d))
 	}
+	n.attach.prune(now)
 	n.metrics.inc(cRetentionRuns)
 	n.metrics.add(cRetentionPrunedChannel, uint64(rep.Channel))
 	n.metrics.add(cRetentionPrunedDirect, uint64(rep.Direct))

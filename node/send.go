@@ -191,8 +191,11 @@ func (n *Node) Send(req api.Send) (*api.Sent, error) {
 	if err := n.checkReplyDepth(reply); err != nil {
 		return nil, err
 	}
-	var out *api.Sent
 	var err error
+	if msg.Attachments, err = n.attachFiles(req.Attachments); err != nil {
+		return nil, err
+	}
+	var out *api.Sent
 	if strings.HasPrefix(req.To, "#") {
 		out, err = n.sendChannel(req.To, msg)
 	} else {
@@ -318,6 +321,10 @@ func (n *Node) Request(req api.Request) (*api.Sent, error) {
 		return nil, forbidden("role too low: %ss may not send requests (operator or admin needed)", role)
 	}
 	r := &proto.Request{RequestID: proto.NewID(), Intent: req.Intent}
+	var err error
+	if r.Attachments, err = n.attachFiles(req.Attachments); err != nil {
+		return nil, err
+	}
 	if len(req.Params) > 0 {
 		raw, err := proto.JSONToCBOR(req.Params)
 		if err != nil {
@@ -378,6 +385,9 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 		return nil, err
 	}
 	resp := &proto.Response{RequestID: id, Status: st}
+	if resp.Attachments, err = n.attachFiles(req.Attachments); err != nil {
+		return nil, err
+	}
 	if len(req.Result) > 0 {
 		raw, err := proto.JSONToCBOR(req.Result)
 		if err != nil {

@@ -78,6 +78,9 @@ func (n *Node) openState() error {
 	if n.blocks, err = openBlockList(filepath.Join(n.cfg.Home, "blocks.json")); err != nil {
 		return err
 	}
+	if err := n.openAttachments(); err != nil {
+		return err
+	}
 	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {
 		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}

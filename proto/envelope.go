@@ -315,10 +315,14 @@ func (e *Envelope) Validate() error {
 }
 
 // Message is a plain text message to a channel or a peer.
-// Wire: {0: text body, ?1: bstr(16) in_reply_to envelope id}.
+// Wire: {0: text body, ?1: bstr(16) in_reply_to envelope id,
+// ?2: [+ attachment]}.
 type Message struct {
 	Body      string     `cbor:"0,keyasint"`
 	InReplyTo *uuid.UUID `cbor:"1,keyasint,omitempty"`
+	// Attachments lists the files beside the message (§6.8). A node that
+	// predates them drops a Message with key 2 as malformed.
+	Attachments []Attachment `cbor:"2,keyasint,omitempty"`
 }
 
 func (m *Message) validate() error {
@@ -332,18 +336,19 @@ func (m *Message) validate() error {
 		// No envelope has the nil id: "no parent" is the absent key.
 		return fmt.Errorf("%w: nil in_reply_to", ErrInvalid)
 	}
-	return nil
+	return checkAttachments(m.Attachments)
 }
 
 // Request asks a peer to do something. It is passive data: the receiver
 // decides. Wire: {0: request_id, 1: intent, ?2: params (JSON-model CBOR),
-// ?3: reply_to (parent request_id), 4: hop}.
+// ?3: reply_to (parent request_id), 4: hop, ?5: [+ attachment] inputs}.
 type Request struct {
-	RequestID uuid.UUID       `cbor:"0,keyasint"`
-	Intent    string          `cbor:"1,keyasint"`
-	Params    cbor.RawMessage `cbor:"2,keyasint,omitempty"`
-	ReplyTo   *uuid.UUID      `cbor:"3,keyasint,omitempty"`
-	Hop       uint8           `cbor:"4,keyasint"`
+	RequestID   uuid.UUID       `cbor:"0,keyasint"`
+	Intent      string          `cbor:"1,keyasint"`
+	Params      cbor.RawMessage `cbor:"2,keyasint,omitempty"`
+	ReplyTo     *uuid.UUID      `cbor:"3,keyasint,omitempty"`
+	Hop         uint8           `cbor:"4,keyasint"`
+	Attachments []Attachment    `cbor:"5,keyasint,omitempty"`
 }
 
 // ErrHopLimit is wrapped when a Request's hop exceeds [MaxHop].
@@ -364,6 +369,9 @@ func (r *Request) validate() error {
 	}
 	if r.ReplyTo != nil && *r.ReplyTo == uuid.Nil {
 		return fmt.Errorf("%w: nil reply_to", ErrInvalid)
+	}
+	if err := checkAttachments(r.Attachments); err != nil {
+		return err
 	}
 	return checkPayload("params", r.Params)
 }
@@ -417,11 +425,13 @@ func ParseStatus(s string) (Status, error) {
 	return 0, fmt.Errorf("unknown status %q (want accepted, progress, rejected, completed or failed)", s)
 }
 
-// Response answers a Request. Wire: {0: request_id, 1: status, ?2: result}.
+// Response answers a Request. Wire: {0: request_id, 1: status, ?2: result,
+// ?3: [+ attachment] results}.
 type Response struct {
-	RequestID uuid.UUID       `cbor:"0,keyasint"`
-	Status    Status          `cbor:"1,keyasint"`
-	Result    cbor.RawMessage `cbor:"2,keyasint,omitempty"`
+	RequestID   uuid.UUID       `cbor:"0,keyasint"`
+	Status      Status          `cbor:"1,keyasint"`
+	Result      cbor.RawMessage `cbor:"2,keyasint,omitempty"`
+	Attachments []Attachment    `cbor:"3,keyasint,omitempty"`
 }
 
 func (r *Response) validate() error {
@@ -433,6 +443,9 @@ func (r *Response) validate() error {
 	}
 	if r.Status == StatusProgress && len(r.Result) > MaxProgressNote {
 		return fmt.Errorf("%w: progress note of %d bytes exceeds %d", ErrInvalid, len(r.Result), MaxProgressNote)
+	}
+	if err := checkAttachments(r.Attachments); err != nil {
+		return err
 	}
 	return checkPayload("result", r.Result)
 }

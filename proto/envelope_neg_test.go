@@ -217,7 +217,7 @@ func negativeCases() []negCase {
 		body("unknown field 14", b.set(14, cUint(0)).encode(), isUnknown, ErrMalformed),
 		body("unknown field 23", b.set(23, cUint(0)).encode(), isUnknown, ErrMalformed),
 		body("unknown text key", b.add(cText("x"), cUint(0)).encode(), nil, ErrMalformed),
-		body("unknown field in message", b.set(8, msg(kv{cUint(0), cText("hi")}, kv{cUint(2), cUint(0)})).encode(), isUnknown, ErrMalformed),
+		body("unknown field in message", b.set(8, msg(kv{cUint(0), cText("hi")}, kv{cUint(3), cUint(0)})).encode(), isUnknown, ErrMalformed),
 		body("from 31 bytes", b.set(1, cBytes(alice[:31])).encode(), isBadKeyLen, ErrMalformed),
 		body("from 33 bytes", b.set(1, cBytes(append(alice[:], 0))).encode(), isBadKeyLen, ErrMalformed),
 		body("from as text", b.set(1, cText(alice.String())).encode(), nil, ErrMalformed),

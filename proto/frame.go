@@ -44,6 +44,12 @@ const (
 	// own because a node that predates notes drops a Presence with key 2
 	// as malformed, while it ignores a frame type it does not know.
 	FramePresenceNote FrameType = 11
+	// FrameBlobWant carries a [BlobWant]: an ask for chunks of an
+	// attachment, naming the envelope that lists it (PROTOCOL.md §13.5).
+	FrameBlobWant FrameType = 12
+	// FrameBlobChunk carries a [BlobChunk]: an attachment's chunk hash
+	// list, one chunk, or a refusal. Links send it in their bulk lane.
+	FrameBlobChunk FrameType = 13
 )
 
 func (t FrameType) String() string {
@@ -70,6 +76,10 @@ func (t FrameType) String() string {
 		return "link-move"
 	case FramePresenceNote:
 		return "presence-note"
+	case FrameBlobWant:
+		return "blob-want"
+	case FrameBlobChunk:
+		return "blob-chunk"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }

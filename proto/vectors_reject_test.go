@@ -65,6 +65,12 @@ func buildRejectVectors(t testing.TB) []vector {
 	e.Request = &Request{RequestID: reqID, Intent: "run-tests", ReplyTo: ptr(uuid.Nil), Hop: 1}
 	vs = append(vs, rejectVector(t, "invalid-nil-reply-to.txt", "follow-up Request whose reply_to is the nil UUID", keyAlice, e,
 		"refused: reply_to names the parent request, and no request has the nil id (§6.2)"))
+
+	e = hdr(0x24, alice, ToPeer(bob), KindMessage, 1, epochA)
+	a, _ := attachmentOf(t, "../../.ssh/authorized_keys", "text/plain", []byte("ssh-ed25519 AAAA\n"))
+	e.Message = &Message{Body: "see attached", Attachments: []Attachment{a}}
+	vs = append(vs, rejectVector(t, "invalid-attachment-name-path.txt", "DM whose attachment name holds path separators", keyAlice, e,
+		"refused: an attachment name is one file name, without \"/\" or \"\\\" (§6.8)"))
 	return vs
 }
 

@@ -133,6 +133,9 @@ func describe(e *Envelope) []string {
 			s += ", in_reply_to " + e.Message.InReplyTo.String()
 		}
 		out = append(out, s)
+		for _, a := range e.Message.Attachments {
+			out = append(out, fmt.Sprintf("  attachment: name %q, size %d, media_type %q, sha256 %s, chunk_root %s", a.Name, a.Size, a.MediaType, a.SHA256, a.ChunkRoot))
+		}
 	case e.Request != nil:
 		r := e.Request
 		params := "absent (no key 2)"
@@ -367,7 +370,7 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
-	return append(vs, cardVector(t), progressVector(t), knockVector(t), presenceNoteVector(t))
+	return append(vs, cardVector(t), progressVector(t), knockVector(t), presenceNoteVector(t), attachVector(t))
 }
 
 func TestVectors(t *testing.T) {

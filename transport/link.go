@@ -67,6 +67,7 @@ type Link struct {
 	maxQFrames int
 	qready     chan struct{} // capacity 1: frames were queued
 	pongq      chan struct{} // capacity 1: the reader asks the writer for a pong
+	bulk       bulkLane      // low-priority frames, written when q is empty
 
 	// qbytes is the frame bytes in sendq, at most maxQBytes unless one
 	// frame alone is larger. Senders add before queueing; the writer
@@ -597,6 +598,7 @@ func (l *Link) shutdown(err error, mode closeMode) {
 	l.mu.Unlock()
 
 	close(l.closing)
+	l.closeBulk()
 	if !started {
 		if mode == closeLinger {
 			// CloseAndDrain does not wait for the final frame's write.
@@ -817,7 +819,11 @@ func (l *Link) writeLoop() {
 			return
 		case <-l.qready:
 			err = w.batch()
-			if w.more {
+			bulkMore := false
+			if err == nil && !w.more {
+				bulkMore, err = w.bulkOne()
+			}
+			if w.more || bulkMore {
 				l.wakeWriter() // after a look at pongs, the timer and closing
 			}
 		case <-l.pongq:
@@ -904,8 +910,13 @@ func (w *writer) batch() error {
 // frame appends the records of one frame to the batch, flushing as the
 // batch fills.
 func (w *writer) frame(f []byte) error {
+	w.l.release(len(f))
+	return w.writeFrame(f)
+}
+
+// writeFrame appends the records of one frame, whatever its queue.
+func (w *writer) writeFrame(f []byte) error {
 	n := len(f)
-	w.l.release(n)
 	for len(f) > maxChunk {
 		if err := w.seal(hdrChunk, f[:maxChunk]); err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-const usageDM = `usage: meshctl dm PEER TEXT [--in-reply-to ID] [--json]
+const usageDM = `usage: meshctl dm PEER TEXT [--in-reply-to ID] [--attach FILE]... [--json]
 
 Send TEXT to one peer as a direct message. PEER is a member's full key
 (ed25519:...), fingerprint or roster name. meshd keeps the message and
@@ -21,6 +21,10 @@ TEXT "-" reads the message from stdin, all of it, up to 256 KiB.
 
 flags:
   --in-reply-to ID   the id of the message this one answers
+  --attach FILE      attach FILE (repeatable, at most 16): meshd copies it
+                     into its blob store and the message lists its name,
+                     size, type and SHA-256 under the signature; the
+                     recipients fetch it from any member that holds it
 
 examples:
   meshctl dm bob 'can you look at the flaky test?'
@@ -30,10 +34,12 @@ examples:
 // dmFlags are the flags of 'meshctl dm'.
 type dmFlags struct {
 	inReplyTo string
+	attach    attachFlag
 }
 
 func (fl *dmFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&fl.inReplyTo, "in-reply-to", "", "")
+	fs.Var(&fl.attach, "attach", "")
 }
 
 func runDM(a *app, fl *dmFlags, pos []string) error {
@@ -50,7 +56,7 @@ func runDM(a *app, fl *dmFlags, pos []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Send(ctx, api.Send{To: peer, Body: body, InReplyTo: fl.inReplyTo})
+	s, err := a.client().Send(ctx, api.Send{To: peer, Body: body, InReplyTo: fl.inReplyTo, Attachments: fl.attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}

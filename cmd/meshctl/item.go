@@ -130,6 +130,13 @@ func writeItem(w io.Writer, it *api.Item, full bool) error {
 			b.WriteString("    " + note + "\n")
 		}
 	}
+	for _, x := range it.Attachments {
+		where := "not fetched: meshctl fetch " + it.ID
+		if x.Path != "" {
+			where = printable(x.Path, false)
+		}
+		fmt.Fprintf(&b, "    attachment %s (%d bytes, %s): %s\n", printable(x.Name, false), x.Size, printable(x.MediaType, false), where)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

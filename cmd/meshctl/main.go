@@ -165,6 +165,7 @@ var commands = []*command{
 	{name: "unmute", args: pos("NAME"), summary: "subscribe to a muted channel again", usage: usageUnmute, run: runs(runUnmute)},
 	{name: "send", args: pos("'#NAME'", "TEXT|-"), summary: "send a message to a channel", usage: usageSend, run: runs(runSend)},
 	{name: "dm", args: pos("PEER", "TEXT|-"), summary: "send a direct message to a peer", usage: usageDM, run: runs(runDM)},
+	{name: "fetch", args: pos("ID", "[NAME]"), summary: "fetch a message's attachments and wait until they are present", usage: usageFetch, run: runs(runFetch)},
 	{name: "request", args: pos("PEER", "INTENT"), flagArgs: "[--params JSON]", summary: "ask a peer to do something", usage: usageRequest, run: runs(runRequest)},
 	{name: "cancel", args: pos("REQUEST_ID"), flagArgs: "[--to PEER]", summary: "ask the peer working on a request of yours to stop", usage: usageCancel, run: runs(runCancel)},
 	{name: "card", summary: "publish or show an agent card: what a node serves", usage: usageCard, run: runs(runCard), sub: []*command{

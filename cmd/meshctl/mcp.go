@@ -36,6 +36,8 @@ tools:
                                                     return it, or nothing at the timeout
                                                     (default 50 s, at most 600 s)
   mark_read(id)                                     mark one inbox item read
+  read_attachment(id, name)                         an item's attachment, fetched and verified:
+                                                    its text (UTF-8, at most 64 KiB) or its path
   list_peers()                                      members: role, presence, last heard, linked
   list_channels()                                   channels: subscription, may read, may write
   read_history(channel, since?, limit?)             a channel's stored messages (at most 500);
@@ -196,7 +198,7 @@ func (m *mcpServer) server(log *slog.Logger) (*mcp.Server, error) {
 		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error { return m.checkURI(req.Params.URI) },
 		Capabilities:       caps,
 	})
-	if err := errors.Join(m.addTools(srv), m.addWaitTool(srv), m.addViewTools(srv), m.addCardTools(srv), m.addRequestTools(srv), m.addAgentTools(srv), m.addSubagentTool(srv)); err != nil {
+	if err := errors.Join(m.addTools(srv), m.addWaitTool(srv), m.addViewTools(srv), m.addCardTools(srv), m.addRequestTools(srv), m.addAgentTools(srv), m.addSubagentTool(srv), m.addAttachmentTools(srv)); err != nil {
 		return nil, err
 	}
 	if m.channel != nil {

@@ -23,7 +23,7 @@ import (
 
 // mcpTools are the tools 'meshctl mcp' serves, sorted.
 var mcpTools = []string{"cancel_request", "claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute", "post_subagent_result",
-	"read_conversation", "read_history", "read_inbox", "reply", "request_any", "search",
+	"read_attachment", "read_conversation", "read_history", "read_inbox", "reply", "request_any", "search",
 	"send_message", "send_request", "send_response", "set_presence", "subscribe", "unmute", "unsubscribe", "wait_inbox"}
 
 // startMCPMesh starts alice (admin) and bob (member) in process and waits

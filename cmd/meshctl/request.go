@@ -11,7 +11,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--wait] [--timeout D] [--strict] [--json]
+const usageRequest = `usage: meshctl request PEER INTENT [--params JSON] [--reply-to REQUEST_ID] [--attach FILE]... [--wait] [--timeout D] [--strict] [--json]
        meshctl request --any --intent INTENT [--accept-timeout D] [--params JSON] [--wait] [--timeout D] [--json]
 
 Ask PEER to do something. INTENT names the action (1 to 256 bytes, such as
@@ -44,6 +44,8 @@ It exits 1 when nobody took the request.
 flags:
   --params JSON          the request's arguments; "-" reads them from stdin
   --reply-to REQUEST_ID  the request this one follows up
+  --attach FILE          attach FILE as an input (repeatable, at most 16);
+                         the peer fetches it verified (see meshctl dm)
   --wait                 wait for the final answer and print it
   --timeout D            with --wait, give up after D (default: no limit)
   --strict               refuse unless PEER's card lists INTENT
@@ -69,6 +71,7 @@ type requestFlags struct {
 	intentFlag    string
 	acceptTimeout time.Duration
 	params        jsonFlag
+	attach        attachFlag
 }
 
 func (fl *requestFlags) define(fs *flag.FlagSet) {
@@ -80,10 +83,14 @@ func (fl *requestFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&fl.intentFlag, "intent", "", "")
 	fs.DurationVar(&fl.acceptTimeout, "accept-timeout", api.DefaultAcceptTimeout, "")
 	fs.Var(&fl.params, "params", "")
+	fs.Var(&fl.attach, "attach", "")
 }
 
 func runRequest(a *app, fl *requestFlags, pos []string) error {
 	if fl.anyone || fl.intentFlag != "" {
+		if len(fl.attach) > 0 {
+			return a.usageErrorf("--attach does not go with --any: name the peer")
+		}
 		return a.runRequestAny(pos, fl.anyone, fl.intentFlag, fl.acceptTimeout, &fl.params, fl.replyTo, fl.wait, fl.timeout, fl.strict)
 	}
 	if err := a.nargs(pos, 2, 2); err != nil {
@@ -117,7 +124,7 @@ func runRequest(a *app, fl *requestFlags, pos []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Request(ctx, api.Request{To: peer, Intent: intent, Params: p, ReplyTo: fl.replyTo})
+	s, err := a.client().Request(ctx, api.Request{To: peer, Intent: intent, Params: p, ReplyTo: fl.replyTo, Attachments: fl.attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}

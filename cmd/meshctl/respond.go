@@ -9,7 +9,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON | --note TEXT] [--to PEER] [--json]
+const usageRespond = `usage: meshctl respond REQUEST_ID STATUS [--result JSON | --note TEXT] [--to PEER] [--attach FILE]... [--json]
 
 Answer the request REQUEST_ID (the request_id that 'meshctl inbox' shows)
 with STATUS, sent back to the peer that asked:
@@ -28,6 +28,8 @@ flags:
   --result JSON   the outcome as one JSON value; "-" reads it from stdin
   --to PEER       the requester to answer, when several sent REQUEST_ID
   --note TEXT     with progress: a short note (at most 1 KiB), sent as the result
+  --attach FILE   attach FILE as a result (repeatable, at most 16); the
+                  requester fetches it verified (see meshctl dm)
 
 examples:
   meshctl respond 0193a0c4-7f2e-7b31-9c55-2d1e8f6a4b10 accepted
@@ -41,12 +43,14 @@ type respondFlags struct {
 	to     string
 	note   string
 	result jsonFlag
+	attach attachFlag
 }
 
 func (fl *respondFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&fl.to, "to", "", "")
 	fs.StringVar(&fl.note, "note", "", "")
 	fs.Var(&fl.result, "result", "")
+	fs.Var(&fl.attach, "attach", "")
 }
 
 func runRespond(a *app, fl *respondFlags, pos []string) error {
@@ -80,7 +84,7 @@ func runRespond(a *app, fl *respondFlags, pos []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r, To: fl.to})
+	s, err := a.client().Respond(ctx, api.Respond{RequestID: reqID, Status: status, Result: r, To: fl.to, Attachments: fl.attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 )
 
-const usageSend = `usage: meshctl send '#NAME' TEXT [--in-reply-to ID] [--json]
+const usageSend = `usage: meshctl send '#NAME' TEXT [--in-reply-to ID] [--attach FILE]... [--json]
 
 Send TEXT to channel NAME. meshd signs the message and hands it to the
 linked peers that may read the channel; it prints the message's id and how
@@ -20,6 +20,10 @@ the message from stdin, all of it, up to 256 KiB.
 
 flags:
   --in-reply-to ID   the id of the message this one answers
+  --attach FILE      attach FILE (repeatable, at most 16): meshd copies it
+                     into its blob store and the message lists its name,
+                     size, type and SHA-256 under the signature; the
+                     recipients fetch it from any member that holds it
 
 examples:
   meshctl send '#deploys' 'v1.4.2 is live'
@@ -29,10 +33,12 @@ examples:
 // sendFlags are the flags of 'meshctl send'.
 type sendFlags struct {
 	inReplyTo string
+	attach    attachFlag
 }
 
 func (fl *sendFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&fl.inReplyTo, "in-reply-to", "", "")
+	fs.Var(&fl.attach, "attach", "")
 }
 
 func runSend(a *app, fl *sendFlags, pos []string) error {
@@ -58,7 +64,7 @@ func runSend(a *app, fl *sendFlags, pos []string) error {
 	}
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := a.client().Send(ctx, api.Send{To: "#" + name, Body: body, InReplyTo: fl.inReplyTo})
+	s, err := a.client().Send(ctx, api.Send{To: "#" + name, Body: body, InReplyTo: fl.inReplyTo, Attachments: fl.attach})
 	if err != nil {
 		return a.remoteErr(err)
 	}

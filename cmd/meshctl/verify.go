@@ -21,7 +21,10 @@ whose signature verifies, and its headers and body must say exactly what
 that envelope says. The sender's name and the channel's or peer's name are
 checked against the roster and the channel policies of the home directory
 when it has them, and reported as unchecked otherwise. Priority and Source
-are notes of the receiving node, not covered by the signature.
+are notes of the receiving node, not covered by the signature. The files
+a message lists as attachments, in the mailbox's
+<date>/attachments/<the file's name without .txt>/, must match their signed
+size and SHA-256; one not fetched yet is reported as absent.
 
 Prints "ok FILE: ..." for each file that verifies and "meshctl: FILE: ..."
 with the first difference for each that does not. Exits 0 if every file
@@ -49,6 +52,9 @@ type mailVerifyResult struct {
 	Source    string          `json:"source,omitempty"`
 	Unsigned  []string        `json:"unsigned,omitempty"`
 	Unchecked []string        `json:"unchecked,omitempty"`
+	// Attachments: the files beside the message, checked against the
+	// signed hashes.
+	Attachments []mailVerifyAttachment `json:"attachments,omitempty"`
 }
 
 type mailVerifyFrom struct {
@@ -122,7 +128,10 @@ func (a *app) verifyMailFile(file string, opts mailbox.VerifyOptions) mailVerify
 		var v *mailbox.Verified
 		if v, err = mailbox.Verify(b, opts); err == nil {
 			fillVerified(&res, v)
-			return res
+			if res.Attachments, err = verifyAttachments(file, v.Env.Attachments()); err == nil {
+				return res
+			}
+			res.OK = false
 		}
 	}
 	res.Error = err.Error()
@@ -193,5 +202,5 @@ func describeVerified(res mailVerifyResult) string {
 	if len(res.Unchecked) > 0 {
 		s += "; unchecked: " + strings.Join(res.Unchecked, ", ")
 	}
-	return s
+	return s + describeAttachments(res.Attachments)
 }

@@ -77,6 +77,13 @@ type fileConfig struct {
 	MailboxMaxFiles   int
 	MailboxMaxMiB     int
 	MailboxMinFreeMiB int
+	// AttachmentMaxMiB bounds the attachments this node sends and
+	// fetches; AttachmentEagerMaxMiB and AttachmentChannelEagerMaxKiB
+	// are the sizes fetched as they arrive (DMs, channels).
+	AttachmentMaxMiB             int
+	AttachmentEagerMaxMiB        int
+	AttachmentChannelEagerMaxKiB int
+	AttachmentSenderMaxMiB       int
 	// DeliveryWindow is the life of a DM, Request or Response this node
 	// signs (kept and re-sent until acknowledged); EnvelopeTTL that of
 	// every other envelope it signs.
@@ -378,6 +385,42 @@ var configKeys = []configKey{
 			if c.MailboxMinFreeMiB == 0 {
 				nc.MailboxMinFree = -1
 			}
+			return nil
+		}},
+	{key: "attachment_max_mib", field: func(c *fileConfig) any { return &c.AttachmentMaxMiB }, fromNode: func(nc *node.Config) any { return int(nc.AttachmentMax >> 20) },
+		help: "MiB of the largest attachment this node sends or fetches",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.AttachmentMaxMiB < 1 || c.AttachmentMaxMiB > 1024 {
+				return fmt.Errorf("attachment max %d MiB: want 1 to 1024 (the protocol's limit)", c.AttachmentMaxMiB)
+			}
+			nc.AttachmentMax = int64(c.AttachmentMaxMiB) << 20
+			return nil
+		}},
+	{key: "attachment_eager_max_mib", field: func(c *fileConfig) any { return &c.AttachmentEagerMaxMiB }, fromNode: func(nc *node.Config) any { return int(nc.AttachmentEagerMax >> 20) },
+		help: "MiB up to which a DM's, request's or response's attachments are fetched as they arrive; larger ones wait for meshctl fetch",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.AttachmentEagerMaxMiB < 1 || c.AttachmentEagerMaxMiB > 1024 {
+				return fmt.Errorf("attachment eager max %d MiB: want 1 to 1024", c.AttachmentEagerMaxMiB)
+			}
+			nc.AttachmentEagerMax = int64(c.AttachmentEagerMaxMiB) << 20
+			return nil
+		}},
+	{key: "attachment_channel_eager_max_kib", field: func(c *fileConfig) any { return &c.AttachmentChannelEagerMaxKiB }, fromNode: func(nc *node.Config) any { return int(nc.AttachmentChannelEagerMax >> 10) },
+		help: "KiB below which a channel message's attachments are fetched as they arrive; larger ones wait for meshctl fetch; 0 never",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.AttachmentChannelEagerMaxKiB < 0 || c.AttachmentChannelEagerMaxKiB > 1<<20 {
+				return fmt.Errorf("attachment channel eager max %d KiB: want 0 (never) to 1048576", c.AttachmentChannelEagerMaxKiB)
+			}
+			nc.AttachmentChannelEagerMax = int64(c.AttachmentChannelEagerMaxKiB) << 10
+			return nil
+		}},
+	{key: "attachment_sender_max_mib", field: func(c *fileConfig) any { return &c.AttachmentSenderMaxMiB }, fromNode: func(nc *node.Config) any { return int(nc.AttachmentSenderMax >> 20) },
+		help: "MiB of attachments one member's kept messages may list before its attachments are fetched only on demand",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.AttachmentSenderMaxMiB < 1 || c.AttachmentSenderMaxMiB > 1<<20 {
+				return fmt.Errorf("attachment sender max %d MiB: want 1 to 1048576", c.AttachmentSenderMaxMiB)
+			}
+			nc.AttachmentSenderMax = int64(c.AttachmentSenderMaxMiB) << 20
 			return nil
 		}},
 	{key: "delivery_window", field: func(c *fileConfig) any { return &c.DeliveryWindow }, fromNode: func(nc *node.Config) any { return durText(nc.OfflineWindow) },

@@ -476,6 +476,8 @@ var notExercised = map[string]string{
 	"updateChannel/409":  "needs a roster quorum above 1: TestChannelEditQuorum drives it through meshctl channel set",
 	"deleteChannel/409":  "needs a roster quorum above 1, as updateChannel/409",
 	"publishChannel/409": "needs a roster quorum above 1: TestChannelEditQuorum drives it through meshctl channel publish",
+	"fetch/413":          "needs a sender whose attachment_max_mib is above the fetcher's",
+	"fetch/504":          "needs a fetch that outlasts the route's 10-minute wait",
 }
 
 // TestControlAPILive drives every control endpoint of two real meshd
@@ -871,6 +873,7 @@ func TestControlAPILive(t *testing.T) {
 	c.exerciseJoinRoutes(alice, bob)
 	c.exerciseCards(alice, bob) // agent cards and cancel
 	c.exerciseChannelDrafts(alice, bob)
+	c.exerciseAttachments(alice, bob)
 
 	// Every documented operation answered, with every documented status
 	// but those listed in notExercised.

@@ -160,6 +160,32 @@ type Send struct {
 	To        string `json:"to"`
 	Body      string `json:"body"`
 	InReplyTo string `json:"in_reply_to,omitempty"` // envelope id
+	// Attachments are absolute paths of local files the daemon reads and
+	// copies into its blob store; the message lists each (PROTOCOL.md §6.8).
+	Attachments []string `json:"attachments,omitempty"`
+}
+
+// Attachment is a file an item lists: GET /v1/inbox and the events.
+type Attachment struct {
+	Name      string `json:"name"`
+	Size      uint64 `json:"size"`
+	MediaType string `json:"media_type"`
+	SHA256    string `json:"sha256"`
+	// Path is the verified local file, once present; empty until then.
+	Path string `json:"path,omitempty"`
+}
+
+// Fetch is the body of POST /v1/fetch: fetch the attachments of the
+// envelope ID (all, or the one named Name) and wait until they are
+// present.
+type Fetch struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+}
+
+// Fetched is the answer to POST /v1/fetch.
+type Fetched struct {
+	Attachments []Attachment `json:"attachments"`
 }
 
 // Request is the body of POST /v1/request.
@@ -168,6 +194,8 @@ type Request struct {
 	Intent  string          `json:"intent"`
 	Params  json.RawMessage `json:"params,omitempty"`
 	ReplyTo string          `json:"reply_to,omitempty"` // parent request id: a follow-up, hop = parent hop + 1
+	// Attachments are the request's input files, as in [Send].
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // Respond is the body of POST /v1/respond.
@@ -178,6 +206,8 @@ type Respond struct {
 	To     string          `json:"to,omitempty"`
 	Status string          `json:"status"` // accepted, rejected, completed or failed
 	Result json.RawMessage `json:"result,omitempty"`
+	// Attachments are the answer's result files, as in [Send].
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // Sent is the answer to send, request and respond.
@@ -228,6 +258,9 @@ type Item struct {
 	Hop         *int            `json:"hop,omitempty"`
 	Status      string          `json:"status,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
+	// Attachments lists the files beside the envelope (PROTOCOL.md §6.8),
+	// each with its local path once fetched and verified.
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// For a delivery_failed item (kind): an envelope of this node's that
 	// will never reach To. FailedKind is its kind (message, request or
 	// response), Delivery "expired" or "refused", Reason why it was
@@ -581,4 +614,11 @@ func (c *Client) SentList(ctx context.Context, q SentQuery) (*SentList, error) {
 func (c *Client) Delivery(ctx context.Context, id string) (*Delivery, error) {
 	var out Delivery
 	return &out, c.Get(ctx, "/v1/sent/"+url.PathEscape(id), &out)
+}
+
+// Fetch calls POST /v1/fetch: it returns once the attachments are
+// present, or when ctx ends.
+func (c *Client) Fetch(ctx context.Context, in Fetch) (*Fetched, error) {
+	var out Fetched
+	return &out, c.postJSON(ctx, "/v1/fetch", in, &out)
 }

@@ -53,6 +53,9 @@ type Backend interface {
 	Send(req api.Send) (*api.Sent, error)
 	Request(req api.Request) (*api.Sent, error)
 	Respond(req api.Respond) (*api.Sent, error)
+	// Fetch fetches an inbox item's attachments and waits until they are
+	// verified and present, or ctx ends.
+	Fetch(ctx context.Context, req api.Fetch) (*api.Fetched, error)
 	// Sent lists what the node sent, newest first, with its delivery
 	// state; DeliveryStatus is one sent envelope's state per recipient.
 	Sent(q api.SentQuery) (*api.SentList, error)
@@ -156,6 +159,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /v1/send", s.send)
 	mux.HandleFunc("POST /v1/request", s.request)
 	mux.HandleFunc("POST /v1/respond", s.respond)
+	mux.HandleFunc("POST /v1/fetch", s.fetch)
 	mux.HandleFunc("GET /v1/sent", s.getSent)
 	mux.HandleFunc("GET /v1/sent/{id}", s.getDelivery)
 	mux.HandleFunc("GET /v1/inbox", s.getInbox)

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -146,6 +147,15 @@ func jsonCall[In, Out any](w http.ResponseWriter, req *http.Request, call func(I
 func (s *Server) send(w http.ResponseWriter, req *http.Request)    { jsonCall(w, req, s.b.Send) }
 func (s *Server) request(w http.ResponseWriter, req *http.Request) { jsonCall(w, req, s.b.Request) }
 func (s *Server) respond(w http.ResponseWriter, req *http.Request) { jsonCall(w, req, s.b.Respond) }
+
+// fetchWait bounds one POST /v1/fetch; the fetch goes on after it.
+const fetchWait = 10 * time.Minute
+
+func (s *Server) fetch(w http.ResponseWriter, req *http.Request) {
+	ctx, cancel := context.WithTimeout(req.Context(), fetchWait)
+	defer cancel()
+	jsonCall(w, req, func(in api.Fetch) (*api.Fetched, error) { return s.b.Fetch(ctx, in) })
+}
 
 func (s *Server) getSent(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()

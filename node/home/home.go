@@ -86,3 +86,6 @@ func (h Home) DBPath() string { return h.path("history.db") }
 
 // MailboxDir is the root of the mailbox mirror.
 func (h Home) MailboxDir() string { return h.path("mailbox") }
+
+// BlobsDir is the content-addressed store of attachments (node/blobs).
+func (h Home) BlobsDir() string { return h.path("blobs") }

@@ -72,8 +72,16 @@
 //	Reply-To     a follow-up request's reply_to (the parent request id)
 //	Status       a response's status: accepted, rejected, completed or
 //	             failed
+//	Attachments  the files the envelope lists (PROTOCOL.md §6.8), each as
+//	             its quoted name, size and SHA-256: "fix.patch" 262148
+//	             bytes sha256 c17e..., separated by ", "
 //	Source       "history" when the envelope arrived through history
 //	             sync (local)
+//
+// The files themselves appear, once fetched and verified, in
+// <YYYY-MM-DD>/attachments/<HHMMSS>-<id12>/ (the day and name of the
+// envelope's mirror file, [AttachmentDir]), hard links to the node's blob
+// store or copies renamed into place: never a partial file.
 //
 // A To value whose name has the form of a channel id (after "#") or of a
 // fingerprint (after "@") is taken as that id and checked against the
@@ -205,6 +213,7 @@
 //	Request-ID: <id>       (response: required)
 //	Status: completed      (response: required)
 //	In-Reply-To: <id>      (message: optional)
+//	Attach: /path/file     (any kind: optional, one line per file, absolute)
 //	---
 //	<body>
 //

@@ -60,3 +60,11 @@ func IsDay(name string) bool {
 	_, err := time.Parse(time.DateOnly, name)
 	return err == nil
 }
+
+// AttachmentDir returns the folder that holds the attachments of envelope
+// id delivered at t (UTC), under root: <YYYY-MM-DD>/attachments/ and the
+// name of the envelope's mirror file without ".txt" (<HHMMSS>-<id12>). It
+// stays put when the message file moves from inbox/ to read/.
+func AttachmentDir(root string, t time.Time, id string) string {
+	return filepath.Join(root, t.UTC().Format(time.DateOnly), "attachments", nameBase(t, id))
+}

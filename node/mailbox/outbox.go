@@ -587,6 +587,9 @@ Headers (names are case-insensitive; any other header is refused):
     Reply-To: <request id>                    (request: follow-up of that request)
     Request-ID: <request id>                  (response, required)
     Status: accepted | rejected | completed | failed   (response, required)
+    Attach: /absolute/path/of/a/file          (any kind, optional; one line per
+                                              file, at most 16: meshd copies each
+                                              and the message lists it, signed)
 
 The body is the message text; for a request, its params as one JSON value;
 for a response, its result as one JSON value. Both may be empty. One final

@@ -185,7 +185,7 @@ func TestOutboxRefusals(t *testing.T) {
 		{"send.txt", "To: @bob\n---\nhi\n", ReasonSend, "no route to bob", ""},
 		{"hint.txt", "To: @zed\n---\nhi\n", "unknown-peer", "no member named zed", "meshctl roster show"},
 		{"malformed.txt", "To: @bob\nhello\n---\n", ReasonMalformed, `bad outbox file: line 2: "hello" is not a header (want Name: value)`, "a line ---"},
-		{"unknown.txt", "To: @bob\nSubjet: hi\n---\n", ReasonMalformed, `bad outbox file: line 2: unknown header "Subjet" (want To, Kind, Intent, Reply-To, Request-ID, Status, In-Reply-To)`, "README.txt"},
+		{"unknown.txt", "To: @bob\nSubjet: hi\n---\n", ReasonMalformed, `bad outbox file: line 2: unknown header "Subjet" (want To, Kind, Intent, Reply-To, Request-ID, Status, In-Reply-To, Attach)`, "README.txt"},
 		{"noto.txt", "Kind: message\n---\nhi\n", ReasonMalformed, "bad outbox file: missing To", "To: #general"},
 		{"nointent.txt", "To: @bob\nKind: request\n---\n{}\n", ReasonMalformed, "bad outbox file: a request needs an Intent header", "Intent: run-tests"},
 		{"badjson.txt", "To: @bob\nKind: request\nIntent: x\n---\n{\"a\": \n", ReasonMalformed, "bad outbox file: body: params: invalid json", "one JSON value"},

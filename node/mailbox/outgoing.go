@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -52,6 +53,10 @@ type OutgoingMessage struct {
 	// Read, for a file of "Kind: read", lists the inbox items (by
 	// Message-ID) to mark read; such a file sends nothing, and Kind is 0.
 	Read []uuid.UUID
+
+	// Attach lists the files to attach, absolute paths, one per Attach
+	// header (the one header that may repeat).
+	Attach []string
 }
 
 // MaxReadIDs bounds the items one "Kind: read" file marks.
@@ -70,6 +75,7 @@ var outHeaders = []struct {
 	{"Request-ID", proto.KindResponse},
 	{"Status", proto.KindResponse},
 	{"In-Reply-To", proto.KindMessage},
+	{"Attach", 0},
 }
 
 func outHeaderList() string {
@@ -93,6 +99,7 @@ func ParseOutgoing(b []byte) (*OutgoingMessage, error) {
 		line int
 	}
 	hv := map[string]value{}
+	var attach []string
 	rest := string(b)
 	n := 0
 	for {
@@ -122,6 +129,18 @@ func ParseOutgoing(b []byte) (*OutgoingMessage, error) {
 		if canon == "" {
 			return nil, WithHint(fmt.Errorf("%w: line %d: unknown header %q (want %s)", ErrBadOutgoing, n, strings.TrimSpace(name), outHeaderList()), outHint)
 		}
+		if canon == "Attach" {
+			p := strings.TrimSpace(v)
+			if !filepath.IsAbs(p) {
+				return nil, WithHint(fmt.Errorf("%w: line %d: Attach %q is not an absolute path", ErrBadOutgoing, n, p),
+					"write the file's absolute path, such as 'Attach: /home/me/build.log'; one Attach line per file")
+			}
+			if len(attach) == proto.MaxAttachments {
+				return nil, fmt.Errorf("%w: line %d: more than %d Attach lines", ErrBadOutgoing, n, proto.MaxAttachments)
+			}
+			attach = append(attach, p)
+			continue
+		}
 		if prev, dup := hv[canon]; dup {
 			return nil, fmt.Errorf("%w: line %d: header %s again (first on line %d)", ErrBadOutgoing, n, canon, prev.line)
 		}
@@ -129,7 +148,7 @@ func ParseOutgoing(b []byte) (*OutgoingMessage, error) {
 	}
 	body := strings.TrimSuffix(rest, "\n")
 
-	m := &OutgoingMessage{Kind: proto.KindMessage}
+	m := &OutgoingMessage{Kind: proto.KindMessage, Attach: attach}
 	if k, ok := hv["Kind"]; ok {
 		switch strings.ToLower(k.v) {
 		case "message":
@@ -138,7 +157,7 @@ func ParseOutgoing(b []byte) (*OutgoingMessage, error) {
 		case "response":
 			m.Kind = proto.KindResponse
 		case "read":
-			return parseRead(hv["To"].line, hv["Kind"].line, len(hv), body)
+			return parseRead(hv["To"].line, hv["Kind"].line, len(hv)+len(attach), body)
 		default:
 			return nil, fmt.Errorf("%w: line %d: Kind %q (want message, request, response or read)", ErrBadOutgoing, k.line, k.v)
 		}

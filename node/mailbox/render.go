@@ -175,10 +175,27 @@ func headers(it Item) ([]header, error) {
 		add("Request-ID", e.Response.RequestID.String())
 		add("Status", e.Response.Status.String())
 	}
+	if as := e.Attachments(); len(as) > 0 {
+		add("Attachments", attachmentsValue(as))
+	}
 	if it.FromHistory {
 		add("Source", sourceHistory)
 	}
 	return hs, nil
+}
+
+// attachmentsValue is the Attachments header: each attachment as its
+// quoted name, its size in bytes and its SHA-256, separated by ", ":
+// "fix.patch" 262148 bytes sha256 c17e…
+func attachmentsValue(as []proto.Attachment) string {
+	var b strings.Builder
+	for i, a := range as {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d bytes sha256 %s", strconv.Quote(a.Name), a.Size, a.SHA256)
+	}
+	return clean(b.String())
 }
 
 // sourceHistory is the only value of the Source header.

@@ -133,6 +133,7 @@
 //	outbox.files_failed       meshd_outbox_files_failed_total
 //	outbox.failed.<reason>    meshd_outbox_failures_total              reason
 //	outbox.malformed          meshd_outbox_files_malformed_total
+//	blob.<event>              meshd_attachment_events_total            event
 //	outbox.sent               meshd_outbox_sends_total                 result="sent"
 //	outbox.refused            meshd_outbox_sends_total                 result="refused"
 //	outbox.read               meshd_outbox_items_read_total

@@ -1,0 +1,391 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/internal/testwait"
+	"github.com/meshd/meshd/node/api"
+)
+
+// Attachment tests (PROTOCOL.md §6.8, §13.5) through real meshd
+// processes: files listed under the signature, moved in verified chunks,
+// served only to members that may read a message naming them.
+
+// randomFile writes size pseudo-random bytes to dir/name.
+func randomFile(t *testing.T, dir, name string, size int, seed uint64) (string, []byte) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// attachedPath waits until node i's inbox item id names a local path
+// for its attachment name, and returns it.
+func (m *faultMesh) attachedPath(i int, id, name string, within time.Duration) string {
+	m.t.Helper()
+	var path string
+	m.inboxItem(i, within, func(it api.Item) bool {
+		if it.ID != id {
+			return false
+		}
+		for _, a := range it.Attachments {
+			if a.Name == name && a.Path != "" {
+				path = a.Path
+				return true
+			}
+		}
+		return false
+	})
+	return path
+}
+
+func (m *faultMesh) counter(i int, name string) uint64 { return m.status(i).Counters[name] }
+
+// TestAttachmentDMArrivesVerified: a DM with a three-chunk attachment
+// arrives with the attachment listed in the mailbox file's Attachments
+// header, and the file appears beside it, byte for byte, once verified.
+func TestAttachmentDMArrivesVerified(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	file, data := randomFile(t, t.TempDir(), "build.log", 2*256<<10+1000, 1)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "dm", "bob", "the failing build", "--attach", file)
+
+	path := m.attachedPath(1, sent.ID, "build.log", 30*time.Second)
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("attachment at %s: %v (%d bytes, want %d)", path, err, len(got), len(data))
+	}
+	if !strings.Contains(path, filepath.Join(m.homes[1], "mailbox")) || filepath.Base(filepath.Dir(filepath.Dir(path))) != "attachments" {
+		t.Fatalf("attachment path %s is not in the mailbox's attachments folder", path)
+	}
+	// The message file lists it, and verifies against its signature.
+	tag := sent.ID[len(sent.ID)-12:]
+	msgs, _ := filepath.Glob(filepath.Join(m.homes[1], "mailbox", "*", "inbox", "*-"+tag+".txt"))
+	if len(msgs) != 1 {
+		t.Fatalf("%d mailbox files for %s", len(msgs), sent.ID)
+	}
+	text, _ := os.ReadFile(msgs[0])
+	want := `Attachments: "build.log" 525288 bytes sha256 ` + sha(data)
+	if !strings.Contains(string(text), want+"\n") {
+		t.Fatalf("mailbox file lacks %q:\n%s", want, text)
+	}
+	if base := strings.TrimSuffix(filepath.Base(msgs[0]), ".txt"); filepath.Base(filepath.Dir(path)) != base {
+		t.Fatalf("attachment folder %s is not named after %s", filepath.Dir(path), msgs[0])
+	}
+	if out := m.ctl(1, "verify", msgs[0]); !strings.Contains(out, "attachments: build.log verified") {
+		t.Fatalf("meshctl verify: %s", out)
+	}
+	// A file swapped in its place fails meshctl verify.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Repeat([]byte{1}, len(data)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := meshctlRun(t, m.meshctl, "--home", m.homes[1], "verify", msgs[0]); r.code == 0 || !strings.Contains(r.stderr, "does not match its signed SHA-256") {
+		t.Fatalf("verify of a swapped attachment: exit %d, %s", r.code, r.stderr)
+	}
+	if n := m.counter(1, "blob.fetched"); n != 1 {
+		t.Fatalf("blob.fetched = %d, want 1", n)
+	}
+}
+
+// TestAttachmentSendRefusals: meshctl refuses a path it cannot read, and
+// meshd a file over attachment_max_mib, before anything is signed.
+func TestAttachmentSendRefusals(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-max-mib", "1")
+	r := meshctlRun(t, m.meshctl, "--home", m.homes[0], "dm", "bob", "x", "--attach", filepath.Join(t.TempDir(), "missing"))
+	if r.code == 0 || !strings.Contains(r.stderr, "no such file") {
+		t.Fatalf("missing file: exit %d, %s", r.code, r.stderr)
+	}
+	big, _ := randomFile(t, t.TempDir(), "big.bin", 1<<20+1, 2)
+	r = meshctlRun(t, m.meshctl, "--home", m.homes[0], "dm", "bob", "x", "--attach", big)
+	if r.code == 0 || !strings.Contains(r.stderr, "over attachment_max_mib") {
+		t.Fatalf("file over the limit: exit %d, %s", r.code, r.stderr)
+	}
+	if n := m.counter(0, "tx.refused.attachment"); n != 1 {
+		t.Fatalf("tx.refused.attachment = %d, want 1", n)
+	}
+}
+
+// TestAttachmentChannelFetchOnDemand: a channel attachment above
+// attachment_channel_eager_max_kib is not fetched as the message
+// arrives; meshctl fetch fetches it, verified.
+func TestAttachmentChannelFetchOnDemand(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-channel-eager-max-kib", "256")
+	m.channel("data")
+	file, data := randomFile(t, t.TempDir(), "sample.csv", 300<<10, 3)
+	small, smallData := randomFile(t, t.TempDir(), "note.txt", 100, 4)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "send", "#data", "a sample", "--attach", file, "--attach", small)
+
+	// The small one comes eagerly; the large one only on demand.
+	p := m.attachedPath(1, sent.ID, "note.txt", 30*time.Second)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, smallData) {
+		t.Fatal("small attachment differs")
+	}
+	it := m.inboxItem(1, 5*time.Second, func(it api.Item) bool { return it.ID == sent.ID })
+	for _, a := range it.Attachments {
+		if a.Name == "sample.csv" && a.Path != "" {
+			t.Fatalf("the large attachment was fetched without meshctl fetch: %s", a.Path)
+		}
+	}
+	if text := m.ctl(1, "inbox", "--all"); !strings.Contains(text, "attachment sample.csv (307200 bytes, ") ||
+		!strings.Contains(text, "): not fetched: meshctl fetch "+sent.ID) {
+		t.Fatalf("meshctl inbox does not say the attachment waits for meshctl fetch:\n%s", text)
+	}
+	var out api.Fetched
+	meshctlJSON(t, m.meshctl, &out, "--home", m.homes[1], "fetch", sent.ID, "sample.csv")
+	if len(out.Attachments) != 1 || out.Attachments[0].SHA256 != sha(data) {
+		t.Fatalf("fetch answered %+v", out)
+	}
+	if got, _ := os.ReadFile(out.Attachments[0].Path); !bytes.Equal(got, data) {
+		t.Fatal("fetched attachment differs")
+	}
+	r := meshctlRun(t, m.meshctl, "--home", m.homes[1], "fetch", sent.ID, "nope.txt")
+	if r.code == 0 || !strings.Contains(r.stderr, `no attachment named "nope.txt"`) {
+		t.Fatalf("fetch of an unknown name: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// TestAttachmentResumesAfterKill: the recipient is killed (SIGKILL)
+// mid-transfer; after its restart the fetch resumes from the chunks it
+// had made durable, the file is complete and verified, and no partial
+// file was ever in the mailbox.
+func TestAttachmentResumesAfterKill(t *testing.T) {
+	// bob reads at most 4 MiB/s per link, so the 24 MiB take seconds.
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--link-recv-rate-mib", "4")
+	file, data := randomFile(t, t.TempDir(), "dataset.bin", 24<<20, 5)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "dm", "bob", "the dataset", "--attach", file)
+
+	have := filepath.Join(m.homes[1], "blobs", "part", sha(data)+".have")
+	if !testwait.Until(30*time.Second, func() bool { _, err := os.Stat(have); return err == nil }) {
+		t.Fatal("bob never checkpointed a chunk")
+	}
+	if err := m.ds[1].stop(syscall.SIGKILL); err == nil {
+		t.Log("bob exited cleanly on SIGKILL?")
+	}
+	served := m.counter(0, "blob.chunks_served")
+	if served >= 96 {
+		t.Fatalf("alice served all %d chunks before the kill: the transfer was not cut", served)
+	}
+	if got, _ := filepath.Glob(filepath.Join(m.homes[1], "mailbox", "*", "attachments", "*", "dataset.bin")); len(got) != 0 {
+		t.Fatalf("a partial file is visible in the mailbox: %v", got)
+	}
+	m.start(1)
+	path := m.attachedPath(1, sent.ID, "dataset.bin", 60*time.Second)
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("resumed attachment: %v (%d bytes)", err, len(got))
+	}
+	if total := m.counter(0, "blob.chunks_served"); total >= served+96 {
+		t.Fatalf("alice served %d chunks in all, %d before the kill: the fetch started over", total, served)
+	}
+}
+
+// TestAttachmentNotServedToNonReader: a member that may not read the
+// channel message naming a blob gets no chunk of it, even knowing its
+// hash and the message's id; with a DM addressed to it that names the
+// same blob, it gets the chunk list.
+func TestAttachmentNotServedToNonReader(t *testing.T) {
+	r := startRawTarget(t, "", "mallory")
+	meshctlOK(t, r.meshctl, "--home", r.home, "channel", "create", "admins", "--readers", "role:admin")
+	file, data := randomFile(t, t.TempDir(), "secret.txt", 1000, 6)
+	var toAdmins, toMallory api.Sent
+	meshctlJSON(t, r.meshctl, &toAdmins, "--home", r.home, "send", "#admins", "for admins only", "--attach", file)
+	meshctlJSON(t, r.meshctl, &toMallory, "--home", r.home, "dm", "mallory", "for mallory", "--attach", file)
+
+	// Until mallory acknowledges it, the sender says why it may never:
+	// a node older than attachments drops it as malformed.
+	var d api.Delivery
+	meshctlJSON(t, r.meshctl, &d, "--home", r.home, "status", toMallory.ID)
+	if len(d.Recipients) != 1 || d.Recipients[0].State != "queued" || !strings.Contains(d.Recipients[0].Reason, "older than attachments") {
+		t.Fatalf("delivery of a DM with an attachment: %+v", d.Recipients)
+	}
+
+	l := r.dial(t, 10*time.Second)
+	frames := make(chan []byte, 64)
+	l.Start(func(f []byte) { frames <- f })
+	defer l.Close()
+	ask := func(id string) byte {
+		t.Helper()
+		f := blobWantFrame(t, r.target, id, sha256.Sum256(data))
+		if err := l.Send(f); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case f := <-frames:
+				if what, ok := blobChunkWhat(f); ok {
+					return what
+				}
+			case <-deadline:
+				t.Fatal("no blob-chunk answer within 10s")
+			}
+		}
+	}
+	if what := ask(toAdmins.ID); what != 3 {
+		t.Fatalf("asking with the admins' message: answer kind %d, want 3 (unavailable)", what)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := api.NewClient(filepath.Join(r.home, "meshd.sock")).Status(ctx)
+	if err != nil || st.Counters["blob.refused"] != 1 {
+		t.Fatalf("blob.refused = %d (%v), want 1", st.Counters["blob.refused"], err)
+	}
+	if what := ask(toMallory.ID); what != 1 {
+		t.Fatalf("asking with mallory's own DM: answer kind %d, want 1 (chunk list)", what)
+	}
+}
+
+// TestAttachmentRequestAndResponse: a request carries an input file and
+// its answer a result file, each fetched verified by the other end.
+func TestAttachmentRequestAndResponse(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	in, inData := randomFile(t, t.TempDir(), "fix.patch", 1000, 7)
+	out, outData := randomFile(t, t.TempDir(), "report.txt", 300<<10, 8)
+	var rq api.Sent
+	meshctlJSON(t, m.meshctl, &rq, "--home", m.homes[0], "request", "bob", "review", "--attach", in)
+	p := m.attachedPath(1, rq.ID, "fix.patch", 30*time.Second)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, inData) {
+		t.Fatal("request's attachment differs")
+	}
+	var rs api.Sent
+	meshctlJSON(t, m.meshctl, &rs, "--home", m.homes[1], "respond", rq.RequestID, "completed", "--attach", out)
+	p = m.attachedPath(0, rs.ID, "report.txt", 30*time.Second)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, outData) {
+		t.Fatal("response's attachment differs")
+	}
+}
+
+// TestAttachmentFetchPausesOnLowDisk: below mailbox_min_free_mib of free
+// space (here: more than any disk has), fetches pause with a warning
+// instead of filling the disk.
+func TestAttachmentFetchPausesOnLowDisk(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--mailbox-min-free-mib", "1073741824")
+	file, _ := randomFile(t, t.TempDir(), "big.bin", 1000, 10)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "dm", "bob", "a file", "--attach", file)
+	if !testwait.Until(30*time.Second, func() bool { return m.counter(1, "blob.paused_disk") > 0 }) {
+		t.Fatal("bob's fetch never paused for disk space")
+	}
+	it := m.inboxItem(1, 10*time.Second, func(it api.Item) bool { return it.ID == sent.ID })
+	if len(it.Attachments) != 1 || it.Attachments[0].Path != "" {
+		t.Fatalf("the attachment was fetched below the disk watermark: %+v", it.Attachments)
+	}
+	m.ds[1].waitLog("attachment fetch paused: too little disk space", 10*time.Second)
+}
+
+// TestAttachmentFromOutbox: an outbox file's Attach lines attach files;
+// a relative path is refused with the file's .error.
+func TestAttachmentFromOutbox(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	file, data := randomFile(t, t.TempDir(), "trace.txt", 5000, 11)
+	outbox := filepath.Join(m.homes[0], "mailbox", "outbox")
+	drop := func(name, text string) {
+		tmp := filepath.Join(outbox, "."+name)
+		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(outbox, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drop("trace.txt", "To: @bob\nAttach: "+file+"\n---\nthe trace\n")
+	drop("relative.txt", "To: @bob\nAttach: trace.txt\n---\nx\n")
+	it := m.inboxItem(1, 30*time.Second, func(it api.Item) bool {
+		return it.Body == "the trace" && len(it.Attachments) == 1 && it.Attachments[0].Path != ""
+	})
+	if got, _ := os.ReadFile(it.Attachments[0].Path); !bytes.Equal(got, data) {
+		t.Fatal("outbox attachment differs")
+	}
+	var errText []byte
+	if !testwait.Until(10*time.Second, func() bool {
+		var err error
+		errText, err = os.ReadFile(filepath.Join(m.homes[0], "mailbox", "failed", "relative.txt.error"))
+		return err == nil
+	}) {
+		t.Fatal("no .error for a relative Attach path")
+	}
+	if !strings.Contains(string(errText), "is not an absolute path") {
+		t.Fatalf(".error says %q", errText)
+	}
+}
+
+// TestAttachmentFromAnotherReader: carol, away when alice sent a channel
+// attachment, gets the message by history sync from bob once alice is
+// gone, and fetches the file from bob, who holds it.
+func TestAttachmentFromAnotherReader(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob", "carol"})
+	m.channel("data")
+	if err := m.ds[2].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	file, data := randomFile(t, t.TempDir(), "rows.csv", 600<<10, 12)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "send", "#data", "rows", "--attach", file)
+	m.attachedPath(1, sent.ID, "rows.csv", 30*time.Second)
+	if err := m.ds[0].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m.start(2)
+	p := m.attachedPath(2, sent.ID, "rows.csv", 60*time.Second)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
+		t.Fatal("carol's copy differs")
+	}
+	if n := m.counter(1, "blob.chunks_served"); n < 3 {
+		t.Fatalf("bob served %d chunks, want the file's 3", n)
+	}
+}
+
+// TestAttachmentSenderBudget: past attachment_sender_max_mib of
+// attachments listed by one member's messages, its next attachment is
+// not fetched as it arrives (blob.quota); meshctl fetch still fetches it.
+func TestAttachmentSenderBudget(t *testing.T) {
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1")
+	dir := t.TempDir()
+	first, _ := randomFile(t, dir, "one.bin", 600<<10, 13)
+	second, data := randomFile(t, dir, "two.bin", 600<<10, 14)
+	var s1, s2 api.Sent
+	meshctlJSON(t, m.meshctl, &s1, "--home", m.homes[0], "dm", "bob", "one", "--attach", first)
+	m.attachedPath(1, s1.ID, "one.bin", 30*time.Second)
+	meshctlJSON(t, m.meshctl, &s2, "--home", m.homes[0], "dm", "bob", "two", "--attach", second)
+	if !testwait.Until(30*time.Second, func() bool { return m.counter(1, "blob.quota") > 0 }) {
+		t.Fatal("the second attachment, past the sender's budget, was not held back")
+	}
+	it := m.inboxItem(1, 10*time.Second, func(it api.Item) bool { return it.ID == s2.ID })
+	if it.Attachments[0].Path != "" {
+		t.Fatal("the attachment past the budget was fetched as it arrived")
+	}
+	var out api.Fetched
+	meshctlJSON(t, m.meshctl, &out, "--home", m.homes[1], "fetch", s2.ID)
+	if got, _ := os.ReadFile(out.Attachments[0].Path); !bytes.Equal(got, data) {
+		t.Fatal("fetched attachment differs")
+	}
+}

@@ -1,0 +1,347 @@
+package blobs
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/meshd/meshd/proto"
+)
+
+func content(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func open(t *testing.T, dir string, max uint64) *Store {
+	t.Helper()
+	s, err := Open(dir, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// source adds data to a fresh store and returns it with the attachment.
+func source(t *testing.T, data []byte) (*Store, proto.Attachment) {
+	t.Helper()
+	s := open(t, t.TempDir(), 0)
+	a, err := s.Add(bytes.NewReader(data), "f.bin", "application/octet-stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, a
+}
+
+func chunkList(t *testing.T, s *Store, a proto.Attachment) []byte {
+	t.Helper()
+	l, err := s.Chunks(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return EncodeChunkList(l)
+}
+
+func readChunk(t *testing.T, s *Store, a proto.Attachment, i int) []byte {
+	t.Helper()
+	c, err := s.ReadChunk(a, i, make([]byte, proto.ChunkSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Clone(c)
+}
+
+// TestAddOneCopy: a blob added is visible with its chunk list, its chunks
+// read back, and adding the same content again keeps one copy.
+func TestAddOneCopy(t *testing.T) {
+	data := content(2*proto.ChunkSize+100, 1)
+	s, a := source(t, data)
+	p, err := s.Path(a.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
+		t.Fatal("stored content differs")
+	}
+	if a.Size != uint64(len(data)) || a.Chunks() != 3 {
+		t.Fatalf("attachment %+v", a)
+	}
+	var joined []byte
+	for i := range a.Chunks() {
+		joined = append(joined, readChunk(t, s, a, i)...)
+	}
+	if !bytes.Equal(joined, data) {
+		t.Fatal("chunks do not join to the content")
+	}
+	b, err := s.Add(bytes.NewReader(data), "other-name.bin", "text/plain")
+	if err != nil || b.SHA256 != a.SHA256 {
+		t.Fatalf("second add: %v", err)
+	}
+	hs, _ := s.List()
+	if len(hs) != 1 {
+		t.Fatalf("%d blobs after adding one content twice", len(hs))
+	}
+	lie := a
+	lie.ChunkRoot[0] ^= 1
+	if _, err := s.Chunks(lie); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("chunk list under a wrong root: %v", err)
+	}
+}
+
+// TestAddTooLarge: content over the limit is refused and leaves nothing.
+func TestAddTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1000)
+	if _, err := s.Add(bytes.NewReader(content(1001, 2)), "big", "text/plain"); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "data"))
+	if len(ents) != 0 {
+		t.Fatalf("%d files left in data/", len(ents))
+	}
+	if _, err := s.Begin(proto.Attachment{Name: "big", Size: 1001}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("begin: %v, want ErrTooLarge", err)
+	}
+}
+
+// TestFetchResumesAfterRestart: half the chunks written, the store
+// closed and opened again: the fetch resumes with only the rest missing,
+// and the blob is visible only once finished.
+func TestFetchResumesAfterRestart(t *testing.T) {
+	data := content(40*proto.ChunkSize+7, 3)
+	src, a := source(t, data)
+	dir := t.TempDir()
+	s := open(t, dir, 0)
+	p, err := s.Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.NeedChunks() {
+		t.Fatal("a new part knows its chunk list")
+	}
+	if err := p.SetChunks(chunkList(t, src, a)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := p.WriteChunk(i, readChunk(t, src, a, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Has(a.SHA256) {
+		t.Fatal("a partial blob is visible")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+
+	s = open(t, dir, 0)
+	p, err = s.Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NeedChunks() {
+		t.Fatal("the chunk list was not kept")
+	}
+	miss := p.Missing(0)
+	if len(miss) != a.Chunks()-20 || miss[0] != 20 {
+		t.Fatalf("missing after restart: %d from %v", len(miss), miss[:1])
+	}
+	if err := p.Finish(); err == nil {
+		t.Fatal("finished with chunks missing")
+	}
+	for _, i := range miss {
+		if err := p.WriteChunk(i, readChunk(t, src, a, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !p.Done() {
+		t.Fatal("not done with every chunk")
+	}
+	if err := p.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	path, err := s.Path(a.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
+		t.Fatal("fetched content differs")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "part")); len(ents) != 0 {
+		t.Fatalf("%d part files left after finishing", len(ents))
+	}
+	if _, err := s.Begin(a); !errors.Is(err, ErrComplete) {
+		t.Fatalf("begin of a stored blob: %v", err)
+	}
+}
+
+// TestUncheckpointedChunksRefetched: chunks written since the last
+// checkpoint are not trusted after a crash; they are fetched again.
+func TestUncheckpointedChunksRefetched(t *testing.T) {
+	src, a := source(t, content(4*proto.ChunkSize, 4))
+	dir := t.TempDir()
+	p, err := open(t, dir, 0).Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetChunks(chunkList(t, src, a)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := p.WriteChunk(i, readChunk(t, src, a, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No Close: as if the process died.
+	p2, err := open(t, dir, 0).Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(p2.Missing(0)); got != 4 {
+		t.Fatalf("%d chunks missing after a crash before a checkpoint, want 4", got)
+	}
+	_ = p.Close()
+	_ = p2.Close()
+}
+
+// TestCorruptChunksRefused: a chunk that does not match its hash, a
+// chunk of the wrong length or index, and a chunk list that does not
+// match the root are refused and change nothing.
+func TestCorruptChunksRefused(t *testing.T) {
+	src, a := source(t, content(2*proto.ChunkSize+1, 5))
+	s := open(t, t.TempDir(), 0)
+	p, err := s.Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	list := chunkList(t, src, a)
+	if err := p.WriteChunk(0, readChunk(t, src, a, 0)); err == nil {
+		t.Fatal("chunk taken before the chunk list")
+	}
+	bad := bytes.Clone(list)
+	bad[5] ^= 1
+	if err := p.SetChunks(bad); !errors.Is(err, ErrBadChunk) {
+		t.Fatalf("tampered chunk list: %v", err)
+	}
+	if err := p.SetChunks(list[:32]); !errors.Is(err, ErrBadChunk) {
+		t.Fatalf("short chunk list: %v", err)
+	}
+	if err := p.SetChunks(list); err != nil {
+		t.Fatal(err)
+	}
+	c := readChunk(t, src, a, 1)
+	c[100] ^= 0xff
+	for name, f := range map[string]func() error{
+		"flipped byte": func() error { return p.WriteChunk(1, c) },
+		"wrong index":  func() error { return p.WriteChunk(0, readChunk(t, src, a, 1)) },
+		"short":        func() error { return p.WriteChunk(2, nil) },
+		"out of range": func() error { return p.WriteChunk(3, readChunk(t, src, a, 2)) },
+	} {
+		if err := f(); !errors.Is(err, ErrBadChunk) {
+			t.Errorf("%s: %v, want ErrBadChunk", name, err)
+		}
+	}
+	if got := len(p.Missing(0)); got != 3 {
+		t.Fatalf("%d missing after refused chunks, want 3", got)
+	}
+	if have, total := p.Progress(); have != 0 || total != 3 {
+		t.Fatalf("progress %d/%d", have, total)
+	}
+}
+
+// TestFinishRefusesWrongContent: chunks that match a chunk list that
+// matches the chunk root, but whose whole does not match the SHA-256 the
+// envelope signed (a sender that lied about the hash), never become
+// visible, and the part is thrown away.
+func TestFinishRefusesWrongContent(t *testing.T) {
+	src, a := source(t, content(proto.ChunkSize+3, 6))
+	lie := a
+	lie.SHA256[0] ^= 1
+	dir := t.TempDir()
+	s := open(t, dir, 0)
+	p, err := s.Begin(lie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetChunks(chunkList(t, src, a)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range a.Chunks() {
+		if err := p.WriteChunk(i, readChunk(t, src, a, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Finish(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("finish: %v, want ErrCorrupt", err)
+	}
+	if s.Has(lie.SHA256) || s.Has(a.SHA256) {
+		t.Fatal("content under a wrong hash became visible")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "part")); len(ents) != 0 {
+		t.Fatalf("%d part files left after a corrupt finish", len(ents))
+	}
+}
+
+// TestBeginMismatch: a second fetch of the same SHA-256 under another
+// chunk root does not take over the one under way.
+func TestBeginMismatch(t *testing.T) {
+	_, a := source(t, content(100, 7))
+	s := open(t, t.TempDir(), 0)
+	p, err := s.Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	other := a
+	other.ChunkRoot[0] ^= 1
+	if _, err := s.Begin(other); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("begin under another root: %v", err)
+	}
+	if q, err := s.Begin(a); err != nil || q != p {
+		t.Fatalf("begin again: %v", err)
+	}
+}
+
+// TestEmptyBlob: an empty attachment has no chunk and finishes at once.
+func TestEmptyBlob(t *testing.T) {
+	_, a := source(t, nil)
+	s := open(t, t.TempDir(), 0)
+	p, err := s.Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetChunks(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Has(a.SHA256) {
+		t.Fatal("empty blob not stored")
+	}
+}
+
+// TestRemove: a removed blob is gone, and removing it again is fine.
+func TestRemove(t *testing.T) {
+	s, a := source(t, content(10, 8))
+	if err := s.Remove(a.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	if s.Has(a.SHA256) {
+		t.Fatal("still there")
+	}
+	if err := s.Remove(a.SHA256); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,286 @@
+package blobs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/meshd/meshd/internal/fsutil"
+	"github.com/meshd/meshd/proto"
+)
+
+// ErrComplete is returned by [Store.Begin] when the blob is already in
+// the store: there is nothing to fetch.
+var ErrComplete = errors.New("blob already complete")
+
+// checkpointEvery is how many chunks a part takes between two
+// checkpoints of its bitmap (each one an fsync of the data first).
+const checkpointEvery = 16
+
+// Part is a blob being fetched: its chunks arrive in any order, from any
+// peer, and each is verified before it is written. Its methods are safe
+// for concurrent use.
+type Part struct {
+	s *Store
+	a proto.Attachment
+
+	// guarded by s.mu
+	f       *os.File
+	chunks  []proto.Hash // nil until the chunk list is known
+	have    []bool
+	missing int
+	dirty   int
+	closed  bool
+}
+
+// Begin starts the fetch of attachment a, or resumes it where an earlier
+// one (in this process or before a restart) stopped. It returns
+// ErrComplete when the blob is already stored, ErrTooLarge when a is over
+// the store's limit, and ErrMismatch when a part of the same SHA-256 is
+// under way for another size or chunk root.
+func (s *Store) Begin(a proto.Attachment) (*Part, error) {
+	if a.Size > s.max {
+		return nil, fmt.Errorf("%w: %s is %d bytes, over %d", ErrTooLarge, a.Name, a.Size, s.max)
+	}
+	if s.Has(a.SHA256) {
+		if _, err := s.Chunks(a); err != nil {
+			return nil, err
+		}
+		return nil, ErrComplete
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.parts[a.SHA256]; p != nil {
+		if p.a.Size != a.Size || p.a.ChunkRoot != a.ChunkRoot {
+			return nil, fmt.Errorf("%w: a fetch of %s is under way for another size or chunk root", ErrMismatch, a.SHA256)
+		}
+		return p, nil
+	}
+	p := &Part{s: s, a: a}
+	if err := p.load(); err != nil {
+		return nil, err
+	}
+	s.parts[a.SHA256] = p
+	return p, nil
+}
+
+// load opens the part file and the state an earlier fetch left.
+func (p *Part) load() error {
+	base := p.s.partPath(p.a.SHA256)
+	if b, err := os.ReadFile(base + ".chunks"); err == nil {
+		size, root, list, err := decodeChunks(b)
+		if err != nil || size != p.a.Size || root != p.a.ChunkRoot {
+			return fmt.Errorf("%w: a fetch of %s was begun for another size or chunk root", ErrMismatch, p.a.SHA256)
+		}
+		p.setChunks(list)
+		if have, err := os.ReadFile(base + ".have"); err == nil && len(have) == len(list) {
+			for i, c := range have {
+				if c == 1 {
+					p.have[i] = true
+					p.missing--
+				}
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	f, err := os.OpenFile(base, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	p.f = f
+	return nil
+}
+
+func (p *Part) setChunks(list []proto.Hash) {
+	p.chunks, p.have, p.missing = list, make([]bool, len(list)), len(list)
+}
+
+// Attachment is the attachment being fetched.
+func (p *Part) Attachment() proto.Attachment { return p.a }
+
+// NeedChunks reports whether the chunk hash list is still unknown.
+func (p *Part) NeedChunks() bool {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.chunks == nil
+}
+
+// SetChunks takes the chunk hash list a peer sent (wire form), after
+// checking it against the attachment's chunk root (ErrBadChunk if not),
+// and records it so that a restart does not need it again.
+func (p *Part) SetChunks(b []byte) error {
+	list, err := ParseChunkList(b, p.a)
+	if err != nil {
+		return err
+	}
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("blob store: fetch of %s closed", p.a.SHA256)
+	}
+	if p.chunks != nil {
+		return nil
+	}
+	if err := fsutil.WriteAtomic(p.s.partPath(p.a.SHA256)+".chunks", encodeChunks(p.a.Size, p.a.ChunkRoot, list), 0o600); err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	p.setChunks(list)
+	return nil
+}
+
+// Missing returns the indexes of the chunks not yet present, at most max
+// of them (all when max <= 0); nil until the chunk list is known.
+func (p *Part) Missing(max int) []int {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	var out []int
+	for i, ok := range p.have {
+		if !ok {
+			out = append(out, i)
+			if max > 0 && len(out) == max {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Progress returns how many chunks are present, and how many there are
+// (-1 while the chunk list is unknown).
+func (p *Part) Progress() (have, total int) {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	if p.chunks == nil {
+		return 0, -1
+	}
+	return len(p.chunks) - p.missing, len(p.chunks)
+}
+
+// Done reports whether every chunk is present.
+func (p *Part) Done() bool {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.chunks != nil && p.missing == 0
+}
+
+// WriteChunk verifies chunk i against its hash (ErrBadChunk if it does
+// not match, and nothing is written) and writes it. A chunk already
+// present is ignored.
+func (p *Part) WriteChunk(i int, data []byte) error {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	switch {
+	case p.closed:
+		return fmt.Errorf("blob store: fetch of %s closed", p.a.SHA256)
+	case p.chunks == nil:
+		return fmt.Errorf("blob store: chunk %d of %s before its chunk list", i, p.a.SHA256)
+	case i < 0 || i >= len(p.chunks):
+		return fmt.Errorf("%w: chunk %d of %d", ErrBadChunk, i, len(p.chunks))
+	case len(data) != proto.ChunkLen(p.a.Size, i):
+		return fmt.Errorf("%w: chunk %d of %d bytes, want %d", ErrBadChunk, i, len(data), proto.ChunkLen(p.a.Size, i))
+	case sha256.Sum256(data) != p.chunks[i]:
+		return fmt.Errorf("%w: chunk %d of %s", ErrBadChunk, i, p.a.SHA256)
+	case p.have[i]:
+		return nil
+	}
+	if _, err := p.f.WriteAt(data, int64(i)*proto.ChunkSize); err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	p.have[i] = true
+	p.missing--
+	if p.dirty++; p.dirty >= checkpointEvery {
+		return p.checkpointLocked()
+	}
+	return nil
+}
+
+// checkpointLocked makes the chunks written so far durable, then
+// records them in the bitmap: a chunk the bitmap names is on disk.
+func (p *Part) checkpointLocked() error {
+	if p.chunks == nil || p.dirty == 0 {
+		return nil
+	}
+	if err := p.f.Sync(); err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	bm := make([]byte, len(p.have))
+	for i, ok := range p.have {
+		if ok {
+			bm[i] = 1
+		}
+	}
+	if err := fsutil.WriteAtomic(p.s.partPath(p.a.SHA256)+".have", bm, 0o600); err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	p.dirty = 0
+	return nil
+}
+
+// Finish checks the whole content against the attachment's SHA-256 and,
+// if it matches, makes the blob visible in the store and ends the part.
+// If it does not (ErrCorrupt), the part is thrown away and the fetch
+// starts again from nothing.
+func (p *Part) Finish() error {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	if p.closed || p.chunks == nil || p.missing > 0 {
+		return fmt.Errorf("blob store: %s is not complete", p.a.SHA256)
+	}
+	if err := p.f.Sync(); err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(p.f, 0, int64(p.a.Size))); err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	if !bytes.Equal(h.Sum(nil), p.a.SHA256[:]) {
+		p.discardLocked()
+		return fmt.Errorf("%w: %s", ErrCorrupt, p.a.SHA256)
+	}
+	if err := p.f.Truncate(int64(p.a.Size)); err != nil {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	_ = p.f.Close()
+	p.closed = true
+	delete(p.s.parts, p.a.SHA256)
+	base := p.s.partPath(p.a.SHA256)
+	if err := p.s.publish(base, p.a, p.chunks); err != nil {
+		return err
+	}
+	_ = os.Remove(base + ".have")
+	_ = os.Remove(base + ".chunks")
+	return nil
+}
+
+// Close checkpoints the part and releases it; a later Begin resumes it.
+// Close is idempotent.
+func (p *Part) Close() error {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	err := p.checkpointLocked()
+	_ = p.f.Close()
+	p.closed = true
+	delete(p.s.parts, p.a.SHA256)
+	return err
+}
+
+// discardLocked closes the part and removes its files.
+func (p *Part) discardLocked() {
+	if !p.closed {
+		_ = p.f.Close()
+		p.closed = true
+	}
+	delete(p.s.parts, p.a.SHA256)
+	base := p.s.partPath(p.a.SHA256)
+	for _, f := range []string{base, base + ".chunks", base + ".have"} {
+		_ = os.Remove(f)
+	}
+}
