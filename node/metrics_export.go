@@ -36,9 +36,13 @@ func (n *Node) QueueDepths() []QueueDepth {
 		send.Len += l
 		send.Cap += c
 	}
+	var mirrorLen, mirrorCap int
+	if n.mbox != nil {
+		mirrorLen, mirrorCap = n.mbox.Queued()
+	}
 	return []QueueDepth{
 		{Name: QueueRxCommit, Len: len(n.rxq), Cap: cap(n.rxq)},
-		{Name: QueueMirror, Len: len(n.mirrorq), Cap: cap(n.mirrorq)},
+		{Name: QueueMirror, Len: mirrorLen, Cap: mirrorCap},
 		send,
 	}
 }

@@ -101,7 +101,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 	// No restart: the retries write the missing files.
 	if !testwait.Until(40*time.Second, func() bool { return len(mailboxFiles(t, m.home(1))) >= dms+more }) {
 		items, err := b.store.Inbox(history.InboxFilter{})
-		t.Fatalf("after %v: %d files, %d inbox items (%v), counters %v", 2*mirrorRetryMax, len(mailboxFiles(t, m.home(1))), len(items), err, b.Counters())
+		t.Fatalf("after 40s: %d files, %d inbox items (%v), counters %v", len(mailboxFiles(t, m.home(1))), len(items), err, b.Counters())
 	}
 	// The retries end with a pass that writes every missing file and
 	// says so; no retry runs after it, so none can write a duplicate.

@@ -125,7 +125,7 @@ func threeFilesThenStop(t *testing.T) (*testMesh, *Node) {
 func TestMirrorRewritesFilesCutShort(t *testing.T) {
 	m, a := threeFilesThenStop(t)
 	// A clean stop checkpoints everything it wrote.
-	ckpt := filepath.Join(m.home(1), "mailbox", mirrorCheckpointFile)
+	ckpt := filepath.Join(m.home(1), "mailbox", mailbox.CheckpointFile)
 	if _, err := os.Stat(ckpt); err != nil {
 		t.Fatalf("no checkpoint after a clean stop: %v", err)
 	}
@@ -220,7 +220,7 @@ func TestMirrorRestoresIndexLines(t *testing.T) {
 	if err := os.WriteFile(idx, []byte(lines[0]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(filepath.Join(m.home(1), "mailbox", mirrorCheckpointFile))
+	os.Remove(filepath.Join(m.home(1), "mailbox", mailbox.CheckpointFile))
 	b2 := m.start(1, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "index lines restored", func() bool { return b2.Counters()["mirror.reindexed"] == 2 })
 	got, _ := os.ReadFile(idx)
@@ -241,7 +241,7 @@ func TestMirrorRestoresIndexLines(t *testing.T) {
 // checkpoints resume when the cause goes away.
 func TestMirrorCheckpointFailureCounted(t *testing.T) {
 	m, a, b := linkedPair(t)
-	ckpt := filepath.Join(m.home(1), "mailbox", mirrorCheckpointFile)
+	ckpt := filepath.Join(m.home(1), "mailbox", mailbox.CheckpointFile)
 	os.Remove(ckpt)
 	// A directory in the way makes the rename onto it fail.
 	if err := os.MkdirAll(filepath.Join(ckpt, "blocker"), 0o755); err != nil {
@@ -264,7 +264,7 @@ func TestMirrorCheckpointFailureCounted(t *testing.T) {
 		_, err := os.Stat(ckpt)
 		return err == nil && b.Counters()["mirror.checkpoints"] > ok
 	})
-	if got := b.mirrorCheckpoint(); got.IsZero() {
+	if got := mailbox.ReadCheckpoint(b.home.MailboxDir()); got.IsZero() {
 		t.Fatal("checkpoint file unreadable after recovery")
 	}
 }

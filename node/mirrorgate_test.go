@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/transport"
 )
 
@@ -53,7 +54,7 @@ func TestMirrorWatermarkPausesAndResumes(t *testing.T) {
 		items, err := b.store.Inbox(history.InboxFilter{})
 		return err == nil && len(items) == dms
 	})
-	waitFor(t, 10*time.Second, "the pause", func() bool { return b.StatusInfo().Mailbox.Paused == pauseFree })
+	waitFor(t, 10*time.Second, "the pause", func() bool { return b.StatusInfo().Mailbox.Paused == mailbox.PauseFree })
 	if n := len(mailboxFiles(t, m.home(1))); n != 0 {
 		t.Fatalf("%d files written below the watermark", n)
 	}

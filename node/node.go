@@ -89,22 +89,18 @@ type Node struct {
 	events   *broadcaster
 	syncer   *syncer // history sync and serving
 	mirror   *mailbox.Mirror
+	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
 	outbox   *mailbox.Outbox
-	mirrorq  chan inboxDelivery
-	readq    chan envKey // items marked read, for the mirror to move (readstate.go)
-	// mirrorCkptFailing is set while mailbox checkpoints fail, so that
-	// a full disk is logged once, not every second. Mirror loop only.
-	mirrorCkptFailing bool
-	requests          *requestBook
-	invites           *inviteBook    // invites this node made (invite.go)
-	knocks            *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
-	names             nameIndexCache // which roster names are unique (names.go)
-	diag              *diagnosis     // what meshctl doctor reports (doctor.go)
-	answers           *answerBook    // final answers sent to requests (respond_once.go)
-	cards             *cardBook      // members' agent cards (cards.go)
-	attach            *attachments   // blob store and transfers (attach*.go)
-	cardMu            sync.Mutex     // serialises this node's card updates
-	claims            *claimBook     // workers' claims on inbox items (claims.go)
+	requests *requestBook
+	invites  *inviteBook    // invites this node made (invite.go)
+	knocks   *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
+	names    nameIndexCache // which roster names are unique (names.go)
+	diag     *diagnosis     // what meshctl doctor reports (doctor.go)
+	answers  *answerBook    // final answers sent to requests (respond_once.go)
+	cards    *cardBook      // members' agent cards (cards.go)
+	attach   *attachments   // blob store and transfers (attach*.go)
+	cardMu   sync.Mutex     // serialises this node's card updates
+	claims   *claimBook     // workers' claims on inbox items (claims.go)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -127,9 +123,6 @@ type Node struct {
 	logRL rateLog // repetitive log lines, per peer and reason
 	// chanQuota is the per-sender channel quota (chanquota.go).
 	chanQuota *chanQuota
-	// gate pauses the mailbox mirror past its quota or watermark
-	// (mirrorgate.go).
-	gate *mirrorGate
 
 	readerAcks *readerAcks // acks of our channel Messages, counted in batches
 }

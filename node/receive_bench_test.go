@@ -150,7 +150,7 @@ func BenchmarkInboxRender(b *testing.B) {
 	b.Run("mailbox", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			rd.mirrorItemOf(*d)
+			d.MailboxItem()
 		}
 	})
 	b.Run("event", func(b *testing.B) {

@@ -32,8 +32,8 @@ func (n *Node) openState() error {
 	hc.MaxSenderBytes, hc.MaxSenderEnvelopes = n.cfg.SenderStoreBytes, n.cfg.SenderStoreEnvelopes
 	hc.Self = n.id.Pub
 	hc.InboxPruned = func(items []history.PrunedItem) {
-		if n.gate != nil {
-			n.removePrunedFiles(items)
+		if n.mbox != nil {
+			n.mbox.RemovePruned(items)
 		}
 	}
 	st, err := history.Open(n.home.DBPath(), hc)

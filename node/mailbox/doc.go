@@ -4,6 +4,14 @@
 // checks such a file against the signed envelope it carries, and an outbox
 // from which an agent sends by dropping a file.
 //
+// [Loop] runs the mirror for a node: it writes the file of every
+// delivery the node queues, moves read items' files, checkpoints the
+// files with one syncfs a second (the store holds every envelope before
+// its file is written, so a start rewrites from the store what a crash or
+// a power loss left missing or cut short), pauses past the mailbox's
+// quota and retries with backoff what a full disk refused. It reads the
+// node only through [Host].
+//
 // Every path below is relative to the mailbox root, <home>/mailbox.
 //
 // # Mirror files
