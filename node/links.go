@@ -226,11 +226,12 @@ func (n *Node) dialDue() time.Time {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	return n.peers.DueLocked(time.Now(), n.id.Pub.NodeID(), len(n.Roster().Members),
-		peers.DialHooks{AskMove: n.askMoveLocked, Start: n.startDialLocked})
+		(*peerHost)(n))
 }
 
-// startDialLocked marks p as being dialled and starts the dial.
-func (n *Node) startDialLocked(p *peers.Peer, addrs []transport.Addr) {
+// StartDialLocked marks p as being dialled and starts the dial.
+func (h *peerHost) StartDialLocked(p *peers.Peer, addrs []transport.Addr) {
+	n := (*Node)(h)
 	p.Dialing = true
 	n.wg.Add(1)
 	go n.dialPeer(p, p.Key, addrs)

@@ -87,9 +87,10 @@ func localSocketLocked(p *peers.Peer) (a transport.Addr, told bool) {
 	return transport.Addr{}, told
 }
 
-// askMoveLocked asks p to move its TCP link to p's Unix socket, if it is
+// AskMoveLocked asks p to move its TCP link to p's Unix socket, if it is
 // time to. It returns when to look again (zero: not waiting on p).
-func (n *Node) askMoveLocked(p *peers.Peer, now time.Time) time.Time {
+func (h *peerHost) AskMoveLocked(p *peers.Peer, now time.Time) time.Time {
+	n := (*Node)(h)
 	pl := p.Link
 	if pl == nil || pl.Conn.Network() != "tcp" || p.Dialing || n.test.oldLinkMoves() {
 		return time.Time{}
