@@ -14,6 +14,8 @@ import (
 // overlay topology plugs into, as syncthing's connections.Service hands
 // its connections to the model.
 type Host interface {
+	// Self is the node's identity key (it changes at a rekey).
+	Self() proto.PubKey
 	// Member reports whether k is in the current roster. It is called
 	// with the table's mutex held: roster updates swap the roster under
 	// it, so the answer agrees with the table.
