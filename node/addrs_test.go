@@ -15,7 +15,7 @@ func addrNode(t *testing.T) (*Node, proto.PubKey) {
 	t.Helper()
 	m := newTestMesh(t, 2)
 	n := &Node{metrics: newMetrics()}
-	n.peers = peers.NewTable()
+	n.peers = newPeerService(n)
 	n.id = m.ids[0]
 	n.roster.Store(m.roster)
 	return n, m.ids[1].Pub
@@ -34,7 +34,7 @@ func TestAddrRules(t *testing.T) {
 	for i := range 6 {
 		in = append(in, tcp(i))
 	}
-	if ign, _ := n.mergeAddrsLocked(k, in, peers.Gossip); ign != 3 {
+	if ign, _ := n.peers.MergeAddrsLocked(k, in, peers.Gossip); ign != 3 {
 		t.Fatalf("ignored %d, want 3 (the socket and two over the budget)", ign)
 	}
 	p := n.peers.ByKey[k]
@@ -47,24 +47,24 @@ func TestAddrRules(t *testing.T) {
 	for i := range peers.MaxDialAddrs {
 		own = append(own, transport.Addr{Network: "tcp", Address: "198.51.100." + string(rune('1'+i)) + ":7946"}.String())
 	}
-	n.mergeAddrsLocked(k, own, peers.Self)
+	n.peers.MergeAddrsLocked(k, own, peers.Self)
 	if p.Addrs.Len() != peers.MaxDialAddrs || p.Addrs.CountFrom(peers.Gossip) != 0 {
 		t.Fatalf("after own claims: %v, %d from gossip", p.Addrs, p.Addrs.CountFrom(peers.Gossip))
 	}
 	// A Unix socket only from the member over a local link.
 	sock := "unix:///home/m/.meshd/link.sock"
 	p.Addrs.Clear()
-	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.Self); ign != 1 || p.Addrs.Len() != 0 {
+	if ign, _ := n.peers.MergeAddrsLocked(k, []string{sock}, peers.Self); ign != 1 || p.Addrs.Len() != 0 {
 		t.Fatalf("unix over a remote link: ignored %d, kept %v", ign, p.Addrs.List())
 	}
-	if ign, _ := n.mergeAddrsLocked(k, []string{sock}, peers.SelfLocal); ign != 0 || p.Addrs.Len() != 1 {
+	if ign, _ := n.peers.MergeAddrsLocked(k, []string{sock}, peers.SelfLocal); ign != 0 || p.Addrs.Len() != 1 {
 		t.Fatalf("unix over a local link: ignored %d, kept %v", ign, p.Addrs.List())
 	}
 
 	// Gossiped addresses are evicted after peers.MaxGossipFails failures and
 	// spend the budget until the eviction expires.
 	p.Addrs.Clear()
-	n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip)
+	n.peers.MergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip)
 	a := p.Addrs.List()[0]
 	for range peers.MaxGossipFails {
 		p.Addrs.DialResult([]transport.Addr{a}, transport.Addr{}, time.Now())
@@ -72,10 +72,10 @@ func TestAddrRules(t *testing.T) {
 	if p.Addrs.Len() != 0 {
 		t.Fatalf("not evicted: %v", p.Addrs.List())
 	}
-	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip); ign != 1 {
+	if ign, _ := n.peers.MergeAddrsLocked(k, []string{tcp(1)}, peers.Gossip); ign != 1 {
 		t.Fatal("evicted address taken again from gossip")
 	}
-	if ign, _ := n.mergeAddrsLocked(k, []string{tcp(1)}, peers.Self); ign != 0 {
+	if ign, _ := n.peers.MergeAddrsLocked(k, []string{tcp(1)}, peers.Self); ign != 0 {
 		t.Fatal("the member's own claim refused")
 	}
 }

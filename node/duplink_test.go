@@ -99,7 +99,7 @@ func pipeLink(t *testing.T, m *testMesh, n *Node, i int) (nEnd, peerEnd *transpo
 		t.Fatal(r.err)
 	}
 	t.Cleanup(func() { peerEnd.CloseWithError(nil); r.l.CloseWithError(nil) })
-	n.addLink(r.l)
+	n.peers.AddLink(r.l)
 	return r.l, peerEnd
 }
 

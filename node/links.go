@@ -22,6 +22,7 @@ var (
 	famMDNSSeen     = newFamily("meshd_mdns_seen_total", "mDNS announcements seen.")
 	famMDNSIgnored  = newFamily("meshd_mdns_ignored_total", "mDNS announcements ignored, by reason.", "reason")
 	famPeersIgnored = newFamily("meshd_peer_exchange_ignored_total", "Peer exchange entries or frames ignored, by reason.", "reason")
+	famAddrEvicted  = newFamily("meshd_addresses_evicted_total", "Gossiped addresses dropped after failed dials.")
 	famAddrIgnored  = newFamily("meshd_addresses_ignored_total", "Listen addresses in handshakes or peer lists that could not be dialled and were skipped.")
 	famFrameDropped = newFamily("meshd_frames_send_dropped_total", "Control frames a link refused, by frame type.", "frame")
 	famFrameInvalid = newFamily("meshd_frames_invalid_total", "Frames received that were empty or of an unknown type.", "reason")
@@ -40,6 +41,7 @@ var (
 	cPeersMalformed        = newCounter("peers.malformed", famPeersIgnored, "malformed")
 	cPeersIgnoredNotMember = newCounter("peers.ignored.not_member", famPeersIgnored, "not_member")
 	cAddrIgnored           = newCounter("addr.ignored", famAddrIgnored)
+	cAddrEvicted           = newCounter("addr.evicted", famAddrEvicted)
 	cFrameEmpty            = newCounter("frame.empty", famFrameInvalid, "empty")
 	cFrameUnknown          = newCounter("frame.unknown", famFrameInvalid, "unknown")
 	// cSendDropped counts "send.dropped.<frame>": frames a link refused.
@@ -47,130 +49,6 @@ var (
 	// cLinkDownBy counts "link.down.<why>" by [downReason].
 	cLinkDownBy = newEventVec[linkDown]("link.down.", linkDownNames[:])
 )
-
-// addLink registers an admitted link, resolving duplicates so that each
-// peer pair keeps exactly one link, and starts serving it.
-func (n *Node) addLink(l *transport.Link) {
-	if n.refuseSlow(l) {
-		return
-	}
-	key := l.PeerKey()
-	pl := peers.NewLink(l)
-	n.peers.Lock()
-	if n.peers.Closed {
-		n.peers.Unlock()
-		_ = l.Close()
-		return
-	}
-	if _, ok := n.Roster().Member(key); !ok {
-		// The roster changed between the handshake and now.
-		n.peers.Unlock()
-		n.metrics.inc(cLinkRejectedNotMember)
-		_ = l.Send(peers.GoodbyeFrame("not a member of the current roster"))
-		_ = l.Close()
-		return
-	}
-	var loser, deferred *peers.Link
-	p := n.peers.MemberLocked(key)
-	if old := p.Link; old != nil {
-		keep, moved := n.preferLink(p, old.Conn, l)
-		if keep == old.Conn {
-			n.peers.Unlock()
-			n.metrics.inc(cLinkDuplicate)
-			n.log.Debug("duplicate link closed", "peer", key.Fingerprint(), "addr", l.RemoteAddr())
-			n.retireNewLoser(pl)
-			return
-		}
-		loser = old
-		pl.Payload = peers.CarryClaims(pl.Payload, l, old)
-		if moved && l.Outbound() {
-			deferred = old // retired once the peer has taken l (unixmove.go)
-		} else {
-			n.retireLoser(old, pl) // before pl is published: its frames go first
-		}
-	}
-	p.Link = pl
-	p.Fails = 0
-	p.Spread = true // linked: later dials are redials
-	for _, s := range n.peers.Seeds {
-		if !s.Dialing && s.Key.Equal(key) {
-			s.Fails = 0
-		}
-	}
-	ignored, _ := n.mergeAddrsLocked(key, pl.Payload.Listen, peers.SelfSource(l))
-	n.peers.Unlock()
-	if pl.Payload.IgnoredListen+ignored > 0 {
-		n.metrics.add(cAddrIgnored, uint64(pl.Payload.IgnoredListen+ignored))
-	}
-	if loser != nil {
-		n.metrics.inc(cLinkDuplicate)
-	}
-	n.metrics.inc(cLinkUp)
-	n.pxChanged()
-	if l.Network() == "tcp" {
-		n.wake() // a move to the peer's Unix socket may be due (unixmove.go)
-	}
-	dir := "inbound"
-	if l.Outbound() {
-		dir = "outbound"
-	}
-	n.log.Info("link up", "peer", key.Fingerprint(), "name", pl.Payload.Name, "addr", l.RemoteAddr(),
-		"network", l.Network(), "dir", dir, "peer_roster", pl.Payload.RosterVersion)
-
-	l.Start(n.frameHandler(pl, deferred))
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		<-l.Done()
-		n.removeLink(pl)
-	}()
-	n.onLinkUp(pl)
-}
-
-// preferLink decides which of two links to the same peer survives, old
-// being the registered one (the rule is in peers/duplink.go): a link from
-// a new peer process wins; then a Unix link both ends agreed to move to
-// wins over the TCP link (see unixmove.go); then peers.TieBreak. The
-// caller holds the peers mutex. moved says the move agreement decided.
-func (n *Node) preferLink(p *peers.Peer, old, l *transport.Link) (keep *transport.Link, moved bool) {
-	if !peers.SameProcess(old, l) {
-		return l, false
-	}
-	if keepNew, ok := movedLocked(p, old.Network(), l.Network(), time.Now()); ok {
-		if keepNew {
-			return l, true
-		}
-		return old, true
-	}
-	return peers.TieBreak(n.id.Pub.NodeID(), old, l), false
-}
-
-func (n *Node) removeLink(pl *peers.Link) {
-	// Under the peers mutex, as roster updates swap the roster: the
-	// member check agrees with the table.
-	n.peers.Lock()
-	_, member := n.Roster().Member(pl.Key)
-	down := peers.LinkDown{
-		Refused: pl.Refused.Load() || !n.isMember() || peers.SilentlyRefused(pl.Conn),
-		Removed: n.removedSelf(),
-		Member:  member,
-		Redial:  n.dialBackoff(0),
-	}
-	refused := n.peers.LinkDownLocked(pl, down, time.Now())
-	closed := n.peers.Closed
-	n.peers.Unlock()
-	if refused {
-		n.metrics.inc(cDialRefused)
-	}
-	n.pxChanged()
-	n.linkClosed(pl)
-	n.metrics.inc(cLinkDown)
-	n.metrics.inc(cLinkDownBy.at(downReason(pl.Conn.Err())))
-	if !closed {
-		n.log.Info("link down", "peer", pl.Key.Fingerprint(), "name", pl.Payload.Name, "reason", errString(pl.Conn.Err()))
-		n.wake()
-	}
-}
 
 // closeLinkAsync closes a link without waiting on the caller's goroutine,
 // which may be the link's own reader.
@@ -226,11 +104,12 @@ func (n *Node) dialDue() time.Time {
 	n.peers.Lock()
 	defer n.peers.Unlock()
 	return n.peers.DueLocked(time.Now(), n.id.Pub.NodeID(), len(n.Roster().Members),
-		peers.DialHooks{AskMove: n.askMoveLocked, Start: n.startDialLocked})
+		(*peerHost)(n))
 }
 
-// startDialLocked marks p as being dialled and starts the dial.
-func (n *Node) startDialLocked(p *peers.Peer, addrs []transport.Addr) {
+// StartDialLocked marks p as being dialled and starts the dial.
+func (h *peerHost) StartDialLocked(p *peers.Peer, addrs []transport.Addr) {
+	n := (*Node)(h)
 	p.Dialing = true
 	n.wg.Add(1)
 	go n.dialPeer(p, p.Key, addrs)
@@ -264,7 +143,7 @@ func (n *Node) dialPeer(p *peers.Peer, key proto.PubKey, addrs []transport.Addr)
 	if err == nil {
 		// Registered before dialing is cleared, so that dialDue does not
 		// start a second dial of a peer just linked.
-		n.addLink(l)
+		n.peers.AddLink(l)
 	} else if p.Seed {
 		// A seed of another org: knock to be listed there (knock.go).
 		n.knockSeed(why)
@@ -346,7 +225,7 @@ func (n *Node) discoveryLoop() {
 			_, member := n.Roster().Member(p.Key)
 			ignored := 0
 			if member {
-				ignored, _ = n.mergeAddrsLocked(p.Key, p.Addrs, peers.Gossip)
+				ignored, _ = n.peers.MergeAddrsLocked(p.Key, p.Addrs, peers.Gossip)
 			}
 			n.peers.Unlock()
 			if ignored > 0 {
@@ -414,22 +293,6 @@ func (n *Node) sendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
 		n.metrics.inc(cSendDropped.of(t))
 		n.log.Debug("send failed", "peer", pl.Key.Fingerprint(), "frame", t.String(), "err", err)
 	}
-}
-
-// onLinkUp runs once per new link: push our roster if it is newer, and
-// share the peers we know.
-func (n *Node) onLinkUp(pl *peers.Link) {
-	r := n.Roster()
-	if r.Version > pl.Payload.RosterVersion {
-		n.pushRoster(pl, r)
-	}
-	n.pxLinkUp(pl)
-	n.sendPolicyDigest(pl)
-	n.sendPresenceTo(pl)
-	n.sendCardsTo(pl)
-	n.flushQueue(pl)
-	n.syncer.onLinkUp(pl)
-	n.attach.onLinkUp()
 }
 
 func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
@@ -525,7 +388,7 @@ func (n *Node) takePeerAddrs(pl *peers.Link, entries []proto.PeerInfo) {
 			selfChanged = !slices.Equal(pl.ListenAddrs(), p.Addrs)
 			pl.SetListen(p.Addrs)
 		}
-		ign, add := n.mergeAddrsLocked(p.Key, p.Addrs, src)
+		ign, add := n.peers.MergeAddrsLocked(p.Key, p.Addrs, src)
 		ignored += ign
 		added = added || add > 0
 	}

@@ -63,7 +63,7 @@ type Node struct {
 	// peers is connection management's state: the peer table under the
 	// peers mutex, the announced peer list, the slow, refused and pending
 	// peers (node/peers).
-	peers *peers.Table
+	peers *peers.Service
 	// advertised holds our listen addresses as peers should dial them
 	// (see advertisedAddrs): set by setup once every listener is bound.
 	// The listeners serve handshakes before that: payload waits for
@@ -158,11 +158,11 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		advertisedSet: make(chan struct{}),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
-	n.peers = peers.NewTable()
 	n.logRL = newRateLog()
 	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
 	n.cards = n.openCards()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.peers = newPeerService(n)
 	if err := n.setup(); err != nil {
 		n.cancel()
 		n.teardown()
@@ -404,7 +404,7 @@ func readRosterFile(path string) (*roster.Roster, error) {
 
 func (n *Node) run() {
 	for _, ln := range n.listeners {
-		n.wg.Go(func() { peers.Accept(n.ctx, ln, n.log, n.addLink) })
+		n.wg.Go(func() { n.peers.Accept(ln) })
 	}
 	n.wg.Add(1)
 	go n.dialLoop()

@@ -404,7 +404,7 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 	}
 	defer b.Close()
 	b.peers.Lock()
-	_, _ = b.mergeAddrsLocked(m.ids[0].Pub, a.payload().Listen, peers.SelfLocal)
+	_, _ = b.peers.MergeAddrsLocked(m.ids[0].Pub, a.payload().Listen, peers.SelfLocal)
 	b.peers.Unlock()
 	b.wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })

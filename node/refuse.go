@@ -21,7 +21,7 @@ var (
 // tells the peer why on the completed session ([Node.refuse]): a former
 // member gets the current signed roster, which it verifies and applies
 // like any roster update, and so learns it was removed; everyone gets a
-// goodbye. The dialler backs off (removeLink, dialPeer).
+// goodbye. The dialler backs off (peers.Service.removeLink, dialPeer).
 
 // removedSelf reports whether this node applied a roster update that
 // removed it, and is not in its current roster.

@@ -111,8 +111,8 @@ func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, 
 		n.log.Warn("this node was removed from the roster", "org", r.Org, "version", r.Version)
 	}
 	// The swap and the link list are taken under the peers mutex, so
-	// that addLink (which checks membership under it) either sees r or
-	// has its link in the list dropped below.
+	// that peers.Service.AddLink (which checks membership under it)
+	// either sees r or has its link in the list dropped below.
 	n.peers.Lock()
 	n.roster.Store(r)
 	var push, drop []*peers.Link

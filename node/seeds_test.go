@@ -27,7 +27,8 @@ func TestSeedsFileHostAndRemovals(t *testing.T) {
 		t.Skipf("no Unix sockets here: %v", err)
 	}
 	defer ln.Close()
-	n := &Node{cfg: Config{Home: dir}, home: home.Home{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics(), peers: peers.NewTable()}
+	n := &Node{cfg: Config{Home: dir}, home: home.Home{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
+	n.peers = newPeerService(n)
 	lines := "# written by 'meshctl join'\n" +
 		"tcp://192.0.2.10:7946\n" +
 		"unix:///nonexistent/other-host/.meshd/link.sock\n" +

@@ -526,7 +526,7 @@ func (n *Node) sendAcks(acks map[*peers.Link][]uuid.UUID) {
 			if err != nil {
 				continue
 			}
-			n.sendFrame(n.ackVia(pl), proto.FrameAck, b)
+			n.sendFrame(n.peers.AckVia(pl), proto.FrameAck, b)
 		}
 	}
 }

@@ -24,13 +24,14 @@ var (
 // them are refused with a goodbye until their window ends, and they are
 // not dialled before then.
 
-// refuseSlow refuses a new link from a peer held in the slow backoff: it
+// Admit refuses a new link from a peer held in the slow backoff: it
 // says goodbye, closes it and counts link.refused_slow. It reports
-// whether it refused; addLink then drops the link.
-func (n *Node) refuseSlow(l *transport.Link) bool {
+// whether it let the link in; the service drops it otherwise.
+func (h *peerHost) Admit(l *transport.Link) bool {
+	n := (*Node)(h)
 	until := n.peers.Slow.HeldUntil(l.PeerKey(), time.Now())
 	if until.IsZero() {
-		return false
+		return true
 	}
 	n.metrics.inc(cLinkRefusedSlow)
 	n.log.Debug("link refused: the peer did not read on its last link", "peer", l.PeerKey().Fingerprint(),
@@ -39,13 +40,14 @@ func (n *Node) refuseSlow(l *transport.Link) bool {
 	// The link is new, so the goodbye fits the socket's buffer and Close
 	// (which flushes for at most a second) returns at once.
 	_ = l.Close()
-	return true
+	return false
 }
 
 // linkClosed runs as a link goes down: a peer that stopped reading gets
 // a strike and is not dialled before its window ends. It also folds the
 // link's receive pacing into the node's counters.
-func (n *Node) linkClosed(pl *peers.Link) {
+func (h *peerHost) linkClosed(pl *peers.Link) {
+	n := (*Node)(h)
 	st := pl.Conn.Stats()
 	if st.RecvThrottled > 0 {
 		n.metrics.add(cLinkRecvThrottled, st.RecvThrottled)

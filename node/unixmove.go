@@ -2,7 +2,6 @@ package node
 
 import (
 	"os"
-	"sync"
 	"time"
 
 	"github.com/meshd/meshd/node/peers"
@@ -87,9 +86,10 @@ func localSocketLocked(p *peers.Peer) (a transport.Addr, told bool) {
 	return transport.Addr{}, told
 }
 
-// askMoveLocked asks p to move its TCP link to p's Unix socket, if it is
+// AskMoveLocked asks p to move its TCP link to p's Unix socket, if it is
 // time to. It returns when to look again (zero: not waiting on p).
-func (n *Node) askMoveLocked(p *peers.Peer, now time.Time) time.Time {
+func (h *peerHost) AskMoveLocked(p *peers.Peer, now time.Time) time.Time {
+	n := (*Node)(h)
 	pl := p.Link
 	if pl == nil || pl.Conn.Network() != "tcp" || p.Dialing || n.test.oldLinkMoves() {
 		return time.Time{}
@@ -183,7 +183,7 @@ func (n *Node) dialMove(p *peers.Peer, key proto.PubKey, a transport.Addr) {
 	defer n.wg.Done()
 	l, err := n.dial(a, &key)
 	if err == nil {
-		n.addLink(l)
+		n.peers.AddLink(l)
 	}
 	n.peers.Lock()
 	p.Dialing = false
@@ -204,31 +204,6 @@ func (n *Node) dialMove(p *peers.Peer, key proto.PubKey, a transport.Addr) {
 	n.wake()
 }
 
-// movedLocked applies the agreement to move p's link (the rule that
-// comes before rules 1 and 2 of §14.2) to a pair of links on networks
-// oldNet (the registered link) and newNet: while the agreement holds, of
-// a Unix and a TCP link the Unix one is kept, and the agreement is used
-// up. decided is false when the agreement does not decide.
-func movedLocked(p *peers.Peer, oldNet, newNet string, now time.Time) (keepNew, decided bool) {
-	if p == nil || now.After(p.Move.Agreed) {
-		return false, false
-	}
-	switch {
-	case oldNet == "unix" && newNet == "tcp":
-	case oldNet == "tcp" && newNet == "unix":
-		keepNew = true
-	default:
-		return false, false
-	}
-	p.Move.Agreed = time.Time{}
-	return keepNew, true
-}
-
-// moveGrace bounds how long a TCP link the peer said goodbye to, while
-// a move to the Unix socket is agreed, stays this node's link to the
-// peer, waiting for the Unix link to retire it.
-const moveGrace = 2 * time.Second
-
 // awaitMove handles a goodbye on pl, the peer's TCP link, while a move
 // is agreed with the peer: the asker registered its Unix link and said
 // goodbye on pl before this node registered that link (its handshake
@@ -236,7 +211,7 @@ const moveGrace = 2 * time.Second
 // for a moment, and drop what fan-out sends it meanwhile. So pl stays
 // the peer's link until the Unix link wins the duplicate pair (§14.2),
 // which moves pl's queued frames to it; the peer reads pl on until then
-// (for at most a second). If no Unix link comes within moveGrace, pl is
+// (for at most a second). If no Unix link comes within peers.MoveGrace, pl is
 // closed as after any goodbye. It reports whether it took the goodbye.
 func (n *Node) awaitMove(pl *peers.Link) bool {
 	n.peers.Lock()
@@ -249,7 +224,7 @@ func (n *Node) awaitMove(pl *peers.Link) bool {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		t := time.NewTimer(moveGrace)
+		t := time.NewTimer(peers.MoveGrace)
 		defer t.Stop()
 		select {
 		case <-pl.Conn.Done():
@@ -261,40 +236,6 @@ func (n *Node) awaitMove(pl *peers.Link) bool {
 		n.closeLinkAsync(pl, "goodbye")
 	}()
 	return true
-}
-
-// frameHandler returns the frame handler of pl. When pl is the Unix link
-// this node dialled to move the peer's TCP link old, old is retired only
-// once the peer has taken pl: at pl's first frame (the peer sends its
-// link-up frames on pl only after registering it), when pl ends, or
-// after moveGrace. Until then old stays open both ways, so the peer,
-// whose link old still is, neither loses it for a moment (its side of
-// old would end at our goodbye) nor has its frames refused; ours go on
-// pl already.
-func (n *Node) frameHandler(pl, old *peers.Link) func([]byte) {
-	if old == nil {
-		return func(frame []byte) { n.handleFrame(pl, frame) }
-	}
-	var once sync.Once
-	retire := func() {
-		once.Do(func() { n.sendRehomed(old.Conn.CloseAndDrain(peers.GoodbyeFrame("duplicate link")), old, pl) })
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		t := time.NewTimer(moveGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-pl.Conn.Done():
-		case <-n.ctx.Done():
-		}
-		retire()
-	}()
-	return func(frame []byte) {
-		retire()
-		n.handleFrame(pl, frame)
-	}
 }
 
 // hasUnixListener reports whether the node accepts links on a Unix

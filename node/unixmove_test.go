@@ -141,35 +141,35 @@ func TestLinkMoveSocketOfAnotherKey(t *testing.T) {
 func TestMoveRuleScope(t *testing.T) {
 	now := time.Now()
 	p := &peers.Peer{}
-	if _, ok := movedLocked(p, "tcp", "unix", now); ok {
+	if _, ok := peers.MovedLocked(p, "tcp", "unix", now); ok {
 		t.Fatal("no agreement, yet the rule decided")
 	}
 	p.Move.Agreed = now.Add(time.Second)
-	if _, ok := movedLocked(p, "tcp", "tcp", now); ok {
+	if _, ok := peers.MovedLocked(p, "tcp", "tcp", now); ok {
 		t.Fatal("the rule decided between two TCP links")
 	}
-	if _, ok := movedLocked(p, "unix", "unix", now); ok {
+	if _, ok := peers.MovedLocked(p, "unix", "unix", now); ok {
 		t.Fatal("the rule decided between two Unix links")
 	}
-	if keepNew, ok := movedLocked(p, "tcp", "unix", now); !ok || !keepNew {
+	if keepNew, ok := peers.MovedLocked(p, "tcp", "unix", now); !ok || !keepNew {
 		t.Fatal("the new Unix link lost")
 	}
-	if _, ok := movedLocked(p, "unix", "tcp", now); ok {
+	if _, ok := peers.MovedLocked(p, "unix", "tcp", now); ok {
 		t.Fatal("the agreement was used twice")
 	}
 	p.Move.Agreed = now.Add(time.Second)
-	if keepNew, ok := movedLocked(p, "unix", "tcp", now); !ok || keepNew {
+	if keepNew, ok := peers.MovedLocked(p, "unix", "tcp", now); !ok || keepNew {
 		t.Fatal("the registered Unix link lost")
 	}
 	p.Move.Agreed = now.Add(-time.Second)
-	if _, ok := movedLocked(p, "unix", "tcp", now); ok {
+	if _, ok := peers.MovedLocked(p, "unix", "tcp", now); ok {
 		t.Fatal("an expired agreement decided")
 	}
 }
 
 // TestGoodbyeWhileMoveAgreed: a goodbye on the peer's TCP link while a
 // move is agreed leaves the link in place for the Unix link to retire;
-// with no Unix link in moveGrace, it closes as after any goodbye.
+// with no Unix link in peers.MoveGrace, it closes as after any goodbye.
 func TestGoodbyeWhileMoveAgreed(t *testing.T) {
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
@@ -193,7 +193,7 @@ func TestGoodbyeWhileMoveAgreed(t *testing.T) {
 	if !still {
 		t.Fatal("the link is no longer b's link to a")
 	}
-	waitFor(t, 2*moveGrace, "the link closed after moveGrace", func() bool {
+	waitFor(t, 2*peers.MoveGrace, "the link closed after peers.MoveGrace", func() bool {
 		return b.metrics.Get("link.move.late") == 1 && pl.Conn.Err() != nil
 	})
 }

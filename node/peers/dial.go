@@ -11,23 +11,13 @@ import (
 // node with a full mesh wakes this often, not five times a second.
 const DialIdleWait = 5 * time.Second
 
-// DialHooks is what the dial scheduler asks of the node.
-type DialHooks struct {
-	// AskMove runs for each linked member: it may ask the member to move
-	// the link to its Unix socket, and returns when it next should look
-	// (zero: no need).
-	AskMove func(p *Peer, now time.Time) time.Time
-	// Start marks p as being dialled and starts a dial of addrs.
-	Start func(p *Peer, addrs []transport.Addr)
-}
-
-// DueLocked starts, through h, a dial of every member and seed that is
+// DueLocked starts, through d, a dial of every member and seed that is
 // due: not linked, not being dialled, its backoff over, at most MaxDials
 // members at a time, a member's first dial spread (FirstDialDelay). self
 // is this node's NodeID and members the roster's size. It returns when
 // the next one not started is due (far ahead when none is waiting; soon
 // when dials in flight hold it back).
-func (t *Table) DueLocked(now time.Time, self proto.NodeID, members int, h DialHooks) time.Time {
+func (t *Table) DueLocked(now time.Time, self proto.NodeID, members int, d Dialer) time.Time {
 	next := now.Add(DialIdleWait)
 	if t.Closed {
 		return next
@@ -35,7 +25,7 @@ func (t *Table) DueLocked(now time.Time, self proto.NodeID, members int, h DialH
 	dialing := t.DialsLocked()
 	for _, p := range t.ByKey {
 		if p.Link != nil {
-			if at := h.AskMove(p, now); !at.IsZero() && at.Before(next) {
+			if at := d.AskMoveLocked(p, now); !at.IsZero() && at.Before(next) {
 				next = at
 			}
 			continue
@@ -56,7 +46,7 @@ func (t *Table) DueLocked(now time.Time, self proto.NodeID, members int, h DialH
 			break
 		}
 		dialing++
-		h.Start(p, OrderAddrs(p.Addrs.List()))
+		d.StartDialLocked(p, OrderAddrs(p.Addrs.List()))
 	}
 	for _, s := range t.Seeds {
 		if s.Dialing {
@@ -73,7 +63,7 @@ func (t *Table) DueLocked(now time.Time, self proto.NodeID, members int, h DialH
 				continue
 			}
 		}
-		h.Start(s, s.Addrs.List())
+		d.StartDialLocked(s, s.Addrs.List())
 	}
 	return next
 }

@@ -25,11 +25,7 @@ func testKey(t *testing.T) proto.PubKey {
 func TestDueLocked(t *testing.T) {
 	tbl := NewTable()
 	now := time.Unix(1_800_000_000, 0)
-	var started []*Peer
-	h := DialHooks{
-		AskMove: func(*Peer, time.Time) time.Time { return time.Time{} },
-		Start:   func(p *Peer, _ []transport.Addr) { p.Dialing = true; started = append(started, p) },
-	}
+	h := &recordDials{}
 	var members []*Peer
 	for i := range MaxDials + 2 {
 		p := tbl.MemberLocked(testKey(t))
@@ -38,8 +34,8 @@ func TestDueLocked(t *testing.T) {
 	}
 	// First round: every first dial is put off.
 	next := tbl.DueLocked(now, proto.NodeID{}, 10, h)
-	if len(started) != 0 {
-		t.Fatalf("first dials not spread: %d started", len(started))
+	if len(h.started) != 0 {
+		t.Fatalf("first dials not spread: %d started", len(h.started))
 	}
 	for _, p := range members {
 		if !p.Spread || p.Next.Before(now) || next.After(p.Next) {
@@ -49,15 +45,15 @@ func TestDueLocked(t *testing.T) {
 	// Once due: MaxDials of them start.
 	later := now.Add(time.Hour)
 	tbl.DueLocked(later, proto.NodeID{}, 10, h)
-	if len(started) != MaxDials || tbl.DialsLocked() != MaxDials {
-		t.Fatalf("%d started, %d in flight, want %d", len(started), tbl.DialsLocked(), MaxDials)
+	if len(h.started) != MaxDials || tbl.DialsLocked() != MaxDials {
+		t.Fatalf("%d started, %d in flight, want %d", len(h.started), tbl.DialsLocked(), MaxDials)
 	}
 	// A seed whose member is being dialled is not dialled too.
 	a, err := transport.ParseAddr(tcpAddr(99))
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := &Peer{Seed: true, Key: started[0].Key, Addrs: SeedBook(a)}
+	seed := &Peer{Seed: true, Key: h.started[0].Key, Addrs: SeedBook(a)}
 	tbl.Seeds = append(tbl.Seeds, seed)
 	// A member in backoff sets the wake-up.
 	for _, p := range members {
@@ -68,8 +64,8 @@ func TestDueLocked(t *testing.T) {
 	if next := tbl.DueLocked(later, proto.NodeID{}, 10, h); !next.Equal(later.Add(time.Second)) {
 		t.Fatalf("wake-up %v, want %v", next, later.Add(time.Second))
 	}
-	if seed.Dialing || len(started) != MaxDials {
-		t.Fatalf("seed dialled beside its member, or a member in backoff dialled: %d started", len(started))
+	if seed.Dialing || len(h.started) != MaxDials {
+		t.Fatalf("seed dialled beside its member, or a member in backoff dialled: %d started", len(h.started))
 	}
 }
 
@@ -142,4 +138,14 @@ func TestDialDoneLocked(t *testing.T) {
 	if seed.Addrs.Len() != 1 {
 		t.Fatal("a seed lost its address")
 	}
+}
+
+// recordDials is a Dialer that records the dials started.
+type recordDials struct{ started []*Peer }
+
+func (*recordDials) AskMoveLocked(*Peer, time.Time) time.Time { return time.Time{} }
+
+func (r *recordDials) StartDialLocked(p *Peer, _ []transport.Addr) {
+	p.Dialing = true
+	r.started = append(r.started, p)
 }

@@ -4,9 +4,11 @@
 // pair survives, and which peers are held back for refusing us or for
 // not reading.
 //
-// It decides; the node acts. The peer table's mutex (Table) is the
-// node's "peers mutex": methods named …Locked expect it held. Apart from
-// the accept loop (Accept), which hands each admitted link to the node,
-// nothing here starts a goroutine, sends a frame other than a link's
-// goodbye, or counts a metric: the node does, from what these return.
+// The node holds a Service: the peer table, and the admission of links
+// into it (the accept loop, the duplicate-link rule, the retirement of a
+// pair's loser with the frames it still held). The service calls the
+// node through Host (roster lookup, admit, link up, frame, link down)
+// and the dial scheduler through Dialer; it counts no metric, the node
+// does from what it is told. The peer table's mutex (Table) is the
+// node's "peers mutex": methods named …Locked expect it held.
 package peers
