@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -78,6 +79,7 @@ func buildBinaries(t testing.TB) (meshd, meshctl string) {
 }
 
 func TestMain(m *testing.M) {
+	testpar.Default()
 	code := m.Run()
 	if bins.dir != "" {
 		os.RemoveAll(bins.dir)
