@@ -128,7 +128,8 @@ func TestDemoJSON(t *testing.T) {
 // TestDemoKeep keeps the mesh running, pokes at it with meshctl as the
 // demo suggests, and stops it with "Ctrl-C"; --dir is kept.
 func TestDemoKeep(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	if testing.Short() {
 		t.Skip("starts three nodes; skipped with -short")
 	}

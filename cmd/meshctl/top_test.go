@@ -143,7 +143,8 @@ func TestTopOnce(t *testing.T) {
 }
 
 func TestTopLive(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	f := newTickingMeshd(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	old := interruptContext
