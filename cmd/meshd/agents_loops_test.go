@@ -155,7 +155,8 @@ func needTools(t *testing.T, tools ...string) {
 // The shell loop (b) runs on both: bob prints alice's message and answers
 // nothing; it marks the message read.
 func TestAgentLoopsEnd(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the loops must end within 4 s of their budget, and
+	// python loops beside other tests on a loaded machine did not.
 	needTools(t, "python3", "bash", "jq")
 	o := loopOrg(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
