@@ -12,6 +12,7 @@ import (
 // judged again), other senders and channel Messages are unaffected, and
 // retention gives the room back. The usage survives a reopen.
 func TestSenderBudget(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, path := openTest(t, Config{Now: clk.now, MaxSenderBytes: 4000, MaxSenderEnvelopes: 100})
 	flood, alice, us := newSender(t, "flood"), newSender(t, "alice"), newSender(t, "us")

@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
@@ -77,6 +78,7 @@ func rewriteMeta(b []byte, fn func(meta []byte)) {
 }
 
 func TestDamagedStoreIsReported(t *testing.T) {
+	t.Parallel()
 	good := damageFixture(t, 3000)
 	rep, err := func() (CheckReport, error) {
 		path := filepath.Join(t.TempDir(), "history.db")
@@ -146,6 +148,7 @@ func TestDamagedStoreIsReported(t *testing.T) {
 }
 
 func TestNewerFormat(t *testing.T) {
+	t.Parallel()
 	good := damageFixture(t, 10)
 	b := append([]byte(nil), good...)
 	rewriteMeta(b, func(m []byte) { binary.LittleEndian.PutUint32(m[4:], boltVersion+1) })
@@ -176,6 +179,7 @@ func TestNewerFormat(t *testing.T) {
 // TestCreateIsAtomic: a new store appears whole under its name, and a
 // stale temporary file from a crash does not stop it.
 func TestCreateIsAtomic(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "history.db")
 	if err := os.WriteFile(path+".new", []byte("half"), 0o600); err != nil {
 		t.Fatal(err)
@@ -198,18 +202,32 @@ func TestCreateIsAtomic(t *testing.T) {
 // Each open fails with ErrCorrupt or succeeds and reads; none panics or
 // faults (either would end this test binary).
 func TestRandomDamageNeverPanics(t *testing.T) {
+	t.Parallel()
 	good := damageFixture(t, 2000)
-	ps := 4096
-	pages := len(good) / ps
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 1))
 	iterations := 300
 	if testing.Short() {
 		iterations = 50
 	}
+	// The opens are independent: four parallel subtests share them, each
+	// with its own stream of the seed, so the work overlaps its file I/O.
+	const parts = 4
+	for k := range parts {
+		t.Run(fmt.Sprintf("part%d", k), func(t *testing.T) {
+			t.Parallel()
+			damageRounds(t, good, rand.New(rand.NewPCG(seed, uint64(1+k))), (iterations+parts-1)/parts)
+		})
+	}
+}
+
+// damageRounds opens n copies of the store good, each damaged at random
+// by r, and checks each is refused with ErrCorrupt or opens and reads.
+func damageRounds(t *testing.T, good []byte, r *rand.Rand, n int) {
+	ps := 4096
+	pages := len(good) / ps
 	var refused, opened int
-	for i := range iterations {
+	for i := range n {
 		b := append([]byte(nil), good...)
 		switch i % 4 {
 		case 0:
@@ -248,6 +266,7 @@ func TestRandomDamageNeverPanics(t *testing.T) {
 }
 
 func TestRestore(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	alice, bob := newSender(t, "alice"), newSender(t, "bob")
 	a := alice.env(t, proto.ToPeer(bob.pub), t0.UnixMilli(), "one")
@@ -303,6 +322,7 @@ func TestRestore(t *testing.T) {
 // MiB (skipped unless set): a million-key bucket written with bbolt, then
 // CheckFile and a full Open timed. docs/SECURITY.md gives the figures.
 func TestCheckBigStore(t *testing.T) {
+	t.Parallel()
 	mib, _ := strconv.Atoi(os.Getenv("MESHD_CHECK_BIG_MIB"))
 	if mib <= 0 {
 		t.Skip("set MESHD_CHECK_BIG_MIB to measure the check on a big store")

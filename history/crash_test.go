@@ -128,6 +128,7 @@ func runChild(t *testing.T, mode, db string, extraEnv []string, stop func(lines 
 }
 
 func TestDurabilityAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns a child process")
 	}
@@ -159,6 +160,7 @@ func TestDurabilityAfterSIGKILL(t *testing.T) {
 }
 
 func TestSendCounterAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns a child process")
 	}
@@ -249,6 +251,7 @@ func TestSendCounterAfterSIGKILL(t *testing.T) {
 }
 
 func TestCountersRoundTrip(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	if _, _, ok, err := s.LoadCounters(); ok || err != nil {
 		t.Fatalf("empty store: ok=%v err=%v", ok, err)

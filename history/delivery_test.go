@@ -14,6 +14,7 @@ import (
 // delivered by an ack, expired (by Pending and by ExpireQueues) and
 // refused, and checks that a failure reaches the hook and our own inbox.
 func TestDeliveryRecords(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, path := openTest(t, Config{Now: clk.now})
 	var mu sync.Mutex
@@ -117,6 +118,7 @@ func TestDeliveryRecords(t *testing.T) {
 // TestDeliveryChannelAcks counts each reader's ack of a channel Message
 // once, and ignores acks for ids that are not ours.
 func TestDeliveryChannelAcks(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, _ := openTest(t, Config{Now: clk.now})
 	us, bob, carol := newSender(t, "us"), newSender(t, "bob"), newSender(t, "carol")

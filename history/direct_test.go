@@ -12,6 +12,7 @@ import (
 // retention removes it, InboxPruned reports it as Sent so its sent-folder
 // file goes too; a peer's DM without inbox state is not reported.
 func TestOwnDirectKeptAndPruned(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	me, bob := newSender(t, "me"), newSender(t, "bob")
 	var gone []PrunedItem

@@ -14,6 +14,7 @@ import (
 // stamped ahead of the clock loses its own oldest when the count is
 // passed; the other senders' messages, older by ts, all stay.
 func TestPruneByCountIsFair(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	var gone []PrunedItem
 	s, _ := openTest(t, Config{Now: clk.now, PruneChunk: 7, InboxPruned: func(p []PrunedItem) { gone = append(gone, p...) }})
@@ -71,6 +72,7 @@ func TestPruneByCountIsFair(t *testing.T) {
 // TestPruneByCountKeepsUnread: unread inbox items are never evicted by
 // count, however many there are; they still go by age.
 func TestPruneByCountKeepsUnread(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, _ := openTest(t, Config{Now: clk.now, PruneChunk: 4})
 	alice, mallory := newSender(t, "alice"), newSender(t, "mallory")
@@ -116,6 +118,7 @@ func TestPruneByCountKeepsUnread(t *testing.T) {
 // envelope arrived buys it no longer life: it ages from when it was
 // received.
 func TestPruneAgesFromReceipt(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, _ := openTest(t, Config{Now: clk.now})
 	alice := newSender(t, "alice")
@@ -140,6 +143,7 @@ func TestPruneAgesFromReceipt(t *testing.T) {
 }
 
 func TestWaterFill(t *testing.T) {
+	t.Parallel()
 	k := func(b byte) proto.PubKey { var p proto.PubKey; p[0] = b; return p }
 	got := waterFill(map[proto.PubKey]int{k(1): 100, k(2): 10, k(3): 40}, 95)
 	// Cut to the level 27 frees 73+13 = 86 < 95; to 23: 77+17 = 94; to 22:

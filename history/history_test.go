@@ -55,6 +55,7 @@ func checkRequestValid(t *testing.T, snd *sender, req *proto.HistoryRequest) {
 }
 
 func TestHistoryLimits(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	alice := newSender(t, "alice")
 	ch := uuid.New()
@@ -143,6 +144,7 @@ func TestHistoryLimits(t *testing.T) {
 // timestamps, from several interleaved senders, under several limits:
 // every envelope must arrive exactly once.
 func TestHistoryPagingTies(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	ch := uuid.New()
 	senders := make([]*sender, 7)
@@ -208,6 +210,7 @@ func TestHistoryPagingTies(t *testing.T) {
 // TestHistoryGapFill: a requester missing numbers 6 and 7 of a stream gets
 // them through its marks although they are older than since_ts.
 func TestHistoryGapFill(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	a, _ := openTest(t, Config{Now: clk.now}) // responder
 	b, _ := openTest(t, Config{Now: clk.now}) // requester
@@ -289,6 +292,7 @@ func countTrue(b []bool) int {
 }
 
 func TestSequenceTracking(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{MaxPendingSeqs: 3})
 	alice := newSender(t, "alice")
 	ch := uuid.New()
@@ -366,12 +370,14 @@ func TestSequenceTracking(t *testing.T) {
 }
 
 func TestNextHistoryRequestEmptyPage(t *testing.T) {
+	t.Parallel()
 	if NextHistoryRequest(historyReq(uuid.New(), 0, 10, 10), nil) != nil {
 		t.Error("an empty page must end paging")
 	}
 }
 
 func TestHistoryRawIsWireBytes(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	alice := newSender(t, "alice")
 	ch := uuid.New()
@@ -390,6 +396,7 @@ func TestHistoryRawIsWireBytes(t *testing.T) {
 // are two envelopes: a page serves both, a requester that holds one
 // stores the other, and paging by marks does not repeat either.
 func TestHistorySharedID(t *testing.T) {
+	t.Parallel()
 	a, _ := openTest(t, Config{})
 	b, _ := openTest(t, Config{})
 	ch := uuid.New()

@@ -18,6 +18,7 @@ import (
 // item and byte bounds; the newest-N start, the unread filter, Waking
 // and a bad cursor behave.
 func TestInboxPage(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, _ := openTest(t, Config{Now: clk.now})
 	alice, us := newSender(t, "alice"), newSender(t, "us")

@@ -129,6 +129,7 @@ func storeDump(tb testing.TB, s *Store) string {
 // TestUpgradeRoundTrip writes 3,000 envelopes, rewrites the store in the
 // schema 1 layout, and checks that the upgrade gives back the same store.
 func TestUpgradeRoundTrip(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, path := openTest(t, Config{Now: clk.now})
 	fillStore(t, s, 3000)

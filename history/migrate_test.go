@@ -92,6 +92,7 @@ func schemaAt(t *testing.T, path string) uint64 {
 // the upgrade to (id, sender) keys, and that the sender budgets are
 // counted from what is stored.
 func TestUpgradeV1(t *testing.T) {
+	t.Parallel()
 	path, man := copyV1(t)
 	if v := schemaAt(t, path); v != 1 {
 		t.Fatalf("fixture schema %d, want 1", v)
@@ -269,6 +270,7 @@ func TestUpgradeV1(t *testing.T) {
 // TestUpgradeV1OverLimit upgrades a store that sits at its size limit:
 // the upgrade runs without the limit, and the store opens.
 func TestUpgradeV1OverLimit(t *testing.T) {
+	t.Parallel()
 	path, man := copyV1(t)
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPruneByAgeAndCount(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, _ := openTest(t, Config{Now: clk.now, PruneChunk: 7})
 	alice := newSender(t, "alice")
@@ -72,6 +73,7 @@ func TestPruneByAgeAndCount(t *testing.T) {
 }
 
 func TestPruneStreamsSeenAndDirect(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, path := openTest(t, Config{Now: clk.now, SeenMaxAge: time.Hour, PruneChunk: 3})
 	alice := newSender(t, "alice")
@@ -134,6 +136,7 @@ func TestPruneStreamsSeenAndDirect(t *testing.T) {
 }
 
 func TestQueue(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, path := openTest(t, Config{Now: clk.now, MaxQueuePerPeer: 5})
 	us, bob, carol := newSender(t, "us"), newSender(t, "bob"), newSender(t, "carol")
@@ -203,6 +206,7 @@ func TestQueue(t *testing.T) {
 }
 
 func TestInbox(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, _ := openTest(t, Config{Now: clk.now})
 	alice, us := newSender(t, "alice"), newSender(t, "us")
@@ -274,6 +278,7 @@ func TestInbox(t *testing.T) {
 // FindRequest finds a Request in the inbox by its request id, skipping
 // other kinds and requests stored but not in the inbox.
 func TestFindRequest(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	alice, us := newSender(t, "alice"), newSender(t, "us")
 	request := func(reqID uuid.UUID, ts int64) *proto.SignedEnvelope {

@@ -5,6 +5,7 @@ import "testing"
 // TestSeenCacheBounded: the cache keeps the newest size keys, evicting
 // in insertion order, and holds nothing before it is used.
 func TestSeenCacheBounded(t *testing.T) {
+	t.Parallel()
 	c := newSeenCache(3)
 	if len(c.ring) != 0 || cap(c.ring) != 0 {
 		t.Fatalf("a fresh cache holds a ring of cap %d", cap(c.ring))

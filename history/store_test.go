@@ -19,6 +19,7 @@ import (
 )
 
 func TestPutGetRoundTrip(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{t: t0}
 	s, _ := openTest(t, Config{Now: clk.now})
 	alice, bob := newSender(t, "alice"), newSender(t, "bob")
@@ -73,6 +74,7 @@ func TestPutGetRoundTrip(t *testing.T) {
 }
 
 func TestDedupe(t *testing.T) {
+	t.Parallel()
 	s, path := openTest(t, Config{})
 	alice := newSender(t, "alice")
 	ch := uuid.New()
@@ -186,6 +188,7 @@ func TestGroupCommitBatches(t *testing.T) {
 }
 
 func TestLockedStore(t *testing.T) {
+	t.Parallel()
 	s, path := openTest(t, Config{})
 	start := time.Now()
 	_, err := Open(path, Config{LockTimeout: 200 * time.Millisecond})
@@ -208,6 +211,7 @@ func TestLockedStore(t *testing.T) {
 }
 
 func TestQuota(t *testing.T) {
+	t.Parallel()
 	const limit = 1 << 20
 	s, path := openTest(t, Config{MaxBytes: limit})
 	alice := newSender(t, "alice")
@@ -246,6 +250,7 @@ func TestQuota(t *testing.T) {
 }
 
 func TestCloseDrainsAndIsIdempotent(t *testing.T) {
+	t.Parallel()
 	baseline := runtime.NumGoroutine()
 	path := filepath.Join(t.TempDir(), "h.db")
 	s, err := Open(path, Config{})
@@ -304,6 +309,7 @@ func TestCloseDrainsAndIsIdempotent(t *testing.T) {
 }
 
 func TestChannelMessages(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	alice := newSender(t, "alice")
 	ch, other := uuid.New(), uuid.New()
@@ -355,6 +361,7 @@ func prunedStore(t *testing.T) (s *Store, path string, ch uuid.UUID, all []*prot
 }
 
 func TestCompact(t *testing.T) {
+	t.Parallel()
 	s, path, ch, all := prunedStore(t)
 	keep := all[270:]
 	free, size, err := s.Reclaimable()
@@ -391,6 +398,7 @@ func TestCompact(t *testing.T) {
 }
 
 func TestCompactFile(t *testing.T) {
+	t.Parallel()
 	s, path, _, all := prunedStore(t)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -427,6 +435,7 @@ func TestCompactFile(t *testing.T) {
 }
 
 func TestOpenCorrupt(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "garbage.db")
 	if err := os.WriteFile(path, bytes.Repeat([]byte{0xab}, 8192), 0o600); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // holes keep their marks, and one sender's flood of fresh epochs (newer
 // than every other stream) takes at most MaxMarksPerSender places.
 func TestChooseMarksGapsFirstAndPerSenderCap(t *testing.T) {
+	t.Parallel()
 	const limit = 100
 	flooder, real := proto.PubKey{1}, proto.PubKey{2}
 	var all []markChoice
@@ -69,6 +70,7 @@ func TestChooseMarksGapsFirstAndPerSenderCap(t *testing.T) {
 
 // ForgetGaps gives up only the holes of the senders asked for.
 func TestForgetGapsOfSomeSenders(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, Config{})
 	alice, bob := newSender(t, "alice"), newSender(t, "bob")
 	ch := uuid.New()

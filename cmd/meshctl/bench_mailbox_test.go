@@ -16,6 +16,7 @@ import (
 // written stays pending, and a file the events missed is found by a rescan,
 // untimed.
 func TestMailboxWatchTimesFiles(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	mw, err := watchMailbox(root)
 	if err != nil {
@@ -83,6 +84,7 @@ func TestMailboxWatchTimesFiles(t *testing.T) {
 // starts are from earlier runs and are not noted, unless a rescan (after
 // lost events) reads them.
 func TestMailboxWatchSkipsOlderFiles(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	inbox := filepath.Join(root, time.Now().UTC().Format(time.DateOnly), "inbox")
 	if err := os.MkdirAll(inbox, 0o755); err != nil {

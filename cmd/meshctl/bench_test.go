@@ -186,6 +186,7 @@ func TestBenchText(t *testing.T) {
 }
 
 func TestBenchUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -20,6 +20,7 @@ func bobCard() api.Card {
 // unlisted intent warns on stderr and sends, --strict refuses without
 // sending, and a peer without a card is asked as before unless --strict.
 func TestRequestCardCheck(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.answer("POST /v1/request", 200, api.Sent{ID: "e5", Kind: "request", To: "@bob", RequestID: "r1", Hop: hop(0)})
 	f.answer("GET /v1/cards/bob", 200, bobCard())
@@ -56,6 +57,7 @@ func TestRequestCardCheck(t *testing.T) {
 // TestCardCommands: card set reads the file strictly and sends it, card
 // show and agents print the card, and bad input is named.
 func TestCardCommands(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.answer("PUT /v1/card", 200, bobCard())
 	f.answer("GET /v1/card", 200, bobCard())
@@ -104,6 +106,7 @@ func TestCardCommands(t *testing.T) {
 
 // TestRequestAnyFlags: --any's flag rules, and no candidate.
 func TestRequestAnyFlags(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.fails(t, 2, []string{"request", "--intent", "x"}, "--intent goes with --any")
 	f.fails(t, 2, []string{"request", "--any"}, "give the intent once")

@@ -111,6 +111,7 @@ func TestCompact(t *testing.T) {
 }
 
 func TestSizeText(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 3 << 20: "3.0 MiB", 5 << 30: "5.0 GiB"} {
 		if got := sizeText(n); got != want {
 			t.Errorf("sizeText(%d) = %q, want %q", n, got, want)

@@ -214,6 +214,7 @@ var completeCases = []completeCase{
 }
 
 func TestComplete(t *testing.T) {
+	t.Parallel()
 	f := completionHome(t)
 	for _, tc := range completeCases {
 		a := &app{commands: commands}

@@ -128,6 +128,8 @@ func TestDemoJSON(t *testing.T) {
 // TestDemoKeep keeps the mesh running, pokes at it with meshctl as the
 // demo suggests, and stops it with "Ctrl-C"; --dir is kept.
 func TestDemoKeep(t *testing.T) {
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	if testing.Short() {
 		t.Skip("starts three nodes; skipped with -short")
 	}
@@ -181,6 +183,7 @@ func TestDemoKeep(t *testing.T) {
 // mailbox mirror: which files it lists, and that it runs the verify
 // command of the table when there is one, else says it skipped.
 func TestDemoMailboxVerify(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	day := filepath.Join(home, "mailbox", "2026-11-21")
 	for name, text := range map[string]string{
@@ -241,6 +244,7 @@ func TestDemoMailboxVerify(t *testing.T) {
 // TestLsInboxesPastes: the ls line the demo prints lists the inbox files
 // when run by a shell, even for a home whose path needs quoting.
 func TestLsInboxesPastes(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "a home's dir")
 	inbox := filepath.Join(home, "mailbox", "2026-11-24", "inbox")
 	if err := os.MkdirAll(inbox, 0o700); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // moduleRoot finds the directory holding go.mod above the test's directory.
@@ -71,6 +73,7 @@ func buildMeshctl(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	testpar.Default()
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

@@ -21,6 +21,7 @@ import (
 // loop starts one agent run, the loop's guard marks it read, and so the
 // loop does not spin on it but waits again.
 func TestOuterHarnessDoc(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("bash is not installed")

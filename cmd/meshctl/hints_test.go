@@ -9,6 +9,7 @@ import (
 // TestDamagedRosterHint: a roster file cut short is named, and the hint
 // says how to replace it.
 func TestDamagedRosterHint(t *testing.T) {
+	t.Parallel()
 	h := filepath.Join(t.TempDir(), "a")
 	ok(t, "--home", h, "init", "--name", "a")
 	ok(t, "--home", h, "roster", "init", "--org", "acme")

@@ -10,6 +10,7 @@ import (
 )
 
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	at := time.Date(2026, 11, 21, 12, 0, 5, 0, time.UTC)
 	alice := api.Party{Fingerprint: "1a2b3c4d5e6f7a8b", Name: "alice"}

@@ -11,6 +11,7 @@ import (
 // Unix sockets, and keeps the sockets as seeds only when it joined over
 // one (PROTOCOL.md §14.9).
 func TestJoinSeedsAndOrder(t *testing.T) {
+	t.Parallel()
 	tok := &proto.InviteToken{
 		Addrs: []string{"unix:///home/a/.meshd/link.sock", "tcp://192.0.2.10:7946", "tcp://[2001:db8::1]:7946"},
 		Seeds: []string{"tcp://192.0.2.11:7946", "unix:///home/b/.meshd/link.sock", "tcp://192.0.2.10:7946"},

@@ -68,6 +68,7 @@ func node(t *testing.T, name string) (dir, key string) {
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -142,6 +143,7 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 }
 
 func TestInitAndID(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "h")
 	fails(t, 1, []string{"--home", dir, "id"}, "no identity", "meshctl init")
 

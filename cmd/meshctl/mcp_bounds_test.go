@@ -12,6 +12,7 @@ import (
 // TestNewestWithin: read_history keeps the newest messages whose bodies
 // fit its budget, and says when it left older ones out.
 func TestNewestWithin(t *testing.T) {
+	t.Parallel()
 	msg := func(id string, n int) api.HistoryMessage {
 		return api.HistoryMessage{ID: id, Body: strings.Repeat("x", n)}
 	}
@@ -45,6 +46,7 @@ func TestNewestWithin(t *testing.T) {
 // 32 KiB on a character boundary, with a note, and requests and responses
 // show their intent, ids and JSON compacted.
 func TestChannelNoticeBounds(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("é", claudeChannelMaxContent) // 2 bytes each: twice the bound
 	p := channelNotice(&api.Item{ID: "i1", Kind: "message", Body: big, From: api.Party{Fingerprint: "f1"}})
 	body, note, ok := strings.Cut(p.Content, "\n[cut at 32 KiB")
@@ -69,6 +71,7 @@ func TestChannelNoticeBounds(t *testing.T) {
 // TestChannelRemembersBounded: the ids remembered as pushed stay at most
 // claudeChannelRemember, forgetting the oldest first.
 func TestChannelRemembersBounded(t *testing.T) {
+	t.Parallel()
 	ch := newClaudeChannel(nil, nil)
 	for i := range claudeChannelRemember + 10 {
 		ch.remember(fmt.Sprint(i))

@@ -95,6 +95,7 @@ func structured[T any](t *testing.T, res *mcp.CallToolResult) T {
 // client over stdio, against a real node: the tools, the inbox resource
 // and its doorbell, and a clean exit when stdin closes.
 func TestMCPServer(t *testing.T) {
+	t.Parallel()
 	// Not parallel: it holds the doorbell to ringing within 5 s.
 	bin := buildMeshctl(t)
 	m := startMCPMesh(t)
@@ -490,6 +491,7 @@ func TestMCPInProcess(t *testing.T) {
 // Claude Code channel push. client.mjs says on stdout when bob should
 // send something; the test does, and waits for its verdict.
 func TestMCPTypeScriptClient(t *testing.T) {
+	t.Parallel()
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed; the TypeScript MCP client needs Node.js")

@@ -134,6 +134,7 @@ func markAllRead(t *testing.T, ctx context.Context, d *demoNode) {
 // timeout and ends when the client cancels it, and the mesh view tools
 // return the mesh's data.
 func TestMCPVersions(t *testing.T) {
+	t.Parallel()
 	// Not parallel: it holds the doorbell to ringing within 5 s.
 	bin := buildMeshctl(t)
 	m := startMCPMesh(t)
@@ -374,6 +375,7 @@ func (s *mcpSession) nextPush(t *testing.T) claudeChannelParams {
 // muted channel's message) is not pushed. Without the flag nothing is
 // declared.
 func TestMCPClaudeChannel(t *testing.T) {
+	t.Parallel()
 	bin := buildMeshctl(t)
 	m := startMCPMesh(t)
 	alice, bob := m.node("alice"), m.node("bob")
@@ -468,6 +470,7 @@ func TestMCPClaudeChannel(t *testing.T) {
 // while it waits (so hosts that reset their timeout on progress let it
 // run), and a call that does not ask gets none.
 func TestMCPWaitProgress(t *testing.T) {
+	t.Parallel()
 	// Not parallel: it shortens the progress interval.
 	defer func(d time.Duration) { waitInboxProgress = d }(waitInboxProgress)
 	waitInboxProgress = 100 * time.Millisecond

@@ -83,6 +83,7 @@ func TestSend(t *testing.T) {
 }
 
 func TestRemoteError(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.answer("POST /v1/request", 409, api.Error{Error: "role too low: members may not send requests",
 		Hint: "ask an admin to make this node an operator"})
@@ -104,6 +105,7 @@ func TestRemoteError(t *testing.T) {
 }
 
 func TestNoDaemon(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "h")
 	for _, args := range [][]string{
 		{"send", "#x", "hi"},
@@ -138,6 +140,7 @@ func TestNoDaemon(t *testing.T) {
 }
 
 func TestDM(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.answer("POST /v1/send", 200, api.Sent{ID: "e2", Kind: "message", To: "@bob", Seq: 1, SentTo: []string{}, Queued: true})
 	out := f.ok(t, "", "dm", "bob", "hi")
@@ -161,6 +164,7 @@ func TestDM(t *testing.T) {
 }
 
 func TestRequest(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.unrecorded = []string{"GET /v1/cards/"} // no card: asked as before (TestRequestCardCheck)
 	sent := api.Sent{ID: "e5", Kind: "request", To: "@bob", Seq: 3, RequestID: "r1", Hop: hop(0), SentTo: []string{"1a2b3c4d5e6f7a8b"}}
@@ -212,6 +216,7 @@ func TestRequest(t *testing.T) {
 }
 
 func TestRespond(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	f.answer("POST /v1/respond", 200, api.Sent{ID: "e7", Kind: "response", To: "@alice", RequestID: "r1", SentTo: []string{"5e6f7a8b1a2b3c4d"}})
 	out := f.ok(t, "", "respond", "r1", "completed", "--result", `{"passed": 412, "failed": 0}`)
@@ -241,6 +246,7 @@ func TestRespond(t *testing.T) {
 }
 
 func TestChannelCommands(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	deploys := api.Channel{ID: "0193a0c4-0000-7000-8000-00000000000a", Name: "deploys", Version: 2,
 		Readers: []string{"role:member", "alice (1a2b3c4d5e6f7a8b)"}, Writers: []string{"role:operator"}, Admins: []string{"alice (1a2b3c4d5e6f7a8b)"},
@@ -317,6 +323,7 @@ retention      72 hours or 10000 messages, whichever is reached first
 }
 
 func TestSubscriptions(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	for _, tc := range []struct {
 		cmd, state, out string
@@ -367,6 +374,7 @@ func inboxItems() ([]api.Item, time.Time) {
 }
 
 func TestInbox(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	items, at := inboxItems()
 	f.answer("GET /v1/inbox", 200, api.Inbox{Items: items})
@@ -461,6 +469,7 @@ func TestInboxWait(t *testing.T) {
 }
 
 func TestRead(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	alice := api.Party{Fingerprint: "1a2b3c4d5e6f7a8b", Name: "alice"}
 	var lines []string
@@ -496,7 +505,9 @@ func TestRead(t *testing.T) {
 	f.fails(t, 2, []string{"read"}, "missing argument")
 }
 
+
 func TestPresence(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	now := time.Now()
 	f.answer("GET /v1/presence", 200, api.Presence{TTLSeconds: 300, Entries: []api.PresenceEntry{
@@ -545,6 +556,7 @@ func TestPresence(t *testing.T) {
 }
 
 func TestPrintable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in        string
 		multiline bool
@@ -571,6 +583,7 @@ func TestPrintable(t *testing.T) {
 // newest N and stops at N items; a page that fails ends the JSON
 // output well-formed and exits 1.
 func TestInboxPages(t *testing.T) {
+	t.Parallel()
 	f := newFakeMeshd(t)
 	items, _ := inboxItems()
 	pages := map[string]api.Inbox{

@@ -9,6 +9,7 @@ import (
 // reasons and failures, leaves copies out of the drops, and says how
 // many more there are.
 func TestSummarizeCounters(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	summarizeCounters(&b, map[string]uint64{
 		"rx.envelopes": 100, "tx.envelopes": 40, "tx.acked": 30, "drop.duplicate": 50,

@@ -10,6 +10,7 @@ import (
 // TestTableMatchesTabwriter: on ASCII the column writer lays out exactly
 // as text/tabwriter did, column blocks included.
 func TestTableMatchesTabwriter(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"NAME\tROLE\tKEY\nalice\tadmin\tabc\nbob\tmember\tdefghij\n",
 		"node\tx (y)\nkey\tz\n\ncounters:\n  a.b\t1\n  long.counter.name\t22\n",
@@ -34,6 +35,7 @@ func TestTableMatchesTabwriter(t *testing.T) {
 // TestTableWideCharacters: cells with emoji, CJK and combining marks keep
 // the next column aligned on screen.
 func TestTableWideCharacters(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	tw := table(&b)
 	for _, row := range [][2]string{{"NAME", "ROLE"}, {"alice", "admin"}, {"测试机", "member"}, {"build 🚀", "operator"}, {"café", "observer"}, {"👩‍💻 dev", "member"}} {
@@ -59,6 +61,7 @@ func TestTableWideCharacters(t *testing.T) {
 }
 
 func TestNameText(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"alice":           "alice",
 		"测试机":             "测试机",

@@ -46,6 +46,8 @@ func itemText(t *testing.T, it api.Item) string {
 }
 
 func TestTailText(t *testing.T) {
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	f := newFakeEvents(t)
 	stdout, stderr, interrupt, _ := f.background(t, "tail")
 	f.waitReader(t)
@@ -73,6 +75,8 @@ func TestTailText(t *testing.T) {
 }
 
 func TestTailJSON(t *testing.T) {
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	f := newFakeEvents(t)
 	stdout, _, interrupt, _ := f.background(t, "tail", "--json")
 	f.waitReader(t)
@@ -105,6 +109,8 @@ func TestTailJSON(t *testing.T) {
 // TestTailHistory prints the newest items first, then the stream, and an
 // item in both once.
 func TestTailHistory(t *testing.T) {
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	f := newFakeEvents(t)
 	read := tailDM
 	read.Read = true
@@ -132,6 +138,8 @@ func TestTailHistory(t *testing.T) {
 
 // TestTailMeshdStops: when meshd goes away, tail says so and exits 1.
 func TestTailMeshdStops(t *testing.T) {
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	f := newFakeEvents(t)
 	stdout, stderr, _, done := f.background(t, "tail")
 	f.waitReader(t)
@@ -152,6 +160,7 @@ func TestTailMeshdStops(t *testing.T) {
 }
 
 func TestTailErrors(t *testing.T) {
+	t.Parallel()
 	// No meshd: the usual message and hint.
 	f := newFakeMeshd(t)
 	dir := t.TempDir()

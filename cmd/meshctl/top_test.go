@@ -94,6 +94,7 @@ func (f *tickingMeshd) statusCalls() int {
 }
 
 func TestTopJSON(t *testing.T) {
+	t.Parallel()
 	f := newTickingMeshd(t)
 	out := ok(t, "--home", f.home, "top", "--json", "--interval", "10ms")
 	s := decode[topSnapshot](t, out)
@@ -122,6 +123,7 @@ func TestTopJSON(t *testing.T) {
 }
 
 func TestTopOnce(t *testing.T) {
+	t.Parallel()
 	f := newTickingMeshd(t)
 	out := ok(t, "--home", f.home, "top", "--once", "--interval", "10ms")
 	if strings.Contains(out, "\x1b[") {
@@ -141,6 +143,8 @@ func TestTopOnce(t *testing.T) {
 }
 
 func TestTopLive(t *testing.T) {
+	// Not parallel: it replaces interruptContext, which every
+	// command that runs until stopped reads.
 	f := newTickingMeshd(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	old := interruptContext
@@ -172,6 +176,7 @@ func TestTopLive(t *testing.T) {
 }
 
 func TestTopErrors(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "none")
 	fails(t, 1, []string{"--home", home, "top", "--once"}, "hint: start it with: meshd")
 	fails(t, 2, []string{"--home", home, "top", "extra"}, `unexpected argument "extra"`)
@@ -179,6 +184,7 @@ func TestTopErrors(t *testing.T) {
 }
 
 func TestTopFrameAcrossRestart(t *testing.T) {
+	t.Parallel()
 	started := time.Now()
 	st := func(start time.Time, up float64, rx uint64) *topSample {
 		return &topSample{status: &api.Status{Started: start, UptimeSeconds: up,

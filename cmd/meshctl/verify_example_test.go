@@ -9,6 +9,7 @@ import (
 // the real binary: its signature holds and its headers and body are what
 // the envelope renders to (the names are unchecked without a roster).
 func TestVerifyProtocolExampleFile(t *testing.T) {
+	t.Parallel()
 	bare, _ := node(t, "carol")
 	path, err := filepath.Abs("../../testdata/mailbox/example-dm.txt")
 	if err != nil {

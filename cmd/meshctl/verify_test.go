@@ -92,6 +92,7 @@ func newMVFixture(t *testing.T) mvFixture {
 }
 
 func TestVerifyMailboxFiles(t *testing.T) {
+	t.Parallel()
 	f := newMVFixture(t)
 	out := ok(t, "--home", f.home, "verify", f.general, f.dm, f.req)
 	want := []string{
@@ -125,6 +126,7 @@ func TestVerifyMailboxFiles(t *testing.T) {
 }
 
 func TestVerifyMailboxFailures(t *testing.T) {
+	t.Parallel()
 	f := newMVFixture(t)
 	edit := func(path, old, new string) string {
 		b, err := os.ReadFile(path)

@@ -11,6 +11,7 @@ import (
 // TestVersion runs the real binary: version prints the build's version
 // and Go's, in text and JSON.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	bin := buildMeshctl(t)
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "meshctl ") || !strings.Contains(string(out), runtime.Version()) {

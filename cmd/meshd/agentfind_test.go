@@ -19,6 +19,7 @@ import (
 // with their latest status, and meshctl history @bob shows both sides of
 // the conversation.
 func TestInboxFindReplyRequests(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob", "carol"})
 	m.channel("ops")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -154,6 +155,7 @@ func TestInboxFindReplyRequests(t *testing.T) {
 // leaves is listed by inbox --kind delivery_failed, and meshctl reply
 // refuses to answer it (it is alice's own message), saying what to do.
 func TestReplyRefusesDeliveryFailed(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	if err := m.ds[1].stop(syscall.SIGTERM); err != nil {
 		t.Logf("bob: %v", err)

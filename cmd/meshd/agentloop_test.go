@@ -54,6 +54,7 @@ func (m *faultMesh) waitUnread(i, want int, within time.Duration) {
 // waiting worker; and respond releases a claimed request and marks it
 // read.
 func TestClaimRace(t *testing.T) {
+	t.Parallel()
 	const total = 1000
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -155,6 +155,8 @@ func needTools(t *testing.T, tools ...string) {
 // The shell loop (b) runs on both: bob prints alice's message and answers
 // nothing; it marks the message read.
 func TestAgentLoopsEnd(t *testing.T) {
+	// Not parallel: the loops must end within 4 s of their budget, and
+	// python loops beside other tests on a loaded machine did not.
 	needTools(t, "python3", "bash", "jq")
 	o := loopOrg(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -279,6 +281,7 @@ done
 // after reply_depth_max (16) answers, refusing the 17th
 // (tx.refused.reply_depth), instead of it running until the budget ends.
 func TestReplyStormCapped(t *testing.T) {
+	t.Parallel()
 	needTools(t, "python3")
 	o := loopOrg(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -90,6 +90,7 @@ func (a *answerTarget) inbox(t *testing.T, args ...string) api.Inbox {
 // reaches the inbox, and request --wait does not end on it. Mallory's
 // answer to a request alice did send her is delivered.
 func TestUnsolicitedResponseDropped(t *testing.T) {
+	t.Parallel()
 	mallory := newRawMember(t)
 	a := startAnswerTarget(t, map[string]*rawMember{"mallory": mallory}, map[string]string{"mallory": "member"})
 	wait := exec.Command(a.meshctl, "--home", a.home, "request", "bob", "disk.usage", "--wait", "--timeout", "6s")
@@ -160,6 +161,7 @@ func TestUnsolicitedResponseDropped(t *testing.T) {
 // meshctl read refuse the bare id, naming both senders; --to and --from
 // pick one, and an outbox response goes where its To header says.
 func TestReusedRequestIDAmbiguous(t *testing.T) {
+	t.Parallel()
 	mallory, trent := newRawMember(t), newRawMember(t)
 	a := startAnswerTarget(t, map[string]*rawMember{"mallory": mallory, "trent": trent},
 		map[string]string{"mallory": "operator", "trent": "operator"})

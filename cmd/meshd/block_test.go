@@ -15,6 +15,7 @@ import (
 // meshctl status and blocks, survives a restart, and unblock lets c's
 // next DM in.
 func TestBlockMember(t *testing.T) {
+	t.Parallel()
 	o := newHistOrg(t, "a", "b", "c")
 	o.ctl("a", "channel", "create", "general")
 	o.waitChannel("b", "general")

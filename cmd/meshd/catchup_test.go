@@ -66,6 +66,7 @@ func sendMany(t *testing.T, c *api.Client, ch string, n int, tag string) []strin
 // the repair rebuilt the marks, and paging through the 1,000 he holds
 // (the first round after a repair also asks by time) does not stop early.
 func TestRepairCatchesUpWhatWasSentWhileStopped(t *testing.T) {
+	t.Parallel()
 	const held = 1000
 	o := newHistOrg(t, "alice", "bob")
 	o.ctl("alice", "channel", "create", "ops")
@@ -191,6 +192,7 @@ func (h *historyServer) answer(req *proto.SignedEnvelope, more bool, msgs ...*pr
 // the window's start. A second answer to the same request is still
 // unsolicited.
 func TestLatePageIsUsed(t *testing.T) {
+	t.Parallel()
 	rt := startRawTarget(t, "", "slow", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
 	var show struct {
@@ -244,6 +246,7 @@ func TestLatePageIsUsed(t *testing.T) {
 // move on: the node ends it at once, as a failure of that peer
 // (sync.stalled), and sends no further request in the round.
 func TestStalledPageEndsPaging(t *testing.T) {
+	t.Parallel()
 	rt := startRawTarget(t, "", "stale", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
 	h := newHistoryServer(t, rt)

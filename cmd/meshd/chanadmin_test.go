@@ -69,6 +69,7 @@ func (o *histOrg) inboxHas(name, id string) bool {
 // stops receiving, history off stops catch-up, a deleted channel is
 // refused everywhere, and channel show lists the versions and signers.
 func TestChannelAdministration(t *testing.T) {
+	t.Parallel()
 	o := newHistOrg(t, "a", "b", "c")
 	o.ctl("a", "channel", "create", "ops", "--writers", "a")
 	o.ctl("a", "channel", "create", "open")

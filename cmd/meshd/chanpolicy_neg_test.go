@@ -18,6 +18,7 @@ import (
 // signature, a member's signature, another org, and a second channel
 // claiming a name that is taken.
 func TestPolicyReceiveChecks(t *testing.T) {
+	t.Parallel()
 	rt := startRawTarget(t, "", "mallory")
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
 	var ch struct {

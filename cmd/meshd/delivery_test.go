@@ -84,6 +84,7 @@ func (m *faultMesh) inboxItem(i int, within time.Duration, match func(api.Item) 
 // than that life. The DM must still be queued, reach bob when he starts
 // again, and show as delivered in alice's meshctl status ID.
 func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--envelope-ttl", "2s", "--retention-interval", "1s")
 	// A channel message counts the linked readers that stored it.
@@ -148,6 +149,7 @@ func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
 // meshctl status ID says expired, the mailbox file says delivery_failed. Nothing is lost
 // silently.
 func TestDeliverySilentOutage(t *testing.T) {
+	t.Parallel()
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}

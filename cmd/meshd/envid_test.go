@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,14 +115,16 @@ func (m *rawMember) send(se *proto.SignedEnvelope) error {
 	return m.link.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...))
 }
 
-// counters returns the node's counters from meshctl status --json.
+// counters reads the node's counters from its control socket, in-process:
+// tests poll it, and a meshctl process per check costs the daemons CPU.
+// meshctl status --json prints the same document.
 func counters(t *testing.T, meshctl, home string) map[string]uint64 {
 	t.Helper()
-	var st struct {
-		Counters map[string]uint64 `json:"counters"`
-	}
-	if err := json.Unmarshal([]byte(meshctlOK(t, meshctl, "--home", home, "status", "--json")), &st); err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := api.NewClient(filepath.Join(home, "meshd.sock")).Status(ctx)
+	if err != nil {
+		t.Fatalf("status of %s: %v", home, err)
 	}
 	return st.Counters
 }

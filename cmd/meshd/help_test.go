@@ -15,6 +15,7 @@ import (
 // named values and examples, as meshctl does; a bad flag prints the
 // same help to stderr and exits 2.
 func TestHelpStyle(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	if code := run([]string{"--help"}, &out, &errb, envOf(nil)); code != 0 {
 		t.Fatalf("--help: exit %d: %s", code, errb.String())

@@ -158,6 +158,7 @@ func (g *groupHost) checkHome(wantKey string) {
 // (which gave the key to the group). meshd starts each time, and nothing
 // in the home becomes readable by the group.
 func TestMailboxGroupAttacks(t *testing.T) {
+	t.Parallel()
 	requireSetpriv(t)
 	meshd, meshctl := buildBinaries(t)
 	shared := sharedTempDir(t)

@@ -48,6 +48,7 @@ func requireSetpriv(t *testing.T) {
 // nor read a DM's file; with mailbox_group, a member of that group can do
 // both, and one outside it still cannot.
 func TestMailboxOwnerOnly(t *testing.T) {
+	t.Parallel()
 	requireSetpriv(t)
 	meshctl, homes, ds, pinned, seed := twoNodes(t)
 	// Let the other user reach the homes' parent (not list it), as on a

@@ -42,6 +42,7 @@ func folderFiles(t *testing.T, home, folder string) map[string]string {
 // and verifies offline; a sent file lost while meshd was stopped is
 // written again when it starts.
 func TestMailboxReadStateAndSent(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 // SIGTERM ends the process within a few seconds. (A FIFO used to block the
 // outbox forever, and with it the shutdown.)
 func TestOutboxSpecialFiles(t *testing.T) {
+	t.Parallel()
 	meshctl, homes, ds, _, _ := twoNodes(t)
 	outbox := filepath.Join(homes["alice"], "mailbox", "outbox")
 	secret := filepath.Join(t.TempDir(), "secret")

@@ -148,6 +148,7 @@ func fixMetas(b []byte, fn func(meta []byte)) {
 // refuses while meshd runs, then rebuilds the store from the mailbox;
 // meshd starts, and every DM id is in meshctl inbox --all.
 func TestDamagedStoreRepair(t *testing.T) {
+	t.Parallel()
 	f := newRepairFixture(t, 300)
 	good := f.goodDB
 	ps := int(binary.LittleEndian.Uint32(good[16+8:]))

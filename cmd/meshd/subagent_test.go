@@ -21,6 +21,7 @@ import (
 // alice, linked to bob, never gets it. Bad input is refused with the
 // reason.
 func TestSubagentResult(t *testing.T) {
+	t.Parallel()
 	o := newHistOrg(t, "alice", "bob")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -27,3 +27,18 @@ func TestUntil(t *testing.T) {
 		t.Error("Until with no time left did not check the condition")
 	}
 }
+
+func TestNextPause(t *testing.T) {
+	for _, c := range []struct{ pause, cost, want time.Duration }{
+		{time.Millisecond, 30 * time.Millisecond, 2 * time.Millisecond}, // growing: cost not yet counted
+		{16 * time.Millisecond, 0, 32 * time.Millisecond},
+		{32 * time.Millisecond, time.Millisecond, MaxPoll},       // a cheap check: MaxPoll
+		{MaxPoll, 30 * time.Millisecond, 120 * time.Millisecond}, // a command: 4x its cost
+		{MaxPoll, 2 * time.Second, time.Second},                  // bounded
+		{120 * time.Millisecond, time.Millisecond, MaxPoll},      // cheap again: back to MaxPoll
+	} {
+		if got := nextPause(c.pause, c.cost); got != c.want {
+			t.Errorf("nextPause(%v, %v) = %v, want %v", c.pause, c.cost, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// Package testpar sets how many tests of a package run at once when the
+// command line does not say. The real-process tests of cmd/ spend most of
+// their time waiting on daemons (timers, links forming, a store's fsync),
+// not on the CPU, so the go test default of GOMAXPROCS parallel tests
+// leaves a 2-core machine mostly idle. The tests that load the CPU or hold
+// timing bounds do not call t.Parallel: go test runs those alone, before
+// the parallel ones start. It imports nothing from the project.
+package testpar
+
+import (
+	"flag"
+	"runtime"
+	"strconv"
+)
+
+// PerCPU is how many parallel tests Default allows per CPU.
+const PerCPU = 2
+
+// Min is the least Default allows, so a 1- or 2-core machine still
+// overlaps the waits of a few tests.
+const Min = 4
+
+// Default sets -test.parallel to max(Min, PerCPU*GOMAXPROCS) unless the
+// command line set it. Call it from TestMain before m.Run; it parses the
+// flags itself. It returns the value in force.
+func Default() int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.parallel")
+	if f == nil {
+		return 0
+	}
+	set := false
+	flag.Visit(func(v *flag.Flag) { set = set || v.Name == "test.parallel" })
+	if !set {
+		_ = f.Value.Set(strconv.Itoa(max(Min, PerCPU*runtime.GOMAXPROCS(0))))
+	}
+	n, _ := strconv.Atoi(f.Value.String())
+	return n
+}
