@@ -505,7 +505,6 @@ func TestRead(t *testing.T) {
 	f.fails(t, 2, []string{"read"}, "missing argument")
 }
 
-
 func TestPresence(t *testing.T) {
 	t.Parallel()
 	f := newFakeMeshd(t)
