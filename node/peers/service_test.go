@@ -67,13 +67,12 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 // serviceRig is a service and the identity of a peer that links to it
 // over net.Pipe.
 type serviceRig struct {
-	svc      *Service
-	host     *fakeHost
-	srvCfg   transport.Config
-	peerKey  ed25519.PrivateKey
-	peerPub  proto.PubKey
-	selfPub  proto.PubKey
-	shutdown func()
+	svc     *Service
+	host    *fakeHost
+	srvCfg  transport.Config
+	peerKey ed25519.PrivateKey
+	peerPub proto.PubKey
+	selfPub proto.PubKey
 }
 
 func newServiceRig(t *testing.T) *serviceRig {
