@@ -428,7 +428,7 @@ func (n *Node) onLinkUp(pl *peers.Link) {
 	n.sendPresenceTo(pl)
 	n.sendCardsTo(pl)
 	n.flushQueue(pl)
-	n.syncer.onLinkUp(pl)
+	n.syncer.OnLinkUp(pl)
 }
 
 func (n *Node) handleFrame(pl *peers.Link, frame []byte) {

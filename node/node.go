@@ -20,6 +20,7 @@ import (
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -87,7 +88,7 @@ type Node struct {
 	replies  *replyDepths
 	inbox    *inboxNotifier
 	events   *broadcaster
-	syncer   *syncer // history sync and serving
+	syncer   *syncer.Syncer // history sync and serving
 	mirror   *mailbox.Mirror
 	outbox   *mailbox.Outbox
 	mirrorq  chan inboxDelivery
@@ -173,7 +174,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		n.cancel()
 		n.teardown()
 		if n.syncer != nil {
-			n.syncer.close()
+			n.syncer.Close()
 		}
 		n.closeState()
 		if n.unlock != nil {
@@ -433,7 +434,7 @@ func (n *Node) run() {
 	go n.cardLoop()
 	n.wg.Add(1)
 	go n.rekeyLoop()
-	n.syncer.start()
+	n.syncer.Start()
 	n.control.Start()
 }
 
@@ -453,7 +454,7 @@ func (n *Node) Close() error {
 		n.cancel()
 		n.closeErr = n.teardown()
 		if n.syncer != nil {
-			n.syncer.close()
+			n.syncer.Close()
 		}
 		n.wg.Wait()
 		if err := n.closeState(); err != nil && n.closeErr == nil {

@@ -221,7 +221,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 			return dropHopLimit
 		}
 	case proto.KindHistoryRequest, proto.KindHistoryResponse:
-		return n.syncer.authorize(se)
+		return syncDrops[n.syncer.Authorize(se)]
 	default:
 		return dropUnsupported
 	}
@@ -246,7 +246,7 @@ const maxCommitBatch = 512
 // updates the table.
 func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
 	if se.Kind == proto.KindHistoryRequest || se.Kind == proto.KindHistoryResponse {
-		return n.syncer.handle(se, src, now)
+		return n.syncer.Handle(se, srcOf(src), now)
 	}
 	if se.Kind == proto.KindPresence {
 		n.observeClock(se, src, now)
