@@ -112,14 +112,11 @@ type Node struct {
 
 	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
-	rxq chan rxItem // admitted envelopes for the commit stage
-	// committed, when set, is closed by the commit stage after its next
-	// store transaction: awaitStored waits on it instead of polling.
-	committed atomic.Pointer[chan struct{}]
-	kick      chan struct{} // wakes the dialer
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // every goroutine the node starts
+	rxq    chan rxItem   // admitted envelopes for the commit stage
+	kick   chan struct{} // wakes the dialer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the node starts
 
 	closeOnce sync.Once
 	closeErr  error
@@ -435,6 +432,8 @@ func (n *Node) run() {
 	n.wg.Add(1)
 	go n.rekeyLoop()
 	n.syncer.Start()
+	n.wg.Add(1)
+	go syncHost{n}.historyStage(n.syncer.Batches())
 	n.control.Start()
 }
 

@@ -171,17 +171,12 @@ func newSyncer(ctx context.Context, n *Node) *syncer.Syncer {
 // syncHost is what the syncer sees of the node ([syncer.Host]).
 type syncHost struct{ n *Node }
 
-func (h syncHost) Roster() *roster.Roster                     { return h.n.Roster() }
-func (h syncHost) LinkTo(k proto.PubKey) *peers.Link          { return h.n.linkTo(k) }
-func (h syncHost) Links() []*peers.Link                       { return h.n.linkList() }
-func (h syncHost) Receive(raw []byte, src syncer.Source) bool { return h.n.receive(raw, rxOf(src)) }
+func (h syncHost) Roster() *roster.Roster            { return h.n.Roster() }
+func (h syncHost) LinkTo(k proto.PubKey) *peers.Link { return h.n.linkTo(k) }
+func (h syncHost) Links() []*peers.Link              { return h.n.linkList() }
 
 func (h syncHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
 	return h.n.sign(to, kind, ttl, fill)
-}
-
-func (h syncHost) AwaitStored(ctx context.Context, se *proto.SignedEnvelope) {
-	h.n.awaitStored(ctx, se)
 }
 
 func (h syncHost) Drop(reason syncer.Drop, se *proto.SignedEnvelope, src syncer.Source, err error) {
@@ -214,4 +209,56 @@ func srcOf(s rxSource) syncer.Source { return syncer.Source{Link: s.link, Histor
 func isArchive(r *roster.Roster, k proto.PubKey) bool {
 	m, ok := r.Member(k)
 	return ok && m.Archive
+}
+
+// historyStage runs the catch-up pages the syncer hands over through the
+// receive pipeline, as history, and reports each page handed; a marker
+// queued behind its envelopes has the commit stage report it stored.
+func (h syncHost) historyStage(pages <-chan *syncer.Batch) {
+	n := h.n
+	defer n.wg.Done()
+	for {
+		var b *syncer.Batch
+		select {
+		case b = <-pages:
+		case <-n.ctx.Done():
+			return
+		}
+		src := rxOf(b.Src)
+		fresh := 0
+		for _, se := range b.Envelopes {
+			if n.receive(se.Raw, src) {
+				fresh++
+			}
+		}
+		b.Handed(fresh)
+		select {
+		case n.rxq <- rxItem{page: b}:
+		case <-n.ctx.Done():
+			b.Stored()
+			return
+		}
+	}
+}
+
+// takePages removes the page markers from a commit batch, in place, and
+// returns the envelopes and the pages.
+func takePages(batch []rxItem) ([]rxItem, []*syncer.Batch) {
+	var pages []*syncer.Batch
+	out := batch[:0]
+	for _, it := range batch {
+		if it.page != nil {
+			pages = append(pages, it.page)
+			continue
+		}
+		out = append(out, it)
+	}
+	return out, pages
+}
+
+// pagesStored reports the pages of a commit batch stored.
+func pagesStored(pages []*syncer.Batch) {
+	for _, b := range pages {
+		b.Stored()
+	}
 }

@@ -27,14 +27,17 @@
 //     until a page comes without `more`. Paging that stops early (a
 //     timeout, a closed link, MaxRoundPages) resumes there in the next
 //     round, and a page that comes after its wait timed out is still
-//     used (syncer_page.go). A cursor's marks may have passed holes: in
+//     used (page.go). A cursor's marks may have passed holes: in
 //     a full round, once resumed paging with a peer reaches its last
 //     page and holes remain, that peer is asked again from our marks.
-//  3. Every envelope of a page goes through the receive pipeline with
-//     Source{History: true}: every check but the TTL, dedupe by id and
-//     per-sender seq tracking happen there, and the commit stage stores
-//     it in batches. Anything but a channel Message of the channel asked
-//     for is dropped (drop.history_foreign).
+//  3. Anything but a channel Message of the channel asked for is
+//     dropped (drop.history_foreign); the rest of the page is handed to
+//     the node as a [Batch] on [Syncer.Batches]. The node runs every
+//     envelope through its receive pipeline with Source{History: true}
+//     (every check but the TTL, dedupe by id and per-sender seq
+//     tracking) and reports [Batch.Handed]; its commit stage stores them
+//     in batches and reports [Batch.Stored]. The syncer never calls
+//     into the pipeline.
 //  4. Once the page's envelopes are committed, the next candidate is
 //     asked with the updated marks, until SyncPeers candidates have
 //     answered; further candidates are asked only while history.Gaps
@@ -48,7 +51,7 @@
 // per (sender, epoch), so the restart is a new stream, never a replay.
 //
 // Every wait is on an event: an answer arriving, the commit stage
-// storing a batch, room in a link's send queue, bounded by a deadline and
+// storing a page, room in a link's send queue, bounded by a deadline and
 // by the syncer's context. Nothing polls.
 //
 // # Serving

@@ -1,7 +1,6 @@
 package syncer
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -13,7 +12,8 @@ import (
 )
 
 // Host is what the [Syncer] sees of the node: the roster, the links,
-// signing, the receive pipeline, and where it counts and drops. The
+// signing, and where it counts and drops. The envelopes of a page do not
+// go through the host: they are handed over as a [Batch]. The
 // store, the channel policies and the subscriptions it reads directly
 // (Params).
 type Host interface {
@@ -25,11 +25,6 @@ type Host interface {
 	Links() []*peers.Link
 	// Sign builds, numbers and signs an envelope of ours.
 	Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error)
-	// Receive runs a wire envelope through the receive pipeline and
-	// reports whether it was handed to the commit stage.
-	Receive(raw []byte, src Source) bool
-	// AwaitStored waits until the commit stage stored se, or ctx is done.
-	AwaitStored(ctx context.Context, se *proto.SignedEnvelope)
 	// Drop counts and logs a dropped envelope (se may be nil).
 	Drop(reason Drop, se *proto.SignedEnvelope, src Source, err error)
 	// Count adds n to the counter c.

@@ -53,8 +53,8 @@ type lateAnswer struct {
 
 // pageFrom asks pl for req and the pages after it until one comes
 // without `more`, or paging pauses at MaxRoundPages. It returns what the
-// peer gave and the last envelope it handed to the commit stage.
-func (s *Syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res PeerResult, last *proto.SignedEnvelope) {
+// peer gave and the last page it handed to the commit stage.
+func (s *Syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res PeerResult, last *Batch) {
 	res.Peer = pl.Key
 	src := Source{Link: pl, History: true}
 	o, err := s.request(pl, req)
@@ -154,21 +154,19 @@ func (s *Syncer) checkPage(o *outstanding, se *proto.SignedEnvelope) ([]*proto.S
 
 // deliver hands the channel Messages of page to the receive pipeline as
 // history and drops anything else. It returns how many were new and the
-// last one handed to the commit stage.
-func (s *Syncer) deliver(page []*proto.SignedEnvelope, ch uuid.UUID, src Source) (fresh int, last *proto.SignedEnvelope) {
+// batch handed to the pipeline (nil when none was).
+func (s *Syncer) deliver(page []*proto.SignedEnvelope, ch uuid.UUID, src Source) (fresh int, b *Batch) {
 	dest := proto.ToChannel(ch)
+	envs := make([]*proto.SignedEnvelope, 0, len(page))
 	for _, m := range page {
 		if m.Kind != proto.KindMessage || m.To != dest {
 			s.drop(DropHistoryForeign, m, src, nil)
 			continue
 		}
-		if s.host.Receive(m.Raw, src) {
-			fresh++
-			last = m
-		}
+		envs = append(envs, m)
 	}
 	s.count(Envelopes, uint64(len(page)))
-	return fresh, last
+	return s.hand(envs, src)
 }
 
 // advances reports whether page holds an envelope that req asked for: one

@@ -2,7 +2,6 @@ package syncer
 
 import (
 	"bytes"
-	"context"
 	"maps"
 	"slices"
 	"time"
@@ -260,7 +259,7 @@ func (s *Syncer) syncChannel(ch uuid.UUID, full bool) {
 	s.count(Rounds, 1)
 	age := cfg.Retention(p, isArchive(r, s.self))
 	since := time.Now().Add(-age).UnixMilli()
-	var last *proto.SignedEnvelope // the last envelope handed to the commit stage
+	var last *Batch // the last page handed to the commit stage
 	answered, allComplete := 0, true
 	for _, c := range peers {
 		if !s.running() {
@@ -357,7 +356,7 @@ func (s *Syncer) syncChannel(ch uuid.UUID, full bool) {
 // holesFrom asks pl for the channel's envelopes above the stored marks
 // once resumed paging with it is done, if holes remain: nil when none do
 // (or the marks cannot be read).
-func (s *Syncer) holesFrom(ch uuid.UUID, pl *peers.Link, since int64, last *proto.SignedEnvelope) (*PeerResult, *proto.SignedEnvelope) {
+func (s *Syncer) holesFrom(ch uuid.UUID, pl *peers.Link, since int64, last *Batch) (*PeerResult, *Batch) {
 	s.awaitStored(last)
 	if s.gapStreams(ch) == 0 {
 		return nil, nil
@@ -379,18 +378,6 @@ func (r PeerResult) then(more PeerResult) PeerResult {
 	r.Envelopes += more.Envelopes
 	r.Delivered += more.Delivered
 	return r
-}
-
-// awaitStored waits, up to storedWait, until the commit stage has stored
-// se (and so, as it commits in arrival order, everything handed to it
-// before se).
-func (s *Syncer) awaitStored(se *proto.SignedEnvelope) {
-	if se == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, storedWait)
-	defer cancel()
-	s.host.AwaitStored(ctx, se)
 }
 
 // gapStreams counts the channel's streams with holes.

@@ -51,6 +51,7 @@ type Syncer struct {
 	kick     chan struct{} // wakes the sync loop when a channel became due
 	recheck  chan struct{} // wakes the sync loop to look for joined channels
 	lateKick chan struct{} // wakes the sync loop to use late answers
+	batches  chan *Batch   // pages for the node's receive pipeline
 
 	// known is what the sync loop last saw of each channel, to tell a
 	// join. Owned by newSyncer, then by the sync loop.
@@ -113,6 +114,7 @@ func New(ctx context.Context, p Params) *Syncer {
 		kick:     make(chan struct{}, 1),
 		recheck:  make(chan struct{}, 1),
 		lateKick: make(chan struct{}, 1),
+		batches:  make(chan *Batch),
 		cursors:  map[cursorKey]*cursor{},
 		known:    map[uuid.UUID]channelReadState{},
 		pending:  map[uuid.UUID]*outstanding{},
