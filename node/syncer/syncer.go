@@ -21,7 +21,7 @@ const (
 	storedWait = 5 * time.Second
 	// MaxRoundPages pauses paging with a peer after this many pages in
 	// one round: the round moves on, and the next round, made due at
-	// once, resumes where paging paused (see syncer_page.go).
+	// once, resumes where paging paused (see page.go).
 	MaxRoundPages = 200
 	// servedMemory is how many served request ids are remembered to drop
 	// replays (an envelope is live for its ttl, 300 s by default).
