@@ -3,7 +3,7 @@
 // backoff, peer exchange, mDNS and seed discovery), roster gossip, the
 // receive pipeline (parse, verify, authorize, commit to the history store,
 // then the consumers), sending and store-and-forward delivery, history
-// sync (syncer.go), presence, agent cards, retention, the mailbox mirror,
+// sync through node/syncer, presence, agent cards, retention, the mailbox mirror,
 // invites, pending joins and the doctor's checks. The state and rules of
 // connection management (the peer table, the link type, the address book,
 // backoffs, the duplicate-link rule, the pending list) are in node/peers;

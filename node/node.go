@@ -20,6 +20,7 @@ import (
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -87,7 +88,7 @@ type Node struct {
 	replies  *replyDepths
 	inbox    *inboxNotifier
 	events   *broadcaster
-	syncer   *syncer // history sync and serving
+	syncer   *syncer.Syncer // history sync and serving
 	mirror   *mailbox.Mirror
 	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
 	outbox   *mailbox.Outbox
@@ -108,14 +109,11 @@ type Node struct {
 
 	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
-	rxq chan rxItem // admitted envelopes for the commit stage
-	// committed, when set, is closed by the commit stage after its next
-	// store transaction: awaitStored waits on it instead of polling.
-	committed atomic.Pointer[chan struct{}]
-	kick      chan struct{} // wakes the dialer
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // every goroutine the node starts
+	rxq    chan rxItem   // admitted envelopes for the commit stage
+	kick   chan struct{} // wakes the dialer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the node starts
 
 	closeOnce sync.Once
 	closeErr  error
@@ -167,7 +165,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		n.cancel()
 		n.teardown()
 		if n.syncer != nil {
-			n.syncer.close()
+			n.syncer.Close()
 		}
 		n.closeState()
 		if n.unlock != nil {
@@ -427,7 +425,9 @@ func (n *Node) run() {
 	go n.cardLoop()
 	n.wg.Add(1)
 	go n.rekeyLoop()
-	n.syncer.start()
+	n.syncer.Start()
+	n.wg.Add(1)
+	go syncHost{n}.historyStage(n.syncer.Batches())
 	n.attach.start()
 	n.control.Start()
 }
@@ -448,7 +448,7 @@ func (n *Node) Close() error {
 		n.cancel()
 		n.closeErr = n.teardown()
 		if n.syncer != nil {
-			n.syncer.close()
+			n.syncer.Close()
 		}
 		n.attach.close()
 		n.wg.Wait()

@@ -77,7 +77,7 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	n.sendPresenceTo(pl)
 	n.sendCardsTo(pl)
 	n.flushQueue(pl)
-	n.syncer.onLinkUp(pl)
+	n.syncer.OnLinkUp(pl)
 	n.attach.onLinkUp()
 }
 

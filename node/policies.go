@@ -80,7 +80,7 @@ func (n *Node) CreateChannel(req api.CreateChannel) (*channel.Policy, error) {
 		if err := n.subs.Set(p.ID, channel.Subscribed); err != nil {
 			n.log.Warn("subscribe to new channel", "err", err)
 		}
-		n.syncer.channelsChanged()
+		n.syncer.ChannelsChanged()
 	}
 	return p, nil
 }
@@ -106,7 +106,7 @@ func (n *Node) applyPolicy(p *channel.Policy, from *peers.Link) (bool, error) {
 	n.metrics.inc(cPolicyAccepted)
 	n.policyApplied(p)
 	n.log.Info("channel policy", "name", p.Name, "id", p.ID, "version", p.Version)
-	n.syncer.channelsChanged()
+	n.syncer.ChannelsChanged()
 	b, err := p.Encode()
 	if err != nil {
 		return true, nil
@@ -265,7 +265,7 @@ func (n *Node) SetSubscription(name, state string) (*api.Channel, error) {
 	if err := n.subs.Set(p.ID, st); err != nil {
 		return nil, err
 	}
-	n.syncer.channelsChanged()
+	n.syncer.ChannelsChanged()
 	c := n.channelInfo(p)
 	return &c, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -221,18 +222,21 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 			return dropHopLimit
 		}
 	case proto.KindHistoryRequest, proto.KindHistoryResponse:
-		return n.syncer.authorize(se)
+		return syncDrops[n.syncer.Authorize(se)]
 	default:
 		return dropUnsupported
 	}
 	return dropNone
 }
 
-// rxItem is an admitted envelope on its way to the store.
+// rxItem is an admitted envelope on its way to the store, or (se nil) a
+// catch-up page whose envelopes were queued before it: the commit stage
+// reports the page stored once it has stored what came before.
 type rxItem struct {
-	se  *proto.SignedEnvelope
-	src rxSource
-	now time.Time
+	se   *proto.SignedEnvelope
+	src  rxSource
+	now  time.Time
+	page *syncer.Batch
 }
 
 // rxQueueLen bounds admitted envelopes waiting for the commit stage. When
@@ -246,7 +250,7 @@ const maxCommitBatch = 512
 // updates the table.
 func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
 	if se.Kind == proto.KindHistoryRequest || se.Kind == proto.KindHistoryResponse {
-		return n.syncer.handle(se, src, now)
+		return n.syncer.Handle(se, srcOf(src), now)
 	}
 	if se.Kind == proto.KindPresence {
 		n.observeClock(se, src, now)
@@ -312,6 +316,11 @@ func (n *Node) commitLoop() {
 }
 
 func (n *Node) commit(batch []rxItem) {
+	batch, pages := takePages(batch)
+	if len(batch) == 0 {
+		pagesStored(pages)
+		return
+	}
 	ds := make([]history.Delivery, len(batch))
 	var blocked []bool // set where a blocked member's envelope left the inbox
 	for i, it := range batch {
@@ -332,9 +341,7 @@ func (n *Node) commit(batch []rxItem) {
 		ds[i] = history.Delivery{Env: it.se, FromHistory: it.src.history, Inbox: inbox, Priority: prio, Wakes: wakes}
 	}
 	out, err := n.store.Deliver(ds)
-	if c := n.committed.Swap(nil); c != nil {
-		close(*c) // wake awaitStored
-	}
+	pagesStored(pages)
 	if err != nil {
 		for _, it := range batch {
 			n.drop(dropStore, it.se, it.src, err)

@@ -158,7 +158,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, 
 		}
 	}
 	if n.syncer != nil {
-		n.syncer.channelsChanged() // the update may let us read a channel
+		n.syncer.ChannelsChanged() // the update may let us read a channel
 	}
 	var gone []proto.PubKey
 	for _, m := range cur.Members {

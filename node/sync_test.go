@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -561,7 +561,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 	waitFor(t, 5*time.Second, "replayed answer dropped", func() bool { return a.metrics.Get("drop.history_unsolicited") == 3 })
 
 	// An answer over the limits asked for is dropped whole.
-	a.syncer.markDue(p.ID, false)
+	a.syncer.MarkDue(p.ID, false)
 	var five []*proto.SignedEnvelope
 	for range 5 {
 		five = append(five, msg(proto.ToChannel(p.ID), time.Now()))
@@ -624,12 +624,7 @@ func TestServeHistoryLimitsPerPeer(t *testing.T) {
 	req := proto.HistoryRequest{ChannelID: p.ID, SinceTS: time.Now().Add(-time.Hour).UnixMilli(), MaxMessages: 100, MaxBytes: proto.MaxHistoryBytes}
 	// One answered: it takes the only token.
 	rp.ask(req)
-	s := a.syncer
-	waitFor(t, 5*time.Second, "the slot released", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.serving[m.ids[1].Pub].inflight == 0
-	})
+	waitFor(t, 5*time.Second, "the slot released", func() bool { return a.syncer.Serving(m.ids[1].Pub) == 0 })
 	// Now a burst: the first waits for a token holding the one slot, the
 	// rest are dropped.
 	var sent []*proto.SignedEnvelope
@@ -689,8 +684,8 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 		return len(d.PeerList()) == 3 && channelCount(d, p.ID) == 20
 	})
 	marked := time.Now()
-	d.syncer.markDue(p.ID, false)
-	var r syncRound
+	d.syncer.MarkDue(p.ID, false)
+	var r syncer.Round
 	waitFor(t, 10*time.Second, "a round with all three linked", func() bool {
 		for _, x := range roundsOf(d, p.ID) {
 			if x.Started.After(marked) {
@@ -707,32 +702,6 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 	want := []proto.PubKey{m.ids[2].Pub, m.ids[1].Pub, m.ids[0].Pub}
 	if !slices.Equal(order, want) || r.Peers[0].Archive || !r.Peers[1].Archive {
 		t.Fatalf("asked %v, want active c, then archive b, then admin a (%v)", order, want)
-	}
-}
-
-// TestSyncCandidateOrder pins the order of PROTOCOL.md §17.2: recent
-// writers (latest first), then archives, then admins, then the others by
-// link age, then by key.
-func TestSyncCandidateOrder(t *testing.T) {
-	now := time.Now()
-	key := func(b byte) proto.PubKey { var k proto.PubKey; k[0] = b; return k }
-	cs := []syncCandidate{
-		{key: key(1), linked: now.Add(-time.Hour)},                               // other, linked longest
-		{key: key(2), admin: true, linked: now},                                  // admin
-		{key: key(3), archive: true, linked: now},                                // archive
-		{key: key(4), active: now.Add(-time.Minute), linked: now},                // wrote a minute ago
-		{key: key(5), active: now.Add(-time.Second), archive: true, linked: now}, // wrote a second ago (an archive too)
-		{key: key(6), linked: now},                                               // other
-		{key: key(7), admin: true, archive: true, linked: now.Add(time.Second)},  // archive and admin, linked later
-		{key: key(0), linked: now},                                               // other, lower key
-	}
-	orderCandidates(cs)
-	var got []byte
-	for _, c := range cs {
-		got = append(got, c.key[0])
-	}
-	if want := []byte{5, 4, 3, 7, 2, 1, 0, 6}; !bytes.Equal(got, want) {
-		t.Fatalf("order %v, want %v", got, want)
 	}
 }
 
@@ -849,11 +818,7 @@ func syncIdle(n *Node) bool {
 		finished = len(l.rounds)
 		l.mu.Unlock()
 	}
-	s := n.syncer
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return finished > 0 && n.metrics.Get("sync.rounds") == uint64(finished) &&
-		len(s.due) == 0 && len(s.pending) == 0 && len(s.joins) == 0
+	return finished > 0 && n.metrics.Get("sync.rounds") == uint64(finished) && n.syncer.Idle()
 }
 
 // Catch-up pages that repeat what a node holds (a join round asks without
@@ -869,7 +834,7 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 	// Let the rounds the policy and the link started finish.
 	waitFor(t, 10*time.Second, "b's syncer idle", func() bool { return syncIdle(b) })
 	dups, held := b.metrics.Get("drop.duplicate"), b.metrics.Get("sync.already_held")
-	b.syncer.markDue(p.ID, true) // as after a join: asked without marks
+	b.syncer.MarkDue(p.ID, true) // as after a join: asked without marks
 	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.metrics.Get("sync.already_held") >= held+5 })
 	if d := b.metrics.Get("drop.duplicate"); d != dups {
 		t.Fatalf("drop.duplicate went from %d to %d on a catch-up overlap", dups, d)

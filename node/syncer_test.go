@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -16,15 +17,15 @@ import (
 func TestSyncerCloseIsIdempotent(t *testing.T) {
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, nil)
-	a.syncer.close()
-	a.syncer.close()
+	a.syncer.Close()
+	a.syncer.Close()
 	se, err := a.sign(proto.ToPeer(a.Identity()), proto.KindHistoryRequest, time.Minute, func(e *proto.Envelope) {
 		e.HistoryRequest = &proto.HistoryRequest{ChannelID: uuid.New(), MaxMessages: 1, MaxBytes: 1024}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.syncer.handle(se, rxSource{}, time.Now()) {
+	if a.syncer.Handle(se, syncer.Source{}, time.Now()) {
 		t.Fatal("a closed syncer took a HistoryRequest")
 	}
 	if got := a.metrics.Get("drop.shutdown"); got != 1 {
@@ -35,40 +36,12 @@ func TestSyncerCloseIsIdempotent(t *testing.T) {
 	}
 }
 
-// A page advances a request when it holds an envelope above its stream's
-// mark, or of an unmarked stream at or after since_ts; anything else is a
-// page that would never move paging on.
-func TestPageAdvances(t *testing.T) {
-	a, b := proto.PubKey{1}, proto.PubKey{2}
-	ep := uuid.New()
-	req := &proto.HistoryRequest{SinceTS: 1000, SinceSeqBySender: []proto.SeqMark{{Sender: a, Epoch: ep, LastSeq: 5}}}
-	env := func(from proto.PubKey, seq uint64, ts int64) *proto.SignedEnvelope {
-		return &proto.SignedEnvelope{Envelope: proto.Envelope{From: from, Epoch: ep, Seq: seq, TS: ts}}
-	}
-	for _, c := range []struct {
-		name string
-		page []*proto.SignedEnvelope
-		want bool
-	}{
-		{"above the mark, however old", []*proto.SignedEnvelope{env(a, 6, 1)}, true},
-		{"at the mark", []*proto.SignedEnvelope{env(a, 5, 2000)}, false},
-		{"unmarked, at since_ts", []*proto.SignedEnvelope{env(b, 1, 1000)}, true},
-		{"unmarked, before since_ts", []*proto.SignedEnvelope{env(b, 9, 999)}, false},
-		{"one of several", []*proto.SignedEnvelope{env(a, 1, 1), env(b, 1, 1), env(b, 2, 1001)}, true},
-		{"empty", nil, false},
-	} {
-		if got := advances(req, c.page); got != c.want {
-			t.Errorf("%s: advances = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-// Paging pauses after maxRoundPages pages from one peer in one round, and
+// Paging pauses after syncer.MaxRoundPages pages from one peer in one round, and
 // the next round, due at once, resumes where it paused: c backfills 250
 // messages in pages of one (250 pages) from a alone, in two rounds, the
 // second of which starts from a cursor, not from the window's start.
 func TestPagingPausesAndResumes(t *testing.T) {
-	const total = maxRoundPages + 50
+	const total = syncer.MaxRoundPages + 50
 	m := newSyncMesh(t, 3)
 	a := m.startWith(0, nil)
 	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
@@ -78,7 +51,7 @@ func TestPagingPausesAndResumes(t *testing.T) {
 	fillChannel(t, a, p.ID, total, 10)
 	c := m.startWith(2, func(cfg *Config) { cfg.SyncPageMessages = 1 }, tcpAddr(t, a))
 	waitFor(t, 60*time.Second, "c backfilled every message", func() bool { return channelCount(c, p.ID) == total })
-	// Paging pauses at maxRoundPages; on a loaded machine a page may also
+	// Paging pauses at syncer.MaxRoundPages; on a loaded machine a page may also
 	// time out, or its request find the link's queue full, and be resumed
 	// from its cursor, so both are counted at least once. What must never happen, paging again from the
 	// window's start, the page count below proves.
@@ -138,10 +111,10 @@ func TestResumedCursorStillFillsHoles(t *testing.T) {
 	}
 	// Paging with b stopped after a page that held seq 5: its cursor
 	// asks for what follows 5.
-	a.syncer.saveCursor(m.ids[1].Pub, &proto.HistoryRequest{ChannelID: ch, SinceTS: envs[4].TS,
+	a.syncer.ResumeFrom(m.ids[1].Pub, &proto.HistoryRequest{ChannelID: ch, SinceTS: envs[4].TS,
 		MaxMessages: uint32(a.cfg.SyncPageMessages), MaxBytes: uint32(a.cfg.SyncPageBytes),
 		SinceSeqBySender: []proto.SeqMark{{Sender: m.ids[2].Pub, Epoch: ep, LastSeq: 5}}})
-	a.syncer.markDue(ch, false)
+	a.syncer.MarkDue(ch, false)
 	waitFor(t, 10*time.Second, "a fetched s's 4 from b", func() bool {
 		ok, err := a.store.Seen(m.ids[2].Pub, envs[3].ID)
 		return err == nil && ok

@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -18,7 +19,7 @@ type testHooks struct {
 	// store of the envelope in the peer's queue.
 	queue func(linked bool)
 	// syncRound observes every finished catch-up round.
-	syncRound func(r syncRound)
+	syncRound func(r syncer.Round)
 	// legacyPeers makes the node exchange peers as nodes did before
 	// peer-update frames: whole lists only (tests of interoperation).
 	legacyPeers bool
@@ -36,13 +37,6 @@ func (h *testHooks) onDeliver(se *proto.SignedEnvelope, at time.Time) {
 func (h *testHooks) onQueue(linked bool) {
 	if h != nil && h.queue != nil {
 		h.queue(linked)
-	}
-}
-
-// roundDone hands a finished catch-up round to the tests' observer.
-func (n *Node) roundDone(r syncRound) {
-	if h := n.test; h != nil && h.syncRound != nil {
-		h.syncRound(r)
 	}
 }
 

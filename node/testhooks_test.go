@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/meshd/meshd/node/syncer"
 )
 
 // roundLogs holds, per node a test started, the catch-up rounds it
@@ -14,10 +16,10 @@ var roundLogs sync.Map
 // roundLog records finished catch-up rounds, oldest first.
 type roundLog struct {
 	mu     sync.Mutex
-	rounds []syncRound
+	rounds []syncer.Round
 }
 
-func (l *roundLog) add(r syncRound) {
+func (l *roundLog) add(r syncer.Round) {
 	l.mu.Lock()
 	l.rounds = append(l.rounds, r)
 	l.mu.Unlock()
@@ -25,7 +27,7 @@ func (l *roundLog) add(r syncRound) {
 
 // roundsOf returns the finished catch-up rounds of channel ch on n, a
 // node started by newTestNode, oldest first.
-func roundsOf(n *Node, ch uuid.UUID) []syncRound {
+func roundsOf(n *Node, ch uuid.UUID) []syncer.Round {
 	v, ok := roundLogs.Load(n)
 	if !ok {
 		return nil
@@ -33,7 +35,7 @@ func roundsOf(n *Node, ch uuid.UUID) []syncRound {
 	l := v.(*roundLog)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []syncRound
+	var out []syncer.Round
 	for _, r := range l.rounds {
 		if r.Channel == ch {
 			out = append(out, r)

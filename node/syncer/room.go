@@ -1,4 +1,4 @@
-package node
+package syncer
 
 import (
 	"context"
@@ -7,16 +7,13 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-var cHistNoRoom = newCounter("history.serve_no_room", newFamily("meshd_history_requests_no_room_total",
-	"History requests from peers left unanswered because the peer's send queue stayed full."))
-
 // serveRoom waits, up to sendWait, until the page a HistoryRequest asks
 // for fits the link's send queue (bounded in bytes, transport
 // Config.SendQueueBytes). A peer that does not read its link fills the
 // queue; its requests are then dropped before the store is read, so it
 // cannot make us read and hold pages it will never take. The drop is
 // counted as history.serve_no_room.
-func (s *syncer) serveRoom(pl *peers.Link, se *proto.SignedEnvelope) bool {
+func (s *Syncer) serveRoom(pl *peers.Link, se *proto.SignedEnvelope) bool {
 	page := int(se.HistoryRequest.MaxBytes)
 	if page == 0 || page > proto.MaxHistoryBytes {
 		page = proto.MaxHistoryBytes
@@ -24,7 +21,7 @@ func (s *syncer) serveRoom(pl *peers.Link, se *proto.SignedEnvelope) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, sendWait)
 	defer cancel()
 	if err := pl.Conn.WaitRoom(ctx, page); err != nil {
-		s.metrics.inc(cHistNoRoom)
+		s.count(ServeNoRoom, 1)
 		s.log.Debug("history request dropped: the peer's send queue is full", "peer", se.From.Fingerprint(), "err", err)
 		return false
 	}

@@ -1,4 +1,4 @@
-package node
+package syncer
 
 import (
 	"errors"
@@ -12,34 +12,10 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// Catch-up page counters.
-var (
-	famSyncEnvelopes = newFamily("meshd_sync_envelopes_received_total", "Envelopes received in history catch-up pages.")
-	famSyncPages     = newFamily("meshd_sync_pages_total", "History catch-up pages received.")
-	famSyncRequests  = newFamily("meshd_sync_requests_total", "History requests sent.")
-	famSyncTimeouts  = newFamily("meshd_sync_timeouts_total", "History requests that timed out.")
-	famSyncLate      = newFamily("meshd_sync_late_pages_total", "History pages that came after their wait timed out, and were used.")
-	famSyncResumed   = newFamily("meshd_sync_resumed_total", "Catch-up paging resumed where it stopped with a peer.")
-	famSyncPaused    = newFamily("meshd_sync_paused_total", "Catch-up paging paused at the page limit of a round, to resume in the next.")
-	famSyncStalled   = newFamily("meshd_sync_stalled_total", "Catch-up pages with more that held nothing the request asked for.")
-	famSyncRefused   = newFamily("meshd_sync_refused_total", "History requests of ours a peer refused, by status.", "status")
-
-	cSyncEnvelopes = newCounter("sync.envelopes", famSyncEnvelopes)
-	cSyncPages     = newCounter("sync.pages", famSyncPages)
-	cSyncRequests  = newCounter("sync.requests", famSyncRequests)
-	cSyncTimeouts  = newCounter("sync.timeouts", famSyncTimeouts)
-	cSyncLatePages = newCounter("sync.late_pages", famSyncLate)
-	cSyncResumed   = newCounter("sync.resumed", famSyncResumed)
-	cSyncPaused    = newCounter("sync.paused", famSyncPaused)
-	cSyncStalled   = newCounter("sync.stalled", famSyncStalled)
-	// cSyncRefused counts "sync.refused.<status>".
-	cSyncRefused = newStatusVec("sync.refused.", famSyncRefused)
-)
-
-// Paging with one peer, for the [syncer].
+// Paging with one peer, for the [Syncer].
 //
 // Paging never starts again from the window's start to get past a page it
-// already had: where it stops before the last page (maxRoundPages pages
+// already had: where it stops before the last page (MaxRoundPages pages
 // in one round, a timeout, a closed link), the request it would send next
 // is kept as a cursor for (channel, peer), and the next round with that
 // peer sends it instead of a fresh request. An answer that comes after
@@ -76,11 +52,11 @@ type lateAnswer struct {
 }
 
 // pageFrom asks pl for req and the pages after it until one comes
-// without `more`, or paging pauses at maxRoundPages. It returns what the
-// peer gave and the last envelope it handed to the commit stage.
-func (s *syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res syncPeerResult, last *proto.SignedEnvelope) {
+// without `more`, or paging pauses at MaxRoundPages. It returns what the
+// peer gave and the last page it handed to the commit stage.
+func (s *Syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res PeerResult, last *Batch) {
 	res.Peer = pl.Key
-	src := rxSource{link: pl, history: true}
+	src := Source{Link: pl, History: true}
 	o, err := s.request(pl, req)
 	if err != nil {
 		res.Err = err.Error()
@@ -114,9 +90,9 @@ func (s *syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res syncPe
 			moved = advances(req, page)
 			if next := history.NextHistoryRequest(req, page); next != nil && moved {
 				req = next
-				if res.Pages >= maxRoundPages {
+				if res.Pages >= MaxRoundPages {
 					res.Paused = true
-					s.metrics.inc(cSyncPaused)
+					s.count(Paused, 1)
 					s.saveCursor(pl.Key, req)
 				} else if o, err = s.request(pl, req); err != nil {
 					res.Err = err.Error()
@@ -135,7 +111,7 @@ func (s *syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res syncPe
 			// asked for (§6.5), so paging moves on with every page. This
 			// one repeated what we had excluded: paging with it ends, as
 			// a failure, so no gap is given up on its word.
-			s.metrics.inc(cSyncStalled)
+			s.count(Stalled, 1)
 			res.Err = "a page with more held nothing the request asked for"
 		}
 	}
@@ -148,10 +124,10 @@ func (s *syncer) pageFrom(pl *peers.Link, req *proto.HistoryRequest) (res syncPe
 // checkPage checks an admitted answer to o: its status, and that it holds
 // no more than asked for; it parses its envelopes (dropping those that do
 // not parse). The error tells why the whole answer is refused.
-func (s *syncer) checkPage(o *outstanding, se *proto.SignedEnvelope) ([]*proto.SignedEnvelope, proto.HistoryStatus, error) {
+func (s *Syncer) checkPage(o *outstanding, se *proto.SignedEnvelope) ([]*proto.SignedEnvelope, proto.HistoryStatus, error) {
 	h := se.HistoryResponse
 	if h.Status != proto.HistoryOK {
-		cSyncRefused.count(s.metrics, h.Status)
+		s.host.CountRefused(false, h.Status)
 		return nil, h.Status, nil
 	}
 	size := 0
@@ -160,15 +136,15 @@ func (s *syncer) checkPage(o *outstanding, se *proto.SignedEnvelope) ([]*proto.S
 	}
 	if len(h.Messages) > o.maxMsgs || size > o.maxSize {
 		err := fmt.Errorf("%d messages, %d bytes; asked for at most %d, %d bytes", len(h.Messages), size, o.maxMsgs, o.maxSize)
-		s.host.drop(dropHistoryOverLimit, se, rxSource{link: o.pl}, err)
+		s.drop(DropHistoryOverLimit, se, Source{Link: o.pl}, err)
 		return nil, h.Status, errors.New("answer over the requested limits")
 	}
-	s.metrics.inc(cSyncPages)
+	s.count(Pages, 1)
 	page := make([]*proto.SignedEnvelope, 0, len(h.Messages))
 	for _, raw := range h.Messages {
 		m, err := proto.ParseEnvelope(raw)
 		if err != nil {
-			s.host.drop(dropMalformed, nil, rxSource{link: o.pl, history: true}, err)
+			s.drop(DropMalformed, nil, Source{Link: o.pl, History: true}, err)
 			continue
 		}
 		page = append(page, m)
@@ -178,21 +154,19 @@ func (s *syncer) checkPage(o *outstanding, se *proto.SignedEnvelope) ([]*proto.S
 
 // deliver hands the channel Messages of page to the receive pipeline as
 // history and drops anything else. It returns how many were new and the
-// last one handed to the commit stage.
-func (s *syncer) deliver(page []*proto.SignedEnvelope, ch uuid.UUID, src rxSource) (fresh int, last *proto.SignedEnvelope) {
+// batch handed to the pipeline (nil when none was).
+func (s *Syncer) deliver(page []*proto.SignedEnvelope, ch uuid.UUID, src Source) (fresh int, b *Batch) {
 	dest := proto.ToChannel(ch)
+	envs := make([]*proto.SignedEnvelope, 0, len(page))
 	for _, m := range page {
 		if m.Kind != proto.KindMessage || m.To != dest {
-			s.host.drop(dropHistoryForeign, m, src, nil)
+			s.drop(DropHistoryForeign, m, src, nil)
 			continue
 		}
-		if s.host.receive(m.Raw, src) {
-			fresh++
-			last = m
-		}
+		envs = append(envs, m)
 	}
-	s.metrics.add(cSyncEnvelopes, uint64(len(page)))
-	return fresh, last
+	s.count(Envelopes, uint64(len(page)))
+	return s.hand(envs, src)
 }
 
 // advances reports whether page holds an envelope that req asked for: one
@@ -217,8 +191,8 @@ func advances(req *proto.HistoryRequest, page []*proto.SignedEnvelope) bool {
 }
 
 // request signs req to pl's peer, records it as outstanding and sends it.
-func (s *syncer) request(pl *peers.Link, req *proto.HistoryRequest) (*outstanding, error) {
-	se, err := s.host.sign(proto.ToPeer(pl.Key), proto.KindHistoryRequest, s.cfg.EnvelopeTTL, func(e *proto.Envelope) {
+func (s *Syncer) request(pl *peers.Link, req *proto.HistoryRequest) (*outstanding, error) {
+	se, err := s.host.Sign(proto.ToPeer(pl.Key), proto.KindHistoryRequest, s.cfg.EnvelopeTTL, func(e *proto.Envelope) {
 		e.HistoryRequest = req
 	})
 	if err != nil {
@@ -238,21 +212,21 @@ func (s *syncer) request(pl *peers.Link, req *proto.HistoryRequest) (*outstandin
 		s.forget(o)
 		return nil, fmt.Errorf("send history request: %w", err)
 	}
-	s.metrics.inc(cSyncRequests)
+	s.count(Requests, 1)
 	return o, nil
 }
 
 // awaitAnswer waits for the answer to o. When the wait times out, o stays
 // outstanding as late (its answer is used when it comes); otherwise it is
 // no longer outstanding afterwards.
-func (s *syncer) awaitAnswer(o *outstanding, pl *peers.Link) (*proto.SignedEnvelope, error) {
+func (s *Syncer) awaitAnswer(o *outstanding, pl *peers.Link) (*proto.SignedEnvelope, error) {
 	t := time.NewTimer(s.cfg.SyncTimeout)
 	defer t.Stop()
 	select {
 	case se := <-o.answer:
 		return se, nil
 	case <-t.C:
-		s.metrics.inc(cSyncTimeouts)
+		s.count(Timeouts, 1)
 		s.mu.Lock()
 		o.late = true
 		s.mu.Unlock()
@@ -285,7 +259,7 @@ func isClosed(pl *peers.Link) bool {
 	}
 }
 
-func (s *syncer) forget(o *outstanding) {
+func (s *Syncer) forget(o *outstanding) {
 	s.mu.Lock()
 	delete(s.pending, o.id)
 	s.mu.Unlock()
@@ -293,7 +267,7 @@ func (s *syncer) forget(o *outstanding) {
 
 // sweepLateLocked forgets late requests that expired, and the oldest
 // beyond maxLate.
-func (s *syncer) sweepLateLocked(now time.Time) {
+func (s *Syncer) sweepLateLocked(now time.Time) {
 	var late []*outstanding
 	for id, o := range s.pending {
 		switch {
@@ -318,11 +292,11 @@ func (s *syncer) sweepLateLocked(now time.Time) {
 
 // queueLate hands a late answer to the sync loop. handle runs on the
 // receive path, which must not wait for the pipeline it feeds.
-func (s *syncer) queueLate(o *outstanding, se *proto.SignedEnvelope) {
+func (s *Syncer) queueLate(o *outstanding, se *proto.SignedEnvelope) {
 	s.mu.Lock()
 	if len(s.late) >= maxLate {
 		s.mu.Unlock()
-		s.host.drop(dropHistoryUnsolicited, se, rxSource{link: o.pl}, errors.New("too many late answers waiting"))
+		s.drop(DropHistoryUnsolicited, se, Source{Link: o.pl}, errors.New("too many late answers waiting"))
 		return
 	}
 	s.late = append(s.late, lateAnswer{o: o, se: se})
@@ -337,7 +311,7 @@ func (s *syncer) queueLate(o *outstanding, se *proto.SignedEnvelope) {
 // pipeline, and where the page says more and paging with that peer
 // stopped at its request, the cursor moves past it and the channel is due
 // for a round that resumes paging with that peer alone.
-func (s *syncer) useLate() {
+func (s *Syncer) useLate() {
 	s.mu.Lock()
 	late := s.late
 	s.late = nil
@@ -347,8 +321,8 @@ func (s *syncer) useLate() {
 		if err != nil || st != proto.HistoryOK {
 			continue
 		}
-		s.metrics.inc(cSyncLatePages)
-		fresh, _ := s.deliver(page, l.o.channel, rxSource{link: l.o.pl, history: true})
+		s.count(LatePages, 1)
+		fresh, _ := s.deliver(page, l.o.channel, Source{Link: l.o.pl, History: true})
 		s.log.Info("history sync: late page used", "peer", l.o.peer.Fingerprint(), "envelopes", len(page), "new", fresh)
 		var next *proto.HistoryRequest
 		if l.se.HistoryResponse.More && advances(l.o.req, page) {
@@ -374,7 +348,7 @@ func (s *syncer) useLate() {
 }
 
 // saveCursor keeps req as where paging with peer stopped.
-func (s *syncer) saveCursor(peer proto.PubKey, req *proto.HistoryRequest) {
+func (s *Syncer) saveCursor(peer proto.PubKey, req *proto.HistoryRequest) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -393,7 +367,7 @@ func (s *syncer) saveCursor(peer proto.PubKey, req *proto.HistoryRequest) {
 
 // takeCursor returns the request to resume paging with peer in ch from,
 // if paging stopped there less than cursorAge ago.
-func (s *syncer) takeCursor(ch uuid.UUID, peer proto.PubKey) (*proto.HistoryRequest, bool) {
+func (s *Syncer) takeCursor(ch uuid.UUID, peer proto.PubKey) (*proto.HistoryRequest, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := cursorKey{ch, peer}
@@ -402,12 +376,12 @@ func (s *syncer) takeCursor(ch uuid.UUID, peer proto.PubKey) (*proto.HistoryRequ
 	if c == nil || time.Since(c.saved) > cursorAge {
 		return nil, false
 	}
-	s.metrics.inc(cSyncResumed)
+	s.count(Resumed, 1)
 	return c.req, true
 }
 
 // withCursor returns the candidates paging stopped with in ch.
-func (s *syncer) withCursor(ch uuid.UUID, peers []syncCandidate) []syncCandidate {
+func (s *Syncer) withCursor(ch uuid.UUID, peers []syncCandidate) []syncCandidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []syncCandidate
@@ -419,7 +393,7 @@ func (s *syncer) withCursor(ch uuid.UUID, peers []syncCandidate) []syncCandidate
 	return out
 }
 
-func (s *syncer) dropCursor(ch uuid.UUID, peer proto.PubKey) {
+func (s *Syncer) dropCursor(ch uuid.UUID, peer proto.PubKey) {
 	s.mu.Lock()
 	delete(s.cursors, cursorKey{ch, peer})
 	s.mu.Unlock()

@@ -1,0 +1,264 @@
+package node
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/syncer"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
+)
+
+// History sync runs in the syncer package; this file is the node's side
+// of it: the metrics it counts, the drop reasons it reports, and
+// syncHost, what the syncer sees of the node.
+
+// The catch-up rounds' counters.
+var (
+	famSyncRounds    = newFamily("meshd_sync_rounds_total", "History catch-up rounds.")
+	famSyncResponses = newFamily("meshd_sync_responses_total", "History responses received.")
+	famSyncGaps      = newFamily("meshd_sync_gaps_forgotten_total", "Catch-up rounds that gave up gaps no peer could fill.")
+
+	cSyncRounds        = newCounter("sync.rounds", famSyncRounds)
+	cSyncResponses     = newCounter("sync.responses", famSyncResponses)
+	cSyncGapsForgotten = newCounter("sync.gaps_forgotten", famSyncGaps)
+)
+
+// Catch-up page counters.
+var (
+	famSyncEnvelopes = newFamily("meshd_sync_envelopes_received_total", "Envelopes received in history catch-up pages.")
+	famSyncPages     = newFamily("meshd_sync_pages_total", "History catch-up pages received.")
+	famSyncRequests  = newFamily("meshd_sync_requests_total", "History requests sent.")
+	famSyncTimeouts  = newFamily("meshd_sync_timeouts_total", "History requests that timed out.")
+	famSyncLate      = newFamily("meshd_sync_late_pages_total", "History pages that came after their wait timed out, and were used.")
+	famSyncResumed   = newFamily("meshd_sync_resumed_total", "Catch-up paging resumed where it stopped with a peer.")
+	famSyncPaused    = newFamily("meshd_sync_paused_total", "Catch-up paging paused at the page limit of a round, to resume in the next.")
+	famSyncStalled   = newFamily("meshd_sync_stalled_total", "Catch-up pages with more that held nothing the request asked for.")
+	famSyncRefused   = newFamily("meshd_sync_refused_total", "History requests of ours a peer refused, by status.", "status")
+
+	cSyncEnvelopes = newCounter("sync.envelopes", famSyncEnvelopes)
+	cSyncPages     = newCounter("sync.pages", famSyncPages)
+	cSyncRequests  = newCounter("sync.requests", famSyncRequests)
+	cSyncTimeouts  = newCounter("sync.timeouts", famSyncTimeouts)
+	cSyncLatePages = newCounter("sync.late_pages", famSyncLate)
+	cSyncResumed   = newCounter("sync.resumed", famSyncResumed)
+	cSyncPaused    = newCounter("sync.paused", famSyncPaused)
+	cSyncStalled   = newCounter("sync.stalled", famSyncStalled)
+	// cSyncRefused counts "sync.refused.<status>".
+	cSyncRefused = newStatusVec("sync.refused.", famSyncRefused)
+)
+
+var cHistNoRoom = newCounter("history.serve_no_room", newFamily("meshd_history_requests_no_room_total",
+	"History requests from peers left unanswered because the peer's send queue stayed full."))
+
+// The history server's counters.
+var (
+	famHistServed    = newFamily("meshd_history_requests_served_total", "History requests from peers served.")
+	famHistServedEnv = newFamily("meshd_history_served_envelopes_total", "Envelopes sent in history responses.")
+	famHistFailed    = newFamily("meshd_history_serve_failures_total", "History requests from peers that failed.")
+	famHistPaced     = newFamily("meshd_history_serve_paced_total", "History requests from peers held back by pacing.")
+	famHistRefused   = newFamily("meshd_history_requests_refused_total", "History requests from peers refused, by status.", "status")
+
+	cHistServed          = newCounter("history.served", famHistServed)
+	cHistServedEnvelopes = newCounter("history.served.envelopes", famHistServedEnv)
+	cHistFailed          = newCounter("history.serve_failed", famHistFailed)
+	cHistPaced           = newCounter("history.serve_paced", famHistPaced)
+	// cHistRefused counts "history.refused.<status>".
+	cHistRefused = newStatusVec("history.refused.", famHistRefused)
+)
+
+// statusVec counts "<prefix><status>" by the status of a refusal.
+type statusVec struct {
+	prefix string
+	c      [proto.HistoryUnknownChannel + 1]counter
+}
+
+func newStatusVec(prefix string, f *Family) statusVec {
+	v := statusVec{prefix: prefix}
+	for st := range v.c {
+		v.c[st] = -1
+		if st > int(proto.HistoryOK) { // ok is no refusal
+			name := statusMetric(proto.HistoryStatus(st))
+			v.c[st] = newCounter(prefix+name, f, name)
+		}
+	}
+	return v
+}
+
+// count adds one to the counter of st. A status parsing refuses never
+// comes here; it would be counted by name, "<prefix>status_<n>".
+func (v statusVec) count(m *Metrics, st proto.HistoryStatus) {
+	if int(st) < len(v.c) && v.c[st] >= 0 {
+		m.inc(v.c[st])
+		return
+	}
+	m.Inc(v.prefix + statusMetric(st))
+}
+
+func statusMetric(st proto.HistoryStatus) string {
+	switch st {
+	case proto.HistoryOK:
+		return "ok"
+	case proto.HistoryDisabled:
+		return "disabled"
+	case proto.HistoryDenied:
+		return "denied"
+	case proto.HistoryUnknownChannel:
+		return "unknown_channel"
+	}
+	return "status_" + strconv.Itoa(int(st))
+}
+
+// syncCounters maps each counter of the syncer to its metric.
+var syncCounters = [syncer.NumCounters]counter{
+	syncer.Rounds:          cSyncRounds,
+	syncer.Responses:       cSyncResponses,
+	syncer.GapsForgotten:   cSyncGapsForgotten,
+	syncer.Envelopes:       cSyncEnvelopes,
+	syncer.Pages:           cSyncPages,
+	syncer.Requests:        cSyncRequests,
+	syncer.Timeouts:        cSyncTimeouts,
+	syncer.LatePages:       cSyncLatePages,
+	syncer.Resumed:         cSyncResumed,
+	syncer.Paused:          cSyncPaused,
+	syncer.Stalled:         cSyncStalled,
+	syncer.ServeServed:     cHistServed,
+	syncer.ServedEnvelopes: cHistServedEnvelopes,
+	syncer.ServeFailed:     cHistFailed,
+	syncer.ServePaced:      cHistPaced,
+	syncer.ServeNoRoom:     cHistNoRoom,
+}
+
+// syncDrops maps each drop reason of the syncer to the node's.
+var syncDrops = [...]dropReason{
+	syncer.DropNone:               dropNone,
+	syncer.DropShutdown:           dropShutdown,
+	syncer.DropMalformed:          dropMalformed,
+	syncer.DropDuplicate:          dropDuplicate,
+	syncer.DropHistoryUnsolicited: dropHistoryUnsolicited,
+	syncer.DropHistoryForeign:     dropHistoryForeign,
+	syncer.DropHistoryOverLimit:   dropHistoryOverLimit,
+	syncer.DropHistoryBusy:        dropHistoryBusy,
+	syncer.DropHistoryNoLink:      dropHistoryNoLink,
+}
+
+// newSyncer returns the syncer of n; ctx bounds its life.
+func newSyncer(ctx context.Context, n *Node) *syncer.Syncer {
+	c := &n.cfg
+	return syncer.New(ctx, syncer.Params{
+		Host: syncHost{n},
+		Config: syncer.Config{
+			SyncInterval: c.SyncInterval, SyncDelay: c.SyncDelay, SyncPeers: c.SyncPeers,
+			SyncPageMessages: c.SyncPageMessages, SyncPageBytes: c.SyncPageBytes, SyncTimeout: c.SyncTimeout,
+			EnvelopeTTL: c.EnvelopeTTL, HistoryServeRate: c.HistoryServeRate, HistoryServeBurst: c.HistoryServeBurst,
+			HistoryServeConcurrency: c.HistoryServeConcurrency,
+			Retention: func(p *channel.Policy, archive bool) time.Duration {
+				age, _ := c.retention(p, archive)
+				return age
+			},
+		},
+		Self:     n.id.Pub,
+		Store:    n.store,
+		Channels: n.channels,
+		Subs:     n.subs,
+		Log:      n.log.With("component", "sync"),
+	})
+}
+
+// syncHost is what the syncer sees of the node ([syncer.Host]).
+type syncHost struct{ n *Node }
+
+func (h syncHost) Roster() *roster.Roster            { return h.n.Roster() }
+func (h syncHost) LinkTo(k proto.PubKey) *peers.Link { return h.n.linkTo(k) }
+func (h syncHost) Links() []*peers.Link              { return h.n.linkList() }
+
+func (h syncHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
+	return h.n.sign(to, kind, ttl, fill)
+}
+
+func (h syncHost) Drop(reason syncer.Drop, se *proto.SignedEnvelope, src syncer.Source, err error) {
+	h.n.drop(syncDrops[reason], se, rxOf(src), err)
+}
+
+func (h syncHost) Count(c syncer.Counter, d uint64) { h.n.metrics.add(syncCounters[c], d) }
+
+func (h syncHost) CountRefused(serving bool, st proto.HistoryStatus) {
+	if serving {
+		cHistRefused.count(h.n.metrics, st)
+	} else {
+		cSyncRefused.count(h.n.metrics, st)
+	}
+}
+
+// RoundDone hands a finished catch-up round to the tests' observer.
+func (h syncHost) RoundDone(r syncer.Round) {
+	if t := h.n.test; t != nil && t.syncRound != nil {
+		t.syncRound(r)
+	}
+}
+
+// rxOf is the node's form of a syncer source; srcOf the syncer's of a
+// node's.
+func rxOf(s syncer.Source) rxSource  { return rxSource{link: s.Link, history: s.History} }
+func srcOf(s rxSource) syncer.Source { return syncer.Source{Link: s.link, History: s.history} }
+
+// isArchive reports whether r marks k as an archive.
+func isArchive(r *roster.Roster, k proto.PubKey) bool {
+	m, ok := r.Member(k)
+	return ok && m.Archive
+}
+
+// historyStage runs the catch-up pages the syncer hands over through the
+// receive pipeline, as history, and reports each page handed; a marker
+// queued behind its envelopes has the commit stage report it stored.
+func (h syncHost) historyStage(pages <-chan *syncer.Batch) {
+	n := h.n
+	defer n.wg.Done()
+	for {
+		var b *syncer.Batch
+		select {
+		case b = <-pages:
+		case <-n.ctx.Done():
+			return
+		}
+		src := rxOf(b.Src)
+		fresh := 0
+		for _, se := range b.Envelopes {
+			if n.receive(se.Raw, src) {
+				fresh++
+			}
+		}
+		b.Handed(fresh)
+		select {
+		case n.rxq <- rxItem{page: b}:
+		case <-n.ctx.Done():
+			b.Stored()
+			return
+		}
+	}
+}
+
+// takePages removes the page markers from a commit batch, in place, and
+// returns the envelopes and the pages.
+func takePages(batch []rxItem) ([]rxItem, []*syncer.Batch) {
+	var pages []*syncer.Batch
+	out := batch[:0]
+	for _, it := range batch {
+		if it.page != nil {
+			pages = append(pages, it.page)
+			continue
+		}
+		out = append(out, it)
+	}
+	return out, pages
+}
+
+// pagesStored reports the pages of a commit batch stored.
+func pagesStored(pages []*syncer.Batch) {
+	for _, b := range pages {
+		b.Stored()
+	}
+}
