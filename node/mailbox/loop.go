@@ -51,6 +51,9 @@ type Loop struct {
 	// ckptFailing is set while checkpoints fail, so that the failure
 	// logs once.
 	ckptFailing bool
+	// created is when the loop was made: nothing delivered before can
+	// be in its queue.
+	created time.Time
 }
 
 // Host is what the mirror loop reads from the node: the store queries it
@@ -171,7 +174,7 @@ func NewLoop(cfg LoopConfig) *Loop {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &Loop{cfg: cfg, q: make(chan Delivery, QueueLen), rq: make(chan itemKey, QueueLen),
-		g: newGate(cfg), rl: logrl.New(0, 0)}
+		g: newGate(cfg), rl: logrl.New(0, 0), created: time.Now()}
 	if err := l.g.recount(); err != nil {
 		cfg.Logger.Warn("mailbox: cannot count its files; its quota counts from zero", "err", err)
 	}
@@ -212,7 +215,17 @@ func (l *Loop) Run(ctx context.Context) {
 			l.retry.Stop()
 		}
 	}()
-	l.reconcile(time.Now().Add(-reconcileWindow), true)
+	_, written := l.reconcile(time.Now().Add(-reconcileWindow), true)
+	// An item committed while the loop started is in the store, and in
+	// the queue too: the start's reconcile may have written it already.
+	for _, it := range written {
+		if !it.Delivered.Before(l.created.Add(-time.Second)) {
+			if l.skip == nil {
+				l.skip = map[itemKey]bool{}
+			}
+			l.skip[keyOf(it)] = true
+		}
+	}
 	batch := make([]Item, 0, 256)
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()

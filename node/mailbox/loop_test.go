@@ -24,6 +24,7 @@ type fakeHost struct {
 	envs   map[itemKey]*proto.SignedEnvelope
 	counts map[Count]uint64
 	pauses map[string]int
+	listed int // calls of Inbox: the start's reconcile is one
 }
 
 func newFakeHost() *fakeHost {
@@ -42,6 +43,7 @@ func (h *fakeHost) deliver(se *proto.SignedEnvelope, at time.Time) {
 func (h *fakeHost) Inbox(since time.Time) ([]history.InboxItem, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.listed++
 	var out []history.InboxItem
 	for _, it := range h.inbox {
 		if !it.Delivered.Before(since) {
@@ -227,6 +229,9 @@ func TestLoopRunWritesQueuedAndReadItems(t *testing.T) {
 	go func() { defer close(done); l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
+	// The start's reconcile lists the inbox first; an item delivered
+	// before that would be written by it and by the queue alike.
+	waitUntil(t, "the start's reconcile", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.listed > 0 })
 	now := time.Now()
 	se := sign(t, alice, 1, proto.ToPeer(pub(bob)), msg("dm 0", nil))
 	h.deliver(se, now)
@@ -283,5 +288,35 @@ func assertOneFileEach(t *testing.T, files []string, dms int) {
 	}
 	if len(got) != dms || len(files) != dms {
 		t.Fatalf("%d files for %d distinct DMs, want %d of each", len(files), len(got), dms)
+	}
+}
+
+// TestLoopStartWritesAnItemOnce: an item committed while the loop starts
+// is in the store and in the queue; the start's reconcile writes its file
+// and the queue's copy is skipped, so the item has one file, not two.
+func TestLoopStartWritesAnItemOnce(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "mailbox")
+	m, err := Open(root, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	h := newFakeHost()
+	l := NewLoop(LoopConfig{Root: root, Mirror: m, Host: h})
+	ctx, cancel := context.WithCancel(context.Background())
+	se := sign(t, alice, 1, proto.ToPeer(pub(bob)), msg("dm 0", nil))
+	now := time.Now()
+	h.deliver(se, now)
+	l.Queue(ctx, testDelivery{h.InboxItem(se, history.PriorityNormal, false, now)})
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	waitUntil(t, "the queue taken", func() bool { n, _ := l.Queued(); return n == 0 })
+	cancel()
+	<-done
+	if files := inboxFiles(t, root); len(files) != 1 {
+		t.Fatalf("%d files for one item: %v", len(files), files)
+	}
+	if h.counts[CountReconciled] != 1 {
+		t.Fatalf("counts %v: the start's reconcile did not write the item", h.counts)
 	}
 }
