@@ -178,7 +178,8 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 				continue
 			}
 		}
-		w := proto.BlobWant{From: f.wants0().From, ID: f.wants0().ID, SHA256: f.a.SHA256}
+		w0 := at.firstWant(f)
+		w := proto.BlobWant{From: w0.From, ID: w0.ID, SHA256: f.a.SHA256}
 		send := false
 		if p.NeedChunks() {
 			send = len(asked) == 0
@@ -243,7 +244,13 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-func (f *fetch) wants0() want { return f.wants[0] }
+// firstWant returns the first envelope f fetches for; schedule appends
+// to f.wants under at.mu while f runs.
+func (at *attachments) firstWant(f *fetch) want {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	return f.wants[0]
+}
 
 func (f *fetch) passOver(k proto.PubKey) {
 	f.umu.Lock()

@@ -22,7 +22,7 @@ if (!meshctl || !home || !peer || !channel) {
 
 const want = [
   "cancel_request", "claim", "delivery_status", "find_agents", "list_channels", "list_peers", "list_requests", "mark_read", "mute", "post_subagent_result",
-  "read_conversation", "read_history", "read_inbox", "reply", "request_any", "search",
+  "read_attachment", "read_conversation", "read_history", "read_inbox", "reply", "request_any", "search",
   "send_message", "send_request", "send_response", "set_presence", "subscribe",
   "unmute", "unsubscribe", "wait_inbox",
 ];
