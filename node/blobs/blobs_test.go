@@ -345,3 +345,37 @@ func TestRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckpointAfterInterval: a part checkpoints once checkpointInterval
+// passed since its last checkpoint, however few chunks arrived since, so
+// a slow transfer loses at most that much to a crash.
+func TestCheckpointAfterInterval(t *testing.T) {
+	src, a := source(t, content(4*proto.ChunkSize, 4))
+	dir := t.TempDir()
+	p, err := open(t, dir, 0).Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetChunks(chunkList(t, src, a)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteChunk(0, readChunk(t, src, a, 0)); err != nil {
+		t.Fatal(err)
+	}
+	p.s.mu.Lock()
+	p.synced = p.synced.Add(-checkpointInterval) // as if a second went by
+	p.s.mu.Unlock()
+	if err := p.WriteChunk(1, readChunk(t, src, a, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// No Close: as if the process died right after.
+	p2, err := open(t, dir, 0).Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p2.Missing(0); len(got) != 2 || got[0] != 2 {
+		t.Fatalf("missing after a crash past the interval: %v, want [2 3]", got)
+	}
+	_ = p.Close()
+	_ = p2.Close()
+}
