@@ -3,7 +3,6 @@ package node
 import (
 	"log/slog"
 
-	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/proto"
@@ -88,11 +87,3 @@ func (n *Node) refuseOverBudget(se *proto.SignedEnvelope, src rxSource) {
 		"limit_bytes", n.cfg.SenderStoreBytes, "limit_envelopes", n.cfg.SenderStoreEnvelopes,
 		"suppressed", suppressed)
 }
-
-// envRef names an envelope: its sender and its id.
-type envRef struct {
-	from proto.PubKey
-	id   uuid.UUID
-}
-
-func refOf(se *proto.SignedEnvelope) envRef { return envRef{se.From, se.ID} }
