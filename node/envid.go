@@ -3,7 +3,6 @@ package node
 import (
 	"log/slog"
 
-
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/proto"
 )
