@@ -132,8 +132,8 @@ func newEventStream(ctx context.Context, body io.ReadCloser) *EventStream {
 // Next waits for the next event. It fails with [ErrEventsEnded] when meshd
 // ends the stream, with the context's error when it ends, and with an
 // error saying why when the stream breaks or an event does not parse.
-// Events of types other than "item" and "lagged" are skipped, so meshd
-// may add some.
+// Events of types other than "item" and "lagged" ("attachments" too,
+// unless s.Attachments is set) are skipped, so meshd may add some.
 func (s *EventStream) Next() (Event, error) {
 	var typ string
 	s.data.Reset()
