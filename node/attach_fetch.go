@@ -103,6 +103,7 @@ func (at *attachments) run(f *fetch) {
 			at.place(w)
 			at.dropWant(w)
 		}
+		at.placedAll(wants)
 	case at.ctx().Err() != nil:
 		// Shutting down: the want files resume the fetch at the next start.
 	default:

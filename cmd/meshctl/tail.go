@@ -18,6 +18,11 @@ Each item is printed as 'meshctl inbox' prints it; with --json, each is one
 line of JSON (JSON lines, one inbox item per line, as in 'meshctl inbox
 --json'). Tail marks nothing read.
 
+When the attachments of an item are fetched and in place beside its
+mailbox file, tail prints them again with their local paths (with --json,
+one line with "kind": "attachments", the item's id and its attachments,
+each with "path" once present).
+
 If this tail falls far behind (meshd keeps 256 items for a slow reader),
 meshd skips items and tail says so on stderr; 'meshctl inbox' lists them.
 
@@ -29,6 +34,7 @@ examples:
   meshctl tail
   meshctl tail --all-history 20
   meshctl tail --json | jq -r 'select(.kind == "request") | .request_id'
+  meshctl tail --json | jq -r 'select(.kind == "attachments") | .attachments[].path'
 
 exit status: 0 on Ctrl-C, 1 on error or when meshd stops.
 `
@@ -61,6 +67,7 @@ func runTail(a *app, fl *tailFlags, pos []string) error {
 		return a.remoteErr(err)
 	}
 	defer s.Close()
+	s.Attachments = true
 
 	// Opened first, so nothing falls between the history and the stream;
 	// what is in both is printed once.
@@ -95,6 +102,11 @@ func runTail(a *app, fl *tailFlags, pos []string) error {
 		case ev.Lagged:
 			fmt.Fprintln(a.Stderr, "meshctl: fell behind: meshd skipped items this tail was too slow to take; 'meshctl inbox' lists them")
 			continue
+		case ev.Ready != nil:
+			if err := a.printTailReady(ev.Ready); err != nil {
+				return err
+			}
+			continue
 		case seen[ev.Item.ID]:
 			delete(seen, ev.Item.ID)
 			continue
@@ -111,6 +123,24 @@ func (a *app) printTailItem(it *api.Item) error {
 		return writeItem(a.Stdout, it, false)
 	}
 	return writeJSONLine(a.Stdout, it)
+}
+
+// printTailReady prints an item's attachments now present, with their
+// paths, in the text form or as one line of JSON.
+func (a *app) printTailReady(r *api.AttachmentsReady) error {
+	if a.json {
+		return writeJSONLine(a.Stdout, r)
+	}
+	fmt.Fprintf(a.Stdout, "attachments of %s from %s:\n", r.ID, partyLabel(r.From))
+	for _, x := range r.Attachments {
+		p := x.Path
+		if p == "" {
+			p = "(not fetched: meshctl fetch " + r.ID + " " + x.Name + ")"
+		}
+		fmt.Fprintf(a.Stdout, "  %s (%d bytes, sha256 %s) %s\n", x.Name, x.Size, x.SHA256, p)
+	}
+	_, err := fmt.Fprintln(a.Stdout)
+	return err
 }
 
 // writeJSONLine writes v as one line of JSON.

@@ -218,3 +218,24 @@ func TestWait(t *testing.T) {
 	dir := t.TempDir()
 	fails(t, 1, []string{"--home", dir, "wait"}, "meshd is not running")
 }
+
+// TestTailAttachments: tail prints an "attachments" event with each
+// file's path, or the command that fetches one not yet present.
+func TestTailAttachments(t *testing.T) {
+	// Not parallel: it replaces interruptContext.
+	f := newFakeEvents(t)
+	stdout, _, interrupt, _ := f.background(t, "tail")
+	f.waitReader(t)
+	f.send(`event: attachments` + "\n" + `data: {"kind":"attachments","id":"` + tailDM.ID + `","from":{"name":"alice","fingerprint":"1a2b3c4d5e6f7a8b"},` +
+		`"attachments":[{"name":"change.patch","size":12,"sha256":"ab","path":"/home/m/change.patch"},{"name":"big.bin","size":9,"sha256":"cd"}]}` + "\n\n")
+	stdout.waitFor(t, "big.bin")
+	if code := interrupt(); code != 0 {
+		t.Fatalf("tail after Ctrl-C: exit %d", code)
+	}
+	want := "attachments of " + tailDM.ID + " from alice (1a2b3c4d5e6f7a8b):\n" +
+		"  change.patch (12 bytes, sha256 ab) /home/m/change.patch\n" +
+		"  big.bin (9 bytes, sha256 cd) (not fetched: meshctl fetch " + tailDM.ID + " big.bin)\n\n"
+	if got := stdout.String(); got != want {
+		t.Errorf("tail output\n got %q\nwant %q", got, want)
+	}
+}

@@ -43,17 +43,19 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// attachedPath waits until node i's inbox item id names a local path
-// for its attachment name, and returns it.
+// attachedPath waits until node i's inbox item id names the path of its
+// attachment name in the mailbox, and returns it. (Between the blob's
+// verification and its placing, the item names the store's copy.)
 func (m *faultMesh) attachedPath(i int, id, name string, within time.Duration) string {
 	m.t.Helper()
 	var path string
+	mbox := filepath.Join(m.homes[i], "mailbox") + string(filepath.Separator)
 	m.inboxItem(i, within, func(it api.Item) bool {
 		if it.ID != id {
 			return false
 		}
 		for _, a := range it.Attachments {
-			if a.Name == name && a.Path != "" {
+			if a.Name == name && strings.HasPrefix(a.Path, mbox) {
 				path = a.Path
 				return true
 			}

@@ -17,8 +17,22 @@ func (c *apiChecker) exerciseAttachments(alice, bob string) {
 	if err := os.WriteFile(file, []byte("the notes\n"), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
+	// alice's event stream: the item, then its attachment's path, each
+	// checked against the document's schema for its event type.
+	ev := c.openEvents(alice)
+	defer ev.close()
 	var sent struct{ ID string }
 	c.json(bob, "POST", "/v1/send", map[string]any{"to": "alice", "body": "with notes", "attachments": []string{file}}, 200, &sent)
+	for {
+		typ, data := ev.next()
+		if typ != "attachments" || data["id"] != sent.ID {
+			continue
+		}
+		if as, _ := data["attachments"].([]any); len(as) != 1 || as[0].(map[string]any)["path"] == nil {
+			c.t.Fatalf("attachments event %v", data)
+		}
+		break
+	}
 	body, _ := json.Marshal(map[string]string{"id": sent.ID})
 	var fetched struct {
 		Attachments []struct{ Name, Path string }

@@ -14,13 +14,36 @@ import (
 )
 
 // Event is one event of GET /v1/events: an inbox item as it is delivered,
-// or a note that the reader fell behind.
+// a note that the reader fell behind, or (on a stream that asked for them,
+// see [EventStream.Attachments]) an item's attachments now present.
 type Event struct {
 	// Lagged reports that meshd dropped items for this reader because it
 	// fell 256 items behind; read the inbox to catch up. Item is empty.
 	Lagged bool
-	// Item is the delivered inbox item when Lagged is false.
+	// Ready, when set, is an "attachments" event; Item is empty.
+	Ready *AttachmentsReady
+	// Item is the delivered inbox item when Lagged is false and Ready nil.
 	Item Item
+}
+
+// AttachmentsReady is the data of an "attachments" event: the attachments
+// of inbox item ID once the fetch of some of them finished and their
+// verified files are in place beside the mailbox file. Each present one
+// has Path set; one still to fetch (on demand, or it failed) has none.
+// An item may get more than one such event, the last listing the most.
+type AttachmentsReady struct {
+	Kind        string       `json:"kind"` // always "attachments"
+	ID          string       `json:"id"`
+	From        Party        `json:"from"`
+	Attachments []Attachment `json:"attachments"`
+}
+
+// ReadyDelivered is a Delivered that announces an item's attachments
+// present, not a new item: its Item has Kind "attachments", ID and From
+// and Attachments only. Readers of new items skip it.
+type ReadyDelivered interface {
+	Delivered
+	Ready() AttachmentsReady
 }
 
 // Delivered is an inbox item as meshd hands it to a reader of its
@@ -48,6 +71,10 @@ const MaxEventSize = 8 << 20
 // [EventStream.Next] from one goroutine; [EventStream.Close] may be
 // called from any.
 type EventStream struct {
+	// Attachments makes Next return "attachments" events too (Event.Ready);
+	// set it before the first Next. Without it they are skipped.
+	Attachments bool
+
 	ctx  context.Context
 	body io.ReadCloser
 	sc   *bufio.Scanner
@@ -105,8 +132,8 @@ func newEventStream(ctx context.Context, body io.ReadCloser) *EventStream {
 // Next waits for the next event. It fails with [ErrEventsEnded] when meshd
 // ends the stream, with the context's error when it ends, and with an
 // error saying why when the stream breaks or an event does not parse.
-// Events of types other than "item" and "lagged" are skipped, so meshd
-// may add some.
+// Events of types other than "item" and "lagged" ("attachments" too,
+// unless s.Attachments is set) are skipped, so meshd may add some.
 func (s *EventStream) Next() (Event, error) {
 	var typ string
 	s.data.Reset()
@@ -136,6 +163,12 @@ func (s *EventStream) Next() (Event, error) {
 		switch {
 		case typ == "lagged":
 			return Event{Lagged: true}, nil
+		case typ == "attachments" && s.Attachments && s.data.Len() > 0:
+			r := new(AttachmentsReady)
+			if err := json.Unmarshal(s.data.Bytes(), r); err != nil {
+				return Event{}, fmt.Errorf("event stream: decode attachments: %w", err)
+			}
+			return Event{Ready: r}, nil
 		case (typ == "item" || typ == "") && s.data.Len() > 0:
 			var ev Event
 			if err := json.Unmarshal(s.data.Bytes(), &ev.Item); err != nil {

@@ -88,3 +88,23 @@ func FuzzEventStream(f *testing.F) {
 		}
 	})
 }
+
+// TestEventStreamAttachments: "attachments" events reach only a stream
+// that asked for them; others read past them to the next item.
+func TestEventStreamAttachments(t *testing.T) {
+	const in = "event: attachments\ndata: {\"kind\":\"attachments\",\"id\":\"a\",\"attachments\":[{\"name\":\"x.patch\",\"size\":3,\"path\":\"/m/x.patch\"}]}\n\n" +
+		"event: item\ndata: {\"id\":\"b\"}\n\n"
+	s := stream(in)
+	if ev, err := s.Next(); err != nil || ev.Ready != nil || ev.Item.ID != "b" {
+		t.Fatalf("default stream: %+v, %v; want item b", ev, err)
+	}
+	s = stream(in)
+	s.Attachments = true
+	ev, err := s.Next()
+	if err != nil || ev.Ready == nil || ev.Ready.ID != "a" || len(ev.Ready.Attachments) != 1 || ev.Ready.Attachments[0].Path != "/m/x.patch" {
+		t.Fatalf("stream with Attachments: %+v, %v", ev, err)
+	}
+	if ev, err := s.Next(); err != nil || ev.Item.ID != "b" {
+		t.Fatalf("after the attachments event: %+v, %v", ev, err)
+	}
+}

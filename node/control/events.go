@@ -17,7 +17,9 @@ const eventBatch = 256
 // they are delivered ("event: item", data one api.Item as JSON), a
 // comment line every 15 s to keep idle proxies and clients honest, and
 // "event: lagged" when this subscriber fell behind and lost items (read
-// the inbox to catch up).
+// the inbox to catch up). When attachments of an item are in place beside
+// its mailbox file, "event: attachments" carries an api.AttachmentsReady
+// naming each with its local path.
 func (s *Server) events(w http.ResponseWriter, req *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -67,9 +69,14 @@ func (s *Server) events(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// writeItemEvent renders one inbox item and writes it as a server-sent
-// event.
+// writeItemEvent renders one inbox item, or one item's attachments now
+// present, and writes it as a server-sent event.
 func writeItemEvent(w io.Writer, d api.Delivered) {
+	if r, ok := d.(api.ReadyDelivered); ok {
+		b, _ := json.Marshal(r.Ready())
+		fmt.Fprintf(w, "event: attachments\ndata: %s\n\n", b)
+		return
+	}
 	b, _ := json.Marshal(d.Item())
 	fmt.Fprintf(w, "event: item\ndata: %s\n\n", b)
 }

@@ -385,6 +385,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, req *http.Request) {
 			if lagged() {
 				st.printf("event: lagged\ndata: {}\n\n")
 			}
+			if _, ok := d.(api.ReadyDelivered); ok {
+				continue // not a new item
+			}
 			it := d.Item()
 			if inBacklog[it.ID] {
 				delete(inBacklog, it.ID)

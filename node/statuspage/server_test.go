@@ -110,12 +110,21 @@ func (f *fakeSource) SubscribeItems() (<-chan api.Delivered, func() bool, func()
 }
 
 // publish delivers it to every subscriber, marking full ones lagged.
-func (f *fakeSource) publish(it api.Item) {
+func (f *fakeSource) publish(it api.Item) { f.publishDelivered(api.Rendered(it)) }
+
+// readyNote is an "attachments present" note, which is no new item.
+type readyNote struct{ api.Rendered }
+
+func (r readyNote) Ready() api.AttachmentsReady {
+	return api.AttachmentsReady{Kind: "attachments", ID: r.ID}
+}
+
+func (f *fakeSource) publishDelivered(d api.Delivered) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for ch, lagged := range f.subs {
 		select {
-		case ch <- api.Rendered(it):
+		case ch <- d:
 		default:
 			*lagged = true
 		}
@@ -429,6 +438,8 @@ func TestEventStream(t *testing.T) {
 	// The subscription was taken before the backlog was read: an item in
 	// both is sent once.
 	src.publish(old)
+	// A note that an item's attachments are present is not shown as an item.
+	src.publishDelivered(readyNote{api.Rendered{ID: "ready-1", Kind: "attachments"}})
 	body := `<img src=x onerror=alert(1)> & "quoted"`
 	src.publish(api.Item{ID: "new-1", Kind: "message", Body: body})
 	ev = next(t, evs, "item")
