@@ -10,6 +10,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
 )
 
 // The syncer's close is idempotent, waits for its goroutines, and after
@@ -87,7 +88,10 @@ func TestResumedCursorStillFillsHoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := p.ID
-	b := m.startWith(1, slow, tcpAddr(t, a))
+	// b dials a's Unix socket: a TCP link would move to it (§14.12), and
+	// the link-up round of the new link could take the cursor this test
+	// sets before the round it marks due.
+	b := m.startWith(1, slow, transport.Addr{Network: "unix", Address: a.home.LinkSocket()})
 	waitPolicy(t, b, "ch")
 	waitFor(t, 10*time.Second, "a's link-up round", func() bool { return len(roundsOf(a, ch)) > 0 })
 
