@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/fifo"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -59,11 +60,11 @@ type requestEntry struct {
 // goes back to the requester and a follow-up carries hop + 1.
 type requestBook struct {
 	mu sync.Mutex
-	m  *fifoMap[uuid.UUID, *requestEntry] // guarded by mu
+	m  *fifo.Map[uuid.UUID, *requestEntry] // guarded by mu
 }
 
 func newRequestBook() *requestBook {
-	return &requestBook{m: newFIFOMap[uuid.UUID, *requestEntry](maxRequests)}
+	return &requestBook{m: fifo.New[uuid.UUID, *requestEntry](maxRequests)}
 }
 
 func (b *requestBook) received(se *proto.SignedEnvelope) {
@@ -74,10 +75,10 @@ func (b *requestBook) received(se *proto.SignedEnvelope) {
 func (b *requestBook) add(id uuid.UUID, complete bool, infos ...requestInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.m.get(id)
+	e, ok := b.m.Get(id)
 	if !ok {
 		e = &requestEntry{}
-		b.m.put(id, e)
+		b.m.Put(id, e)
 	}
 	e.complete = e.complete || complete
 	for _, in := range infos {
@@ -91,7 +92,7 @@ func (b *requestBook) add(id uuid.UUID, complete bool, infos ...requestInfo) {
 func (b *requestBook) get(id uuid.UUID) ([]requestInfo, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.m.get(id)
+	e, ok := b.m.Get(id)
 	if !ok || !e.complete {
 		return nil, false
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/fifo"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -31,11 +32,11 @@ const maxReplyDepths = 100000
 // safe for concurrent use.
 type replyDepths struct {
 	mu sync.Mutex
-	m  *fifoMap[uuid.UUID, int] // guarded by mu
+	m  *fifo.Map[uuid.UUID, int] // guarded by mu
 }
 
 func newReplyDepths() *replyDepths {
-	return &replyDepths{m: newFIFOMap[uuid.UUID, int](maxReplyDepths)}
+	return &replyDepths{m: fifo.New[uuid.UUID, int](maxReplyDepths)}
 }
 
 // of returns the depth of a message that answers parent: one more than
@@ -43,7 +44,7 @@ func newReplyDepths() *replyDepths {
 func (r *replyDepths) of(parent uuid.UUID) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d, _ := r.m.get(parent)
+	d, _ := r.m.Get(parent)
 	return d + 1
 }
 
@@ -54,7 +55,7 @@ func (r *replyDepths) note(id uuid.UUID, m *proto.Message) {
 	}
 	d := r.of(*m.InReplyTo)
 	r.mu.Lock()
-	r.m.put(id, d)
+	r.m.Put(id, d)
 	r.mu.Unlock()
 }
 

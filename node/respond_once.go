@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/fifo"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -20,7 +21,7 @@ var (
 // like the request book and forgets at a restart.
 type answerBook struct {
 	mu sync.Mutex
-	m  *fifoMap[answerKey, proto.Status] // guarded by mu
+	m  *fifo.Map[answerKey, proto.Status] // guarded by mu
 }
 
 // answerKey names a received request: request ids are chosen by senders,
@@ -31,7 +32,7 @@ type answerKey struct {
 }
 
 func newAnswerBook() *answerBook {
-	return &answerBook{m: newFIFOMap[answerKey, proto.Status](maxRequests)}
+	return &answerBook{m: fifo.New[answerKey, proto.Status](maxRequests)}
 }
 
 // checkAnswer refuses a response to request id that would follow a final
@@ -39,7 +40,7 @@ func newAnswerBook() *answerBook {
 // received request instead.
 func (n *Node) checkAnswer(from proto.PubKey, id uuid.UUID) error {
 	n.answers.mu.Lock()
-	prev, ok := n.answers.m.get(answerKey{from, id})
+	prev, ok := n.answers.m.Get(answerKey{from, id})
 	n.answers.mu.Unlock()
 	if ok && prev.Final() {
 		n.metrics.inc(cRespondRefusedTwice)
@@ -54,10 +55,10 @@ func (n *Node) answered(from proto.PubKey, id uuid.UUID, st proto.Status) {
 	n.answers.mu.Lock()
 	defer n.answers.mu.Unlock()
 	k := answerKey{from, id}
-	if prev, ok := n.answers.m.get(k); ok && prev.Final() {
+	if prev, ok := n.answers.m.Get(k); ok && prev.Final() {
 		return
 	}
-	n.answers.m.put(k, st)
+	n.answers.m.Put(k, st)
 }
 
 // requestIDHint names the request id when id is the envelope (inbox item)

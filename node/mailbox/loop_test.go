@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -259,16 +260,10 @@ type testDelivery struct{ it Item }
 func (d testDelivery) Envelope() *proto.SignedEnvelope { return d.it.Env }
 func (d testDelivery) MailboxItem() Item               { return d.it }
 
-// waitUntil polls cond for up to 5 seconds.
+// waitUntil waits up to 5 seconds for cond.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, what, cond)
 }
 
 // assertOneFileEach checks that files hold "dm 0" … "dm <dms-1>", one each.

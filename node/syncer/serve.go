@@ -22,7 +22,7 @@ func (s *Syncer) takeRequest(se *proto.SignedEnvelope, src Source, now time.Time
 		return false
 	}
 	s.mu.Lock()
-	if _, dup := s.served.get(refOf(se)); dup {
+	if _, dup := s.served.Get(refOf(se)); dup {
 		s.mu.Unlock()
 		s.drop(DropDuplicate, se, src, nil)
 		return false
@@ -37,7 +37,7 @@ func (s *Syncer) takeRequest(se *proto.SignedEnvelope, src Source, now time.Time
 		s.drop(DropHistoryBusy, se, src, nil)
 		return false
 	}
-	s.served.put(refOf(se), struct{}{})
+	s.served.Put(refOf(se), struct{}{})
 	wait := b.pages.ReserveN(now, 1).DelayFrom(now)
 	if wait > 0 {
 		s.count(ServePaced, 1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/fifo"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
@@ -66,7 +67,7 @@ type Syncer struct {
 	// some join is left (loadBackfill).
 	backfill bool
 	serving  map[proto.PubKey]*serveBudget // what each peer is being served
-	served   *fifoMap[ref, struct{}]       // requests (from, id) served recently
+	served   *fifo.Map[ref, struct{}]      // requests (from, id) served recently
 	cursors  map[cursorKey]*cursor         // where paging with a peer stopped, to resume
 	late     []lateAnswer                  // late answers for the sync loop to use
 }
@@ -121,7 +122,7 @@ func New(ctx context.Context, p Params) *Syncer {
 		due:      map[uuid.UUID]bool{},
 		joins:    map[uuid.UUID]bool{},
 		serving:  map[proto.PubKey]*serveBudget{},
-		served:   newFIFOMap[ref, struct{}](servedMemory),
+		served:   fifo.New[ref, struct{}](servedMemory),
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.checkJoins(true)
