@@ -838,9 +838,21 @@ func (l *Link) writeLoop() {
 			// nothing has been sent for two intervals, whatever was
 			// received, for a peer that pings only when it has sent
 			// nothing (PROTOCOL.md §13.3) and is streaming to us.
-			wait := min(l.LastRecv().Add(l.keepalive).Sub(now), w.lastSend.Add(2*l.keepalive).Sub(now))
+			// The accepting side waits one grid step longer for the
+			// receive rule: both ends heard from each other at the same
+			// moment (a ping and its pong), so with the same interval
+			// their timers fall on the same grid step, and both would
+			// ping and both pong, twice the traffic and wake-ups. The
+			// dialing side pings first; the other pings only when the
+			// dialing side is silent.
+			step := min(keepaliveGrid, l.keepalive/5)
+			recvIdle := l.keepalive
+			if !l.outbound {
+				recvIdle += step
+			}
+			wait := min(l.LastRecv().Add(recvIdle).Sub(now), w.lastSend.Add(2*l.keepalive).Sub(now))
 			if wait > 0 {
-				timer.Reset(clockgrid.Wait(now, wait, min(keepaliveGrid, l.keepalive/5)))
+				timer.Reset(clockgrid.Wait(now, wait, step))
 				continue
 			}
 			l.stats.pingsOut.Add(1)
