@@ -78,7 +78,7 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	c.peers.Lock()
 	pla := c.peers.ByKey[a.id.Pub].Link
 	pla.SetListen(append(slices.Clone(pla.ListenAddrs()), "tcp://192.0.2.99:7946"))
-	c.pxRefreshLocked()
+	c.peers.RefreshLocked(c.peers.Advertised())
 	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.peers.List.Version()
 	c.peers.Unlock()
 	waitFor(t, 10*time.Second, "c asked for its whole list", func() bool { return c.metrics.Get("peers.resync_asked") > 0 })

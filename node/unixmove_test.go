@@ -28,8 +28,11 @@ func TestLinkMovesToUnix(t *testing.T) {
 	m.writeRoster(1, m.roster)
 	a := m.start(0)
 	b := m.start(1, tcpAddr(t, a))
+	// The mover counts the move once its dial returns, which may be after
+	// both ends registered the Unix link: wait for the count too.
 	waitFor(t, 10*time.Second, "the link on a Unix socket at both ends", func() bool {
-		return linkNetwork(a, m.ids[1].Pub) == "unix" && linkNetwork(b, m.ids[0].Pub) == "unix"
+		return linkNetwork(a, m.ids[1].Pub) == "unix" && linkNetwork(b, m.ids[0].Pub) == "unix" &&
+			a.metrics.Get("link.moved")+b.metrics.Get("link.moved") > 0
 	})
 	if a.metrics.Get("link.moved")+b.metrics.Get("link.moved") != 1 {
 		t.Fatalf("link.moved a=%d b=%d, want one move", a.metrics.Get("link.moved"), b.metrics.Get("link.moved"))

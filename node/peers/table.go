@@ -158,3 +158,41 @@ func (t *Table) LinkDownLocked(pl *Link, d LinkDown, now time.Time) (refused boo
 	}
 	return d.Refused
 }
+
+// Links returns every link held.
+func (t *Table) Links() []*Link {
+	t.Lock()
+	defer t.Unlock()
+	return t.LinksLocked()
+}
+
+// LinksLocked returns every link held.
+func (t *Table) LinksLocked() []*Link {
+	out := make([]*Link, 0, len(t.ByKey))
+	for _, p := range t.ByKey {
+		if p.Link != nil {
+			out = append(out, p.Link)
+		}
+	}
+	return out
+}
+
+// Linked returns the link to k, or nil.
+func (t *Table) Linked(k proto.PubKey) *Link {
+	t.Lock()
+	defer t.Unlock()
+	return t.LinkedLocked(k)
+}
+
+// LinkCount returns the number of links held.
+func (t *Table) LinkCount() int {
+	t.Lock()
+	defer t.Unlock()
+	c := 0
+	for _, p := range t.ByKey {
+		if p.Link != nil {
+			c++
+		}
+	}
+	return c
+}
