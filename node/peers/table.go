@@ -69,7 +69,7 @@ type DialFailure struct {
 }
 
 // MoveState is the state of moving a member's link to its Unix socket
-// (the node's unixmove.go has the rules).
+// (move.go has the rules).
 type MoveState struct {
 	AskedOn *Link // the link an ask of ours waits on, or nil
 	AskedAt time.Time

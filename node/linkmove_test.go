@@ -139,37 +139,6 @@ func TestLinkMoveSocketOfAnotherKey(t *testing.T) {
 	}
 }
 
-// TestMoveRuleScope: the agreement decides only a pair of one Unix and
-// one TCP link, keeps the Unix one, and is used once.
-func TestMoveRuleScope(t *testing.T) {
-	now := time.Now()
-	p := &peers.Peer{}
-	if _, ok := peers.MovedLocked(p, "tcp", "unix", now); ok {
-		t.Fatal("no agreement, yet the rule decided")
-	}
-	p.Move.Agreed = now.Add(time.Second)
-	if _, ok := peers.MovedLocked(p, "tcp", "tcp", now); ok {
-		t.Fatal("the rule decided between two TCP links")
-	}
-	if _, ok := peers.MovedLocked(p, "unix", "unix", now); ok {
-		t.Fatal("the rule decided between two Unix links")
-	}
-	if keepNew, ok := peers.MovedLocked(p, "tcp", "unix", now); !ok || !keepNew {
-		t.Fatal("the new Unix link lost")
-	}
-	if _, ok := peers.MovedLocked(p, "unix", "tcp", now); ok {
-		t.Fatal("the agreement was used twice")
-	}
-	p.Move.Agreed = now.Add(time.Second)
-	if keepNew, ok := peers.MovedLocked(p, "unix", "tcp", now); !ok || keepNew {
-		t.Fatal("the registered Unix link lost")
-	}
-	p.Move.Agreed = now.Add(-time.Second)
-	if _, ok := peers.MovedLocked(p, "unix", "tcp", now); ok {
-		t.Fatal("an expired agreement decided")
-	}
-}
-
 // TestGoodbyeWhileMoveAgreed: a goodbye on the peer's TCP link while a
 // move is agreed leaves the link in place for the Unix link to retire;
 // with no Unix link in peers.MoveGrace, it closes as after any goodbye.
