@@ -9,6 +9,8 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+var _ Dialer = (*Service)(nil)
+
 // StartDialLocked marks p as being dialled and starts the dial.
 func (s *Service) StartDialLocked(p *Peer, addrs []transport.Addr) {
 	p.Dialing = true
