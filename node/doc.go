@@ -1,15 +1,15 @@
-// Package node composes meshd. A [Node] owns the links to peers
-// (connection manager, admission, one link per peer pair, reconnect with
-// backoff, peer exchange, mDNS and seed discovery), roster gossip, the
-// receive pipeline (parse, verify, authorize, commit to the history store,
-// then the consumers), sending and store-and-forward delivery, history
-// sync through node/syncer, presence, agent cards, retention, the mailbox mirror,
-// invites, pending joins and the doctor's checks. The state and rules of
-// connection management (the peer table, the link type, the address book,
-// backoffs, the duplicate-link rule, the pending list) are in node/peers;
-// the node drives them. [New] also starts the
-// control API that meshctl talks to over the owner-only Unix socket in the
-// home; its HTTP handlers live in node/control, its types in node/api.
+// Package node composes meshd. A [Node] holds connection management (a
+// node/peers Service: the peer table, admission of links, one link per
+// peer pair, the accept, dial, discovery and peer-exchange loops, seeds,
+// link moves and refusals), and owns what the links carry: the frame
+// dispatch, roster gossip, the receive pipeline (parse, verify,
+// authorize, commit to the history store, then the consumers), sending
+// and store-and-forward delivery, history sync through node/syncer,
+// presence, agent cards, retention, the mailbox mirror, invites, pending
+// joins, knocks and the doctor's checks. The service calls the node
+// through peers.Host (node/peerhost.go). [New] also starts the control
+// API that meshctl talks to over the owner-only Unix socket in the home;
+// its HTTP handlers live in node/control, its types in node/api.
 //
 // Trust flows from one place: the admin-signed roster. A link is admitted
 // only when the peer's identity (proved in the Noise handshake) is a

@@ -193,7 +193,7 @@ func (n *Node) checkMembership(r *roster.Roster, add addCheck) {
 		add("membership", "ok", "", "in roster %q v%d as %s", r.Org, r.Version, m.Role)
 		return
 	}
-	if n.removedSelf() {
+	if n.peers.RemovedSelf() {
 		add("membership", "problem", fmt.Sprintf("if this node should be back, ask an admin of %q to make an invite (meshctl invite) and run meshctl join TOKEN here; or to add it (meshctl roster add %s, then meshctl roster publish) and restart meshd here to redial at once",
 			r.Org, n.id.Pub.Fingerprint()),
 			"this node (%s) was removed from the org by roster %q v%d: every member refuses its links, so it redials each of them only every %v",

@@ -28,7 +28,7 @@ const (
 // classifyDial names the kind of a dial error.
 func classifyDial(err error) string {
 	var dnsErr *net.DNSError
-	var fm *formerMemberError
+	var fm *peers.FormerMemberError
 	switch {
 	case errors.Is(err, transport.ErrWrongOrg), errors.Is(err, transport.ErrProtocol):
 		// The handshake binds the org: a responder of another org

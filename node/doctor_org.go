@@ -26,7 +26,7 @@ func (n *Node) memberToSend() error {
 		return nil
 	}
 	n.metrics.inc(cTxRefusedNotMember)
-	if n.removedSelf() {
+	if n.peers.RemovedSelf() {
 		return refuse(http.StatusForbidden, "meshctl doctor says how to come back",
 			"this node was removed from the roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)
 	}

@@ -235,7 +235,7 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 // those of other members it knows (the joiner's later seeds). Loopback
 // and Unix addresses are kept: a joiner on this host needs them.
 func (n *Node) inviteAddrs() (self, others []string) {
-	for _, a := range n.advertisedAddrs() {
+	for _, a := range n.peers.Advertised() {
 		if proto.CheckListenAddr(a) == nil && len(self) < proto.MaxListenAddrs {
 			self = append(self, a)
 		}

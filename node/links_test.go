@@ -109,7 +109,7 @@ func (p *stallProxy) stall() {
 func TestRestartedPeerReplacesStaleLink(t *testing.T) {
 	m := newSyncMesh(t, 2)
 	// No Unix listener: the link must stay on the proxy, not move to a's
-	// socket (unixmove.go).
+	// socket (node/peers/move.go).
 	a := m.startWith(0, func(c *Config) { c.NoUnixListener = true })
 	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {

@@ -60,17 +60,10 @@ type Node struct {
 	// step, so the file always holds the newest version applied.
 	rosterMu sync.Mutex
 
-	// peers is who we hold links to and whom we dial.
-	// peers is connection management's state: the peer table under the
+	// peers is connection management: the peer table under the
 	// peers mutex, the announced peer list, the slow, refused and pending
-	// peers (node/peers).
+	// peers, and the loops that link (node/peers).
 	peers *peers.Service
-	// advertised holds our listen addresses as peers should dial them
-	// (see advertisedAddrs): set by setup once every listener is bound.
-	// The listeners serve handshakes before that: payload waits for
-	// advertisedSet, closed once it is set.
-	advertised    atomic.Pointer[[]string]
-	advertisedSet chan struct{}
 
 	store    *history.Store
 	counter  *history.SendCounter
@@ -109,8 +102,7 @@ type Node struct {
 
 	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
-	rxq    chan rxItem   // admitted envelopes for the commit stage
-	kick   chan struct{} // wakes the dialer
+	rxq    chan rxItem // admitted envelopes for the commit stage
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the node starts
@@ -143,7 +135,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
 		started: time.Now(),
-		kick:    make(chan struct{}, 1),
 		rxq:     make(chan rxItem, rxQueueLen),
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
@@ -152,8 +143,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		claims:  newClaimBook(),
 
 		readerAcks: newReaderAcks(),
-
-		advertisedSet: make(chan struct{}),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.logRL = newRateLog()
@@ -204,7 +193,7 @@ func (n *Node) setup() error {
 	if err := n.adoptPendingKey(r); err != nil {
 		return err
 	}
-	n.loadFormerMembers()
+	n.peers.LoadFormer(n.home.Dir)
 	n.warnNotMember(r)
 
 	if err := n.openState(); err != nil {
@@ -222,7 +211,7 @@ func (n *Node) setup() error {
 	}
 	n.linkCfg.Org = r.Org
 	n.linkCfg.Admit = n.admit
-	n.linkCfg.Refused = n.refuse
+	n.linkCfg.Refused = n.peers.Refuse
 	n.linkCfg.AnswerKnocks = true
 	n.linkCfg.Payload = n.payload
 	n.linkCfg.Logger = n.log.With("component", "transport")
@@ -245,16 +234,12 @@ func (n *Node) setup() error {
 		n.listeners = append(n.listeners, ln)
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
-	adv := peers.Advertise(n.listeners)
-	n.advertised.Store(&adv)
-	close(n.advertisedSet)
+	n.peers.SetAdvertised(peers.Advertise(n.listeners))
 	if err := n.saveNewOrg(r); err != nil {
 		return err
 	}
 
-	for _, s := range append(n.cfg.Seeds, n.joinedSeeds()...) {
-		n.peers.Seeds = append(n.peers.Seeds, &peers.Peer{Seed: true, Addrs: peers.SeedBook(s)})
-	}
+	n.peers.AddSeeds(n.cfg.Seeds)
 
 	if n.control, err = control.Listen(n.home.ControlSocket(), n, n.log.With("component", "control")); err != nil {
 		return err
@@ -401,17 +386,7 @@ func readRosterFile(path string) (*roster.Roster, error) {
 }
 
 func (n *Node) run() {
-	for _, ln := range n.listeners {
-		n.wg.Go(func() { n.peers.Accept(ln) })
-	}
-	n.wg.Add(1)
-	go n.dialLoop()
-	if n.disc != nil {
-		n.wg.Add(1)
-		go n.discoveryLoop()
-	}
-	n.wg.Add(1)
-	go n.exchangeLoop()
+	n.peers.Start(n.listeners, n.disc, n.linkCfg)
 	n.wg.Add(1)
 	go n.presenceLoop()
 	n.wg.Add(1)
@@ -439,7 +414,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.peers.Lock()
 		n.peers.Closed = true
-		links := n.linkListLocked()
+		links := n.peers.LinksLocked()
 		n.peers.Unlock()
 		n.announceOffline(links)
 		for _, pl := range links {
@@ -483,41 +458,10 @@ func (n *Node) teardown() error {
 }
 
 // linkTo returns the link to k, or nil.
-func (n *Node) linkTo(k proto.PubKey) *peers.Link {
-	n.peers.Lock()
-	defer n.peers.Unlock()
-	return n.peers.LinkedLocked(k)
-}
+func (n *Node) linkTo(k proto.PubKey) *peers.Link { return n.peers.Linked(k) }
 
 // linkList returns every link.
-func (n *Node) linkList() []*peers.Link {
-	n.peers.Lock()
-	defer n.peers.Unlock()
-	return n.linkListLocked()
-}
-
-// linkCount returns the number of links held.
-func (n *Node) linkCount() int {
-	n.peers.Lock()
-	defer n.peers.Unlock()
-	c := 0
-	for _, p := range n.peers.ByKey {
-		if p.Link != nil {
-			c++
-		}
-	}
-	return c
-}
-
-func (n *Node) linkListLocked() []*peers.Link {
-	out := make([]*peers.Link, 0, len(n.peers.ByKey))
-	for _, p := range n.peers.ByKey {
-		if p.Link != nil {
-			out = append(out, p.Link)
-		}
-	}
-	return out
-}
+func (n *Node) linkList() []*peers.Link { return n.peers.Links() }
 
 // Identity returns this node's public key.
 func (n *Node) Identity() proto.PubKey { return n.id.Pub }
@@ -555,20 +499,10 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		n.refusedNonMember(p)
 		n.metrics.inc(cHandshakeRejectedNotMember)
 		err := fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
-		if n.wasMember(p.Identity) {
-			return &formerMemberError{key: p.Identity, err: err}
+		if n.peers.Former.Has(p.Identity) {
+			return &peers.FormerMemberError{Key: p.Identity, Err: err}
 		}
 		return err
-	}
-	return nil
-}
-
-// advertisedAddrs returns our listen addresses as peers should dial them:
-// none until setup has bound every listener. The slice is not to be
-// modified.
-func (n *Node) advertisedAddrs() []string {
-	if p := n.advertised.Load(); p != nil {
-		return *p
 	}
 	return nil
 }
@@ -576,12 +510,12 @@ func (n *Node) advertisedAddrs() []string {
 // payload supplies our handshake fields at handshake time.
 func (n *Node) payload() proto.HandshakePayload {
 	select {
-	case <-n.advertisedSet:
+	case <-n.peers.AdvertisedSet():
 	case <-n.ctx.Done(): // setup failed (after any write) or the node closes
 	}
 	return proto.HandshakePayload{
 		RosterVersion: n.Roster().Version,
-		Listen:        slices.Clone(n.advertisedAddrs()),
+		Listen:        slices.Clone(n.peers.Advertised()),
 		Name:          n.id.Name,
 	}
 }

@@ -1,36 +1,73 @@
 package node
 
 import (
+	"path/filepath"
+
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
 )
 
-// The counters of link admission, counted as node/peers reports it.
+// The counters of connection management, counted as node/peers reports
+// them (peers.Counter); the links' own are in links.go.
 var (
-	famRehomed = newFamily("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
+	famRehomed       = newFamily("meshd_link_frames_rehomed_total", "Frames still queued on the losing link of a duplicate pair that were sent on the winner instead.")
+	famLinkMoves     = newFamily("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
+	famSeedsSkipped  = newFamily("meshd_seeds_skipped_total", "Static seeds not dialled: a seeds-file Unix socket not on this host, or a seed that reached a removed member.", "reason")
+	famRosterRefused = newFamily("meshd_roster_pushes_refused_total", "Rosters sent to a refused former member before the goodbye, so it learns of its removal.")
 
 	cLinkRehomedFrames = newCounter("link.rehomed_frames", famRehomed)
+
+	// peerCounters are the counters of the peers.Counter events.
+	peerCounters = [peers.NumCounters]counter{
+		peers.DialAttempt:               cDialAttempt,
+		peers.DialFailed:                cDialFailed,
+		peers.DialSeedFailed:            cDialSeedFailed,
+		peers.AddrEvicted:               cAddrEvicted,
+		peers.AddrIgnored:               cAddrIgnored,
+		peers.MDNSSeen:                  cMDNSSeen,
+		peers.MDNSIgnoredVersion:        cMDNSIgnoredVersion,
+		peers.MDNSIgnoredNotMember:      cMDNSIgnoredNotMember,
+		peers.PeersMalformed:            cPeersMalformed,
+		peers.PeersIgnoredNotMember:     cPeersIgnoredNotMember,
+		peers.PeersUpdates:              newEvent("peers.updates"),
+		peers.PeersResyncAsked:          newEvent("peers.resync_asked"),
+		peers.PeersDigestMismatch:       newEvent("peers.digest_mismatch"),
+		peers.LinkMoveAsked:             newCounter("link.move.asked", famLinkMoves, "asked"),
+		peers.LinkMoveMalformed:         newCounter("link.move.malformed", famLinkMoves, "malformed"),
+		peers.LinkMoveIgnored:           newCounter("link.move.ignored", famLinkMoves, "ignored"),
+		peers.LinkMoveAgreed:            newCounter("link.move.agreed", famLinkMoves, "agreed"),
+		peers.LinkMoved:                 newCounter("link.moved", famLinkEvents, "moved_unix"),
+		peers.LinkMoveFailed:            newCounter("link.move.failed", famLinkMoves, "failed"),
+		peers.LinkMoveLate:              newCounter("link.move.late", famLinkMoves, "late"),
+		peers.SeedsSkippedUnixNotLocal:  newCounter("seeds.skipped.unix_not_local", famSeedsSkipped, "unix_not_local"),
+		peers.SeedsSkippedRemovedMember: newCounter("seeds.skipped.removed_member", famSeedsSkipped, "removed_member"),
+		peers.RosterPushedRefused:       newCounter("roster.pushed_refused", famRosterRefused),
+	}
 )
 
-// peerHost is the node as node/peers sees it: the peers.Host and
-// peers.Dialer that connection management calls. A conversion of
-// *Node, so that these methods are not the node's own API.
+// peerHost is the node as node/peers sees it: the peers.Host that
+// connection management calls. A conversion of *Node, so that these
+// methods are not the node's own API.
 type peerHost Node
 
-var (
-	_ peers.Host   = (*peerHost)(nil)
-	_ peers.Dialer = (*peerHost)(nil)
-)
+var _ peers.Host = (*peerHost)(nil)
 
 // newPeerService returns n's connection management, calling n.
 func newPeerService(n *Node) *peers.Service {
 	return peers.NewService((*peerHost)(n), peers.ServiceConfig{
-		Context:    n.ctx,
-		Group:      &n.wg,
-		Log:        n.log,
-		BackoffMin: n.cfg.DialBackoffMin,
-		BackoffMax: n.cfg.DialBackoffMax,
+		Context:          n.ctx,
+		Group:            &n.wg,
+		Log:              n.log,
+		BackoffMin:       n.cfg.DialBackoffMin,
+		BackoffMax:       n.cfg.DialBackoffMax,
+		DialTimeout:      n.cfg.DialTimeout,
+		ExchangeInterval: n.cfg.PeerExchangeInterval,
+		SeedsFile:        filepath.Join(n.cfg.Home, seedsFile),
+		OwnSocket:        n.home.LinkSocket(),
+		RateLog:          n.logRL.l,
+		Legacy:           peers.Legacy{PeerUpdates: n.test.oldPeerExchange(), LinkMoves: n.test.oldLinkMoves()},
 	})
 }
 
@@ -43,8 +80,40 @@ func (h *peerHost) Member(k proto.PubKey) bool {
 	return ok
 }
 
+// Roster is the current roster.
+func (h *peerHost) Roster() *roster.Roster { return (*Node)(h).Roster() }
+
 // Frame hands a frame to the node's dispatch.
 func (h *peerHost) Frame(pl *peers.Link, frame []byte) { (*Node)(h).handleFrame(pl, frame) }
+
+// Count counts a connection-management event.
+func (h *peerHost) Count(c peers.Counter, d uint64) { h.metrics.add(peerCounters[c], d) }
+
+// SendFailed counts and logs a frame a link refused.
+func (h *peerHost) SendFailed(pl *peers.Link, t proto.FrameType, err error) {
+	h.metrics.inc(cSendDropped.of(t))
+	h.log.Debug("send failed", "peer", pl.Key.Fingerprint(), "frame", t.String(), "err", err)
+}
+
+// Resend re-sends what pl's peer has not acknowledged.
+func (h *peerHost) Resend(pl *peers.Link) { (*Node)(h).flushQueue(pl) }
+
+// OtherOrg notes a node of another org for meshctl doctor, and knocks
+// there (knock.go).
+func (h *peerHost) OtherOrg(o peers.OtherOrg) {
+	n := (*Node)(h)
+	if p := o.MDNS; p != nil {
+		n.sawForeignOrg(p.Org, p.Key)
+		if !p.Key.Equal(n.id.Pub) && p.ProtoVersion == proto.ProtocolVersion {
+			n.knockMDNS(p.Addrs)
+		}
+		return
+	}
+	n.knockSeed(o.Seed)
+}
+
+// Knocked answers a knock the transport refused.
+func (h *peerHost) Knocked(l *transport.Link) { (*Node)(h).answerKnockRefused(l) }
 
 // LinkUp counts and logs a registered link, then pushes our roster if
 // it is newer, and shares what the peer should know from us.
@@ -58,9 +127,6 @@ func (h *peerHost) LinkUp(u peers.Up) {
 		n.metrics.inc(cLinkDuplicate)
 	}
 	n.metrics.inc(cLinkUp)
-	if l.Network() == "tcp" {
-		n.wake() // a move to the peer's Unix socket may be due (unixmove.go)
-	}
 	dir := "inbound"
 	if l.Outbound() {
 		dir = "outbound"
@@ -72,7 +138,7 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	if r.Version > pl.Payload.RosterVersion {
 		n.pushRoster(pl, r)
 	}
-	n.pxLinkUp(pl)
+	n.peers.ExchangeLinkUp(pl)
 	n.sendPolicyDigest(pl)
 	n.sendPresenceTo(pl)
 	n.sendCardsTo(pl)
@@ -81,8 +147,8 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	n.attach.onLinkUp()
 }
 
-// LinkDown counts and logs a link that went down, and wakes the
-// dialler.
+// LinkDown counts and logs a link that went down (the service then
+// wakes its dialler).
 func (h *peerHost) LinkDown(d peers.Down) {
 	n := (*Node)(h)
 	pl := d.Link
@@ -94,7 +160,6 @@ func (h *peerHost) LinkDown(d peers.Down) {
 	n.metrics.inc(cLinkDownBy.at(downReason(pl.Conn.Err())))
 	if !d.Closing {
 		n.log.Info("link down", "peer", pl.Key.Fingerprint(), "name", pl.Payload.Name, "reason", errString(pl.Conn.Err()))
-		n.wake()
 	}
 }
 

@@ -160,7 +160,7 @@ func (n *Node) retireExpiredKeys() {
 		n.metrics.inc(cLinkRetiredKey)
 		n.log.Info("closing the link of a member's previous key: its grace window ended", "peer", pl.Key.Fingerprint(),
 			"member", r.Label(pl.Key))
-		n.closeLinkAsync(pl, "previous key retired")
+		n.peers.CloseAsync(pl, "previous key retired")
 	}
 }
 

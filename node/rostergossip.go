@@ -104,7 +104,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, 
 		n.metrics.Inc("roster.rejected." + rosterReason(err))
 		return nil, fmt.Errorf("%w: %w", ErrRosterRefused, err)
 	}
-	n.noteRemoved(cur, r)
+	n.peers.NoteRemoved(cur, r)
 	if _, ok := r.Member(n.id.Pub); !ok {
 		// We were removed. Accept the truth, keep no links; the operator
 		// learns it from the log and the status.
@@ -131,9 +131,9 @@ func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, 
 			push = append(push, p.Link)
 		}
 	}
-	goneSeeds := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { _, ok := r.Member(k); return ok })
+	goneSeeds := n.peers.DropRemovedSeedsLocked(func(k proto.PubKey) bool { _, ok := r.Member(k); return ok })
 	n.peers.Unlock()
-	n.seedsGone(goneSeeds)
+	n.peers.SeedsGone(goneSeeds)
 
 	if err := n.home.SaveRoster(r); err != nil {
 		n.metrics.inc(cRosterPersistFailed)
@@ -178,7 +178,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, 
 	for _, pl := range drop {
 		n.metrics.inc(cLinkRemovedMember)
 		n.log.Info("disconnecting member removed from roster", "peer", pl.Key.Fingerprint())
-		n.closeLinkAsync(pl, "removed from roster")
+		n.peers.CloseAsync(pl, "removed from roster")
 	}
 	return r, nil
 }

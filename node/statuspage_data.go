@@ -26,7 +26,7 @@ func (n *Node) StatusInfo() api.Status {
 	for _, pl := range ll {
 		byNet[pl.Conn.Network()]++
 	}
-	adv := slices.Clone(n.advertisedAddrs())
+	adv := slices.Clone(n.peers.Advertised())
 	role := "none"
 	m, member := r.Member(n.id.Pub)
 	if member {
@@ -41,7 +41,7 @@ func (n *Node) StatusInfo() api.Status {
 		skew = 0
 	}
 	var retry float64
-	removed := !member && n.wasMember(n.id.Pub)
+	removed := !member && n.peers.Former.Has(n.id.Pub)
 	if removed {
 		retry = peers.RemovedRetry.Seconds()
 	}

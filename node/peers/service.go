@@ -5,19 +5,37 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
+	"github.com/meshd/meshd/transport/logrl"
+	"github.com/meshd/meshd/transport/mdns"
 )
 
-// Service is connection management as the node holds it: the peer table
-// and the admission of links into it (the duplicate-link rule and the
-// retirement of a pair's loser), calling the node through Host.
+// Service is connection management as the node holds it: the peer table,
+// the admission of links into it (the duplicate-link rule and the
+// retirement of a pair's loser), and the loops that fill it (accept,
+// dial, discovery, peer exchange), calling the node through Host.
 type Service struct {
 	*Table
 	host Host
 	cfg  ServiceConfig
+	rl   *logrl.Limiter
+	kick chan struct{} // wakes the dial loop
+
+	// advertised holds our listen addresses as peers should dial them
+	// (Advertise): set once every listener is bound. The listeners serve
+	// handshakes before that: the handshake waits for advertisedSet,
+	// closed once it is set.
+	advertised    atomic.Pointer[[]string]
+	advertisedSet chan struct{}
+
+	// Set by Start, before any link exists; read-only after.
+	link   transport.Config // the settings of the links this node dials
+	unixLn bool             // the node accepts links on a Unix socket
+	disc   mdns.Discovery
 }
 
 // ServiceConfig is what a Service needs besides its host.
@@ -32,6 +50,29 @@ type ServiceConfig struct {
 	Log *slog.Logger
 	// BackoffMin and BackoffMax bound the redial delay (Backoff).
 	BackoffMin, BackoffMax time.Duration
+	// DialTimeout bounds one dial, handshake included.
+	DialTimeout time.Duration
+	// ExchangeInterval is the period of the peer-exchange round
+	// (PROTOCOL.md §14.4).
+	ExchangeInterval time.Duration
+	// SeedsFile is the seeds file 'meshctl join' wrote, and OwnSocket
+	// the node's own Unix link socket, which it never dials.
+	SeedsFile, OwnSocket string
+	// RateLog limits the repetitive lines (bad frames), shared with the
+	// node's so that one budget bounds them all; nil: a limiter of the
+	// service's own.
+	RateLog *logrl.Limiter
+	// Legacy makes the service behave as nodes of before a protocol
+	// addition (tests of interoperation).
+	Legacy Legacy
+}
+
+// Legacy names protocol additions a node may behave as if it had not.
+type Legacy struct {
+	// PeerUpdates: whole peer lists only, no peer-update frames.
+	PeerUpdates bool
+	// LinkMoves: never ask to move a link to a Unix socket.
+	LinkMoves bool
 }
 
 // NewService returns a service with an empty table calling h.
@@ -45,7 +86,86 @@ func NewService(h Host, c ServiceConfig) *Service {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{Table: NewTable(), host: h, cfg: c}
+	rl := c.RateLog
+	if rl == nil {
+		rl = logrl.New(0, 0)
+	}
+	return &Service{Table: NewTable(), host: h, cfg: c, rl: rl, kick: make(chan struct{}, 1),
+		advertisedSet: make(chan struct{})}
+}
+
+// Start runs connection management: an accept loop on each of lns, the
+// dial loop dialling with link, discovery's loop when disc is not nil,
+// and the peer-exchange loop. Each goroutine joins the service's group
+// and ends with its context.
+func (s *Service) Start(lns []*transport.Listener, disc mdns.Discovery, link transport.Config) {
+	s.link, s.disc = link, disc
+	for _, ln := range lns {
+		if ln.Addr().Network == "unix" {
+			s.unixLn = true
+		}
+	}
+	for _, ln := range lns {
+		s.cfg.Group.Go(func() { s.Accept(ln) })
+	}
+	s.cfg.Group.Go(s.dialLoop)
+	if disc != nil {
+		s.cfg.Group.Go(s.discoveryLoop)
+	}
+	s.cfg.Group.Go(s.exchangeLoop)
+}
+
+// SetAdvertised records our listen addresses as peers should dial them,
+// once: the handshakes waiting for them go on (AdvertisedSet).
+func (s *Service) SetAdvertised(adv []string) {
+	s.advertised.Store(&adv)
+	close(s.advertisedSet)
+}
+
+// Advertised returns our listen addresses as peers should dial them:
+// none until SetAdvertised. The slice is not to be modified.
+func (s *Service) Advertised() []string {
+	if p := s.advertised.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// AdvertisedSet is closed once SetAdvertised has run.
+func (s *Service) AdvertisedSet() <-chan struct{} { return s.advertisedSet }
+
+// Wake makes the dial loop look at once: an address came, a link went
+// down, a dial ended.
+func (s *Service) Wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// warnRL writes a warning unless one of (peer, reason) was written
+// lately (see transport/logrl).
+func (s *Service) warnRL(msg, peer, reason string, args ...any) {
+	s.logRL(slog.LevelWarn, msg, peer, reason, args...)
+}
+
+// infoRL is warnRL at Info level.
+func (s *Service) infoRL(msg, peer, reason string, args ...any) {
+	s.logRL(slog.LevelInfo, msg, peer, reason, args...)
+}
+
+func (s *Service) logRL(lvl slog.Level, msg, peer, reason string, args ...any) {
+	if !s.cfg.Log.Enabled(context.Background(), lvl) {
+		return
+	}
+	ok, suppressed := s.rl.Allow(peer+"|"+reason, time.Now())
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	s.cfg.Log.Log(context.Background(), lvl, msg, args...)
 }
 
 // Accept admits each link ln accepts (AddLink), until the service's
@@ -141,6 +261,9 @@ func (s *Service) AddLink(l *transport.Link) {
 		<-l.Done()
 		s.removeLink(pl)
 	})
+	if l.Network() == "tcp" {
+		s.Wake() // a move to the peer's Unix socket may be due (move.go)
+	}
 	s.host.LinkUp(Up{Link: pl, Replaced: replaced, IgnoredAddrs: pl.Payload.IgnoredListen + ignored})
 }
 
@@ -180,6 +303,9 @@ func (s *Service) removeLink(pl *Link) {
 	s.Unlock()
 	s.List.Changed()
 	s.host.LinkDown(Down{Link: pl, Refused: refused, Closing: closing})
+	if !closing {
+		s.Wake()
+	}
 }
 
 // Backoff returns the redial delay after fails consecutive failures,

@@ -5,10 +5,12 @@ import (
 	"crypto/ed25519"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
 )
 
@@ -22,6 +24,8 @@ type fakeHost struct {
 	downs    chan Down
 	frames   chan []byte
 	rejected chan Rejection
+	roster   *roster.Roster
+	counts   [NumCounters]atomic.Uint64
 }
 
 func newFakeHost(self proto.PubKey) *fakeHost {
@@ -42,11 +46,17 @@ func (h *fakeHost) Admit(l *transport.Link) bool {
 	}
 	return true
 }
-func (h *fakeHost) LinkUp(u Up)                             { h.ups <- u }
-func (h *fakeHost) Frame(_ *Link, f []byte)                 { h.frames <- f }
-func (h *fakeHost) LinkDown(d Down)                         { h.downs <- d }
-func (h *fakeHost) Rejected(_ *transport.Link, r Rejection) { h.rejected <- r }
-func (h *fakeHost) Rehomed(*Link, int, []proto.FrameType)   {}
+func (h *fakeHost) LinkUp(u Up)                              { h.ups <- u }
+func (h *fakeHost) Frame(_ *Link, f []byte)                  { h.frames <- f }
+func (h *fakeHost) LinkDown(d Down)                          { h.downs <- d }
+func (h *fakeHost) Rejected(_ *transport.Link, r Rejection)  { h.rejected <- r }
+func (h *fakeHost) Rehomed(*Link, int, []proto.FrameType)    {}
+func (h *fakeHost) Roster() *roster.Roster                   { return h.roster }
+func (h *fakeHost) SendFailed(*Link, proto.FrameType, error) {}
+func (h *fakeHost) Count(c Counter, n uint64)                { h.counts[c].Add(n) }
+func (h *fakeHost) Resend(*Link)                             {}
+func (h *fakeHost) OtherOrg(OtherOrg)                        {}
+func (h *fakeHost) Knocked(*transport.Link)                  {}
 func (h *fakeHost) setMember(k proto.PubKey, member bool) {
 	h.mu.Lock()
 	h.members[k] = member

@@ -69,7 +69,7 @@ type DialFailure struct {
 }
 
 // MoveState is the state of moving a member's link to its Unix socket
-// (the node's unixmove.go has the rules).
+// (move.go has the rules).
 type MoveState struct {
 	AskedOn *Link // the link an ask of ours waits on, or nil
 	AskedAt time.Time
@@ -157,4 +157,42 @@ func (t *Table) LinkDownLocked(pl *Link, d LinkDown, now time.Time) (refused boo
 		delete(t.ByKey, pl.Key)
 	}
 	return d.Refused
+}
+
+// Links returns every link held.
+func (t *Table) Links() []*Link {
+	t.Lock()
+	defer t.Unlock()
+	return t.LinksLocked()
+}
+
+// LinksLocked returns every link held.
+func (t *Table) LinksLocked() []*Link {
+	out := make([]*Link, 0, len(t.ByKey))
+	for _, p := range t.ByKey {
+		if p.Link != nil {
+			out = append(out, p.Link)
+		}
+	}
+	return out
+}
+
+// Linked returns the link to k, or nil.
+func (t *Table) Linked(k proto.PubKey) *Link {
+	t.Lock()
+	defer t.Unlock()
+	return t.LinkedLocked(k)
+}
+
+// LinkCount returns the number of links held.
+func (t *Table) LinkCount() int {
+	t.Lock()
+	defer t.Unlock()
+	c := 0
+	for _, p := range t.ByKey {
+		if p.Link != nil {
+			c++
+		}
+	}
+	return c
 }

@@ -1,8 +1,6 @@
-package node
+package peers
 
 import (
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshd/meshd/node/home"
-	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -27,42 +23,51 @@ func TestSeedsFileHostAndRemovals(t *testing.T) {
 		t.Skipf("no Unix sockets here: %v", err)
 	}
 	defer ln.Close()
-	n := &Node{cfg: Config{Home: dir}, home: home.Home{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
-	n.peers = newPeerService(n)
+	own := filepath.Join(dir, "link.sock") // this node's own socket, never a seed
+	lnOwn, err := net.Listen("unix", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lnOwn.Close()
+	path := filepath.Join(dir, "seeds")
+	h := newFakeHost(seedKey(t, 9))
+	s := NewService(h, ServiceConfig{SeedsFile: path, OwnSocket: own})
 	lines := "# written by 'meshctl join'\n" +
 		"tcp://192.0.2.10:7946\n" +
 		"unix:///nonexistent/other-host/.meshd/link.sock\n" +
 		"unix://" + sock + "\n" +
-		"unix://" + n.home.LinkSocket() + "\n" +
+		"unix://" + own + "\n" +
 		"tcp://192.0.2.11:7946\n"
-	path := filepath.Join(dir, seedsFile)
 	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, a := range n.joinedSeeds() {
+	for _, a := range s.JoinedSeeds(nil) {
 		got = append(got, a.String())
 	}
 	want := []string{"tcp://192.0.2.10:7946", "unix://" + sock, "tcp://192.0.2.11:7946"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("seeds %v, want %v", got, want)
 	}
-	if c := n.metrics.Get("seeds.skipped.unix_not_local"); c != 2 {
+	if c := h.counts[SeedsSkippedUnixNotLocal].Load(); c != 2 {
 		t.Fatalf("seeds.skipped.unix_not_local %d, want 2", c)
 	}
 
 	// The seed at 192.0.2.11 reached a member that is then removed.
 	removed := seedKey(t, 7)
-	n.peers.Seeds = []*peers.Peer{
-		{Seed: true, Addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.10:7946")), Key: seedKey(t, 1)},
-		{Seed: true, Addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.11:7946")), Key: removed},
-		{Seed: true, Addrs: peers.SeedBook(mustAddr(t, "tcp://192.0.2.12:7946"))}, // never linked
+	s.Seeds = []*Peer{
+		{Seed: true, Addrs: SeedBook(mustAddr(t, "tcp://192.0.2.10:7946")), Key: seedKey(t, 1)},
+		{Seed: true, Addrs: SeedBook(mustAddr(t, "tcp://192.0.2.11:7946")), Key: removed},
+		{Seed: true, Addrs: SeedBook(mustAddr(t, "tcp://192.0.2.12:7946"))}, // never linked
 	}
-	gone := n.dropRemovedSeedsLocked(func(k proto.PubKey) bool { return !k.Equal(removed) })
-	if !slices.Equal(gone, []string{"tcp://192.0.2.11:7946"}) || len(n.peers.Seeds) != 2 {
-		t.Fatalf("dropped %v, %d seeds left", gone, len(n.peers.Seeds))
+	gone := s.DropRemovedSeedsLocked(func(k proto.PubKey) bool { return !k.Equal(removed) })
+	if !slices.Equal(gone, []string{"tcp://192.0.2.11:7946"}) || len(s.Seeds) != 2 {
+		t.Fatalf("dropped %v, %d seeds left", gone, len(s.Seeds))
 	}
-	n.forgetSeeds(gone)
+	s.SeedsGone(gone)
+	if c := h.counts[SeedsSkippedRemovedMember].Load(); c != 1 {
+		t.Fatalf("seeds.skipped.removed_member %d, want 1", c)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -78,7 +77,7 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	c.peers.Lock()
 	pla := c.peers.ByKey[a.id.Pub].Link
 	pla.SetListen(append(slices.Clone(pla.ListenAddrs()), "tcp://192.0.2.99:7946"))
-	c.pxRefreshLocked()
+	c.peers.RefreshLocked(c.peers.Advertised())
 	c.peers.ByKey[b.id.Pub].Link.PX.SentVer = c.peers.List.Version()
 	c.peers.Unlock()
 	waitFor(t, 10*time.Second, "c asked for its whole list", func() bool { return c.metrics.Get("peers.resync_asked") > 0 })
@@ -89,45 +88,4 @@ func TestIncrementalPeerExchange(t *testing.T) {
 		_, ok := p.Addrs.SourceOf(transport.Addr{Network: "tcp", Address: "192.0.2.99:7946"})
 		return ok
 	})
-}
-
-// TestPeerViewDigestAsReceived pins what a receiver's copy of a peer's
-// list holds for the digest (PROTOCOL.md §14.4): every entry as it
-// arrived, including a third party's unix:// address it will not dial, a
-// key that is not a member, its own key and an entry with no addresses.
-// Past the cap, entries with new keys are not kept, and the digest no
-// longer matches.
-func TestPeerViewDigestAsReceived(t *testing.T) {
-	key := func(b byte) proto.PubKey {
-		var k proto.PubKey
-		for i := range k {
-			k[i] = b
-		}
-		return k
-	}
-	list := []proto.PeerInfo{
-		{Key: key(1), Addrs: []string{"tcp://192.0.2.1:7946", "unix:///run/meshd/link.sock"}}, // a third party's socket
-		{Key: key(2), Addrs: []string{"tcp://192.0.2.2:7946"}},                                // not a member
-		{Key: key(3), Addrs: []string{"tcp://192.0.2.3:7946"}},                                // the receiver itself
-		{Key: key(4), Addrs: []string{}},                                                      // no addresses
-	}
-	hash := func(p proto.PeerInfo, _ int) [proto.PeerDigestSize]byte { return proto.PeerEntryHash(p) }
-	var x peers.Exchange
-	for _, p := range list {
-		x.ViewSet(p, hash, peers.MinPeerView)
-	}
-	if x.ViewDigest != proto.PeerDigest(list) {
-		t.Fatal("the copy's digest is not the digest of the entries as received")
-	}
-	var capped peers.Exchange
-	for _, p := range list {
-		capped.ViewSet(p, hash, 3)
-	}
-	if len(capped.View) != 3 || capped.View[key(4)] != ([proto.PeerDigestSize]byte{}) || capped.ViewDigest != proto.PeerDigest(list[:3]) {
-		t.Fatalf("past the cap: %d entries kept, want the first 3", len(capped.View))
-	}
-	capped.ViewSet(proto.PeerInfo{Key: key(1), Addrs: []string{"tcp://192.0.2.9:7946"}}, hash, 3)
-	if capped.View[key(1)] != proto.PeerEntryHash(proto.PeerInfo{Key: key(1), Addrs: []string{"tcp://192.0.2.9:7946"}}) {
-		t.Fatal("a kept entry is not replaced at the cap")
-	}
 }

@@ -1,25 +1,11 @@
-package node
+package peers
 
 import (
 	"os"
 	"time"
 
-	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
-)
-
-// The counters counted in this file.
-var (
-	famLinkMoves = newFamily("meshd_link_moves_total", "Steps of moving a TCP link to a same-host peer's Unix socket, by step.", "step")
-
-	cLinkMoveAsked     = newCounter("link.move.asked", famLinkMoves, "asked")
-	cLinkMoveMalformed = newCounter("link.move.malformed", famLinkMoves, "malformed")
-	cLinkMoveIgnored   = newCounter("link.move.ignored", famLinkMoves, "ignored")
-	cLinkMoveAgreed    = newCounter("link.move.agreed", famLinkMoves, "agreed")
-	cLinkMoved         = newCounter("link.moved", famLinkEvents, "moved_unix")
-	cLinkMoveFailed    = newCounter("link.move.failed", famLinkMoves, "failed")
-	cLinkMoveLate      = newCounter("link.move.late", famLinkMoves, "late")
 )
 
 // Moving a same-host link to the Unix socket (PROTOCOL.md §14.12). A
@@ -52,11 +38,11 @@ const (
 // moveAgreeFor is how long an agreement holds: at the asker, from the
 // agreement, for its dial; at the member, from the ask, for the asker to
 // read the agreement (moveWait) and dial.
-func (n *Node) moveAgreeFor(asker bool) time.Duration {
+func (s *Service) moveAgreeFor(asker bool) time.Duration {
 	if asker {
-		return 2 * n.cfg.DialTimeout
+		return 2 * s.cfg.DialTimeout
 	}
-	return moveWait + 2*n.cfg.DialTimeout
+	return moveWait + 2*s.cfg.DialTimeout
 }
 
 func moveRetry(fails int) time.Duration {
@@ -70,12 +56,12 @@ func moveRetry(fails int) time.Duration {
 // localSocketLocked returns a unix:// address of p that p itself told
 // over a link from this host and whose socket file exists here, or a
 // zero Addr; told says whether p told one at all.
-func localSocketLocked(p *peers.Peer) (a transport.Addr, told bool) {
+func localSocketLocked(p *Peer) (a transport.Addr, told bool) {
 	for _, a := range p.Addrs.List() {
 		if a.Network != "unix" {
 			continue
 		}
-		if src, ok := p.Addrs.SourceOf(a); !ok || src != peers.SelfLocal {
+		if src, ok := p.Addrs.SourceOf(a); !ok || src != SelfLocal {
 			continue
 		}
 		told = true
@@ -88,10 +74,9 @@ func localSocketLocked(p *peers.Peer) (a transport.Addr, told bool) {
 
 // AskMoveLocked asks p to move its TCP link to p's Unix socket, if it is
 // time to. It returns when to look again (zero: not waiting on p).
-func (h *peerHost) AskMoveLocked(p *peers.Peer, now time.Time) time.Time {
-	n := (*Node)(h)
+func (s *Service) AskMoveLocked(p *Peer, now time.Time) time.Time {
 	pl := p.Link
-	if pl == nil || pl.Conn.Network() != "tcp" || p.Dialing || n.test.oldLinkMoves() {
+	if pl == nil || pl.Conn.Network() != "tcp" || p.Dialing || s.cfg.Legacy.LinkMoves {
 		return time.Time{}
 	}
 	m := &p.Move
@@ -115,93 +100,96 @@ func (h *peerHost) AskMoveLocked(p *peers.Peer, now time.Time) time.Time {
 	m.AskedOn, m.AskedAt = pl, now
 	m.Fails++
 	m.Next = now.Add(moveRetry(m.Fails))
-	n.sendLinkMove(pl, proto.MoveAsk)
-	n.metrics.inc(cLinkMoveAsked)
+	s.sendLinkMove(pl, proto.MoveAsk)
+	s.host.Count(LinkMoveAsked, 1)
 	return m.Next
 }
 
-func (n *Node) sendLinkMove(pl *peers.Link, step uint8) {
+func (s *Service) sendLinkMove(pl *Link, step uint8) {
 	b, err := proto.Marshal(&proto.LinkMove{Step: step})
 	if err != nil {
 		return
 	}
-	n.sendFrame(pl, proto.FrameLinkMove, b)
+	s.sendLocked(pl, proto.FrameLinkMove, b)
 }
 
-// handleLinkMove answers a link-move frame from pl.
-func (n *Node) handleLinkMove(pl *peers.Link, payload []byte) {
+// HandleLinkMove answers a link-move frame from pl.
+func (s *Service) HandleLinkMove(pl *Link, payload []byte) {
 	m, err := proto.ParseLinkMove(payload)
 	if err != nil {
-		n.metrics.inc(cLinkMoveMalformed)
-		n.logRL.warn(n.log, "bad link-move frame", pl.Key.Fingerprint(), "link.move.malformed", "peer", pl.Key.Fingerprint(), "err", err)
+		s.host.Count(LinkMoveMalformed, 1)
+		s.warnRL("bad link-move frame", pl.Key.Fingerprint(), "link.move.malformed", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	now := time.Now()
-	n.peers.Lock()
-	defer n.peers.Unlock()
-	p := n.peers.ByKey[pl.Key]
+	s.Lock()
+	defer s.Unlock()
+	p := s.ByKey[pl.Key]
 	if p == nil || p.Link != pl || pl.Conn.Network() != "tcp" {
-		n.metrics.inc(cLinkMoveIgnored)
+		s.host.Count(LinkMoveIgnored, 1)
 		return
 	}
 	switch m.Step {
 	case proto.MoveAsk:
-		if !n.hasUnixListener() || p.Dialing {
+		if !s.unixLn || p.Dialing {
 			// No socket to move to, or a Unix dial of ours is on its way.
-			n.metrics.inc(cLinkMoveIgnored)
+			s.host.Count(LinkMoveIgnored, 1)
 			return
 		}
-		if p.Move.AskedOn == pl && now.Sub(p.Move.AskedAt) < moveWait && n.id.Pub.NodeID().Less(pl.Key.NodeID()) {
+		if p.Move.AskedOn == pl && now.Sub(p.Move.AskedAt) < moveWait && s.host.Self().NodeID().Less(pl.Key.NodeID()) {
 			// Both asked: the lower NodeID's ask goes on, and the
 			// peer, seeing ours, agrees to it.
 			return
 		}
 		p.Move.AskedOn = nil
-		p.Move.Agreed = now.Add(n.moveAgreeFor(false))
-		n.sendLinkMove(pl, proto.MoveAgree)
-		n.metrics.inc(cLinkMoveAgreed)
+		p.Move.Agreed = now.Add(s.moveAgreeFor(false))
+		s.sendLinkMove(pl, proto.MoveAgree)
+		s.host.Count(LinkMoveAgreed, 1)
 	case proto.MoveAgree:
 		if p.Move.AskedOn != pl || now.Sub(p.Move.AskedAt) >= moveWait || p.Dialing {
-			n.metrics.inc(cLinkMoveIgnored)
+			s.host.Count(LinkMoveIgnored, 1)
 			return
 		}
 		a, _ := localSocketLocked(p)
 		if a.Network == "" {
-			n.metrics.inc(cLinkMoveIgnored)
+			s.host.Count(LinkMoveIgnored, 1)
 			return
 		}
 		p.Move.AskedOn = nil
-		p.Move.Agreed = now.Add(n.moveAgreeFor(true))
+		p.Move.Agreed = now.Add(s.moveAgreeFor(true))
 		p.Dialing = true
-		n.wg.Add(1)
-		go n.dialMove(p, pl.Key, a)
+		key := pl.Key
+		s.cfg.Group.Go(func() { s.dialMove(p, key, a) })
 	}
 }
 
 // dialMove dials member key's Unix socket a after it agreed to move.
-func (n *Node) dialMove(p *peers.Peer, key proto.PubKey, a transport.Addr) {
-	defer n.wg.Done()
-	l, err := n.dial(a, &key)
+func (s *Service) dialMove(p *Peer, key proto.PubKey, a transport.Addr) {
+	l, err := s.dial(a, &key)
 	if err == nil {
-		n.peers.AddLink(l)
+		s.AddLink(l)
 	}
-	n.peers.Lock()
+	s.Lock()
 	p.Dialing = false
 	moved := p.Link != nil && p.Link.Conn == l
 	if moved {
 		p.Move.Fails = 0
 		p.Move.Next = time.Time{}
 	}
-	n.peers.Unlock()
+	s.Unlock()
 	if moved {
-		n.metrics.inc(cLinkMoved)
-		n.log.Info("link moved to the Unix socket", "peer", key.Fingerprint(), "addr", a.String())
+		s.host.Count(LinkMoved, 1)
+		s.cfg.Log.Info("link moved to the Unix socket", "peer", key.Fingerprint(), "addr", a.String())
 		return
 	}
-	n.metrics.inc(cLinkMoveFailed)
-	n.logRL.warn(n.log, "link stays on TCP", key.Fingerprint(), "link.move.failed",
-		"peer", key.Fingerprint(), "socket", a.String(), "err", errString(err))
-	n.wake()
+	s.host.Count(LinkMoveFailed, 1)
+	reason := "closed"
+	if err != nil {
+		reason = err.Error()
+	}
+	s.warnRL("link stays on TCP", key.Fingerprint(), "link.move.failed",
+		"peer", key.Fingerprint(), "socket", a.String(), "err", reason)
+	s.Wake()
 }
 
 // awaitMove handles a goodbye on pl, the peer's TCP link, while a move
@@ -211,40 +199,27 @@ func (n *Node) dialMove(p *peers.Peer, key proto.PubKey, a transport.Addr) {
 // for a moment, and drop what fan-out sends it meanwhile. So pl stays
 // the peer's link until the Unix link wins the duplicate pair (§14.2),
 // which moves pl's queued frames to it; the peer reads pl on until then
-// (for at most a second). If no Unix link comes within peers.MoveGrace, pl is
+// (for at most a second). If no Unix link comes within MoveGrace, pl is
 // closed as after any goodbye. It reports whether it took the goodbye.
-func (n *Node) awaitMove(pl *peers.Link) bool {
-	n.peers.Lock()
-	p := n.peers.ByKey[pl.Key]
+func (s *Service) awaitMove(pl *Link) bool {
+	s.Lock()
+	p := s.ByKey[pl.Key]
 	ok := p != nil && p.Link == pl && pl.Conn.Network() == "tcp" && time.Now().Before(p.Move.Agreed)
-	n.peers.Unlock()
+	s.Unlock()
 	if !ok {
 		return false
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		t := time.NewTimer(peers.MoveGrace)
+	s.cfg.Group.Go(func() {
+		t := time.NewTimer(MoveGrace)
 		defer t.Stop()
 		select {
 		case <-pl.Conn.Done():
 			return
-		case <-n.ctx.Done():
+		case <-s.cfg.Context.Done():
 		case <-t.C:
-			n.metrics.inc(cLinkMoveLate)
+			s.host.Count(LinkMoveLate, 1)
 		}
-		n.closeLinkAsync(pl, "goodbye")
-	}()
+		s.CloseAsync(pl, "goodbye")
+	})
 	return true
-}
-
-// hasUnixListener reports whether the node accepts links on a Unix
-// socket.
-func (n *Node) hasUnixListener() bool {
-	for _, ln := range n.listeners {
-		if ln.Addr().Network == "unix" {
-			return true
-		}
-	}
-	return false
 }
