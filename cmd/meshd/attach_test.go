@@ -414,7 +414,9 @@ func TestAttachmentSenderBudget(t *testing.T) {
 	// keeps one, removes hers with the attachment, and frees the budget.
 	m.ctl(1, "read", s1.ID)
 	m.ctl(0, "send", "#data", "three")
+	freed := time.Now()
 	p := m.attachedPath(1, s2.ID, "two.bin", 90*time.Second)
+	landed := time.Since(freed)
 	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
 		t.Fatal("the DM's attachment differs")
 	}
@@ -424,5 +426,6 @@ func TestAttachmentSenderBudget(t *testing.T) {
 	}) {
 		t.Fatalf("alice's DM is not delivered once the budget freed: %+v", d.Recipients)
 	}
-	t.Logf("bob: drop.quota %d, blob.quota %d before the budget freed", m.counter(1, "drop.quota"), m.counter(1, "blob.quota"))
+	t.Logf("bob refused alice's DM %d times (blob.quota; drop.quota %d) until the budget freed; it landed, attachment in place, %v after the message that let retention free it",
+		m.counter(1, "blob.quota"), m.counter(1, "drop.quota"), landed.Round(100*time.Millisecond))
 }
