@@ -89,6 +89,14 @@ func TestAttachmentMailboxGroup(t *testing.T) {
 		"cat " + blob, // read the store itself
 		"printf x >> " + filepath.Join(m.homes[1], "blobs"), // reach the store's folder
 	}
+	if b, _ := os.ReadFile("/proc/sys/fs/protected_hardlinks"); strings.TrimSpace(string(b)) == "1" {
+		// A link of its own would keep the blob's inode, and its disk,
+		// after retention removed it; the kernel refuses a link to a file
+		// the member may not write.
+		keep := filepath.Join(os.TempDir(), "meshd-attach-link-"+strconv.Itoa(os.Getpid()))
+		t.Cleanup(func() { os.Remove(keep) })
+		attacks = append(attacks, "ln "+p+" "+keep)
+	}
 	for _, a := range attacks {
 		if out, err := asOtherUser(t, member, "sh", "-c", a); err == nil {
 			t.Errorf("a member of the mailbox group could: %s\n%s", a, out)
