@@ -202,8 +202,8 @@ func (r *repairer) folder(f *os.File, path string, depth int, outbox bool) {
 
 // files gives the regular files of meshd's user among es, the entries of
 // the folder open as d, the file mode and group (the attachment mode to
-// a read-only one). In the outbox, files of
-// other users are the agents' own and are left without a word.
+// a read-only one). In the outbox, files of other users are the agents'
+// own and are left without a word.
 func (r *repairer) files(d *os.File, dir string, es []fs.DirEntry, outbox bool) {
 	for _, e := range es {
 		if !e.Type().IsRegular() {
