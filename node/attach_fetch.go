@@ -376,9 +376,6 @@ func (at *attachments) onDelivered(se *proto.SignedEnvelope, at0 time.Time) {
 		if se.To.Kind == proto.DestChannel {
 			eager = a.Size < uint64(cfg.AttachmentChannelEagerMax)
 		}
-		if eager && !se.From.Equal(at.n.id.Pub) && !at.withinBudget(se.From) {
-			eager = false
-		}
 		if eager {
 			at.want(se, at0, a)
 		}

@@ -1,14 +1,10 @@
 package node
 
 import (
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/proto"
@@ -22,57 +18,19 @@ func (n *Node) attachmentPath(se *proto.SignedEnvelope, t time.Time, a proto.Att
 
 // place puts w's verified blob beside its envelope's mailbox file: a hard
 // link to the store's copy, or a copy made under a temporary name and
-// renamed, so that no partial file is ever visible there.
+// renamed, so that no partial file is ever visible there. The file is
+// read-only, readable by the mailbox group when there is one, in folders
+// the group may read but not write (mailbox.Access.PlaceAttachment).
 func (at *attachments) place(w want) {
 	src, err := at.store.Path(w.A.SHA256)
 	if err != nil {
 		return
 	}
-	dir := mailbox.AttachmentDir(at.n.home.MailboxDir(), time.UnixMilli(w.Delivered), w.ID.String())
-	dst := filepath.Join(dir, w.A.Name)
-	if _, err := os.Stat(dst); err == nil {
-		return
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		at.n.log.Warn("attachments: mailbox folder not made", "dir", dir, "err", err)
-		return
-	}
-	if err := os.Link(src, dst); err == nil || errors.Is(err, os.ErrExist) {
-		_ = fsutil.SyncDir(dir)
-		return
-	}
-	if err := copyInto(src, dir, dst); err != nil {
+	root := at.n.home.MailboxDir()
+	dir := mailbox.AttachmentDir(root, time.UnixMilli(w.Delivered), w.ID.String())
+	if dst, err := at.n.cfg.MailboxAccess.PlaceAttachment(root, dir, w.A.Name, src); err != nil {
 		at.n.log.Warn("attachments: file not placed in the mailbox", "path", dst, "err", err)
 	}
-}
-
-// copyInto copies src to dst through a temporary file in dir.
-func copyInto(src, dir, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(dir, fsutil.TempPrefix+"attach-")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("place %s: %w", dst, err)
-	}
-	return fsutil.SyncDir(dir)
 }
 
 // renderAttachments lists se's attachments for the API, each with its

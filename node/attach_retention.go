@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/proto"
@@ -87,14 +88,16 @@ func (at *attachments) noteRefs(se *proto.SignedEnvelope, delivered time.Time) {
 		}
 		if err := at.writeRefs(a.SHA256, append(refs, r)); err != nil {
 			at.n.log.Warn("attachments: reference not recorded; retention may remove the blob early", "sha256", a.SHA256, "err", err)
+			continue
 		}
-		usage[r.From] += r.Size
+		usage[r.From] += at.counted(r.Size)
 	}
 }
 
 // prune removes the blobs that no kept envelope lists any more, past
 // blobGrace, with their files in the mailbox; and forgets the references
-// of envelopes retention removed. It returns how many blobs it removed.
+// of envelopes retention removed, fetched or not, which gives their bytes
+// back to their senders' budgets. It returns how many blobs it removed.
 func (at *attachments) prune(now time.Time) int {
 	if at == nil {
 		return 0
@@ -104,31 +107,23 @@ func (at *attachments) prune(now time.Time) int {
 		at.n.log.Warn("attachments: cannot list the blob store", "err", err)
 		return 0
 	}
+	held := make(map[proto.Hash]bool, len(hs))
+	for _, h := range hs {
+		held[h] = true
+	}
+	// References to blobs this node never fetched (on demand ones nobody
+	// asked for, say) count against their senders' budgets too.
+	for _, h := range at.refHashes() {
+		if !held[h] && at.n.ctx.Err() == nil {
+			at.forgetRemoved(h)
+		}
+	}
 	removed := 0
 	for _, h := range hs {
 		if at.n.ctx.Err() != nil {
 			break
 		}
-		at.refMu.Lock()
-		refs := at.readRefs(h)
-		var live []blobRef
-		for _, r := range refs {
-			if _, err := at.n.store.Get(r.From, r.ID); err == nil {
-				live = append(live, r)
-				continue
-			}
-			if u := at.usageLocked(); u[r.From] >= r.Size {
-				u[r.From] -= r.Size
-			}
-			if r.Delivered != 0 {
-				_ = os.RemoveAll(mailbox.AttachmentDir(at.n.home.MailboxDir(), time.UnixMilli(r.Delivered), r.ID.String()))
-			}
-		}
-		if len(live) != len(refs) {
-			_ = at.writeRefs(h, live)
-		}
-		at.refMu.Unlock()
-		if len(live) > 0 || at.fetching(h) {
+		if at.forgetRemoved(h) > 0 || at.fetching(h) {
 			continue
 		}
 		p, err := at.store.Path(h)
@@ -148,13 +143,40 @@ func (at *attachments) prune(now time.Time) int {
 	return removed
 }
 
+// forgetRemoved drops the references to h of envelopes the store no
+// longer holds, with their mailbox folders, and gives their bytes back
+// to their senders' budgets. It returns how many references are left.
+func (at *attachments) forgetRemoved(h proto.Hash) int {
+	at.refMu.Lock()
+	defer at.refMu.Unlock()
+	refs := at.readRefs(h)
+	var live []blobRef
+	for _, r := range refs {
+		if _, err := at.n.store.Get(r.From, r.ID); !errors.Is(err, history.ErrNotFound) {
+			live = append(live, r) // kept, or unknown for now: kept
+			continue
+		}
+		u := at.usageLocked()
+		if u[r.From] -= min(u[r.From], at.counted(r.Size)); u[r.From] == 0 {
+			delete(u, r.From)
+		}
+		if r.Delivered != 0 {
+			_ = os.RemoveAll(mailbox.AttachmentDir(at.n.home.MailboxDir(), time.UnixMilli(r.Delivered), r.ID.String()))
+		}
+	}
+	if len(live) != len(refs) {
+		if err := at.writeRefs(h, live); err != nil {
+			at.n.log.Warn("attachments: references not updated", "sha256", h, "err", err)
+		}
+	}
+	return len(live)
+}
+
 func (at *attachments) fetching(h proto.Hash) bool {
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	return at.fetches[h] != nil
 }
-
-var cBlobQuota = newCounter("blob.quota", famBlob, "quota")
 
 // usageLocked returns the bytes of attachments each sender's kept
 // envelopes list, built from the refs files on first use. The caller
@@ -164,34 +186,35 @@ func (at *attachments) usageLocked() map[proto.PubKey]uint64 {
 		return at.usage
 	}
 	at.usage = map[proto.PubKey]uint64{}
-	ents, err := os.ReadDir(filepath.Join(at.n.home.BlobsDir(), "refs"))
-	if err != nil {
-		return at.usage
-	}
-	for _, e := range ents {
-		h, err := proto.ParseHash(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, h := range at.refHashes() {
 		for _, r := range at.readRefs(h) {
-			at.usage[r.From] += r.Size
+			at.usage[r.From] += at.counted(r.Size)
 		}
 	}
 	return at.usage
 }
 
-// withinBudget reports whether the attachments sender's kept envelopes
-// list stay within attachment_sender_max_mib; past it, its attachments
-// are not fetched as they arrive (blob.quota), only on demand.
-func (at *attachments) withinBudget(sender proto.PubKey) bool {
-	at.refMu.Lock()
-	used := at.usageLocked()[sender]
-	at.refMu.Unlock()
-	if used <= uint64(at.n.cfg.AttachmentSenderMax) {
-		return true
+// counted is what an attachment of size bytes counts against its
+// sender's budget: its size, or nothing when it is over attachment_max,
+// which this node never fetches.
+func (at *attachments) counted(size uint64) uint64 {
+	if size > uint64(at.n.cfg.AttachmentMax) {
+		return 0
 	}
-	at.n.metrics.inc(cBlobQuota)
-	at.n.logRL.warn(at.n.log, "attachments over the sender's budget are not fetched as they arrive; meshctl fetch still fetches them", sender.Fingerprint(), "blob.quota",
-		"sender", sender.Fingerprint(), "listed_bytes", used, "max", at.n.cfg.AttachmentSenderMax)
-	return false
+	return size
+}
+
+// refHashes lists the blobs that have a refs file, fetched or not.
+func (at *attachments) refHashes() []proto.Hash {
+	ents, err := os.ReadDir(filepath.Join(at.n.home.BlobsDir(), "refs"))
+	if err != nil {
+		return nil
+	}
+	var hs []proto.Hash
+	for _, e := range ents {
+		if h, err := proto.ParseHash(e.Name()); err == nil {
+			hs = append(hs, h)
+		}
+	}
+	return hs
 }

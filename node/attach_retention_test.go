@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"os"
 	"testing"
 	"time"
@@ -61,5 +62,54 @@ func TestBlobRetention(t *testing.T) {
 	}
 	if a.metrics.Get("blob.pruned") != 1 {
 		t.Fatalf("blob.pruned = %d, want 1", a.metrics.Get("blob.pruned"))
+	}
+}
+
+// TestAttachmentBudgetFreedByRetention: what a sender's kept DMs list
+// counts against its attachment budget, fetched or not, and the
+// retention pass that removes a DM gives its bytes back: also for a blob
+// this node never fetched, whose references the pass once never visited.
+func TestAttachmentBudgetFreedByRetention(t *testing.T) {
+	now := time.Now()
+	m := newSyncMesh(t, 2)
+	a := m.startWith(0, func(c *Config) { c.RetentionInterval = time.Hour })
+	b := m.ids[1]
+	dm := func(at time.Time, size uint64) *proto.SignedEnvelope {
+		t.Helper()
+		id := proto.NewID()
+		att := proto.Attachment{Name: "f.bin", Size: size, MediaType: "application/octet-stream",
+			SHA256: sha256.Sum256(id[:]), ChunkRoot: proto.Hash{1}}
+		se, err := proto.SignEnvelope(b.Key, &proto.Envelope{ID: id, From: b.Pub, To: proto.ToPeer(a.Identity()),
+			Kind: proto.KindMessage, TS: at.UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
+			Message: &proto.Message{Body: "x", Attachments: []proto.Attachment{att}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.store.Put(se, true); err != nil {
+			t.Fatal(err)
+		}
+		a.attach.noteRefs(se, at) // never fetched: no blob in the store
+		return se
+	}
+	used := func() uint64 {
+		a.attach.refMu.Lock()
+		defer a.attach.refMu.Unlock()
+		return a.attach.usageLocked()[b.Pub]
+	}
+	dm(now.Add(-100*time.Hour), 3<<20)
+	dm(now.Add(-time.Hour), 2<<20)
+	if got := used(); got != 5<<20 {
+		t.Fatalf("b's attachments count %d bytes, want %d", got, 5<<20)
+	}
+	a.pruneOnce(now) // removes the DM older than DirectRetention (72 h)
+	if got := used(); got != 2<<20 {
+		t.Fatalf("after retention removed b's older DM, b's attachments count %d bytes, want %d", got, 2<<20)
+	}
+	// A restart rebuilds the same figure from the references left.
+	a.attach.refMu.Lock()
+	a.attach.usage = nil
+	a.attach.refMu.Unlock()
+	if got := used(); got != 2<<20 {
+		t.Fatalf("rebuilt from the references: %d bytes, want %d", got, 2<<20)
 	}
 }

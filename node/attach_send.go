@@ -171,8 +171,10 @@ func (n *Node) Fetch(ctx context.Context, req api.Fetch) (*api.Fetched, error) {
 }
 
 // attachmentNote says why a kept envelope of ours with attachments may
-// stay unacknowledged: a node that predates attachments drops it as
-// malformed (PROTOCOL.md §6.8). Empty for other envelopes and states.
+// stay unacknowledged: the recipient refuses it while it would take us
+// past its attachment budget for us (PROTOCOL.md §16.3), or, predating
+// attachments, drops it as malformed (§6.8). Empty for other envelopes
+// and states.
 func (n *Node) attachmentNote(id uuid.UUID, r history.DeliveryRecord) string {
 	if r.IsChannel || r.Reason != "" || (r.State != history.DeliveryQueued && r.State != history.DeliveryExpired) {
 		return ""
@@ -185,5 +187,7 @@ func (n *Node) attachmentNote(id uuid.UUID, r history.DeliveryRecord) string {
 	if err != nil || len(se.Attachments()) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("it lists %d attachment(s); a recipient running a meshd older than attachments drops it as malformed and never acknowledges it", len(se.Attachments()))
+	return fmt.Sprintf("it lists %d attachment(s): the recipient refuses it while it would take this node past its attachment budget there "+
+		"(attachment_sender_max_mib; it is re-sent until retention there makes room), or, running a meshd older than attachments, "+
+		"drops it as malformed and never acknowledges it", len(se.Attachments()))
 }

@@ -154,9 +154,10 @@ type Config struct {
 	AttachmentMax             int64
 	AttachmentEagerMax        int64
 	AttachmentChannelEagerMax int64
-	// AttachmentSenderMax bounds the bytes of attachments one sender's
-	// kept envelopes may list before its attachments stop being fetched
-	// as they arrive (they are still fetched on demand).
+	// AttachmentSenderMax bounds the bytes of attachments (each at most
+	// AttachmentMax) that one sender's kept envelopes in the inbox may
+	// list; an envelope that would pass it is refused at commit
+	// (drop.quota, blob.quota) until retention removes older ones.
 	AttachmentSenderMax int64
 
 	// Transport holds link settings; Identity, Org, Admit and Payload are

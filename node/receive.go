@@ -35,8 +35,9 @@ var (
 
 // rxSource says how an envelope reached us.
 type rxSource struct {
-	link    *peers.Link // the link it came on
-	history bool        // part of a history sync response: skips the TTL check
+	link    *peers.Link   // the link it came on
+	history bool          // part of a history sync response: skips the TTL check
+	page    *syncer.Batch // the catch-up page it came in, if any
 }
 
 // drop counts and logs a dropped envelope.
@@ -49,6 +50,9 @@ func (n *Node) drop(reason dropReason, se *proto.SignedEnvelope, src rxSource, e
 		return
 	}
 	n.metrics.inc(cDrop.at(reason))
+	if reason == dropQuota && src.page != nil && se != nil {
+		src.page.Refused(se.From) // catch-up keeps its holes for later
+	}
 	attrs := []any{"reason", reason.String()}
 	if src.link != nil {
 		attrs = append(attrs, "link", src.link.Key.Fingerprint())
@@ -317,6 +321,7 @@ func (n *Node) commitLoop() {
 
 func (n *Node) commit(batch []rxItem) {
 	batch, pages := takePages(batch)
+	batch = n.admitAttachments(batch) // refused past their sender's attachment budget
 	if len(batch) == 0 {
 		pagesStored(pages)
 		return

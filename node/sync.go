@@ -225,6 +225,7 @@ func (h syncHost) historyStage(pages <-chan *syncer.Batch) {
 			return
 		}
 		src := rxOf(b.Src)
+		src.page = b
 		fresh := 0
 		for _, se := range b.Envelopes {
 			if n.receive(se.Raw, src) {

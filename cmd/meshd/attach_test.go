@@ -366,28 +366,66 @@ func TestAttachmentFromAnotherReader(t *testing.T) {
 	}
 }
 
-// TestAttachmentSenderBudget: past attachment_sender_max_mib of
-// attachments listed by one member's messages, its next attachment is
-// not fetched as it arrives (blob.quota); meshctl fetch still fetches it.
+// TestAttachmentSenderBudget: bob takes at most 1 MiB of attachments
+// listed by alice's kept messages (--attachment-sender-max-mib 1). With a
+// 600 KiB channel attachment of hers kept, her DM listing another 600 KiB
+// is refused like a DM past sender_store_mib: not stored, mirrored or
+// acknowledged (drop.quota, blob.quota, a warning), shown in bob's status;
+// alice keeps it queued, and its delivery record says why it may be held.
+// Once retention removes her channel message (read, past the channel's
+// one-message count), the budget frees and her next re-send lands.
 func TestAttachmentSenderBudget(t *testing.T) {
-	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1")
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1", "--retention-interval", "1s")
+	m.channel("data", "--retention-messages", "1")
 	dir := t.TempDir()
 	first, _ := randomFile(t, dir, "one.bin", 600<<10, 13)
 	second, data := randomFile(t, dir, "two.bin", 600<<10, 14)
 	var s1, s2 api.Sent
-	meshctlJSON(t, m.meshctl, &s1, "--home", m.homes[0], "dm", "bob", "one", "--attach", first)
+	meshctlJSON(t, m.meshctl, &s1, "--home", m.homes[0], "send", "#data", "one", "--attach", first)
 	m.attachedPath(1, s1.ID, "one.bin", 30*time.Second)
 	meshctlJSON(t, m.meshctl, &s2, "--home", m.homes[0], "dm", "bob", "two", "--attach", second)
+
+	// Refused at bob, unacknowledged: queued at alice, with the reason.
 	if !testwait.Until(30*time.Second, func() bool { return m.counter(1, "blob.quota") > 0 }) {
-		t.Fatal("the second attachment, past the sender's budget, was not held back")
+		t.Fatal("the DM past alice's attachment budget at bob was not refused")
 	}
-	it := m.inboxItem(1, 10*time.Second, func(it api.Item) bool { return it.ID == s2.ID })
-	if it.Attachments[0].Path != "" {
-		t.Fatal("the attachment past the budget was fetched as it arrived")
+	if c := m.status(1).Counters; c["drop.quota"] == 0 || c["rx.delivered.message"] != 1 {
+		t.Fatalf("bob: drop.quota %d, rx.delivered.message %d; want the refusal counted and only the channel message delivered",
+			c["drop.quota"], c["rx.delivered.message"])
 	}
-	var out api.Fetched
-	meshctlJSON(t, m.meshctl, &out, "--home", m.homes[1], "fetch", s2.ID)
-	if got, _ := os.ReadFile(out.Attachments[0].Path); !bytes.Equal(got, data) {
-		t.Fatal("fetched attachment differs")
+	if out := m.ctl(1, "status"); !strings.Contains(out, "drop.quota") {
+		t.Fatalf("bob's status does not show the refusal:\n%s", out)
 	}
+	m.ds[1].waitLog("its attachments would take its sender past its attachment budget", 10*time.Second)
+	var d api.Delivery
+	meshctlJSON(t, m.meshctl, &d, "--home", m.homes[0], "status", s2.ID)
+	if len(d.Recipients) != 1 || d.Recipients[0].State != "queued" || !strings.Contains(d.Recipients[0].Reason, "attachment budget") {
+		t.Fatalf("alice's delivery record of the refused DM: %+v", d.Recipients)
+	}
+	if out := m.ctl(0, "status", s2.ID); !strings.Contains(out, "queued") || !strings.Contains(out, "attachment_sender_max_mib") {
+		t.Fatalf("alice's meshctl status %s:\n%s", s2.ID, out)
+	}
+	tag := s2.ID[len(s2.ID)-12:]
+	if files, _ := filepath.Glob(filepath.Join(m.homes[1], "mailbox", "*", "inbox", "*-"+tag+".txt")); len(files) != 0 {
+		t.Fatalf("the refused DM was mirrored: %v", files)
+	}
+
+	// Bob reads the channel message and alice sends another: retention
+	// keeps one, removes hers with the attachment, and frees the budget.
+	m.ctl(1, "read", s1.ID)
+	m.ctl(0, "send", "#data", "three")
+	freed := time.Now()
+	p := m.attachedPath(1, s2.ID, "two.bin", 90*time.Second)
+	landed := time.Since(freed)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
+		t.Fatal("the DM's attachment differs")
+	}
+	if !testwait.Until(30*time.Second, func() bool {
+		meshctlJSON(t, m.meshctl, &d, "--home", m.homes[0], "status", s2.ID)
+		return len(d.Recipients) == 1 && d.Recipients[0].State == "delivered"
+	}) {
+		t.Fatalf("alice's DM is not delivered once the budget freed: %+v", d.Recipients)
+	}
+	t.Logf("bob refused alice's DM %d times (blob.quota; drop.quota %d) until the budget freed; it landed, attachment in place, %v after the message that let retention free it",
+		m.counter(1, "blob.quota"), m.counter(1, "drop.quota"), landed.Round(100*time.Millisecond))
 }

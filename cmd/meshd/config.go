@@ -415,7 +415,7 @@ var configKeys = []configKey{
 			return nil
 		}},
 	{key: "attachment_sender_max_mib", field: func(c *fileConfig) any { return &c.AttachmentSenderMaxMiB }, fromNode: func(nc *node.Config) any { return int(nc.AttachmentSenderMax >> 20) },
-		help: "MiB of attachments one member's kept messages may list before its attachments are fetched only on demand",
+		help: "MiB of attachments one member's kept messages may list here; a message that would pass it is refused unacknowledged (drop.quota) until retention makes room",
 		apply: func(c *fileConfig, nc *node.Config) error {
 			if c.AttachmentSenderMaxMiB < 1 || c.AttachmentSenderMaxMiB > 1<<20 {
 				return fmt.Errorf("attachment sender max %d MiB: want 1 to 1048576", c.AttachmentSenderMaxMiB)

@@ -139,9 +139,9 @@ func (m *faultMesh) client(i int) *api.Client {
 
 // channel creates channel ch on the admin (everyone reads and writes it)
 // and subscribes every node to it with meshctl.
-func (m *faultMesh) channel(ch string) {
+func (m *faultMesh) channel(ch string, create ...string) {
 	m.t.Helper()
-	m.ctl(0, "channel", "create", ch)
+	m.ctl(0, append([]string{"channel", "create", ch}, create...)...)
 	for i := range m.homes {
 		if !testwait.Until(10*time.Second, func() bool {
 			return meshctlRun(m.t, m.meshctl, "--home", m.homes[i], "channel", "show", ch).code == 0

@@ -201,8 +201,9 @@ func (r *repairer) folder(f *os.File, path string, depth int, outbox bool) {
 }
 
 // files gives the regular files of meshd's user among es, the entries of
-// the folder open as d, the file mode and group. In the outbox, files of
-// other users are the agents' own and are left without a word.
+// the folder open as d, the file mode and group (the attachment mode to
+// a read-only one). In the outbox, files of other users are the agents'
+// own and are left without a word.
 func (r *repairer) files(d *os.File, dir string, es []fs.DirEntry, outbox bool) {
 	for _, e := range es {
 		if !e.Type().IsRegular() {
@@ -222,9 +223,17 @@ func (r *repairer) files(d *os.File, dir string, es []fs.DirEntry, outbox bool) 
 			if !outbox {
 				r.skipped = append(r.skipped, path)
 			}
-		case !r.a.statHasMode(st, r.a.fileMode()):
-			if err := r.a.applyFd(f, path, r.a.fileMode()); err != nil {
-				r.errs = append(r.errs, err)
+		default:
+			// A read-only file (an attachment, a hard link to the node's
+			// blob) stays read-only.
+			want := r.a.fileMode()
+			if st.Mode&unix.S_IWUSR == 0 {
+				want = r.a.attachmentMode()
+			}
+			if !r.a.statHasMode(st, want) {
+				if err := r.a.applyFd(f, path, want); err != nil {
+					r.errs = append(r.errs, err)
+				}
 			}
 		}
 		f.Close()

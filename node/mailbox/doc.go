@@ -89,7 +89,9 @@
 // The files themselves appear, once fetched and verified, in
 // <YYYY-MM-DD>/attachments/<HHMMSS>-<id12>/ (the day and name of the
 // envelope's mirror file, [AttachmentDir]), hard links to the node's blob
-// store or copies renamed into place: never a partial file.
+// store or copies renamed into place: never a partial file. They are
+// read-only, readable by the group of a shared mailbox, in folders it
+// may not write ([Access.PlaceAttachment]).
 //
 // A To value whose name has the form of a channel id (after "#") or of a
 // fingerprint (after "@") is taken as that id and checked against the

@@ -21,6 +21,7 @@ type Batch struct {
 	Src Source
 
 	fresh      int
+	refused    func(sender proto.PubKey) // notes a refusal for the round; nil in tests
 	handed     chan struct{}
 	stored     chan struct{}
 	handedOnce sync.Once
@@ -40,6 +41,17 @@ func (b *Batch) Handed(fresh int) {
 	})
 }
 
+// Refused reports that the pipeline refused an envelope of the batch from
+// sender by a quota of this node (its channel quota, its attachment
+// budget): not stored and not remembered as seen, so a later round may
+// take it. The round then keeps that sender's holes rather than give them
+// up as numbers no peer holds. Safe from any goroutine.
+func (b *Batch) Refused(sender proto.PubKey) {
+	if b.refused != nil {
+		b.refused(sender)
+	}
+}
+
 // Stored reports that the commit stage is done with every envelope
 // queued for it. Only the first call counts.
 func (b *Batch) Stored() { b.storedOnce.Do(func() { close(b.stored) }) }
@@ -57,6 +69,8 @@ func (s *Syncer) hand(envs []*proto.SignedEnvelope, src Source) (int, *Batch) {
 		return 0, nil
 	}
 	b := newBatch(envs, src)
+	ch := envs[0].To.Channel
+	b.refused = func(k proto.PubKey) { s.noteRefused(ch, k) }
 	select {
 	case s.batches <- b:
 	case <-s.ctx.Done():

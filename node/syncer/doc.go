@@ -45,7 +45,9 @@
 //     remain, the holes of streams whose sender was among them (or is
 //     us, or left) are given up (history.ForgetGaps), so later rounds
 //     stop asking for the envelopes above them again; the holes of a
-//     sender not linked now are kept until it links (giveUpGaps).
+//     sender not linked now are kept until it links, and so are those of
+//     a sender whose envelopes in the round's pages the node refused by
+//     a quota ([Batch.Refused]), which a later round may take (giveUpGaps).
 //
 // A sender that lost its state numbers from 1 in a new epoch; tracking is
 // per (sender, epoch), so the restart is a new stream, never a replay.

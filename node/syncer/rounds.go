@@ -213,7 +213,11 @@ func (s *Syncer) giveUpGaps(p *channel.Policy, r *roster.Roster, round Round) bo
 	for _, pr := range round.Peers {
 		served[pr.Peer] = true
 	}
+	refused := s.takeRefused(p.ID)
 	give := func(sender proto.PubKey) bool {
+		if refused[sender] {
+			return false // we refused what was offered; a later round may take it
+		}
 		_, member := r.Member(sender)
 		return served[sender] || !member || !p.CanRead(r, sender)
 	}
@@ -231,6 +235,32 @@ func (s *Syncer) giveUpGaps(p *channel.Policy, r *roster.Roster, round Round) bo
 	s.count(GapsForgotten, 1)
 	s.log.Info("history sync: gaps no peer can fill given up", "channel", p.Name, "streams", n)
 	return true
+}
+
+// noteRefused records that an envelope of sender in a page of channel ch
+// was refused by a quota of the node.
+func (s *Syncer) noteRefused(ch uuid.UUID, sender proto.PubKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused == nil {
+		s.refused = map[uuid.UUID]map[proto.PubKey]bool{}
+	}
+	m := s.refused[ch]
+	if m == nil {
+		m = map[proto.PubKey]bool{}
+		s.refused[ch] = m
+	}
+	m[sender] = true
+}
+
+// takeRefused returns and forgets the senders refused in channel ch's
+// pages since the last call.
+func (s *Syncer) takeRefused(ch uuid.UUID) map[proto.PubKey]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.refused[ch]
+	delete(s.refused, ch)
+	return m
 }
 
 // syncChannel runs one catch-up round for channel ch: a full one, or one
@@ -256,6 +286,7 @@ func (s *Syncer) syncChannel(ch uuid.UUID, full bool) {
 	join := s.joins[ch]
 	s.mu.Unlock()
 	round := Round{Channel: ch, Join: join, Started: time.Now()}
+	s.takeRefused(ch) // from earlier rounds' pages
 	s.count(Rounds, 1)
 	age := cfg.Retention(p, isArchive(r, s.self))
 	since := time.Now().Add(-age).UnixMilli()

@@ -70,6 +70,9 @@ type Syncer struct {
 	served   *fifo.Map[ref, struct{}]      // requests (from, id) served recently
 	cursors  map[cursorKey]*cursor         // where paging with a peer stopped, to resume
 	late     []lateAnswer                  // late answers for the sync loop to use
+	// refused: senders whose envelopes in a channel's pages this round
+	// were refused by a quota of the node (Batch.Refused).
+	refused map[uuid.UUID]map[proto.PubKey]bool
 }
 
 type channelReadState struct {
