@@ -3,13 +3,18 @@
 // backoff, peer exchange, mDNS and seed discovery), roster gossip, the
 // receive pipeline (parse, verify, authorize, commit to the history store,
 // then the consumers), sending and store-and-forward delivery, history
-// sync through node/syncer, presence, agent cards, retention, the mailbox mirror,
-// invites, pending joins and the doctor's checks. The state and rules of
+// sync through node/syncer, presence, retention, the feeding of the
+// mailbox mirror (node/mailbox), invites, pending joins and the doctor's
+// checks. Agent cards are node/cards, a component the node holds and
+// reaches through its frames and link-up; it calls the node through
+// cards.Host (cardshost.go). The state and rules of
 // connection management (the peer table, the link type, the address book,
 // backoffs, the duplicate-link rule, the pending list) are in node/peers;
 // the node drives them. [New] also starts the
 // control API that meshctl talks to over the owner-only Unix socket in the
-// home; its HTTP handlers live in node/control, its types in node/api.
+// home; its HTTP handlers live in node/control, its types in node/api. The
+// control API and the status page serve a [Backend]: the node and the
+// components that answer their own routes.
 //
 // Trust flows from one place: the admin-signed roster. A link is admitted
 // only when the peer's identity (proved in the Noise handshake) is a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/cards"
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
@@ -98,9 +99,8 @@ type Node struct {
 	names    nameIndexCache // which roster names are unique (names.go)
 	diag     *diagnosis     // what meshctl doctor reports (doctor.go)
 	answers  *answerBook    // final answers sent to requests (respond_once.go)
-	cards    *cardBook      // members' agent cards (cards.go)
+	cards    *cards.Service // members' agent cards (node/cards)
 	attach   *attachments   // blob store and transfers (attach*.go)
-	cardMu   sync.Mutex     // serialises this node's card updates
 	claims   *claimBook     // workers' claims on inbox items (claims.go)
 
 	listeners []*transport.Listener
@@ -158,7 +158,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.logRL = newRateLog()
 	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
-	n.cards = n.openCards()
+	n.cards = newCards(n)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peers = newPeerService(n)
 	if err := n.setup(); err != nil {
@@ -256,7 +256,7 @@ func (n *Node) setup() error {
 		n.peers.Seeds = append(n.peers.Seeds, &peers.Peer{Seed: true, Addrs: peers.SeedBook(s)})
 	}
 
-	if n.control, err = control.Listen(n.home.ControlSocket(), n, n.log.With("component", "control")); err != nil {
+	if n.control, err = control.Listen(n.home.ControlSocket(), n.Backend(), n.log.With("component", "control")); err != nil {
 		return err
 	}
 
@@ -421,8 +421,7 @@ func (n *Node) run() {
 	go n.retentionLoop()
 	n.wg.Add(1)
 	go n.readerAckLoop()
-	n.wg.Add(1)
-	go n.cardLoop()
+	n.wg.Go(func() { n.cards.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.rekeyLoop()
 	n.syncer.Start()

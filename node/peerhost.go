@@ -75,7 +75,7 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	n.pxLinkUp(pl)
 	n.sendPolicyDigest(pl)
 	n.sendPresenceTo(pl)
-	n.sendCardsTo(pl)
+	n.cards.SendAll(pl)
 	n.flushQueue(pl)
 	n.syncer.OnLinkUp(pl)
 	n.attach.onLinkUp()
