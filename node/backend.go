@@ -1,15 +1,20 @@
 package node
 
-import "github.com/meshd/meshd/node/cards"
+import (
+	"github.com/meshd/meshd/node/cards"
+	"github.com/meshd/meshd/node/ownpresence"
+)
 
 // Backend is the node as its local faces see it (the control API, the
 // status page): the node's own methods and those of the components that
-// answer for themselves, agent cards ([cards.Service]).
+// answer for themselves: agent cards ([cards.Book]) and this node's
+// presence ([ownpresence.Announcer]).
 type Backend struct {
 	*Node
-	*cards.Service
+	*cards.Book
+	*ownpresence.Announcer
 }
 
 // Backend returns the node and its components for the control API and
 // the status page.
-func (n *Node) Backend() Backend { return Backend{n, n.cards} }
+func (n *Node) Backend() Backend { return Backend{n, n.cards, n.own} }

@@ -30,7 +30,7 @@ var (
 type cardsHost struct{ n *Node }
 
 // newCards loads the agent cards kept in the home.
-func newCards(n *Node) *cards.Service {
+func newCards(n *Node) *cards.Book {
 	return cards.New(cardsHost{n}, filepath.Join(n.cfg.Home, cards.Dir), n.log)
 }
 

@@ -3,11 +3,12 @@
 // backoff, peer exchange, mDNS and seed discovery), roster gossip, the
 // receive pipeline (parse, verify, authorize, commit to the history store,
 // then the consumers), sending and store-and-forward delivery, history
-// sync through node/syncer, presence, retention, the feeding of the
-// mailbox mirror (node/mailbox), invites, pending joins and the doctor's
-// checks. Agent cards are node/cards, a component the node holds and
-// reaches through its frames and link-up; it calls the node through
-// cards.Host (cardshost.go). The state and rules of
+// sync through node/syncer, retention, the feeding of the mailbox mirror
+// (node/mailbox), invites, pending joins and the doctor's checks. Agent
+// cards (node/cards) and this node's own presence (node/ownpresence) are
+// components the node holds and reaches through its frames and link-up;
+// they call the node through their Host interfaces (cardshost.go,
+// ownpresencehost.go). The state and rules of
 // connection management (the peer table, the link type, the address book,
 // backoffs, the duplicate-link rule, the pending list) are in node/peers;
 // the node drives them. [New] also starts the

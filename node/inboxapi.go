@@ -129,29 +129,6 @@ func (n *Node) renderEnvelope(se *proto.SignedEnvelope, it history.InboxItem) ap
 	return x
 }
 
-// PresenceTable renders the presence table, ourselves included.
-func (n *Node) PresenceTable() api.Presence {
-	now := time.Now()
-	out := api.Presence{TTLSeconds: n.cfg.PresenceTTL.Seconds(), Entries: []api.PresenceEntry{}}
-	r := n.Roster()
-	for _, e := range n.presence.All(now) {
-		if _, ok := r.Member(e.Key); !ok {
-			continue
-		}
-		out.Entries = append(out.Entries, api.PresenceEntry{
-			Party:     n.party(e.Key),
-			State:     e.State.String(),
-			Announced: e.Announced.String(),
-			Seq:       e.Seq,
-			LastHeard: e.LastHeard.UTC(),
-			Self:      e.Key.Equal(n.id.Pub),
-			Note:      e.Note,
-		})
-	}
-	out.Agent = n.agentPresence(now)
-	return out
-}
-
 // MarkRead marks inbox item id read and returns it. Envelopes are
 // (sender, id): should two senders' items share the id, the caller must
 // name the sender (from: a name, fingerprint or key), and an id without

@@ -80,7 +80,7 @@ func (n *Node) inboxPage(ctx context.Context, q api.InboxQuery, client bool) (*a
 		deadline = t.C
 		if client {
 			// A client waiting on the inbox: the agent is away (presence).
-			defer n.ClientWaiting()()
+			defer n.own.ClientWaiting()()
 		}
 	}
 	for {

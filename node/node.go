@@ -20,6 +20,7 @@ import (
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
+	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/presence"
@@ -84,8 +85,7 @@ type Node struct {
 	// rekey follows key rotations (rekey.go).
 	rekey    *rekeyState
 	presence *presence.Table
-	pub      *presence.Publisher
-	activity *agentActivity
+	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
 	replies  *replyDepths
 	inbox    *inboxNotifier
 	events   *broadcaster
@@ -99,7 +99,7 @@ type Node struct {
 	names    nameIndexCache // which roster names are unique (names.go)
 	diag     *diagnosis     // what meshctl doctor reports (doctor.go)
 	answers  *answerBook    // final answers sent to requests (respond_once.go)
-	cards    *cards.Service // members' agent cards (node/cards)
+	cards    *cards.Book    // members' agent cards (node/cards)
 	attach   *attachments   // blob store and transfers (attach*.go)
 	claims   *claimBook     // workers' claims on inbox items (claims.go)
 
@@ -412,8 +412,7 @@ func (n *Node) run() {
 	}
 	n.wg.Add(1)
 	go n.exchangeLoop()
-	n.wg.Add(1)
-	go n.presenceLoop()
+	n.wg.Go(func() { n.own.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.commitLoop()
 	n.startMailbox()
@@ -440,7 +439,7 @@ func (n *Node) Close() error {
 		n.peers.Closed = true
 		links := n.linkListLocked()
 		n.peers.Unlock()
-		n.announceOffline(links)
+		n.own.AnnounceOffline(links)
 		for _, pl := range links {
 			pl.SayGoodbye("shutting down")
 		}

@@ -74,7 +74,7 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	}
 	n.pxLinkUp(pl)
 	n.sendPolicyDigest(pl)
-	n.sendPresenceTo(pl)
+	n.own.SendTo(pl)
 	n.cards.SendAll(pl)
 	n.flushQueue(pl)
 	n.syncer.OnLinkUp(pl)

@@ -11,21 +11,21 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// Service keeps the members' cards: the book, its pacing, the card
+// Book keeps the members' cards: the store, its pacing, the card
 // frames of peers and this node's own card. Create it with [New], run
-// [Service.Run] for the held-back cards.
-type Service struct {
-	host Host
-	log  *slog.Logger
-	book *book
-	mu   sync.Mutex // serialises this node's card updates
+// [Book.Run] for the held-back cards.
+type Book struct {
+	host  Host
+	log   *slog.Logger
+	store *store
+	mu    sync.Mutex // serialises this node's card updates
 }
 
 // New loads the cards kept in dir (the home's [Dir]); a file that does
 // not parse, verify or match its name is skipped, counted and logged.
-func New(host Host, dir string, log *slog.Logger) *Service {
-	s := &Service{host: host, log: log, book: newBook(dir)}
-	count, bad, err := s.book.load()
+func New(host Host, dir string, log *slog.Logger) *Book {
+	s := &Book{host: host, log: log, store: newStore(dir)}
+	count, bad, err := s.store.load()
 	if err != nil {
 		log.Warn("load agent cards", "err", err)
 	}
@@ -40,7 +40,7 @@ func New(host Host, dir string, log *slog.Logger) *Service {
 }
 
 // Held returns the card held of k, or nil.
-func (s *Service) Held(k proto.PubKey) *proto.Card { return s.book.get(k) }
+func (s *Book) Held(k proto.PubKey) *proto.Card { return s.store.get(k) }
 
 // rejectReason names the class of a [proto.ParseCard] error.
 func rejectReason(err error) Reason {
@@ -59,7 +59,7 @@ func rejectReason(err error) Reason {
 
 // HandleFrame takes a card frame from pl: parse, membership, version,
 // signature, pacing.
-func (s *Service) HandleFrame(pl *peers.Link, payload []byte) {
+func (s *Book) HandleFrame(pl *peers.Link, payload []byte) {
 	c, err := proto.ParseCard(payload)
 	if err != nil {
 		s.host.Refused(pl, rejectReason(err), err)
@@ -69,7 +69,7 @@ func (s *Service) HandleFrame(pl *peers.Link, payload []byte) {
 		s.host.Refused(pl, NotMember, fmt.Errorf("signer %s is not in the roster", c.Key.Fingerprint()))
 		return
 	}
-	if held := s.book.version(c.Key); c.Version <= held {
+	if held := s.store.version(c.Key); c.Version <= held {
 		s.host.Refused(pl, Stale, fmt.Errorf("version %d, held %d", c.Version, held))
 		return
 	}
@@ -77,7 +77,7 @@ func (s *Service) HandleFrame(pl *peers.Link, payload []byte) {
 		s.host.Refused(pl, BadSignature, err)
 		return
 	}
-	if !s.book.pace(c, pl, time.Now()) {
+	if !s.store.pace(c, pl, time.Now()) {
 		s.host.Count(Paced)
 		return
 	}
@@ -85,7 +85,7 @@ func (s *Service) HandleFrame(pl *peers.Link, payload []byte) {
 }
 
 // accept applies a verified card from a peer.
-func (s *Service) accept(c *proto.Card, pl *peers.Link) {
+func (s *Book) accept(c *proto.Card, pl *peers.Link) {
 	if _, ok := s.host.Roster().Member(c.Key); !ok { // removed while it was held back
 		s.host.Refused(pl, NotMember, fmt.Errorf("signer %s is not in the roster", c.Key.Fingerprint()))
 		return
@@ -99,12 +99,12 @@ func (s *Service) accept(c *proto.Card, pl *peers.Link) {
 		s.host.Refused(pl, Stale, err)
 		return
 	}
-	s.book.applied(c.Key, time.Now())
+	s.store.applied(c.Key, time.Now())
 }
 
 // apply keeps c and sends it to every link but from.
-func (s *Service) apply(c *proto.Card, from *peers.Link) error {
-	perr, err := s.book.put(c)
+func (s *Book) apply(c *proto.Card, from *peers.Link) error {
+	perr, err := s.store.put(c)
 	if err != nil {
 		return err
 	}
@@ -123,9 +123,9 @@ func (s *Service) apply(c *proto.Card, from *peers.Link) error {
 }
 
 // SendAll sends pl every card held of a current member (a link came up).
-func (s *Service) SendAll(pl *peers.Link) {
+func (s *Book) SendAll(pl *peers.Link) {
 	r := s.host.Roster()
-	for _, c := range s.book.all() {
+	for _, c := range s.store.all() {
 		if _, ok := r.Member(c.Key); ok {
 			s.host.SendFrame(pl, proto.FrameCard, c.Raw)
 		}

@@ -17,7 +17,7 @@ import (
 )
 
 // fakeHost is a node of a two-member roster with two links, recording
-// what the service sends, counts and refuses.
+// what the book sends, counts and refuses.
 type fakeHost struct {
 	self    ed25519.PrivateKey
 	r       *roster.Roster
@@ -81,12 +81,12 @@ func (h *fakeHost) Refused(_ *peers.Link, r Reason, _ error) {
 	h.refused = append(h.refused, r)
 }
 
-// TestServiceOverHost: the service works over its Host alone: a peer's
+// TestBookOverHost: the book works over its Host alone: a peer's
 // card is taken and flooded to every other link, a non-member's is
 // refused, this node's own card is signed and published to every link,
-// and the control API's reads answer from the book, naming a missing
+// and the control API's reads answer from the store, naming a missing
 // card with a 404 and a hint.
-func TestServiceOverHost(t *testing.T) {
+func TestBookOverHost(t *testing.T) {
 	h, other := newFakeHost(t)
 	s := New(h, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	from := h.links[0]

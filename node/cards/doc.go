@@ -1,6 +1,6 @@
 // Package cards keeps the members' agent cards (docs/PROTOCOL.md §19):
 // each member may publish one signed card saying what it serves. A
-// [Service] holds the newest card of every member in the home's cards
+// [Book] holds the newest card of every member in the home's cards
 // folder, takes card frames from peers (parse, membership, version,
 // signature, then at most one card a second per signer: the rest are
 // held back and the newest taken when the second has passed), floods a

@@ -9,7 +9,7 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// Host is what the [Service] sees of the node.
+// Host is what the [Book] sees of the node.
 type Host interface {
 	// Roster returns the current roster.
 	Roster() *roster.Roster
@@ -35,11 +35,11 @@ type Host interface {
 	Refused(pl *peers.Link, reason Reason, err error)
 }
 
-// Counter is an event the service counts; the node defines the metric of
+// Counter is an event the book counts; the node defines the metric of
 // each (node/cardshost.go).
 type Counter uint8
 
-// The service's counters.
+// The book's counters.
 const (
 	LoadFailed    Counter = iota // a card file in the home skipped at start
 	Paced                        // a card held back: it came within a second of its signer's last

@@ -14,7 +14,7 @@ import (
 // The methods the control API calls (node/control's CardBackend).
 
 // SetCard signs this node's card from in and publishes it.
-func (s *Service) SetCard(in api.CardInput) (api.Card, error) {
+func (s *Book) SetCard(in api.CardInput) (api.Card, error) {
 	c := &proto.Card{Description: in.Description, Tags: in.Tags, Intents: make([]proto.CardIntent, 0, len(in.Intents))}
 	for _, it := range in.Intents {
 		ci := proto.CardIntent{Name: it.Name, Summary: it.Summary}
@@ -31,15 +31,15 @@ func (s *Service) SetCard(in api.CardInput) (api.Card, error) {
 }
 
 // ClearCard publishes an empty card.
-func (s *Service) ClearCard() (api.Card, error) {
+func (s *Book) ClearCard() (api.Card, error) {
 	return s.publish(&proto.Card{})
 }
 
 // Carry publishes, under this node's key, the card it had published
 // under prev (a key rotation: what it serves did not change with its
 // key).
-func (s *Service) Carry(prev proto.PubKey) {
-	c := s.book.get(prev)
+func (s *Book) Carry(prev proto.PubKey) {
+	c := s.store.get(prev)
 	if c == nil || c.Empty() {
 		return
 	}
@@ -55,10 +55,10 @@ func (s *Service) Carry(prev proto.PubKey) {
 // publish versions, signs, keeps and floods c. The version is the time
 // in milliseconds, or one more than the held card's if that is later, so
 // that a card made after a lost home still wins.
-func (s *Service) publish(c *proto.Card) (api.Card, error) {
+func (s *Book) publish(c *proto.Card) (api.Card, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.Version = max(uint64(time.Now().UnixMilli()), s.book.version(s.host.Self())+1)
+	c.Version = max(uint64(time.Now().UnixMilli()), s.store.version(s.host.Self())+1)
 	if err := s.host.SignCard(c); err != nil {
 		return api.Card{}, apierr.BadRequest("%w", err)
 	}
@@ -69,7 +69,7 @@ func (s *Service) publish(c *proto.Card) (api.Card, error) {
 }
 
 // CardOf returns the card of a member ("" is this node).
-func (s *Service) CardOf(peer string) (api.Card, error) {
+func (s *Book) CardOf(peer string) (api.Card, error) {
 	k := s.host.Self()
 	if peer != "" {
 		var err error
@@ -77,7 +77,7 @@ func (s *Service) CardOf(peer string) (api.Card, error) {
 			return api.Card{}, err
 		}
 	}
-	c := s.book.get(k)
+	c := s.store.get(k)
 	if c == nil {
 		hint := "a node publishes its card with: meshctl card set --file card.json"
 		return api.Card{}, apierr.NotFound(hint, "%s publishes no card", s.host.Party(k).Fingerprint)
@@ -87,11 +87,11 @@ func (s *Service) CardOf(peer string) (api.Card, error) {
 
 // CardList lists the current members' cards that are not cleared (and,
 // with intent set, that list it): online first, then away, then offline.
-func (s *Service) CardList(intent string) api.Cards {
+func (s *Book) CardList(intent string) api.Cards {
 	now := time.Now()
 	r := s.host.Roster()
 	out := api.Cards{Cards: []api.Card{}}
-	for _, c := range s.book.all() {
+	for _, c := range s.store.all() {
 		if _, ok := r.Member(c.Key); !ok || c.Empty() {
 			continue
 		}
@@ -116,7 +116,7 @@ func (s *Service) CardList(intent string) api.Cards {
 }
 
 // render renders c with its signer's presence.
-func (s *Service) render(c *proto.Card, now time.Time) api.Card {
+func (s *Book) render(c *proto.Card, now time.Time) api.Card {
 	out := api.Card{Party: s.host.Party(c.Key), Version: c.Version, Description: c.Description,
 		Intents: []api.CardIntent{}, Tags: append([]string{}, c.Tags...), Presence: "offline",
 		Self: c.Key.Equal(s.host.Self()), Cleared: c.Empty()}

@@ -25,7 +25,7 @@ type pendingCard struct {
 
 // pace reports whether c, from a peer, may be applied now. If not, it
 // is kept as its signer's pending card, unless a newer one is pending.
-func (b *book) pace(c *proto.Card, from *peers.Link, now time.Time) bool {
+func (b *store) pace(c *proto.Card, from *peers.Link, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.last == nil {
@@ -53,7 +53,7 @@ func (b *book) pace(c *proto.Card, from *peers.Link, now time.Time) bool {
 }
 
 // applied records that a card of k was taken at now.
-func (b *book) applied(k proto.PubKey, now time.Time) {
+func (b *store) applied(k proto.PubKey, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.last == nil {
@@ -64,7 +64,7 @@ func (b *book) applied(k proto.PubKey, now time.Time) {
 
 // due takes the pending cards due at now, and returns when the next one
 // is due (zero if none is pending).
-func (b *book) due(now time.Time) (out []pendingCard, next time.Time) {
+func (b *store) due(now time.Time) (out []pendingCard, next time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, p := range b.pending {
@@ -91,7 +91,7 @@ func (b *book) due(now time.Time) (out []pendingCard, next time.Time) {
 }
 
 // Run applies held-back cards when they are due, until ctx ends.
-func (s *Service) Run(ctx context.Context) {
+func (s *Book) Run(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
@@ -99,10 +99,10 @@ func (s *Service) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.book.kick:
+		case <-s.store.kick:
 		case <-t.C:
 		}
-		ready, next := s.book.due(time.Now())
+		ready, next := s.store.due(time.Now())
 		for _, p := range ready {
 			s.accept(p.c, p.from)
 		}

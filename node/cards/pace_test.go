@@ -11,7 +11,7 @@ import (
 // through, not when its durable write ends, so neither the next frame nor
 // a pending card falling due meanwhile is let through in the same second.
 func TestCardPaceTakesTheSlotAtOnce(t *testing.T) {
-	b := newBook(t.TempDir())
+	b := newStore(t.TempDir())
 	var k proto.PubKey
 	k[0] = 1
 	t0 := time.Now()

@@ -21,9 +21,9 @@ const Dir = "cards"
 // errCardStale: a card no newer than the one held.
 var errCardStale = errors.New("card not newer than the one held")
 
-// book holds the newest agent card of each signer, and keeps it in the
+// store holds the newest agent card of each signer, and keeps it in the
 // home so that a restart keeps the cards.
-type book struct {
+type store struct {
 	dir   string
 	mu    sync.Mutex
 	byKey map[proto.PubKey]*proto.Card // guarded by mu
@@ -31,20 +31,20 @@ type book struct {
 	// guarded by mu. Both hold only roster members' keys.
 	last    map[proto.PubKey]time.Time
 	pending map[proto.PubKey]pendingCard
-	kick    chan struct{} // wakes Service.Run when a card is held back
+	kick    chan struct{} // wakes Book.Run when a card is held back
 }
 
-func newBook(dir string) *book {
-	return &book{dir: dir, byKey: map[proto.PubKey]*proto.Card{}, kick: make(chan struct{}, 1)}
+func newStore(dir string) *store {
+	return &store{dir: dir, byKey: map[proto.PubKey]*proto.Card{}, kick: make(chan struct{}, 1)}
 }
 
-func (b *book) path(k proto.PubKey) string {
+func (b *store) path(k proto.PubKey) string {
 	return filepath.Join(b.dir, hex.EncodeToString(k[:])+".card")
 }
 
 // load reads the cards in dir; a file that does not parse, verify or
 // match its name is skipped and reported in bad.
-func (b *book) load() (n int, bad []string, err error) {
+func (b *store) load() (n int, bad []string, err error) {
 	ents, err := os.ReadDir(b.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil, nil
@@ -93,14 +93,14 @@ func readCapped(path string, limit int) ([]byte, error) {
 }
 
 // get returns the card of k, or nil.
-func (b *book) get(k proto.PubKey) *proto.Card {
+func (b *store) get(k proto.PubKey) *proto.Card {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.byKey[k]
 }
 
 // version returns the version of the card held for k, or 0.
-func (b *book) version(k proto.PubKey) uint64 {
+func (b *store) version(k proto.PubKey) uint64 {
 	if c := b.get(k); c != nil {
 		return c.Version
 	}
@@ -108,7 +108,7 @@ func (b *book) version(k proto.PubKey) uint64 {
 }
 
 // all returns every card held.
-func (b *book) all() []*proto.Card {
+func (b *store) all() []*proto.Card {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]*proto.Card, 0, len(b.byKey))
@@ -121,7 +121,7 @@ func (b *book) all() []*proto.Card {
 // put keeps c if it is newer than the card held for its signer, and
 // writes it to the home. persistErr reports a failed write: the card is
 // kept in memory all the same.
-func (b *book) put(c *proto.Card) (persistErr error, err error) {
+func (b *store) put(c *proto.Card) (persistErr error, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old := b.byKey[c.Key]; old != nil && c.Version <= old.Version {
