@@ -5,10 +5,11 @@
 // then the consumers), sending and store-and-forward delivery, history
 // sync through node/syncer, retention, the feeding of the mailbox mirror
 // (node/mailbox), invites, pending joins and the doctor's checks. Agent
-// cards (node/cards) and this node's own presence (node/ownpresence) are
-// components the node holds and reaches through its frames and link-up;
-// they call the node through their Host interfaces (cardshost.go,
-// ownpresencehost.go). The state and rules of
+// cards (node/cards), this node's own presence (node/ownpresence) and the
+// workers' claims on the inbox (node/claims) are components the node
+// holds and reaches through its frames, link-up and inbox; they call the
+// node through their Host interfaces (cardshost.go, ownpresencehost.go,
+// claimshost.go). The state and rules of
 // connection management (the peer table, the link type, the address book,
 // backoffs, the duplicate-link rule, the pending list) are in node/peers;
 // the node drives them. [New] also starts the

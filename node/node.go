@@ -17,6 +17,7 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/cards"
+	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
@@ -101,7 +102,7 @@ type Node struct {
 	answers  *answerBook    // final answers sent to requests (respond_once.go)
 	cards    *cards.Book    // members' agent cards (node/cards)
 	attach   *attachments   // blob store and transfers (attach*.go)
-	claims   *claimBook     // workers' claims on inbox items (claims.go)
+	claims   *claims.Leases // workers' claims on inbox items (node/claims)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -149,7 +150,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
 		rekey:   newRekeyState(),
-		claims:  newClaimBook(),
 
 		readerAcks: newReaderAcks(),
 

@@ -400,7 +400,7 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 		return nil, err
 	}
 	n.answered(info.from, id, st)
-	n.releaseAnswered(info.from, id)
+	n.claims.Answered(info.from, id)
 	out.RequestID = id.String()
 	return out, nil
 }

@@ -88,6 +88,7 @@ func (n *Node) openState() error {
 	n.own = newOwnPresence(n)
 	n.replies = newReplyDepths()
 	n.inbox = newInboxNotifier()
+	n.claims = newClaims(n)
 	n.events = newBroadcaster()
 	n.requests = newRequestBook()
 	if err := n.openMailbox(); err != nil {
