@@ -9,14 +9,13 @@
 // workers' claims on the inbox (node/claims) are components the node
 // holds and reaches through its frames, link-up and inbox; they call the
 // node through their Host interfaces (cardshost.go, ownpresencehost.go,
-// claimshost.go). The state and rules of
-// connection management (the peer table, the link type, the address book,
-// backoffs, the duplicate-link rule, the pending list) are in node/peers;
-// the node drives them. [New] also starts the
-// control API that meshctl talks to over the owner-only Unix socket in the
-// home; its HTTP handlers live in node/control, its types in node/api. The
-// control API and the status page serve a [Backend]: the node and the
-// components that answer their own routes.
+// claimshost.go). The state and rules of connection management (the peer
+// table, the link type, the address book, backoffs, the duplicate-link
+// rule, the pending list) are in node/peers; the node drives them. [New]
+// also starts the control API that meshctl talks to over the owner-only
+// Unix socket in the home; its HTTP handlers live in node/control, its
+// types in node/api. The control API and the status page serve a
+// [Backend]: the node and the components that answer their own routes.
 //
 // Trust flows from one place: the admin-signed roster. A link is admitted
 // only when the peer's identity (proved in the Noise handshake) is a
