@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -268,7 +269,7 @@ func (n *Node) Conversation(peer string, since time.Time, limit int) (*api.Conve
 			}
 		} else if it, err := n.store.InboxEntry(st.From, st.ID); err == nil {
 			e.Item = n.renderEnvelope(se, it)
-			e.Item.Claim = n.claims.of(envKey{it.From, it.ID}, time.Now())
+			e.Item.Claim = n.claims.Of(claims.Key{From: it.From, ID: it.ID}, time.Now())
 		} else {
 			e.Item = n.renderEnvelope(se, history.InboxItem{Meta: st.Meta, Delivered: st.Received})
 		}

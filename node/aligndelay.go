@@ -8,9 +8,4 @@ import (
 
 // alignedDelay returns how long from now until the next multiple of iv
 // on the clock (iv when that is now).
-func alignedDelay(now time.Time, iv time.Duration) time.Duration {
-	if iv <= 0 {
-		return time.Second
-	}
-	return clockgrid.Wait(now, time.Nanosecond, iv) // strictly after now
-}
+func alignedDelay(now time.Time, iv time.Duration) time.Duration { return clockgrid.Next(now, iv) }

@@ -112,7 +112,7 @@ func sniff(r io.Reader) string {
 // Fetch fetches the attachments of the inbox item id (all, or the one
 // named name) and waits until each is verified and present, or ctx ends.
 func (n *Node) Fetch(ctx context.Context, req api.Fetch) (*api.Fetched, error) {
-	n.clientActed()
+	n.own.Acted()
 	id, err := uuid.Parse(req.ID)
 	if err != nil {
 		return nil, badRequest("id: %v", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/cards"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
@@ -29,35 +30,35 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 	m, a, b := linkedPair(t)
 	in := api.CardInput{Description: "CI runner", Tags: []string{"ci"}, Intents: []api.CardIntent{
 		{Name: "run-tests", Summary: "go test", ParamsSchema: []byte(`{"type":"object"}`)}}}
-	set, err := a.SetCard(in)
+	set, err := a.cards.SetCard(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "card at b", func() bool {
-		c, err := b.CardOf(m.ids[0].Pub.String())
+		c, err := b.cards.CardOf(m.ids[0].Pub.String())
 		return err == nil && c.Version == set.Version
 	})
-	cs := b.CardList("run-tests")
+	cs := b.cards.CardList("run-tests")
 	if len(cs.Cards) != 1 || cs.Cards[0].Name != "a" || string(cs.Cards[0].Intents[0].ParamsSchema) != `{"type":"object"}` || cs.Cards[0].Presence != "online" {
 		t.Fatalf("b's cards for run-tests: %+v", cs)
 	}
-	if got := b.CardList("deploy"); len(got.Cards) != 0 {
+	if got := b.cards.CardList("deploy"); len(got.Cards) != 0 {
 		t.Fatalf("cards for deploy: %+v", got)
 	}
-	if _, err := b.CardOf(""); err == nil {
+	if _, err := b.cards.CardOf(""); err == nil {
 		t.Fatal("b publishes no card, yet CardOf(\"\") answered")
 	}
 
 	// Clearing publishes a newer, empty card; it drops out of the list.
-	cl, err := a.ClearCard()
+	cl, err := a.cards.ClearCard()
 	if err != nil || !cl.Cleared || cl.Version <= set.Version {
 		t.Fatalf("clear: %+v %v", cl, err)
 	}
 	waitFor(t, 5*time.Second, "cleared card at b", func() bool {
-		c, err := b.CardOf("a")
+		c, err := b.cards.CardOf("a")
 		return err == nil && c.Cleared
 	})
-	if got := b.CardList(""); len(got.Cards) != 0 {
+	if got := b.cards.CardList(""); len(got.Cards) != 0 {
 		t.Fatalf("cleared card still listed: %+v", got)
 	}
 
@@ -66,14 +67,14 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 	a.Close()
 	b.Close()
 	b = m.start(1)
-	if c, err := b.CardOf("a"); err != nil || c.Version != cl.Version || !c.Cleared {
+	if c, err := b.cards.CardOf("a"); err != nil || c.Version != cl.Version || !c.Cleared {
 		t.Fatalf("after restart: %+v %v", c, err)
 	}
 	// Bad input from the operator is refused with the rule it breaks.
-	if _, err := b.SetCard(api.CardInput{Tags: []string{"x", "x"}}); err == nil || !strings.Contains(err.Error(), "listed twice") {
+	if _, err := b.cards.SetCard(api.CardInput{Tags: []string{"x", "x"}}); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("duplicate tag: %v", err)
 	}
-	if _, err := b.SetCard(api.CardInput{Intents: []api.CardIntent{{Name: "x", ParamsSchema: []byte(`[1]`)}}}); err == nil || !strings.Contains(err.Error(), "not an object") {
+	if _, err := b.cards.SetCard(api.CardInput{Intents: []api.CardIntent{{Name: "x", ParamsSchema: []byte(`[1]`)}}}); err == nil || !strings.Contains(err.Error(), "not an object") {
 		t.Fatalf("array schema: %v", err)
 	}
 }
@@ -87,8 +88,8 @@ func TestCardReceiveChecks(t *testing.T) {
 	frame := func(raw []byte) []byte { return append([]byte{byte(proto.FrameCard)}, raw...) }
 	good := &proto.Card{Version: 100, Description: "v100", Intents: []proto.CardIntent{{Name: "run-tests"}}}
 	b.handleFrame(pl, frame(signedCard(t, good, m.ids[0].Key)))
-	if b.cards.version(m.ids[0].Pub) != 100 || b.metrics.Get("card.accepted") != 1 {
-		t.Fatalf("good card not taken: version %d", b.cards.version(m.ids[0].Pub))
+	if cardVersion(b, m.ids[0].Pub) != 100 || b.metrics.Get("card.accepted") != 1 {
+		t.Fatalf("good card not taken: version %d", cardVersion(b, m.ids[0].Pub))
 	}
 
 	_, outsider, _ := ed25519.GenerateKey(nil)
@@ -113,29 +114,30 @@ func TestCardReceiveChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		name, reason string
-		raw          []byte
+		name   string
+		reason cards.Reason
+		raw    []byte
 	}{
-		{"bad signature", cardBadSignature, tampered},
-		{"non-member", cardNotMember, signedCard(t, &proto.Card{Version: 500}, outsider)},
-		{"about someone else", cardNotSelf, aboutOther},
-		{"older version", cardStale, signedCard(t, &proto.Card{Version: 99}, m.ids[0].Key)},
-		{"equal version", cardStale, signedCard(t, &proto.Card{Version: 100, Description: "other"}, m.ids[0].Key)},
-		{"oversized", cardTooLarge, make([]byte, proto.MaxCardSize+1)},
-		{"malformed CBOR", cardMalformed, []byte{0xff, 0x00}},
-		{"non-canonical", cardNonCanonical, append([]byte{0xb9, 0x00, 0x02}, valid[1:]...)},
-		{"two signatures", cardInvalid, twoRaw},
+		{"bad signature", cards.BadSignature, tampered},
+		{"non-member", cards.NotMember, signedCard(t, &proto.Card{Version: 500}, outsider)},
+		{"about someone else", cards.NotSelf, aboutOther},
+		{"older version", cards.Stale, signedCard(t, &proto.Card{Version: 99}, m.ids[0].Key)},
+		{"equal version", cards.Stale, signedCard(t, &proto.Card{Version: 100, Description: "other"}, m.ids[0].Key)},
+		{"oversized", cards.TooLarge, make([]byte, proto.MaxCardSize+1)},
+		{"malformed CBOR", cards.Malformed, []byte{0xff, 0x00}},
+		{"non-canonical", cards.NonCanonical, append([]byte{0xb9, 0x00, 0x02}, valid[1:]...)},
+		{"two signatures", cards.Invalid, twoRaw},
 	}
 	for _, tc := range cases {
-		before := b.metrics.Get("card.rejected." + tc.reason)
+		before := b.metrics.Get("card.rejected." + string(tc.reason))
 		b.handleFrame(pl, frame(tc.raw))
-		if got := b.metrics.Get("card.rejected." + tc.reason); got != before+1 {
+		if got := b.metrics.Get("card.rejected." + string(tc.reason)); got != before+1 {
 			t.Errorf("%s: card.rejected.%s %d, want %d", tc.name, tc.reason, got, before+1)
 		}
-		if c := b.cards.get(m.ids[0].Pub); c == nil || c.Version != 100 || c.Description != "v100" {
+		if c := b.cards.Held(m.ids[0].Pub); c == nil || c.Version != 100 || c.Description != "v100" {
 			t.Errorf("%s changed the held card: %+v", tc.name, c)
 		}
-		if b.cards.get(m.ids[1].Pub) != nil {
+		if b.cards.Held(m.ids[1].Pub) != nil {
 			t.Errorf("%s: a card about b was taken", tc.name)
 		}
 	}
@@ -146,13 +148,13 @@ func TestCardReceiveChecks(t *testing.T) {
 	// A corrupt file in the home is skipped at start, and counted.
 	a.Close()
 	b.Close()
-	bad := filepath.Join(m.home(1), cardsDir, strings.Repeat("00", 32)+".card")
+	bad := filepath.Join(m.home(1), cards.Dir, strings.Repeat("00", 32)+".card")
 	if err := os.WriteFile(bad, []byte{0xff}, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b = m.start(1)
-	if b.metrics.Get("card.load_failed") != 1 || b.cards.version(m.ids[0].Pub) != 100 {
-		t.Fatalf("restart with a corrupt card file: load_failed %d, a's version %d", b.metrics.Get("card.load_failed"), b.cards.version(m.ids[0].Pub))
+	if b.metrics.Get("card.load_failed") != 1 || cardVersion(b, m.ids[0].Pub) != 100 {
+		t.Fatalf("restart with a corrupt card file: load_failed %d, a's version %d", b.metrics.Get("card.load_failed"), cardVersion(b, m.ids[0].Pub))
 	}
 }
 
@@ -197,38 +199,18 @@ func TestCardFloodPaced(t *testing.T) {
 	// One card taken at once, then at most one a second while they came,
 	// and one more for a boundary the timer of a loaded machine crossed
 	// late. (A held-back card that is taken later counts in both.)
-	if most := uint64(took/cardInterval) + 3; accepted > most || paced < n-most {
+	if most := uint64(took/cards.Interval) + 3; accepted > most || paced < n-most {
 		t.Fatalf("%d cards sent in %v (counted at %v): %d accepted, %d held back", n, sent, took, accepted, paced)
 	}
-	waitFor(t, 3*time.Second, "the newest card", func() bool { return b.cards.version(m.ids[0].Pub) == 1000+n-1 })
+	waitFor(t, 3*time.Second, "the newest card", func() bool { return cardVersion(b, m.ids[0].Pub) == 1000+n-1 })
 	t.Logf("%d cards of %d bytes in %v (%.0f µs each): %d written and sent on, %d held back; the newest taken %v after the first",
 		n, size, sent, float64(sent.Microseconds())/n, b.metrics.Get("card.accepted"), paced, time.Since(start).Round(time.Millisecond))
 }
 
-// TestCardPaceTakesTheSlotAtOnce: the interval starts when a card is let
-// through, not when its durable write ends, so neither the next frame nor
-// a pending card falling due meanwhile is let through in the same second.
-func TestCardPaceTakesTheSlotAtOnce(t *testing.T) {
-	b := newCardBook(t.TempDir())
-	var k proto.PubKey
-	k[0] = 1
-	t0 := time.Now()
-	if !b.pace(&proto.Card{Key: k, Version: 1}, nil, t0) {
-		t.Fatal("the first card was held back")
+// cardVersion returns the version of the card n holds of k, or 0.
+func cardVersion(n *Node, k proto.PubKey) uint64 {
+	if c := n.cards.Held(k); c != nil {
+		return c.Version
 	}
-	// Card 1 is still being written (applied not yet called).
-	if b.pace(&proto.Card{Key: k, Version: 2}, nil, t0.Add(10*time.Millisecond)) {
-		t.Fatal("a second card was let through within the interval")
-	}
-	if out, _ := b.due(t0.Add(500 * time.Millisecond)); len(out) != 0 {
-		t.Fatalf("%d cards taken before the interval passed", len(out))
-	}
-	// A direct card at the second takes the slot; the pending one waits
-	// for the next.
-	if !b.pace(&proto.Card{Key: k, Version: 3}, nil, t0.Add(cardInterval)) {
-		t.Fatal("a card after the interval was held back")
-	}
-	if out, next := b.due(t0.Add(cardInterval)); len(out) != 0 || next.IsZero() && len(b.pending) > 0 {
-		t.Fatalf("pending taken in the slot a direct card took: %d, next %v", len(out), next)
-	}
+	return 0
 }

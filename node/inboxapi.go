@@ -3,12 +3,15 @@ package node
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -78,7 +81,7 @@ func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 	}
 	x := n.renderEnvelope(se, it)
 	n.markFailed(&x, se)
-	x.Claim = n.claims.of(envKey{it.From, it.ID}, time.Now())
+	x.Claim = n.claims.Of(claims.Key{From: it.From, ID: it.ID}, time.Now())
 	return x, nil
 }
 
@@ -129,36 +132,13 @@ func (n *Node) renderEnvelope(se *proto.SignedEnvelope, it history.InboxItem) ap
 	return x
 }
 
-// PresenceTable renders the presence table, ourselves included.
-func (n *Node) PresenceTable() api.Presence {
-	now := time.Now()
-	out := api.Presence{TTLSeconds: n.cfg.PresenceTTL.Seconds(), Entries: []api.PresenceEntry{}}
-	r := n.Roster()
-	for _, e := range n.presence.All(now) {
-		if _, ok := r.Member(e.Key); !ok {
-			continue
-		}
-		out.Entries = append(out.Entries, api.PresenceEntry{
-			Party:     n.party(e.Key),
-			State:     e.State.String(),
-			Announced: e.Announced.String(),
-			Seq:       e.Seq,
-			LastHeard: e.LastHeard.UTC(),
-			Self:      e.Key.Equal(n.id.Pub),
-			Note:      e.Note,
-		})
-	}
-	out.Agent = n.agentPresence(now)
-	return out
-}
-
 // MarkRead marks inbox item id read and returns it. Envelopes are
 // (sender, id): should two senders' items share the id, the caller must
 // name the sender (from: a name, fingerprint or key), and an id without
 // one is refused, naming the candidates by sender; a reused id must not
 // let one sender mark another's item read.
 func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
-	n.clientActed()
+	n.own.Acted()
 	item, err := n.inboxItemHint(id, from, "name the sender: meshctl read "+id.String()+" --from PEER")
 	if err != nil {
 		return api.Item{}, err
@@ -167,7 +147,7 @@ func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 	if err := n.store.MarkRead(items[0].From, id); err != nil && !errors.Is(err, history.ErrNotFound) {
 		return api.Item{}, err
 	}
-	n.releaseRead(envKey{items[0].From, id})
+	n.claims.ReleaseRead(claims.Key{From: items[0].From, ID: id})
 	n.onRead(envKey{items[0].From, id})
 	it, err := n.store.InboxEntry(items[0].From, id)
 	if err != nil {
@@ -175,3 +155,47 @@ func (n *Node) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 	}
 	return n.renderItem(it)
 }
+
+// inboxItem finds inbox item id, of sender from when several share it;
+// hint is the fix an ambiguous id gets.
+func (n *Node) inboxItem(id uuid.UUID, from string) (history.InboxItem, error) {
+	return n.inboxItemHint(id, from, "name the sender with --from PEER")
+}
+
+func (n *Node) inboxItemHint(id uuid.UUID, from, hint string) (history.InboxItem, error) {
+	items, err := n.store.InboxByID(id)
+	if err != nil {
+		return history.InboxItem{}, err
+	}
+	if len(items) == 0 {
+		return history.InboxItem{}, notFound("list items with: meshctl inbox --all", "no inbox item %s", id)
+	}
+	if strings.TrimPrefix(strings.TrimSpace(from), "@") != "" {
+		m, err := n.resolvePeer(from)
+		if err != nil {
+			return history.InboxItem{}, err
+		}
+		kept := items[:0]
+		for _, it := range items {
+			if it.From.Equal(m.Key) {
+				kept = append(kept, it)
+			}
+		}
+		if len(kept) == 0 {
+			return history.InboxItem{}, notFound("list items with: meshctl inbox --all", "no inbox item %s from %s", id, label(m))
+		}
+		items = kept
+	}
+	if len(items) > 1 {
+		var s []string
+		for _, it := range items {
+			s = append(s, n.memberLabel(it.From))
+		}
+		n.metrics.inc(cReadRefusedAmbiguous)
+		return history.InboxItem{}, refuse(http.StatusConflict, hint,
+			"inbox item id %s is ambiguous: %d senders' items share it: %s", id, len(items), strings.Join(s, ", "))
+	}
+	return items[0], nil
+}
+
+// ClaimNext claims up to q.Count unread items that pass q's filter and no

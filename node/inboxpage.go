@@ -80,7 +80,7 @@ func (n *Node) inboxPage(ctx context.Context, q api.InboxQuery, client bool) (*a
 		deadline = t.C
 		if client {
 			// A client waiting on the inbox: the agent is away (presence).
-			defer n.ClientWaiting()()
+			defer n.own.ClientWaiting()()
 		}
 	}
 	for {
@@ -102,7 +102,7 @@ func (n *Node) inboxPage(ctx context.Context, q api.InboxQuery, client bool) (*a
 		if !q.Wait || p.Waking {
 			if client {
 				// A read, or a wait that ends with work: the agent is at it.
-				n.clientActed()
+				n.own.Acted()
 			}
 			return render(), nil
 		}

@@ -84,7 +84,7 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FrameAck:
 		n.handleAck(pl, payload)
 	case proto.FrameCard:
-		n.handleCard(pl, payload)
+		n.cards.HandleFrame(pl, payload)
 	case proto.FrameLinkMove:
 		if n.test.oldLinkMoves() {
 			n.metrics.inc(cFrameUnknown) // as a node without them

@@ -16,9 +16,12 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/cards"
+	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
+	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/presence"
@@ -76,8 +79,7 @@ type Node struct {
 	// rekey follows key rotations (rekey.go).
 	rekey    *rekeyState
 	presence *presence.Table
-	pub      *presence.Publisher
-	activity *agentActivity
+	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
 	replies  *replyDepths
 	inbox    *inboxNotifier
 	events   *broadcaster
@@ -91,10 +93,9 @@ type Node struct {
 	names    nameIndexCache // which roster names are unique (names.go)
 	diag     *diagnosis     // what meshctl doctor reports (doctor.go)
 	answers  *answerBook    // final answers sent to requests (respond_once.go)
-	cards    *cardBook      // members' agent cards (cards.go)
+	cards    *cards.Book    // members' agent cards (node/cards)
 	attach   *attachments   // blob store and transfers (attach*.go)
-	cardMu   sync.Mutex     // serialises this node's card updates
-	claims   *claimBook     // workers' claims on inbox items (claims.go)
+	claims   *claims.Leases // workers' claims on inbox items (node/claims)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -140,14 +141,13 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
 		rekey:   newRekeyState(),
-		claims:  newClaimBook(),
 
 		readerAcks: newReaderAcks(),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.logRL = newRateLog()
 	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
-	n.cards = n.openCards()
+	n.cards = newCards(n)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peers = newPeerService(n)
 	if err := n.setup(); err != nil {
@@ -241,7 +241,7 @@ func (n *Node) setup() error {
 
 	n.peers.AddSeeds(n.cfg.Seeds)
 
-	if n.control, err = control.Listen(n.home.ControlSocket(), n, n.log.With("component", "control")); err != nil {
+	if n.control, err = control.Listen(n.home.ControlSocket(), n.Backend(), n.log.With("component", "control")); err != nil {
 		return err
 	}
 
@@ -387,8 +387,7 @@ func readRosterFile(path string) (*roster.Roster, error) {
 
 func (n *Node) run() {
 	n.peers.Start(n.listeners, n.disc, n.linkCfg)
-	n.wg.Add(1)
-	go n.presenceLoop()
+	n.wg.Go(func() { n.own.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.commitLoop()
 	n.startMailbox()
@@ -396,8 +395,7 @@ func (n *Node) run() {
 	go n.retentionLoop()
 	n.wg.Add(1)
 	go n.readerAckLoop()
-	n.wg.Add(1)
-	go n.cardLoop()
+	n.wg.Go(func() { n.cards.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.rekeyLoop()
 	n.syncer.Start()
@@ -416,7 +414,7 @@ func (n *Node) Close() error {
 		n.peers.Closed = true
 		links := n.peers.LinksLocked()
 		n.peers.Unlock()
-		n.announceOffline(links)
+		n.own.AnnounceOffline(links)
 		for _, pl := range links {
 			pl.SayGoodbye("shutting down")
 		}

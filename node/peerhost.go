@@ -140,8 +140,8 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	}
 	n.peers.ExchangeLinkUp(pl)
 	n.sendPolicyDigest(pl)
-	n.sendPresenceTo(pl)
-	n.sendCardsTo(pl)
+	n.own.SendTo(pl)
+	n.cards.SendAll(pl)
 	n.flushQueue(pl)
 	n.syncer.OnLinkUp(pl)
 	n.attach.onLinkUp()

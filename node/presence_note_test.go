@@ -42,7 +42,7 @@ func TestPresenceNoteFrames(t *testing.T) {
 		}
 	})
 	note := "running tests on main"
-	if _, err := rig.a.SetPresence(api.SetPresence{Note: &note}); err != nil {
+	if _, err := rig.a.own.SetPresence(api.SetPresence{Note: &note}); err != nil {
 		t.Fatal(err)
 	}
 	// SetPresence with a note sends a presence-note frame carrying it.
@@ -55,7 +55,7 @@ func TestPresenceNoteFrames(t *testing.T) {
 	// every node takes, then the noted one with the next number. (Signed
 	// here, not picked from the frames: announcements of the agent's
 	// activity and of a link coming up may interleave with the pair.)
-	ses, err := rig.a.presenceEnvelopes(proto.Online, note)
+	ses, err := rig.a.own.Envelopes(proto.Online, note)
 	if err != nil || len(ses) != 2 {
 		t.Fatalf("presence envelopes: %v (%d)", err, len(ses))
 	}
@@ -99,7 +99,7 @@ func TestPresenceNoteFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "b's note in the presence table", func() bool {
-		for _, e := range rig.a.PresenceTable().Entries {
+		for _, e := range rig.a.own.PresenceTable().Entries {
 			if e.Key.Equal(rig.m.ids[1].Pub) && e.Note == "at lunch" && e.State == "away" {
 				return true
 			}

@@ -111,7 +111,7 @@ func (n *Node) rosterRekeyed(cur, r *roster.Roster) {
 func (n *Node) rekeyLoop() {
 	defer n.wg.Done()
 	if n.rekey.switched {
-		n.carryOwnCard()
+		n.cards.Carry(n.rekey.prev)
 	}
 	for {
 		var fire <-chan time.Time
@@ -189,23 +189,6 @@ func previousKeyOf(r *roster.Roster, k proto.PubKey) (proto.PubKey, bool) {
 		return proto.PubKey{}, false
 	}
 	return m.PrevKey, true
-}
-
-// carryOwnCard publishes, under the key this start switched to, the card
-// this node had published under its previous key: what it serves did not
-// change with its key.
-func (n *Node) carryOwnCard() {
-	c := n.cards.get(n.rekey.prev)
-	if c == nil || c.Empty() {
-		return
-	}
-	nc := &proto.Card{Description: c.Description, Intents: c.Intents, Tags: c.Tags}
-	if _, err := n.publishCard(nc); err != nil {
-		n.log.Warn("publish this node's card under its new key", "err", err,
-			"fix", "publish it again: meshctl card set --file card.json")
-		return
-	}
-	n.log.Info("published this node's card under its new key", "intents", len(nc.Intents))
 }
 
 // sameMember reports whether asked and from are one member's keys across

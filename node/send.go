@@ -168,7 +168,7 @@ func (n *Node) myRole() roster.Role {
 
 // Send sends a channel message ("#name") or a DM (anything else).
 func (n *Node) Send(req api.Send) (*api.Sent, error) {
-	n.clientActed()
+	n.own.Acted()
 	if len(req.Body) > proto.MaxBodySize {
 		return nil, refuse(http.StatusBadRequest, "split it into several messages, or send a path or URL to the data",
 			"body of %d bytes exceeds the message limit of 256 KiB (%d bytes)", len(req.Body), proto.MaxBodySize)
@@ -313,7 +313,7 @@ func label(m roster.Member) string {
 // (ReplyTo set) carries the parent's hop + 1, and hop > 3 is refused here
 // as at every receiver.
 func (n *Node) Request(req api.Request) (*api.Sent, error) {
-	n.clientActed()
+	n.own.Acted()
 	if err := n.memberToSend(); err != nil {
 		return nil, err
 	}
@@ -362,7 +362,7 @@ func (n *Node) Request(req api.Request) (*api.Sent, error) {
 
 // Respond answers a received Request, as a DM to the requester.
 func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
-	n.clientActed()
+	n.own.Acted()
 	if err := n.memberToSend(); err != nil {
 		return nil, err
 	}
@@ -400,7 +400,7 @@ func (n *Node) Respond(req api.Respond) (*api.Sent, error) {
 		return nil, err
 	}
 	n.answered(info.from, id, st)
-	n.releaseAnswered(info.from, id)
+	n.claims.Answered(info.from, id)
 	out.RequestID = id.String()
 	return out, nil
 }

@@ -85,10 +85,10 @@ func (n *Node) openState() error {
 		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
-	n.pub = presence.NewPublisher(0)
+	n.own = newOwnPresence(n)
 	n.replies = newReplyDepths()
-	n.activity = newAgentActivity(n.cfg.PresenceAwayAfter, n.cfg.PresenceOfflineAfter, time.Now())
 	n.inbox = newInboxNotifier()
+	n.claims = newClaims(n)
 	n.events = newBroadcaster()
 	n.requests = newRequestBook()
 	if err := n.openMailbox(); err != nil {

@@ -37,7 +37,7 @@ const (
 
 // PostSubagentResult puts a subagent's result in this node's inbox.
 func (n *Node) PostSubagentResult(req api.SubagentResult) (api.Item, error) {
-	n.clientActed()
+	n.own.Acted()
 	if err := checkSubagentResult(req); err != nil {
 		n.metrics.inc(cInboxSubagentRefused)
 		return api.Item{}, err

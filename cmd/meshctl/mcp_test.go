@@ -316,7 +316,7 @@ func TestMCPServer(t *testing.T) {
 	// Presence: the doorbell's event stream is no wait, wait_inbox is
 	// (alice acted just now, so it shows online for 10 s whatever).
 	toolOK(t, ctx, cs, "set_presence", map[string]any{"state": "auto"})
-	waiting := func() int { return alice.n.PresenceTable().Agent.Waiting }
+	waiting := func() int { return alice.n.Backend().PresenceTable().Agent.Waiting }
 	if !strings.Contains(stderr.String(), "following meshd's inbox events") {
 		t.Fatalf("the doorbell does not follow the events:\n%s", stderr.String())
 	}

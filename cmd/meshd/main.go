@@ -200,7 +200,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	if cfg.HTTP != "" {
 		pcfg := statuspage.DefaultConfig()
 		pcfg.Addr, pcfg.AllowRemote, pcfg.Logger = cfg.HTTP, cfg.HTTPAllowRemote, log
-		if page, err = statuspage.New(n, pcfg); err == nil {
+		if page, err = statuspage.New(n.Backend(), pcfg); err == nil {
 			err = page.Start()
 		}
 		if err == nil {

@@ -21,3 +21,13 @@ func Wait(now time.Time, wait, grid time.Duration) time.Duration {
 	}
 	return at.Sub(now)
 }
+
+// Next returns how long from now until the next multiple of iv on the
+// clock, strictly after now (iv when now is one); a second when iv is not
+// positive.
+func Next(now time.Time, iv time.Duration) time.Duration {
+	if iv <= 0 {
+		return time.Second
+	}
+	return Wait(now, time.Nanosecond, iv)
+}

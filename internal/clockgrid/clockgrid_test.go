@@ -26,3 +26,19 @@ func TestWait(t *testing.T) {
 		}
 	}
 }
+
+func TestNext(t *testing.T) {
+	base := time.Unix(1_800_000_000, 0)
+	for _, c := range []struct {
+		now, iv, want time.Duration
+	}{
+		{0, 10 * time.Second, 10 * time.Second}, // on a multiple: the next one
+		{3 * time.Second, 10 * time.Second, 7 * time.Second},
+		{3 * time.Second, 0, time.Second}, // no interval
+		{3 * time.Second, -1, time.Second},
+	} {
+		if got := Next(base.Add(c.now), c.iv); got != c.want {
+			t.Errorf("Next(base+%v, %v) = %v, want %v", c.now, c.iv, got, c.want)
+		}
+	}
+}

@@ -4,7 +4,7 @@
 // parses its request, calls one [Backend] method with plain arguments and
 // writes the answer. A refusal from the backend carries its HTTP status
 // and hint (an error with HTTPStatus and OperatorHint methods, such as
-// node.Error); any other error answers 500.
+// node/apierr's Error); any other error answers 500.
 package control
 
 import (
@@ -27,7 +27,8 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// Backend is what the control API serves: the node.
+// Backend is what the control API serves: the node and its components
+// (node.Backend).
 type Backend interface {
 	StatusInfo() api.Status
 	PeerList() []api.Peer

@@ -1,4 +1,4 @@
-package node
+package ownpresence
 
 import (
 	"sync"
@@ -24,11 +24,11 @@ const onlineHold = 10 * time.Second
 // client that long-polls in a loop (meshctl wait) is away between polls.
 const waitGrace = 3 * time.Second
 
-// DefaultPresenceOverride is how long `presence set` holds its state when
-// the caller gives no duration; MaxPresenceOverride bounds any.
+// DefaultOverride is how long `presence set` holds its state when the
+// caller gives no duration; MaxOverride bounds any.
 const (
-	DefaultPresenceOverride = 30 * time.Minute
-	MaxPresenceOverride     = 7 * 24 * time.Hour
+	DefaultOverride = 30 * time.Minute
+	MaxOverride     = 7 * 24 * time.Hour
 )
 
 // Sources of the announced state, in api.AgentPresence.Source.
@@ -37,9 +37,9 @@ const (
 	presenceFromOverride = "override"
 )
 
-// agentActivity tracks the local clients' activity and derives the
+// activity tracks the local clients' activity and derives the
 // agent's presence. It is safe for concurrent use.
-type agentActivity struct {
+type activity struct {
 	awayAfter, offlineAfter time.Duration
 
 	mu            sync.Mutex
@@ -54,17 +54,17 @@ type agentActivity struct {
 	publishedNote string              // guarded by mu: the note last announced
 	// kick tells the presence loop that the state may have changed.
 	kick chan struct{}
-	// publishing serializes announcements (node/presence.go), so that the
+	// publishing serializes announcements (announcer.go), so that the
 	// two envelopes of one announcement take consecutive seqs and one
 	// change is announced once.
 	publishing sync.Mutex
 }
 
-func newAgentActivity(awayAfter, offlineAfter time.Duration, now time.Time) *agentActivity {
-	return &agentActivity{awayAfter: awayAfter, offlineAfter: offlineAfter, lastSeen: now, kick: make(chan struct{}, 1)}
+func newActivity(awayAfter, offlineAfter time.Duration, now time.Time) *activity {
+	return &activity{awayAfter: awayAfter, offlineAfter: offlineAfter, lastSeen: now, kick: make(chan struct{}, 1)}
 }
 
-func (a *agentActivity) poke() {
+func (a *activity) poke() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -72,14 +72,14 @@ func (a *agentActivity) poke() {
 }
 
 // seen records a client call that neither acts nor waits (status, peers).
-func (a *agentActivity) seen(now time.Time) {
+func (a *activity) seen(now time.Time) {
 	a.mu.Lock()
 	a.lastSeen = later(a.lastSeen, now)
 	a.mu.Unlock()
 }
 
 // acted records a read, a send or an answer: the agent is at work.
-func (a *agentActivity) acted(now time.Time) {
+func (a *activity) acted(now time.Time) {
 	a.mu.Lock()
 	a.lastSeen, a.lastAct = later(a.lastSeen, now), later(a.lastAct, now)
 	a.mu.Unlock()
@@ -88,7 +88,7 @@ func (a *agentActivity) acted(now time.Time) {
 
 // beginWait records a client that starts waiting on the inbox; the
 // returned function, called once, ends the wait.
-func (a *agentActivity) beginWait(now time.Time) (end func()) {
+func (a *activity) beginWait(now time.Time) (end func()) {
 	a.mu.Lock()
 	a.waiters++
 	a.lastSeen = later(a.lastSeen, now)
@@ -108,7 +108,7 @@ func (a *agentActivity) beginWait(now time.Time) (end func()) {
 }
 
 // setOverride holds st until until; st 0 clears the override.
-func (a *agentActivity) setOverride(st proto.PresenceState, until time.Time) {
+func (a *activity) setOverride(st proto.PresenceState, until time.Time) {
 	a.mu.Lock()
 	a.override, a.overrideUntil = st, until
 	a.mu.Unlock()
@@ -116,7 +116,7 @@ func (a *agentActivity) setOverride(st proto.PresenceState, until time.Time) {
 }
 
 // setNote holds note until until; "" clears it.
-func (a *agentActivity) setNote(note string, until time.Time) {
+func (a *activity) setNote(note string, until time.Time) {
 	a.mu.Lock()
 	a.note, a.noteUntil = note, until
 	a.mu.Unlock()
@@ -124,13 +124,13 @@ func (a *agentActivity) setNote(note string, until time.Time) {
 }
 
 // published records the note last announced, and lastNote returns it.
-func (a *agentActivity) published(note string) {
+func (a *activity) published(note string) {
 	a.mu.Lock()
 	a.publishedNote = note
 	a.mu.Unlock()
 }
 
-func (a *agentActivity) lastNote() string {
+func (a *activity) lastNote() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.publishedNote
@@ -150,7 +150,7 @@ type agentState struct {
 }
 
 // state derives the presence at now.
-func (a *agentActivity) state(now time.Time) agentState {
+func (a *activity) state(now time.Time) agentState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := agentState{Source: presenceFromActivity, Waiting: a.waiters, LastSeen: a.lastSeen, LastActive: a.lastAct}

@@ -1,4 +1,4 @@
-package node
+package cards
 
 import (
 	"encoding/hex"
@@ -14,37 +14,37 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// cardsDir is the home's folder of agent cards: one file per member,
-// named by the hex of its key, holding the card's wire form.
-const cardsDir = "cards"
+// Dir is the home's folder of agent cards: one file per member, named by
+// the hex of its key, holding the card's wire form.
+const Dir = "cards"
 
 // errCardStale: a card no newer than the one held.
 var errCardStale = errors.New("card not newer than the one held")
 
-// cardBook holds the newest agent card of each signer, and keeps it in
-// the home so that a restart keeps the cards.
-type cardBook struct {
+// store holds the newest agent card of each signer, and keeps it in the
+// home so that a restart keeps the cards.
+type store struct {
 	dir   string
 	mu    sync.Mutex
 	byKey map[proto.PubKey]*proto.Card // guarded by mu
-	// last and pending pace the cards taken from peers (cardpace.go);
+	// last and pending pace the cards taken from peers (pace.go);
 	// guarded by mu. Both hold only roster members' keys.
 	last    map[proto.PubKey]time.Time
 	pending map[proto.PubKey]pendingCard
-	kick    chan struct{} // wakes cardLoop when a card is held back
+	kick    chan struct{} // wakes Book.Run when a card is held back
 }
 
-func newCardBook(dir string) *cardBook {
-	return &cardBook{dir: dir, byKey: map[proto.PubKey]*proto.Card{}, kick: make(chan struct{}, 1)}
+func newStore(dir string) *store {
+	return &store{dir: dir, byKey: map[proto.PubKey]*proto.Card{}, kick: make(chan struct{}, 1)}
 }
 
-func (b *cardBook) path(k proto.PubKey) string {
+func (b *store) path(k proto.PubKey) string {
 	return filepath.Join(b.dir, hex.EncodeToString(k[:])+".card")
 }
 
 // load reads the cards in dir; a file that does not parse, verify or
 // match its name is skipped and reported in bad.
-func (b *cardBook) load() (n int, bad []string, err error) {
+func (b *store) load() (n int, bad []string, err error) {
 	ents, err := os.ReadDir(b.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil, nil
@@ -93,14 +93,14 @@ func readCapped(path string, limit int) ([]byte, error) {
 }
 
 // get returns the card of k, or nil.
-func (b *cardBook) get(k proto.PubKey) *proto.Card {
+func (b *store) get(k proto.PubKey) *proto.Card {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.byKey[k]
 }
 
 // version returns the version of the card held for k, or 0.
-func (b *cardBook) version(k proto.PubKey) uint64 {
+func (b *store) version(k proto.PubKey) uint64 {
 	if c := b.get(k); c != nil {
 		return c.Version
 	}
@@ -108,7 +108,7 @@ func (b *cardBook) version(k proto.PubKey) uint64 {
 }
 
 // all returns every card held.
-func (b *cardBook) all() []*proto.Card {
+func (b *store) all() []*proto.Card {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]*proto.Card, 0, len(b.byKey))
@@ -121,7 +121,7 @@ func (b *cardBook) all() []*proto.Card {
 // put keeps c if it is newer than the card held for its signer, and
 // writes it to the home. persistErr reports a failed write: the card is
 // kept in memory all the same.
-func (b *cardBook) put(c *proto.Card) (persistErr error, err error) {
+func (b *store) put(c *proto.Card) (persistErr error, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old := b.byKey[c.Key]; old != nil && c.Version <= old.Version {

@@ -1,19 +1,20 @@
-package node
+package cards
 
 import (
+	"context"
 	"time"
 
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
-// cardInterval spaces the cards taken from one signer: each accepted card
+// Interval spaces the cards taken from one signer: each accepted card
 // costs a durable write and a frame on every link, so a member that
 // streams new versions must not turn into as many fsyncs and a flood.
 // A card that arrives sooner is held as the signer's pending card (a
 // newer one replaces it) and taken when the interval has passed: the
 // newest card still wins, at most one interval late.
-const cardInterval = time.Second
+const Interval = time.Second
 
 // pendingCard is a card that came too soon after its signer's last.
 type pendingCard struct {
@@ -24,13 +25,13 @@ type pendingCard struct {
 
 // pace reports whether c, from a peer, may be applied now. If not, it
 // is kept as its signer's pending card, unless a newer one is pending.
-func (b *cardBook) pace(c *proto.Card, from *peers.Link, now time.Time) bool {
+func (b *store) pace(c *proto.Card, from *peers.Link, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.last == nil {
 		b.last, b.pending = map[proto.PubKey]time.Time{}, map[proto.PubKey]pendingCard{}
 	}
-	next := b.last[c.Key].Add(cardInterval)
+	next := b.last[c.Key].Add(Interval)
 	if !now.Before(next) {
 		if p, ok := b.pending[c.Key]; ok && p.c.Version <= c.Version {
 			delete(b.pending, c.Key) // superseded
@@ -52,7 +53,7 @@ func (b *cardBook) pace(c *proto.Card, from *peers.Link, now time.Time) bool {
 }
 
 // applied records that a card of k was taken at now.
-func (b *cardBook) applied(k proto.PubKey, now time.Time) {
+func (b *store) applied(k proto.PubKey, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.last == nil {
@@ -63,7 +64,7 @@ func (b *cardBook) applied(k proto.PubKey, now time.Time) {
 
 // due takes the pending cards due at now, and returns when the next one
 // is due (zero if none is pending).
-func (b *cardBook) due(now time.Time) (out []pendingCard, next time.Time) {
+func (b *store) due(now time.Time) (out []pendingCard, next time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, p := range b.pending {
@@ -73,9 +74,9 @@ func (b *cardBook) due(now time.Time) (out []pendingCard, next time.Time) {
 			}
 			continue
 		}
-		if now.Before(b.last[k].Add(cardInterval)) {
+		if now.Before(b.last[k].Add(Interval)) {
 			// A card taken at once since (see pace): due again later.
-			p.due = b.last[k].Add(cardInterval)
+			p.due = b.last[k].Add(Interval)
 			b.pending[k] = p
 			if next.IsZero() || p.due.Before(next) {
 				next = p.due
@@ -89,22 +90,21 @@ func (b *cardBook) due(now time.Time) (out []pendingCard, next time.Time) {
 	return out, next
 }
 
-// cardLoop applies pending cards when they are due.
-func (n *Node) cardLoop() {
-	defer n.wg.Done()
+// Run applies held-back cards when they are due, until ctx ends.
+func (s *Book) Run(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
-		case <-n.cards.kick:
+		case <-s.store.kick:
 		case <-t.C:
 		}
-		ready, next := n.cards.due(time.Now())
+		ready, next := s.store.due(time.Now())
 		for _, p := range ready {
-			n.acceptCard(p.c, p.from)
+			s.accept(p.c, p.from)
 		}
 		if !next.IsZero() {
 			t.Reset(time.Until(next))

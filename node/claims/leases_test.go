@@ -1,4 +1,4 @@
-package node
+package claims
 
 import (
 	"runtime"
@@ -11,7 +11,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// TestClaimBookMemory measures the claim book full: maxClaims claims (the
+// TestClaimBookMemory measures the claims full: maxClaims claims (the
 // most meshd holds; more are refused with 503) and reports the bytes per
 // claim, the figure in docs/SECURITY.md. Leases that end free their
 // claims at the next look.
@@ -19,12 +19,12 @@ func TestClaimBookMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	b := newClaimBook()
+	b := New(nil, nil, Config{}, nil, nil)
 	until := time.Now().Add(time.Hour)
 	var from proto.PubKey
 	for i := range maxClaims {
 		from[0], from[1], from[2] = byte(i), byte(i>>8), byte(i>>16)
-		b.m[envKey{from, uuid.New()}] = claim{worker: "worker-1", until: until}
+		b.m[Key{from, uuid.New()}] = claim{worker: "worker-1", until: until}
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -36,7 +36,7 @@ func TestClaimBookMemory(t *testing.T) {
 	runtime.KeepAlive(b)
 
 	// An ended lease is not held, and is dropped when looked at.
-	k := envKey{from, uuid.New()}
+	k := Key{from, uuid.New()}
 	b.m[k] = claim{worker: "w", until: time.Now().Add(-time.Second)}
 	if _, held := b.heldLocked(k, "x", time.Now()); held {
 		t.Fatal("an ended lease still holds its item")
@@ -45,7 +45,7 @@ func TestClaimBookMemory(t *testing.T) {
 		t.Fatal("an ended lease was kept")
 	}
 	// The worker that holds a claim is not refused by it; another is.
-	k2 := envKey{from, uuid.New()}
+	k2 := Key{from, uuid.New()}
 	b.m[k2] = claim{worker: "w", until: until}
 	if _, held := b.heldLocked(k2, "w", time.Now()); held {
 		t.Fatal("a worker is refused its own claim")
@@ -56,16 +56,16 @@ func TestClaimBookMemory(t *testing.T) {
 }
 
 // TestClaimWaitStateDropsEnded: a lease that ended is dropped by the
-// waiters' look at the book, so a waiter whose filter never meets that
+// waiters' look at the claims, so a waiter whose filter never meets that
 // item is not woken for it again and again (the next wake is the
 // earliest lease still running).
 func TestClaimWaitStateDropsEnded(t *testing.T) {
-	b := newClaimBook()
+	b := New(nil, nil, Config{}, nil, nil)
 	var from proto.PubKey
 	now := time.Now()
-	b.m[envKey{from, uuid.New()}] = claim{until: now.Add(-time.Minute)}
+	b.m[Key{from, uuid.New()}] = claim{until: now.Add(-time.Minute)}
 	live := now.Add(time.Hour)
-	b.m[envKey{from, uuid.New()}] = claim{until: live}
+	b.m[Key{from, uuid.New()}] = claim{until: live}
 	_, first := b.waitState()
 	if !first.Equal(live) || len(b.m) != 1 {
 		t.Fatalf("first wake %v with %d claims, want %v with 1", first, len(b.m), live)

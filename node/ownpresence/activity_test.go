@@ -1,4 +1,4 @@
-package node
+package ownpresence
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // from its clients, on a clock of its own.
 func TestAgentActivityRules(t *testing.T) {
 	t0 := time.Now()
-	a := newAgentActivity(10*time.Minute, time.Hour, t0)
+	a := newActivity(10*time.Minute, time.Hour, t0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	want := func(when time.Duration, st proto.PresenceState, why string) {
 		t.Helper()
@@ -39,7 +39,7 @@ func TestAgentActivityRules(t *testing.T) {
 	}
 
 	// The end of a wait takes the real clock: start again on it.
-	a = newAgentActivity(10*time.Minute, time.Hour, time.Now().Add(-time.Minute))
+	a = newActivity(10*time.Minute, time.Hour, time.Now().Add(-time.Minute))
 	a.beginWait(time.Now())()
 	now := time.Now()
 	if got := a.state(now.Add(time.Second)); got.State != proto.Away {
@@ -65,7 +65,7 @@ func TestAgentActivityRules(t *testing.T) {
 		t.Fatalf("note %q after it ended", got.Note)
 	}
 
-	never := newAgentActivity(0, 0, t0)
+	never := newActivity(0, 0, t0)
 	if got := never.state(at(1000 * time.Hour)); got.State != proto.Online {
 		t.Fatalf("with presence_away_after 0: %s", got.State)
 	}
