@@ -122,10 +122,19 @@ func (s *Store) Pending(peer proto.PubKey) ([]*proto.SignedEnvelope, error) {
 // but one of our channel Messages counts peer as a reader that acked it.
 // Other ids are ignored.
 func (s *Store) Ack(peer proto.PubKey, ids ...uuid.UUID) error {
+	_, err := s.ack(peer, ids)
+	return err
+}
+
+// ack is [Store.Ack], and returns how many queue entries it removed:
+// decided in the write, so two acks of one id racing (a peer that acks
+// it on two links) remove and count it once.
+func (s *Store) ack(peer proto.PubKey, ids []uuid.UUID) (removed int, err error) {
 	if len(ids) == 0 {
-		return nil
+		return 0, nil
 	}
-	return s.write(func(w *wtx) (error, error) {
+	err = s.write(func(w *wtx) (error, error) {
+		removed = 0
 		for _, id := range ids {
 			ik := queueIDKey(peer, id)
 			v := w.queueID.Get(ik)
@@ -141,20 +150,29 @@ func (s *Store) Ack(peer proto.PubKey, ids ...uuid.UUID) error {
 			if _, _, err := w.setDelivery(id, peer, DeliveryDelivered, ""); err != nil {
 				return nil, err
 			}
+			removed++
 		}
 		return nil, nil
 	}, nil)
+	return removed, err
 }
 
 // AckQueued is [Store.Ack] for the ids that name entries of peer's queue,
 // which it finds in a read transaction first: an ack frame that names
-// none (a reader acking channel Messages) costs no write. It returns the
-// other ids, for [Store.CountReaderAcks].
-func (s *Store) AckQueued(peer proto.PubKey, ids []uuid.UUID) (rest []uuid.UUID, err error) {
+// none (a reader acking channel Messages) costs no write. It returns how
+// many entries it removed (an id listed twice, or acked meanwhile by
+// another call, counts once), and the ids that named no entry, for
+// [Store.CountReaderAcks].
+func (s *Store) AckQueued(peer proto.PubKey, ids []uuid.UUID) (acked int, rest []uuid.UUID, err error) {
 	var queued []uuid.UUID
 	err = s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketQueueID)
+		seen := make(map[uuid.UUID]struct{}, len(ids))
 		for _, id := range ids {
+			if _, dup := seen[id]; dup {
+				continue // listed twice: one acknowledgement
+			}
+			seen[id] = struct{}{}
 			if b.Get(queueIDKey(peer, id)) != nil {
 				queued = append(queued, id)
 			} else {
@@ -164,9 +182,10 @@ func (s *Store) AckQueued(peer proto.PubKey, ids []uuid.UUID) (rest []uuid.UUID,
 		return nil
 	})
 	if err != nil || len(queued) == 0 {
-		return rest, err
+		return 0, rest, err
 	}
-	return rest, s.Ack(peer, queued...)
+	acked, err = s.ack(peer, queued)
+	return acked, rest, err
 }
 
 // CountReaderAcks counts, in one write, each reader's acks of channel

@@ -2,6 +2,7 @@ package history
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,6 +183,41 @@ func TestQueue(t *testing.T) {
 	}
 	if err := s.Enqueue(bob.pub, envs[5]); err != nil {
 		t.Fatalf("enqueue after ack: %v", err)
+	}
+	// AckQueued: an id listed twice is one acknowledgement, and an id
+	// not queued is handed back once.
+	other := uuid.New()
+	acked, rest, err := s.AckQueued(bob.pub, []uuid.UUID{envs[1].ID, envs[1].ID, other, other})
+	if err != nil || acked != 1 || len(rest) != 1 || rest[0] != other {
+		t.Fatalf("AckQueued with repeats: %d acked, rest %v, %v; want 1 and [%s]", acked, rest, err, other)
+	}
+	// Two acks of one id at once (a peer acking on two links): one
+	// removes it, and only one counts it.
+	if err := s.Enqueue(bob.pub, envs[1]); err != nil {
+		t.Fatalf("enqueue again: %v", err)
+	}
+	counts := make(chan int, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			n, _, err := s.AckQueued(bob.pub, []uuid.UUID{envs[1].ID})
+			if err != nil {
+				t.Error(err)
+			}
+			counts <- n
+		})
+	}
+	wg.Wait()
+	close(counts)
+	total := 0
+	for n := range counts {
+		total += n
+	}
+	if total != 1 {
+		t.Fatalf("8 racing acks of one queued id counted %d removals, want 1", total)
+	}
+	if err := s.Enqueue(bob.pub, envs[1]); err != nil {
+		t.Fatalf("enqueue again: %v", err)
 	}
 
 	// Expiry: ts + ttl before now.

@@ -96,8 +96,10 @@ func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	// An ack from b clears it.
-	b, err := proto.Marshal(&proto.Ack{IDs: []uuid.UUID{got[0].ID}})
+	// An ack from b clears it. It lists the id twice, as a peer does
+	// that committed two copies of the DM in one batch: one
+	// acknowledgement, counted once.
+	b, err := proto.Marshal(&proto.Ack{IDs: []uuid.UUID{got[0].ID, got[0].ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +110,9 @@ func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
 		p, err := a.store.Pending(m.ids[1].Pub)
 		return err == nil && len(p) == 0
 	})
+	if got := a.metrics.Get("tx.acked"); got != 1 {
+		t.Errorf("tx.acked = %d after one DM acked (its id listed twice), want 1", got)
+	}
 }
 
 func TestDMAckedBetweenNodes(t *testing.T) {

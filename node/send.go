@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -493,21 +494,20 @@ func (n *Node) handleAck(pl *peers.Link, payload []byte) {
 		n.log.Warn("bad ack", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
-	if len(a.IDs) == 0 {
-		return
-	}
-	rest, err := n.store.AckQueued(pl.Key, a.IDs)
+	acked, rest, err := n.store.AckQueued(pl.Key, a.IDs)
 	if err != nil {
 		n.log.Error("ack", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
 	if prev, ok := previousKeyOf(n.Roster(), pl.Key); ok && len(rest) > 0 {
-		if rest, err = n.store.AckQueued(prev, rest); err != nil {
+		var more int
+		if more, rest, err = n.store.AckQueued(prev, rest); err != nil {
 			n.log.Error("ack", "peer", prev.Fingerprint(), "err", err)
 			return
 		}
+		acked += more
 	}
-	n.metrics.add(cTxAcked, uint64(len(a.IDs)-len(rest)))
+	n.metrics.add(cTxAcked, uint64(acked))
 	if len(rest) > 0 {
 		// Not queued: a reader's acks of our channel Messages, counted
 		// in batches (or ids we do not hold, which the count ignores).
@@ -521,6 +521,7 @@ func (n *Node) handleAck(pl *peers.Link, payload []byte) {
 // per link they came on.
 func (n *Node) sendAcks(acks map[*peers.Link][]uuid.UUID) {
 	for pl, ids := range acks {
+		ids = uniqueIDs(ids)
 		for i := 0; i < len(ids); i += proto.MaxArrayElements {
 			b, err := proto.Marshal(&proto.Ack{IDs: ids[i:min(i+proto.MaxArrayElements, len(ids))]})
 			if err != nil {
@@ -541,4 +542,27 @@ func jsonOf(raw []byte) json.RawMessage {
 		return nil
 	}
 	return b
+}
+
+// uniqueIDs returns ids without repeats, in their first order: ids
+// itself when a short list has none (the usual case, without allocating).
+func uniqueIDs(ids []uuid.UUID) []uuid.UUID {
+	if len(ids) <= 8 {
+		i := 1
+		for i < len(ids) && !slices.Contains(ids[:i], ids[i]) {
+			i++
+		}
+		if i >= len(ids) {
+			return ids
+		}
+	}
+	seen := make(map[uuid.UUID]struct{}, len(ids))
+	out := make([]uuid.UUID, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
 }
