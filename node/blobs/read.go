@@ -70,22 +70,24 @@ func (s *Store) ChunkList(a proto.Attachment) ([]proto.Hash, error) {
 
 // ReadVerifiedChunk reads chunk i of a into buf (which must hold
 // proto.ChunkSize bytes): from the complete blob, or from a part that
-// holds the chunk verified and written. It returns ErrNotYet when a part
-// lacks the chunk, and ErrNotFound when the store holds neither.
-func (s *Store) ReadVerifiedChunk(a proto.Attachment, i int, buf []byte) ([]byte, error) {
+// holds the chunk verified and written (then fromPart is true). It
+// returns ErrNotYet when a part lacks the chunk, and ErrNotFound when
+// the store holds neither.
+func (s *Store) ReadVerifiedChunk(a proto.Attachment, i int, buf []byte) (b []byte, fromPart bool, err error) {
 	if i < 0 || i >= a.Chunks() {
-		return nil, fmt.Errorf("blob store: chunk %d of %d", i, a.Chunks())
+		return nil, false, fmt.Errorf("blob store: chunk %d of %d", i, a.Chunks())
 	}
 	if b, err := s.ReadChunk(a, i, buf); !errors.Is(err, ErrNotFound) {
-		return b, err
+		return b, false, err
 	}
 	s.mu.Lock()
-	b, err := s.readPartChunkLocked(a, i, buf)
+	b, err = s.readPartChunkLocked(a, i, buf)
 	s.mu.Unlock()
 	if errors.Is(err, ErrNotFound) && s.Has(a.SHA256) { // finished meanwhile
-		return s.ReadChunk(a, i, buf)
+		b, err = s.ReadChunk(a, i, buf)
+		return b, false, err
 	}
-	return b, err
+	return b, err == nil, err
 }
 
 func (s *Store) readPartChunkLocked(a proto.Attachment, i int, buf []byte) ([]byte, error) {

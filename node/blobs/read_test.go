@@ -22,7 +22,7 @@ func TestReadPartInProgress(t *testing.T) {
 	if h := s.Holding(a.SHA256); h != HoldsNothing {
 		t.Fatalf("empty store holds %d", h)
 	}
-	if _, err := s.ReadVerifiedChunk(a, 0, buf); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.ReadVerifiedChunk(a, 0, buf); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("chunk of a blob not held: %v", err)
 	}
 	p, err := s.Begin(a)
@@ -35,7 +35,7 @@ func TestReadPartInProgress(t *testing.T) {
 	if _, err := s.ChunkList(a); !errors.Is(err, ErrNotYet) {
 		t.Fatalf("list of a part without one: %v", err)
 	}
-	if _, err := s.ReadVerifiedChunk(a, 0, buf); !errors.Is(err, ErrNotYet) {
+	if _, _, err := s.ReadVerifiedChunk(a, 0, buf); !errors.Is(err, ErrNotYet) {
 		t.Fatalf("chunk of a part without a list: %v", err)
 	}
 	if err := p.SetChunks(chunkList(t, src, a)); err != nil {
@@ -49,28 +49,28 @@ func TestReadPartInProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check := func(when string, held ...int) {
+	check := func(when string, part bool, held ...int) {
 		t.Helper()
 		for i := range a.Chunks() {
-			b, err := s.ReadVerifiedChunk(a, i, buf)
+			b, fromPart, err := s.ReadVerifiedChunk(a, i, buf)
 			switch {
-			case slices.Contains(held, i) && (err != nil || !bytes.Equal(b, readChunk(t, src, a, i))):
-				t.Fatalf("%s: chunk %d held: %v", when, i, err)
+			case slices.Contains(held, i) && (err != nil || !bytes.Equal(b, readChunk(t, src, a, i)) || fromPart != part):
+				t.Fatalf("%s: chunk %d held: %v (from a part: %v)", when, i, err, fromPart)
 			case !slices.Contains(held, i) && !errors.Is(err, ErrNotYet):
 				t.Fatalf("%s: chunk %d not held: %v", when, i, err)
 			}
 		}
 	}
-	check("fetch under way", 1, 5)
+	check("fetch under way", true, 1, 5)
 	other := a
 	other.Size++
-	if _, err := s.ReadVerifiedChunk(other, 1, buf); !errors.Is(err, ErrMismatch) {
+	if _, _, err := s.ReadVerifiedChunk(other, 1, buf); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("chunk for another size: %v", err)
 	}
 	if err := p.Close(); err != nil { // checkpoints: both chunks durable
 		t.Fatal(err)
 	}
-	check("part on disk", 1, 5)
+	check("part on disk", true, 1, 5)
 	if h := s.Holding(a.SHA256); h != HoldsPart {
 		t.Fatalf("store with a part on disk holds %d", h)
 	}
@@ -86,7 +86,7 @@ func TestReadPartInProgress(t *testing.T) {
 	if err := p.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	check("finished", 0, 1, 2, 3, 4, 5)
+	check("finished", false, 0, 1, 2, 3, 4, 5)
 	if h := s.Holding(a.SHA256); h != HoldsComplete {
 		t.Fatalf("store with the blob holds %d", h)
 	}
@@ -125,7 +125,7 @@ func TestReadPartWhileWriting(t *testing.T) {
 				default:
 				}
 				i := (k*7 + r) % a.Chunks()
-				b, err := s.ReadVerifiedChunk(a, i, buf)
+				b, _, err := s.ReadVerifiedChunk(a, i, buf)
 				if err == nil && !bytes.Equal(b, want[i]) {
 					errs <- errors.New("a chunk read differs from the verified content")
 					return
