@@ -27,7 +27,7 @@ import (
 // sends something within a few wants' time; one that does not fetch (a
 // part left on disk, a fetch waiting its turn) holds up the others' copy
 // of its stripe by no more than this.
-const blobStallAfter = 3 * time.Second
+const blobStallAfter = 5 * time.Second
 
 // blobNotYetRetry is how long a chunk answered "not yet" waits before it
 // is asked again: short, since the source is most likely fetching it.
