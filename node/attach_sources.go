@@ -54,6 +54,7 @@ type fetchSource struct {
 	inflight int         // chunks asked and not answered
 	waiting  time.Time   // since when it owes an answer: the first ask, or its last answer
 	notYet   time.Time   // the start of its run of "not yet"s with no chunk sent; zero if none
+	busy     time.Time   // its last "not yet" (of the sender: it was busy)
 }
 
 // chunkAsk is one chunk's state in a fetch: who it was asked of (-1:
@@ -164,11 +165,17 @@ func (s *swarm) usable(i int) bool {
 
 // stalled reports whether source i has said "not yet" for chunks of its
 // own stripe for longer than blobStallAfter without sending a chunk asked
-// of it. A stalled source is tried again as an owner blobNoSourceRetry
-// later (settle).
+// of it, while the sender was not busy: an owner waits for its stripe
+// from the sender, so while the sender answers this node "not yet" too,
+// the owner's wait is the sender's, and asking the sender for its stripe
+// would only add to it. A stalled source is tried again as an owner
+// blobNoSourceRetry later (settle).
 func (s *swarm) stalled(i int, now time.Time) bool {
 	t := s.srcs[i].notYet
-	return !t.IsZero() && now.Sub(t) > blobStallAfter
+	if t.IsZero() || now.Sub(t) <= blobStallAfter {
+		return false
+	}
+	return s.sender < 0 || now.Sub(s.srcs[s.sender].busy) > blobStallAfter
 }
 
 // pick chooses who to ask for chunk c: its stripe's owner unless it is
@@ -274,6 +281,7 @@ func (s *swarm) settle(missing []int, now time.Time) {
 		}
 		s.answered(c, now)
 		s.asks[c].retry = now.Add(blobNotYetRetry)
+		s.srcs[i].busy = now
 		if i == s.owner(c) && s.srcs[i].notYet.IsZero() {
 			s.srcs[i].notYet = now
 		}
