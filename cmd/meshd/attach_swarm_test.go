@@ -5,6 +5,8 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,5 +181,56 @@ func TestAttachmentPartNotServedToNonReader(t *testing.T) {
 	}
 	if n := counters(t, r.meshctl, r.home)["blob.refused"]; n != before+2 {
 		t.Fatalf("blob.refused went from %d to %d, want +2", before, n)
+	}
+}
+
+// TestAttachmentOlderNode: one node of a channel runs an older meshd
+// (MESHD_OLD_BIN), which serves only whole blobs, fetches from one
+// source at a time and takes a "not yet" for a malformed frame
+// (PROTOCOL.md §13.5, older nodes): once a reader, whose stripe the newer
+// readers ask it for first and get from the sender when it answers
+// unavailable; once the sender, which drops the wants beyond the 4 it
+// serves instead of answering "not yet". All three readers end with
+// verified copies either way.
+func TestAttachmentOlderNode(t *testing.T) {
+	old := os.Getenv("MESHD_OLD_BIN")
+	if old == "" {
+		t.Skip("set MESHD_OLD_BIN to a meshd built before blob-chunk what 4")
+	}
+	for _, older := range []int{1, 0} {
+		t.Run([]string{"sender", "reader"}[older], func(t *testing.T) { olderNodeRun(t, old, older) })
+	}
+}
+
+func olderNodeRun(t *testing.T, old string, older int) {
+	names := []string{"alice", "bob", "carol", "dave"}
+	m := newLoopbackFaultMesh(t, names, "--attachment-channel-eager-max-kib", "2048")
+	if err := m.ds[older].stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	newer := m.cmd
+	m.cmd = func(i int) *exec.Cmd {
+		c := newer(i)
+		if i == older {
+			c.Path, c.Args[0] = old, old
+		}
+		return c
+	}
+	m.start(older)
+	for i := range names {
+		waitPeers(t, m.meshctl, m.homes[i], len(names)-1, 30*time.Second)
+	}
+	m.channel("data")
+	file, data := randomFile(t, t.TempDir(), "sample.bin", 3<<19, 32)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "send", "#data", "a sample", "--attach", file)
+	for i := 1; i < len(names); i++ {
+		p := m.attachedPath(i, sent.ID, "sample.bin", 90*time.Second)
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s's copy: %v (%d bytes)", names[i], err, len(got))
+		}
+	}
+	for i, name := range names {
+		t.Logf("%s served %d chunks", name, m.counter(i, "blob.chunks_served"))
 	}
 }
