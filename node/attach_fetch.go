@@ -190,11 +190,9 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 				s.send(i, chunks)
 			}
 		}
-		select {
+		select { // links are looked at again every blobLinksRefresh: at.linkUp is for idle fetches
 		case <-f.arrived:
 		case <-tick.C:
-		case <-at.linkUp:
-			s.refresh(time.Now(), true)
 		case <-at.ctx().Done():
 		}
 	}

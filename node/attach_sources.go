@@ -16,17 +16,21 @@ import (
 // sender only for its own stripe, and each other stripe's owner first;
 // it falls back to the sender (then any other holder) for a stripe whose
 // owner is not linked, is passed over (it answered unavailable, sent a
-// bad chunk or stayed silent), or has said "not yet" without sending a
-// chunk asked of it for blobStallAfter. So the sender uploads about one
+// bad chunk or stayed silent), or is stalled: it has said "not yet"
+// without sending a chunk asked of it for blobStallAfter, while the
+// sender was not busy with this node. So the sender uploads about one
 // copy, and each reader about one stripe per other reader. A DM, Request
 // or Response has no stripes: its sender is asked first.
 
-// blobStallAfter is how long a source may answer "not yet" without
-// sending any chunk asked of it before its stripe is asked elsewhere. A
-// reader that fetches the blob gets its stripe from the sender, so it
-// sends something within a few wants' time; one that does not fetch (a
+// blobStallAfter is how long an owner may answer "not yet" for its stripe
+// without sending any chunk asked of it, the sender not busy meanwhile,
+// before its stripe is asked of the sender. A reader that fetches the
+// blob gets its stripe from the sender, so it sends something within a
+// few wants' time once the sender has room; one that does not fetch (a
 // part left on disk, a fetch waiting its turn) holds up the others' copy
-// of its stripe by no more than this.
+// of its stripe by no more than this. With 3 s, and a busy sender not
+// taken into account, the late owners of nine looked stalled and the
+// sender uploaded 4 copies (docs/BENCHMARKS.md).
 const blobStallAfter = 5 * time.Second
 
 // blobNotYetRetry is how long a chunk answered "not yet" waits before it
