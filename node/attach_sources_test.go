@@ -129,3 +129,44 @@ func TestSwarmAsksOwnersFirst(t *testing.T) {
 		t.Fatalf("%d chunks outstanding at the sender, want %d", n, blobPerSource)
 	}
 }
+
+// TestSwarmBusySenderExcusesOwners: while the sender answers "not yet"
+// (it is busy), an owner's run of "not yet"s does not stall it: its
+// stripe is not asked of the sender, which would only add to its load.
+func TestSwarmBusySenderExcusesOwners(t *testing.T) {
+	sender, me := keyN(1), keyN(3)
+	s := testSwarm(4, sender, []proto.PubKey{keyN(2), me}, me) // stripes: 0 keyN(2), 1 mine
+	now := time.Now()
+	all := []int{0, 1, 2, 3}
+	s.wants(all, now) // 0, 2 of keyN(2); 1, 3 of the sender
+	for _, c := range []uint32{0, 2} {
+		s.f.noteNotYet(keyN(2), c)
+	}
+	for _, c := range []uint32{1, 3} {
+		s.f.noteNotYet(sender, c)
+	}
+	s.settle(all, now)
+	s.wants(all, now.Add(blobStallAfter-time.Second)) // asked again: the sender busy again
+	for _, c := range []uint32{1, 3} {
+		s.f.noteNotYet(sender, c)
+	}
+	for _, c := range []uint32{0, 2} {
+		s.f.noteNotYet(keyN(2), c)
+	}
+	s.settle(all, now.Add(blobStallAfter-time.Second))
+	later := now.Add(blobStallAfter + time.Second)
+	got := s.wants(all, later)
+	if w := got[s.index(keyN(2))]; len(w) != 2 {
+		t.Fatalf("with the sender busy, the owner's stripe went to %v", got)
+	}
+	// Once the sender has not been busy for blobStallAfter, it is.
+	s.f.noteNotYet(keyN(2), 0)
+	s.f.noteNotYet(keyN(2), 2)
+	s.settle(all, later)
+	quiet := now.Add(2*blobStallAfter - time.Second/2)
+	s.settle(all, quiet)
+	got = s.wants(all, quiet)
+	if w := got[s.sender]; len(w) != 2 || w[0] != 0 {
+		t.Fatalf("with the sender idle, the stalled owner's stripe went to %v", got)
+	}
+}
