@@ -59,6 +59,9 @@ func FuzzBlobFrames(f *testing.F) {
 	for _, s := range [][]byte{w, c, notYet, {}, {0xa0}} {
 		f.Add(s)
 	}
+	for _, frame := range blobFramesVector(f).fields { // vector 19's payloads
+		f.Add(frame.val[1:])
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if w, err := ParseBlobWant(b); err == nil {
 			again, _ := Marshal(w)
