@@ -136,7 +136,10 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 		data, fromPart, err := at.store.ReadVerifiedChunk(a, int(i), buf)
 		switch {
 		case errors.Is(err, blobs.ErrNotYet):
-			at.notYet(pl, a.SHA256, []uint32{i})
+			at.n.metrics.inc(cBlobNotYetSent)
+			if !at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobNotYet, Index: i}) {
+				return
+			}
 			continue
 		case errors.Is(err, blobs.ErrNotFound):
 			at.n.metrics.inc(cBlobUnavailable)

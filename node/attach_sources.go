@@ -61,12 +61,21 @@ type fetchSource struct {
 	busy     time.Time   // its last "not yet" (of the sender: it was busy)
 }
 
-// chunkAsk is one chunk's state in a fetch: who it was asked of (-1:
-// nobody) and when it may be asked again after a "not yet".
+// chunkAsk is one chunk's state in a fetch (24 bytes): who it was asked
+// of (-1: nobody), when (Unix ns), and when it may be asked again after a
+// "not yet" (Unix ns).
 type chunkAsk struct {
 	src   int32
-	retry time.Time
+	asked int64
+	retry int64
 }
+
+// blobChunkTimeout is how long one chunk asked of a source that keeps
+// answering others may go unanswered (its answer lost, say a "not yet"
+// the source could not queue) before it is asked again, of whom pick then
+// chooses. It is well above the time a source takes to send the two wants
+// it may owe, so that a slow source is not asked twice for the same chunk.
+const blobChunkTimeout = 3 * blobWantTimeout
 
 // notYetAnswer is a "not yet" a source sent for one chunk.
 type notYetAnswer struct {
@@ -229,6 +238,7 @@ func (s *swarm) ask(c, i int, now time.Time) {
 	}
 	src.inflight++
 	s.asks[c].src = int32(i)
+	s.asks[c].asked = now.UnixNano()
 }
 
 // answered records that source i answered for chunk c (it arrived, or
@@ -271,10 +281,16 @@ func (s *swarm) settle(missing []int, now time.Time) {
 	for _, c := range missing {
 		lacking[c] = true
 	}
+	lost := now.Add(-blobChunkTimeout).UnixNano()
 	for c := range s.asks {
-		if i := s.asks[c].src; i >= 0 && !lacking[c] {
+		i := s.asks[c].src
+		switch {
+		case i >= 0 && !lacking[c]:
 			s.answered(c, now)
 			s.srcs[i].notYet = time.Time{} // it sends: not stalled
+		case i >= 0 && s.asks[c].asked < lost:
+			s.srcs[i].inflight-- // its answer was lost: ask again
+			s.asks[c].src = -1
 		}
 	}
 	for _, ny := range s.f.takeNotYets() {
@@ -284,7 +300,7 @@ func (s *swarm) settle(missing []int, now time.Time) {
 			continue // not asked of it (any more)
 		}
 		s.answered(c, now)
-		s.asks[c].retry = now.Add(blobNotYetRetry)
+		s.asks[c].retry = now.Add(blobNotYetRetry).UnixNano()
 		s.srcs[i].busy = now
 		if i == s.owner(c) && s.srcs[i].notYet.IsZero() {
 			s.srcs[i].notYet = now
@@ -310,7 +326,7 @@ func (s *swarm) settle(missing []int, now time.Time) {
 func (s *swarm) wants(missing []int, now time.Time) map[int][]uint32 {
 	out := map[int][]uint32{}
 	for _, c := range missing {
-		if s.asks[c].src >= 0 || now.Before(s.asks[c].retry) {
+		if s.asks[c].src >= 0 || now.UnixNano() < s.asks[c].retry {
 			continue
 		}
 		i := s.pick(c, now)

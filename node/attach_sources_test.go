@@ -170,3 +170,29 @@ func TestSwarmBusySenderExcusesOwners(t *testing.T) {
 		t.Fatalf("with the sender idle, the stalled owner's stripe went to %v", got)
 	}
 }
+
+// TestSwarmLostAnswer: a chunk whose answer never comes, from a source
+// that keeps answering others, is asked again after blobChunkTimeout,
+// without the source being passed over.
+func TestSwarmLostAnswer(t *testing.T) {
+	sender := keyN(1)
+	s := testSwarm(2, sender, nil, keyN(3))
+	now := time.Now()
+	all := []int{0, 1}
+	s.wants(all, now)
+	// Chunk 0 arrives; chunk 1's answer is lost, while the source keeps
+	// answering (so it is not silent).
+	at := now.Add(blobChunkTimeout + time.Second)
+	s.srcs[s.sender].waiting = at
+	s.settle([]int{1}, at)
+	got := s.wants([]int{1}, at)
+	if w := got[s.sender]; len(w) != 1 || w[0] != 1 {
+		t.Fatalf("a chunk whose answer was lost was asked of %v", got)
+	}
+	if s.f.passedOver(sender) {
+		t.Fatal("the source of a lost answer was passed over")
+	}
+	if n := s.srcs[s.sender].inflight; n != 1 {
+		t.Fatalf("%d chunks outstanding, want 1", n)
+	}
+}
