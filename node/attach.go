@@ -32,7 +32,8 @@ type attachments struct {
 	refMu    sync.Mutex              // serialises the refs files' read-modify-write
 	usage    map[proto.PubKey]uint64 // guarded by refMu: bytes each sender's kept envelopes list
 	linkUp   chan struct{}           // capacity 1: a link came up; idle fetches look again
-	serveSem chan struct{}           // bounds the blob-wants served at once
+	serveSem chan struct{}           // bounds the chunk wants served at once
+	listSem  chan struct{}           // bounds the chunk list wants served at once
 	wg       sync.WaitGroup
 }
 
@@ -50,12 +51,21 @@ var (
 	cBlobServeBusy   = newCounter("blob.serve_busy", famBlob, "serve_busy")
 	cBlobUnwanted    = newCounter("blob.unwanted", famBlob, "unwanted")
 	cBlobTooLarge    = newCounter("blob.too_large", famBlob, "too_large")
+	cBlobPartServed  = newCounter("blob.part_chunks_served", famBlob, "part_chunks_served")
+	cBlobNotYetSent  = newCounter("blob.not_yet_sent", famBlob, "not_yet_sent")
+	cBlobNotYet      = newCounter("blob.not_yet", famBlob, "not_yet")
 )
 
-// blobServeConcurrency bounds the blob-wants this node serves at once,
-// over all links; a want beyond it is dropped (blob.serve_busy) and its
-// asker asks again.
-const blobServeConcurrency = 4
+// blobServeConcurrency bounds the wants of chunks this node serves at
+// once, over all links; a want beyond it is answered "not yet" for each
+// chunk (blob.serve_busy) and its asker asks again. Wants of a chunk list
+// (at most 128 KiB each) have slots of their own, so that a busy node
+// still lets its askers start, and spread their wants over other holders;
+// one beyond those is dropped.
+const (
+	blobServeConcurrency = 4
+	blobListConcurrency  = 8
+)
 
 func (n *Node) openAttachments() error {
 	st, err := blobs.Open(n.home.BlobsDir(), uint64(n.cfg.AttachmentMax))
@@ -67,7 +77,8 @@ func (n *Node) openAttachments() error {
 		return fmt.Errorf("blob store: %w", err)
 	}
 	n.attach = &attachments{n: n, store: st, wantDir: want, fetches: map[proto.Hash]*fetch{},
-		linkUp: make(chan struct{}, 1), serveSem: make(chan struct{}, blobServeConcurrency)}
+		linkUp: make(chan struct{}, 1), serveSem: make(chan struct{}, blobServeConcurrency),
+		listSem: make(chan struct{}, blobListConcurrency)}
 	return nil
 }
 

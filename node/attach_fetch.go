@@ -37,6 +37,7 @@ type fetch struct {
 
 	umu         sync.Mutex
 	unavailable map[proto.PubKey]time.Time // guarded by umu
+	notYets     []notYetAnswer             // guarded by umu: "not yet"s since the last round
 
 	done chan struct{} // closed when the fetch ends
 	err  error         // set before done closes
@@ -149,18 +150,15 @@ func (at *attachments) fetchBlob(f *fetch) error {
 	}
 }
 
-// wantsInFlight is how many wants of one fetch may be outstanding: the
-// next is asked for while the chunks of the one before still arrive, so
-// the link never idles between rounds.
-const wantsInFlight = 2
-
-// pull asks linked sources for what p lacks until it has every chunk,
-// keeping up to wantsInFlight wants of MaxWantChunks chunks outstanding.
+// pull asks linked sources for what p lacks until it has every chunk:
+// the chunk list from one source, then the missing chunks from several at
+// once, as swarm picks them (attach_sources.go), each source with at most
+// blobPerSource chunks outstanding in wants of at most MaxWantChunks.
 func (at *attachments) pull(f *fetch, p *blobs.Part) error {
-	asked := map[int]bool{} // chunks asked for and not yet arrived
-	var src *peers.Link
-	timer := time.NewTimer(blobWantTimeout)
-	defer timer.Stop()
+	s := newSwarm(at, f)
+	s.refresh(time.Now(), true)
+	tick := time.NewTicker(blobNotYetRetry / 2)
+	defer tick.Stop()
 	for !p.Done() {
 		if err := at.ctx().Err(); err != nil {
 			return err
@@ -168,68 +166,33 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 		if !at.diskRoom(p) {
 			continue
 		}
-		if src == nil || f.passedOver(src.Key) || isDone(src.Conn.Done()) {
-			clear(asked)
-			if src = at.source(f); src == nil {
-				select {
-				case <-at.linkUp:
-				case <-time.After(blobNoSourceRetry):
-				case <-at.ctx().Done():
-				}
-				continue
-			}
-		}
-		w0 := at.firstWant(f)
-		w := proto.BlobWant{From: w0.From, ID: w0.ID, SHA256: f.a.SHA256}
-		send := false
-		if p.NeedChunks() {
-			send = len(asked) == 0
-			if send {
-				asked[-1] = true // the chunk list
-			}
-		} else {
-			delete(asked, -1)
-			missing := p.Missing(0)
-			still := map[int]bool{}
-			for _, i := range missing {
-				if asked[i] {
-					still[i] = true
-				}
-			}
-			asked = still
-			if len(asked) <= (wantsInFlight-1)*proto.MaxWantChunks {
-				for _, i := range missing {
-					if !asked[i] {
-						asked[i] = true
-						w.Chunks = append(w.Chunks, uint32(i))
-						if len(w.Chunks) == proto.MaxWantChunks {
-							break
-						}
-					}
-				}
-				send = len(w.Chunks) > 0
-			}
-		}
-		if send {
-			b, err := proto.Marshal(&w)
-			if err != nil {
-				return err
-			}
-			if err := src.Conn.Send(append([]byte{byte(proto.FrameBlobWant)}, b...)); err != nil {
-				f.passOver(src.Key)
+		now := time.Now()
+		s.refresh(now, false)
+		if !s.anyLinked() {
+			select {
+			case <-at.linkUp:
+				s.refresh(time.Now(), true)
+			case <-time.After(blobNoSourceRetry):
+				s.refresh(time.Now(), true)
+			case <-at.ctx().Done():
 			}
 			continue
 		}
-		select {
-		case <-f.arrived:
-			if !timer.Stop() {
-				<-timer.C
+		if p.NeedChunks() {
+			if i := s.listSource(now); i >= 0 && !s.send(i, nil) {
+				s.list = -1
 			}
-			timer.Reset(blobWantTimeout)
-		case <-timer.C:
-			f.passOver(src.Key) // silent: ask another, or this one again later
-			timer.Reset(blobWantTimeout)
-		case <-src.Conn.Done():
+		} else {
+			s.list = -1
+			missing := p.Missing(0)
+			s.settle(missing, now)
+			for i, chunks := range s.wants(missing, now) {
+				s.send(i, chunks)
+			}
+		}
+		select { // links are looked at again every blobLinksRefresh: at.linkUp is for idle fetches
+		case <-f.arrived:
+		case <-tick.C:
 		case <-at.ctx().Done():
 		}
 	}
@@ -243,14 +206,6 @@ func isDone(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// firstWant returns the first envelope f fetches for; schedule appends
-// to f.wants under at.mu while f runs.
-func (at *attachments) firstWant(f *fetch) want {
-	at.mu.Lock()
-	defer at.mu.Unlock()
-	return f.wants[0]
 }
 
 func (f *fetch) passOver(k proto.PubKey) {
@@ -270,52 +225,34 @@ func (f *fetch) passedOver(k proto.PubKey) bool {
 	return ok
 }
 
-// source picks a linked member to ask for f's blob: the sender of an
-// envelope that lists it first, then any other member that may read one
-// (the other end of a DM, the channel's readers).
-func (at *attachments) source(f *fetch) *peers.Link {
-	at.mu.Lock()
-	wants := slices.Clone(f.wants)
-	at.mu.Unlock()
-	n := at.n
-	for _, w := range wants {
-		for _, k := range at.candidates(w) {
-			if k.Equal(n.id.Pub) || f.passedOver(k) {
-				continue
-			}
-			if pl := n.linkTo(k); pl != nil {
-				return pl
-			}
-		}
-	}
-	return nil
-}
-
 // candidates lists who may hold w's blob: its envelope's sender, then
-// the other members that may read the envelope.
-func (at *attachments) candidates(w want) []proto.PubKey {
-	out := []proto.PubKey{w.From}
+// the other members that may read the envelope; and, for a channel
+// Message, the stripe owners (stripeOwners).
+func (at *attachments) candidates(w want) (keys, owners []proto.PubKey) {
+	keys = []proto.PubKey{w.From}
 	st, err := at.n.store.Get(w.From, w.ID)
 	if err != nil {
-		return out
+		return keys, nil
 	}
 	se, err := st.Envelope()
 	if err != nil {
-		return out
+		return keys, nil
 	}
 	switch se.To.Kind {
 	case proto.DestPeer:
-		out = append(out, se.To.Peer)
+		keys = append(keys, se.To.Peer)
 	case proto.DestChannel:
 		if p, ok := at.n.channels.ByID(se.To.Channel); ok {
-			out = append(out, p.Readers(at.n.Roster())...)
+			readers := p.Readers(at.n.Roster())
+			keys = append(keys, readers...)
+			owners = stripeOwners(se.From, readers)
 		}
 	}
-	return out
+	return keys, owners
 }
 
-// handleChunk takes a blob-chunk frame: a chunk list, a chunk or a
-// refusal for a fetch under way. Each chunk is verified before it is
+// handleChunk takes a blob-chunk frame: a chunk list, a chunk, a "not
+// yet" or a refusal for a fetch under way. Each chunk is verified before it is
 // written; one that fails is dropped and counted, and asked for again.
 func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	n := at.n
@@ -339,6 +276,9 @@ func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	switch c.What {
 	case proto.BlobUnavailable:
 		f.passOver(pl.Key)
+	case proto.BlobNotYet:
+		n.metrics.inc(cBlobNotYet)
+		f.noteNotYet(pl.Key, c.Index)
 	case proto.BlobChunkList:
 		err = p.SetChunks(c.Data)
 	case proto.BlobChunkData:

@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/meshd/meshd/node/blobs"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
@@ -14,7 +16,8 @@ const blobServeTimeout = time.Minute
 
 // handleWant serves a blob-want: only to a member that may read the
 // envelope it names, which must list the blob; knowing a hash is not
-// enough. A refusal and a blob not held get the same answer.
+// enough. A refusal and a blob not held at all (neither complete nor a
+// part) get the same answer.
 func (at *attachments) handleWant(pl *peers.Link, payload []byte) {
 	n := at.n
 	w, err := proto.ParseBlobWant(payload)
@@ -31,30 +34,46 @@ func (at *attachments) handleWant(pl *peers.Link, payload []byte) {
 		at.sendChunk(pl, &proto.BlobChunk{SHA256: w.SHA256, What: proto.BlobUnavailable})
 		return
 	}
-	if !at.store.Has(a.SHA256) {
+	if at.store.Holding(a.SHA256) == blobs.HoldsNothing {
 		n.metrics.inc(cBlobUnavailable)
 		at.sendChunk(pl, &proto.BlobChunk{SHA256: w.SHA256, What: proto.BlobUnavailable})
 		return
 	}
+	sem := at.serveSem
+	if len(w.Chunks) == 0 {
+		sem = at.listSem
+	}
 	select {
-	case at.serveSem <- struct{}{}:
+	case sem <- struct{}{}:
 	default:
 		n.metrics.inc(cBlobServeBusy)
+		at.notYet(pl, a.SHA256, w.Chunks)
 		return
 	}
 	at.mu.Lock()
 	if at.closed {
 		at.mu.Unlock()
-		<-at.serveSem
+		<-sem
 		return
 	}
 	at.wg.Add(1)
 	at.mu.Unlock()
 	go func() {
 		defer at.wg.Done()
-		defer func() { <-at.serveSem }()
+		defer func() { <-sem }()
 		at.serve(pl, a, w.Chunks)
 	}()
+}
+
+// notYet answers "not yet" (what 4) for each chunk asked: this node
+// serves the blob to the asker but does not send these chunks now (it
+// lacks them, or serves as many wants as it may), so the asker asks
+// again shortly or asks another holder. A list asked for gets nothing.
+func (at *attachments) notYet(pl *peers.Link, h proto.Hash, chunks []uint32) {
+	for _, i := range chunks {
+		at.n.metrics.inc(cBlobNotYetSent)
+		at.sendChunk(pl, &proto.BlobChunk{SHA256: h, What: proto.BlobNotYet, Index: i})
+	}
 }
 
 // allowed returns the attachment w asks for if k may read the envelope
@@ -90,14 +109,20 @@ func (at *attachments) mayRead(k proto.PubKey, se *proto.SignedEnvelope) bool {
 }
 
 // serve sends a's chunk list (no chunks asked) or the chunks asked, in
-// the link's bulk lane, waiting for room there.
+// the link's bulk lane, waiting for room there: from the complete blob,
+// or from a part being fetched, which answers "not yet" for the chunks
+// it lacks. A part thrown away meanwhile answers unavailable.
 func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32) {
 	ctx, cancel := context.WithTimeout(at.ctx(), blobServeTimeout)
 	defer cancel()
 	if len(chunks) == 0 {
-		list, err := at.store.Chunks(a)
+		list, err := at.store.ChunkList(a)
 		if err != nil {
-			at.n.log.Warn("attachments: chunk list not served", "sha256", a.SHA256, "err", err)
+			if !errors.Is(err, blobs.ErrNotYet) && !errors.Is(err, blobs.ErrNotFound) {
+				at.n.log.Warn("attachments: chunk list not served", "sha256", a.SHA256, "err", err)
+			}
+			at.n.metrics.inc(cBlobUnavailable)
+			at.sendChunk(pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobUnavailable})
 			return
 		}
 		at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobChunkList, Data: encodeList(list)})
@@ -108,8 +133,19 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 		if int(i) >= a.Chunks() {
 			continue
 		}
-		data, err := at.store.ReadChunk(a, int(i), buf)
-		if err != nil {
+		data, fromPart, err := at.store.ReadVerifiedChunk(a, int(i), buf)
+		switch {
+		case errors.Is(err, blobs.ErrNotYet):
+			at.n.metrics.inc(cBlobNotYetSent)
+			if !at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobNotYet, Index: i}) {
+				return
+			}
+			continue
+		case errors.Is(err, blobs.ErrNotFound):
+			at.n.metrics.inc(cBlobUnavailable)
+			at.sendChunk(pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobUnavailable})
+			return
+		case err != nil:
 			at.n.log.Warn("attachments: chunk not served", "sha256", a.SHA256, "index", i, "err", err)
 			return
 		}
@@ -117,6 +153,9 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 			return
 		}
 		at.n.metrics.inc(cBlobServed)
+		if fromPart {
+			at.n.metrics.inc(cBlobPartServed)
+		}
 	}
 }
 

@@ -47,10 +47,15 @@ const (
 	// BlobUnavailable: the sender does not serve this blob to the
 	// receiver (it lacks it, or the receiver may not read it).
 	BlobUnavailable uint8 = 3
+	// BlobNotYet: the sender serves this blob to the receiver and holds
+	// part of it, but not chunk Index yet (PROTOCOL.md §13.5); ask again
+	// later, or another holder.
+	BlobNotYet uint8 = 4
 )
 
 // BlobChunk answers a [BlobWant]. Wire: {0: sha256, 1: what, ? 2: index,
-// ? 3: data}.
+// ? 3: data}. Index is a chunk's (what 2) or the chunk not held yet
+// (what 4).
 type BlobChunk struct {
 	SHA256 Hash   `cbor:"0,keyasint"`
 	What   uint8  `cbor:"1,keyasint"`
@@ -77,6 +82,10 @@ func ParseBlobChunk(b []byte) (*BlobChunk, error) {
 	case BlobUnavailable:
 		if len(c.Data) > 0 || c.Index != 0 {
 			return nil, fmt.Errorf("blob-chunk: %w: a refusal with data", ErrMalformed)
+		}
+	case BlobNotYet:
+		if len(c.Data) > 0 || c.Index >= MaxAttachmentChunks {
+			return nil, fmt.Errorf("blob-chunk: %w: a not-yet for chunk %d with %d bytes of data", ErrMalformed, c.Index, len(c.Data))
 		}
 	default:
 		return nil, fmt.Errorf("blob-chunk: %w: unknown kind %d", ErrMalformed, c.What)

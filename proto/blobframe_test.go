@@ -32,7 +32,11 @@ func TestBlobFrames(t *testing.T) {
 		{BlobChunk{SHA256: h, What: BlobUnavailable}, true},
 		{BlobChunk{SHA256: h, What: BlobChunkData, Data: make([]byte, ChunkSize+1)}, false},
 		{BlobChunk{SHA256: h, What: BlobUnavailable, Data: []byte("x")}, false},
-		{BlobChunk{SHA256: h, What: 4}, false},
+		{BlobChunk{SHA256: h, What: BlobNotYet, Index: 7}, true},
+		{BlobChunk{SHA256: h, What: BlobNotYet}, true},
+		{BlobChunk{SHA256: h, What: BlobNotYet, Index: 7, Data: []byte("x")}, false},
+		{BlobChunk{SHA256: h, What: BlobNotYet, Index: MaxAttachmentChunks}, false},
+		{BlobChunk{SHA256: h, What: 5}, false},
 	} {
 		b, _ := Marshal(&c.c)
 		got, err := ParseBlobChunk(b)
@@ -51,8 +55,12 @@ func FuzzBlobFrames(f *testing.F) {
 	var h Hash
 	w, _ := Marshal(&BlobWant{From: alice, ID: idN(1), SHA256: h, Chunks: []uint32{1}})
 	c, _ := Marshal(&BlobChunk{SHA256: h, What: BlobChunkData, Index: 2, Data: []byte("abc")})
-	for _, s := range [][]byte{w, c, {}, {0xa0}} {
+	notYet, _ := Marshal(&BlobChunk{SHA256: h, What: BlobNotYet, Index: 9})
+	for _, s := range [][]byte{w, c, notYet, {}, {0xa0}} {
 		f.Add(s)
+	}
+	for _, frame := range blobFramesVector(f).fields { // vector 19's payloads
+		f.Add(frame.val[1:])
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if w, err := ParseBlobWant(b); err == nil {
@@ -63,7 +71,7 @@ func FuzzBlobFrames(f *testing.F) {
 		}
 		if c, err := ParseBlobChunk(b); err == nil {
 			again, _ := Marshal(c)
-			if !bytes.Equal(again, b) || len(c.Data) > MaxAttachmentChunks*32 {
+			if !bytes.Equal(again, b) || len(c.Data) > MaxAttachmentChunks*32 || (c.What == BlobNotYet && len(c.Data) > 0) {
 				t.Fatalf("accepted blob-chunk %x", b)
 			}
 		}

@@ -37,6 +37,7 @@ type vector struct {
 	doc  *SignedDoc        // ... for the signed document vector
 	hs   *HandshakePayload // ... for the handshake vector
 	card *Card             // ... for the agent card vector
+	blob blobFrames        // ... for the blob frames vector (unsigned)
 }
 
 func (v *vector) get(name string) []byte {
@@ -370,7 +371,7 @@ func buildVectors(t testing.TB) []vector {
 			{"raw", raw},
 		},
 	})
-	return append(vs, cardVector(t), progressVector(t), knockVector(t), presenceNoteVector(t), attachVector(t))
+	return append(vs, cardVector(t), progressVector(t), knockVector(t), presenceNoteVector(t), attachVector(t), blobFramesVector(t))
 }
 
 func TestVectors(t *testing.T) {
@@ -426,6 +427,10 @@ func TestVectors(t *testing.T) {
 // with the stdlib alone, then parses raw with this package.
 func checkStoredVector(t *testing.T, v *vector, f map[string][]byte) {
 	t.Helper()
+	if v.blob != nil {
+		checkBlobFramesVector(t, v, f)
+		return
+	}
 	key := ed25519.NewKeyFromSeed(f["seed"])
 	if !bytes.Equal(key.Public().(ed25519.PublicKey), f["pubkey"]) {
 		t.Fatal("pubkey is not the key of seed")
