@@ -41,7 +41,7 @@ func TestConcurrentRosterAppliesPersistNewest(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, _ = a.PublishRoster(b) // the older one may be refused as a rollback
+				_, _ = a.roster.PublishRoster(b) // the older one may be refused as a rollback
 			}()
 		}
 		close(start)
