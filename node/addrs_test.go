@@ -17,7 +17,8 @@ func addrNode(t *testing.T) (*Node, proto.PubKey) {
 	n := &Node{metrics: newMetrics()}
 	n.peers = newPeerService(n)
 	n.id = m.ids[0]
-	n.roster.Store(m.roster)
+	n.roster = newRosterKeeper(n)
+	n.roster.Init(m.roster)
 	return n, m.ids[1].Pub
 }
 

@@ -66,7 +66,7 @@ func (n *Node) admitAttachments(batch []rxItem) []rxItem {
 	for _, it := range batch {
 		se := it.se
 		listed := uint64(0)
-		if len(se.Attachments()) > 0 && !se.From.Equal(n.id.Pub) && !n.blocks.has(se.From) {
+		if len(se.Attachments()) > 0 && !se.From.Equal(n.id.Pub) && !n.chans.Blocked(se.From) {
 			if _, _, inbox := n.classify(se); inbox {
 				listed = n.attach.listedBytes(se)
 			}

@@ -20,12 +20,12 @@ func quotaGap(t *testing.T, n uint64, mod func(*Config), list func(seq uint64) [
 	m := newSyncMesh(t, 2)
 	slow := func(c *Config) { c.SyncInterval = time.Hour }
 	a := m.startWith(0, func(c *Config) { slow(c); mod(c) })
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ch := p.ID
-	if _, err := a.SetSubscription("ch", "subscribed"); err != nil {
+	if _, err := a.chans.SetSubscription("ch", "subscribed"); err != nil {
 		t.Fatal(err)
 	}
 	b := m.startWith(1, slow, transport.Addr{Network: "unix", Address: a.home.LinkSocket()})

@@ -2,8 +2,10 @@ package node
 
 import (
 	"github.com/meshd/meshd/node/cards"
+	"github.com/meshd/meshd/node/chanadmin"
 	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/ownpresence"
+	"github.com/meshd/meshd/node/rostergossip"
 )
 
 // Backend is the node as its local faces see it (the control API, the
@@ -16,8 +18,10 @@ type Backend struct {
 	*cards.Book
 	*ownpresence.Announcer
 	*claims.Leases
+	*chanadmin.Admin
+	*rostergossip.Keeper
 }
 
 // Backend returns the node and its components for the control API and
 // the status page.
-func (n *Node) Backend() Backend { return Backend{n, n.cards, n.own, n.claims} }
+func (n *Node) Backend() Backend { return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster} }

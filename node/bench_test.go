@@ -55,7 +55,7 @@ func newFanoutRig(tb testing.TB, n int) *fanoutRig {
 		}
 		return true
 	})
-	if _, err := rig.nodes[0].CreateChannel(api.CreateChannel{Name: "bench"}); err != nil {
+	if _, err := rig.nodes[0].chans.CreateChannel(api.CreateChannel{Name: "bench"}); err != nil {
 		tb.Fatal(err)
 	}
 	waitFor(tb, 10*time.Second, "policy everywhere", func() bool {
@@ -67,7 +67,7 @@ func newFanoutRig(tb testing.TB, n int) *fanoutRig {
 		return true
 	})
 	for _, nd := range rig.nodes[1:] {
-		if _, err := nd.SetSubscription("bench", "subscribed"); err != nil {
+		if _, err := nd.chans.SetSubscription("bench", "subscribed"); err != nil {
 			tb.Fatal(err)
 		}
 	}

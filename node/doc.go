@@ -2,16 +2,20 @@
 // node/peers Service: the peer table, admission of links, one link per
 // peer pair, the accept, dial, discovery and peer-exchange loops, seeds,
 // link moves and refusals), and owns what the links carry: the frame
-// dispatch, roster gossip, the receive pipeline (parse, verify,
-// authorize, commit to the history store, then the consumers), sending
+// dispatch, the receive pipeline (parse, verify, authorize, commit to
+// the history store, then the consumers), sending
 // and store-and-forward delivery, history sync through node/syncer,
 // retention, the feeding of the mailbox mirror (node/mailbox), invites,
 // pending joins, knocks and the doctor's checks. The service calls the
-// node through peers.Host (node/peerhost.go). Agent cards (node/cards),
-// this node's own presence (node/ownpresence) and the workers' claims on
-// the inbox (node/claims) are components the node holds and reaches
-// through its frames, link-up and inbox; they call the node through their
-// Host interfaces (cardshost.go, ownpresencehost.go, claimshost.go).
+// node through peers.Host (node/peerhost.go). The current roster, its
+// gossip and key rotations (node/rostergossip), channel administration:
+// policies, their versions, the per-sender channel quota and the block
+// list (node/chanadmin), agent cards (node/cards), this node's own
+// presence (node/ownpresence) and the workers' claims on the inbox
+// (node/claims) are components the node holds and reaches through its
+// frames, link-up, receive pipeline and inbox; they call the node through
+// their Host interfaces (rosterhost.go, chanadminhost.go, cardshost.go,
+// ownpresencehost.go, claimshost.go).
 // [New] also starts the control API that meshctl talks to over the
 // owner-only Unix socket in the home; its HTTP handlers live in
 // node/control, its types in node/api. The control API and the status
@@ -22,5 +26,6 @@
 // only when the peer's identity (proved in the Noise handshake) is a
 // member of the current roster; roster updates are accepted only under the
 // rules of package roster, persisted, and pushed on to every linked peer,
-// and members that an update removes are disconnected at once.
+// and members that an update removes are disconnected at once
+// (node/rostergossip, which holds the roster every part reads).
 package node

@@ -376,7 +376,7 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 	if cur.Quorum() > 1 {
 		return n.awaitSignatures(s, next, p, now, fail)
 	}
-	if _, err := n.applyRoster(next, nil); err != nil {
+	if _, err := n.roster.Apply(next, nil); err != nil {
 		n.log.Warn("invite: apply roster", "invite", id, "err", err)
 		return fail("roster", id)
 	}

@@ -62,7 +62,7 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	n.metrics.frameIn(proto.FrameType(frame[0]), len(frame))
 	switch t := proto.FrameType(frame[0]); t {
 	case proto.FrameRoster:
-		n.handleRoster(pl, payload)
+		n.roster.HandleFrame(pl, payload)
 	case proto.FramePeers:
 		n.peers.HandlePeers(pl, payload)
 	case proto.FramePeerUpdate:
@@ -78,9 +78,9 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FrameEnvelope:
 		n.receive(payload, rxSource{link: pl})
 	case proto.FramePolicy:
-		n.handlePolicy(pl, payload)
+		n.chans.HandleFrame(pl, payload)
 	case proto.FramePolicyDigest:
-		n.handlePolicyDigest(pl, payload)
+		n.chans.HandleDigest(pl, payload)
 	case proto.FrameAck:
 		n.handleAck(pl, payload)
 	case proto.FrameCard:

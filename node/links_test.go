@@ -111,7 +111,7 @@ func TestRestartedPeerReplacesStaleLink(t *testing.T) {
 	// No Unix listener: the link must stay on the proxy, not move to a's
 	// socket (node/peers/move.go).
 	a := m.startWith(0, func(c *Config) { c.NoUnixListener = true })
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}

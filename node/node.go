@@ -11,18 +11,19 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/cards"
+	"github.com/meshd/meshd/node/chanadmin"
 	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/rostergossip"
 	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
@@ -54,14 +55,7 @@ type Node struct {
 	unlock func() error // releases the home lock
 	newOrg bool         // loadRoster made a one-node org, not yet saved
 
-	// roster is the current roster: set by setup, then replaced only by
-	// applyRoster, with rosterMu and the peers mutex held. Readers load it
-	// without a lock.
-	roster atomic.Pointer[roster.Roster]
-	// rosterMu serialises roster updates: the check against the current
-	// version, the swap and the write of the roster file happen as one
-	// step, so the file always holds the newest version applied.
-	rosterMu sync.Mutex
+	roster *rostergossip.Keeper // the current roster, its updates and key rotations (node/rostergossip)
 
 	// peers is connection management: the peer table under the
 	// peers mutex, the announced peer list, the slow, refused and pending
@@ -72,12 +66,9 @@ type Node struct {
 	counter  *history.SendCounter
 	channels *channel.Set
 	subs     *channel.Subscriptions
-	// chanVersions records the policy versions accepted, for channel show.
-	chanVersions *chanVersions
-	// blocks is the local block list (meshctl block).
-	blocks *blockList
-	// rekey follows key rotations (rekey.go).
-	rekey    *rekeyState
+	// chans is channel administration: policies, their versions, the
+	// per-sender channel quota and the block list (node/chanadmin).
+	chans    *chanadmin.Admin
 	presence *presence.Table
 	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
 	replies  *replyDepths
@@ -112,8 +103,6 @@ type Node struct {
 	closeErr  error
 
 	logRL rateLog // repetitive log lines, per peer and reason
-	// chanQuota is the per-sender channel quota (chanquota.go).
-	chanQuota *chanQuota
 
 	readerAcks *readerAcks // acks of our channel Messages, counted in batches
 }
@@ -140,13 +129,12 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
-		rekey:   newRekeyState(),
 
 		readerAcks: newReaderAcks(),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.logRL = newRateLog()
-	n.chanQuota = newChanQuota(max(n.cfg.ChannelSenderRate, 0), n.cfg.ChannelSenderBurst, max(n.cfg.ChannelSenderBytesPerHour, 0))
+	n.roster = newRosterKeeper(n)
 	n.cards = newCards(n)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peers = newPeerService(n)
@@ -189,8 +177,8 @@ func (n *Node) setup() error {
 	if err != nil {
 		return err
 	}
-	n.roster.Store(r)
-	if err := n.adoptPendingKey(r); err != nil {
+	n.roster.Init(r)
+	if n.id, err = n.roster.AdoptPendingKey(n.id, r); err != nil {
 		return err
 	}
 	n.peers.LoadFormer(n.home.Dir)
@@ -396,8 +384,7 @@ func (n *Node) run() {
 	n.wg.Add(1)
 	go n.readerAckLoop()
 	n.wg.Go(func() { n.cards.Run(n.ctx) })
-	n.wg.Add(1)
-	go n.rekeyLoop()
+	n.wg.Go(func() { n.roster.Run(n.ctx) })
 	n.syncer.Start()
 	n.wg.Add(1)
 	go syncHost{n}.historyStage(n.syncer.Batches())
@@ -465,7 +452,7 @@ func (n *Node) linkList() []*peers.Link { return n.peers.Links() }
 func (n *Node) Identity() proto.PubKey { return n.id.Pub }
 
 // Roster returns the current roster.
-func (n *Node) Roster() *roster.Roster { return n.roster.Load() }
+func (n *Node) Roster() *roster.Roster { return n.roster.Current() }
 
 // ControlSocket returns the path of the control socket.
 func (n *Node) ControlSocket() string { return n.home.ControlSocket() }

@@ -324,7 +324,7 @@ func TestRosterPushFromNewerSideAndRollbackRefused(t *testing.T) {
 	})
 	// Publishing the older version is a rollback.
 	old, _ := v2.Encode()
-	_, err := c.PublishRoster(old)
+	_, err := c.roster.PublishRoster(old)
 	if !errors.Is(err, roster.ErrRollback) {
 		t.Fatalf("publish of v2 over v3: %v, want rollback", err)
 	}

@@ -136,10 +136,10 @@ func (h *peerHost) LinkUp(u peers.Up) {
 
 	r := n.Roster()
 	if r.Version > pl.Payload.RosterVersion {
-		n.pushRoster(pl, r)
+		n.roster.Push(pl, r)
 	}
 	n.peers.ExchangeLinkUp(pl)
-	n.sendPolicyDigest(pl)
+	n.chans.SendDigest(pl)
 	n.own.SendTo(pl)
 	n.cards.SendAll(pl)
 	n.flushQueue(pl)

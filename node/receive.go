@@ -142,7 +142,8 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 		return false
 	}
 	// A member's channel Messages past its quota here are refused.
-	if n.overChannelQuota(se, src, now) {
+	if n.chans.OverQuota(se, src.history, now) {
+		n.drop(dropQuota, se, src, nil)
 		return false
 	}
 	// 7. Dedupe and deliver as passive data.
@@ -178,7 +179,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 		}
 		return dropNone
 	case proto.DestPeer:
-		if !se.To.Peer.Equal(n.id.Pub) && !n.ownPreviousKey(r, se.To.Peer) {
+		if !se.To.Peer.Equal(n.id.Pub) && !ownPreviousKey(r, n.id.Pub, se.To.Peer) {
 			return dropMisrouted
 		}
 		if se.From.Equal(n.id.Pub) {
@@ -334,7 +335,7 @@ func (n *Node) commit(batch []rxItem) {
 			// An expired request (from history sync) is never fresh work.
 			wakes = false
 		}
-		if inbox && n.blocks.has(it.se.From) {
+		if inbox && n.chans.Blocked(it.se.From) {
 			// Stored and acknowledged as ever (the member is not told),
 			// but kept out of the inbox and the mailbox.
 			inbox, wakes = false, false

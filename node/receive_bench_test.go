@@ -32,12 +32,12 @@ import (
 //	go test -run='^$' -bench=Receive/channel_watched -benchmem -benchtime=2000x ./node
 func BenchmarkReceive(b *testing.B) {
 	m, a, rd := linkedPair(b)
-	p, err := a.CreateChannel(api.CreateChannel{Name: "bench"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	waitFor(b, 10*time.Second, "policy", func() bool { _, ok := rd.channels.ByName("bench"); return ok })
-	if _, err := rd.SetSubscription("bench", "subscribed"); err != nil {
+	if _, err := rd.chans.SetSubscription("bench", "subscribed"); err != nil {
 		b.Fatal(err)
 	}
 	// Let the join's catch-up round finish first.
@@ -133,7 +133,7 @@ func watchEvents(n *Node) (stop func()) {
 //	go test -run='^$' -bench=InboxRender -benchmem ./node
 func BenchmarkInboxRender(b *testing.B) {
 	m, a, rd := linkedPair(b)
-	p, err := a.CreateChannel(api.CreateChannel{Name: "bench"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -35,10 +35,10 @@ func newPipelineRig(t *testing.T) *pipelineRig {
 	a := m.start(0)
 	rig := &pipelineRig{t: t, m: m, a: a}
 	var err error
-	if rig.general, err = a.CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
+	if rig.general, err = a.chans.CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
 		t.Fatal(err)
 	}
-	if rig.ops, err = a.CreateChannel(api.CreateChannel{Name: "ops", Writers: []string{"role:operator"}}); err != nil {
+	if rig.ops, err = a.chans.CreateChannel(api.CreateChannel{Name: "ops", Writers: []string{"role:operator"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, rig.outsider, _ = ed25519.GenerateKey(nil)

@@ -29,7 +29,7 @@ func retentionChannel(t *testing.T, n *Node, name string, hours, msgs uint32) *c
 	if err := p.Sign(n.id.Key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.applyPolicy(p, nil); err != nil {
+	if _, err := n.chans.Apply(p, nil); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -45,7 +45,7 @@ func (n *Node) openState() error {
 	}
 	n.store = st
 	st.OnDeliveryFailed(n.onDeliveryFailed)
-	if n.rekey.switched {
+	if n.roster.Switched() {
 		// A new key starts its streams afresh (PROTOCOL.md §4.4).
 		if err := st.SaveCounters(proto.NewEpoch(), nil); err != nil {
 			return fmt.Errorf("new sender epoch for the new key: %w", err)
@@ -71,18 +71,14 @@ func (n *Node) openState() error {
 	if dropped, stale := n.channels.Revalidate(n.Roster()); len(dropped)+len(stale) > 0 {
 		n.log.Warn("channel policies no longer valid under the roster", "dropped", len(dropped), "stale", len(stale))
 	}
-	if n.chanVersions, err = openChanVersions(filepath.Join(n.cfg.Home, "channel-versions.json")); err != nil {
-		n.log.Warn("channel version record unreadable; starting it again", "err", err)
+	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {
+		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}
-	n.chanVersions.seed(n.channels.All())
-	if n.blocks, err = openBlockList(filepath.Join(n.cfg.Home, "blocks.json")); err != nil {
+	if n.chans, err = newChanAdmin(n); err != nil {
 		return err
 	}
 	if err := n.openAttachments(); err != nil {
 		return err
-	}
-	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {
-		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.own = newOwnPresence(n)

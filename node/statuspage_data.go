@@ -70,8 +70,8 @@ func (n *Node) StatusInfo() api.Status {
 
 		ClockSkewSeconds: skew.Seconds(),
 		Mailbox:          n.mailboxStatus(),
-		QuotaRefused:     n.quotaRefused(r),
-		Blocked:          n.Blocks().Blocks,
+		QuotaRefused:     n.chans.QuotaRefused(r),
+		Blocked:          n.chans.Blocks().Blocks,
 	}
 }
 
@@ -84,7 +84,7 @@ func (n *Node) RosterInfo() api.Roster { return control.RosterSummary(n.Roster()
 func (n *Node) ChannelList() []api.Channel {
 	out := []api.Channel{}
 	for _, p := range n.channels.All() {
-		out = append(out, n.channelInfo(p))
+		out = append(out, n.chans.ChannelInfo(p))
 	}
 	return out
 }

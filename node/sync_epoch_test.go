@@ -23,7 +23,7 @@ func TestNewEpochAfterLostState(t *testing.T) {
 	a := m.startWith(0, nil)
 	b := m.startWith(1, nil, tcpAddr(t, a))
 	c := m.startWith(2, nil, tcpAddr(t, a))
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func channelPair(t *testing.T) (m *testMesh, a, b *Node, p *channel.Policy) {
 	m = newSyncMesh(t, 2)
 	a = m.startWith(0, nil)
 	b = m.startWith(1, nil, tcpAddr(t, a))
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}

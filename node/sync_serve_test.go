@@ -22,7 +22,7 @@ import (
 func TestServeHistoryPagingAtLimits(t *testing.T) {
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, nil)
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +101,11 @@ func TestServeHistoryPagingAtLimits(t *testing.T) {
 func TestServeHistoryRefusals(t *testing.T) {
 	m := newSyncMesh(t, 3)
 	a := m.startWith(0, nil)
-	quiet, err := a.CreateChannel(api.CreateChannel{Name: "quiet", NoHistory: true})
+	quiet, err := a.chans.CreateChannel(api.CreateChannel{Name: "quiet", NoHistory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret, err := a.CreateChannel(api.CreateChannel{Name: "secret", Readers: []string{"a"}})
+	secret, err := a.chans.CreateChannel(api.CreateChannel{Name: "secret", Readers: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +149,11 @@ func TestServeHistoryRefusals(t *testing.T) {
 func TestHistoryResponseAdmission(t *testing.T) {
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, func(c *Config) { c.SyncPageMessages = 4; c.SyncInterval = -1; c.SyncTimeout = 2 * time.Second })
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := a.CreateChannel(api.CreateChannel{Name: "other"})
+	other, err := a.chans.CreateChannel(api.CreateChannel{Name: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestServeHistoryLimitsPerPeer(t *testing.T) {
 		c.HistoryServeRate = 1 // the burst below comes well within a second of the first answer
 		c.HistoryServeBurst = 1
 	})
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 	a := m.startWith(0, nil)
 	b := m.startWith(1, nil, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "a-b link", func() bool { return linked(a, m.ids[1].Pub) })
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func BenchmarkCatchUp5000(b *testing.B) {
 	// Every iteration asks the same publisher for 50 pages; a generous
 	// bucket keeps its pacing (HistoryServeRate) out of the measurement.
 	a := m.startWith(0, func(c *Config) { c.HistoryServeBurst = 1 << 20 })
-	p, err := a.CreateChannel(api.CreateChannel{Name: "bench"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 	a := m.startWith(0, nil)
 	b := m.startWith(1, nil, tcpAddr(t, a))
 	c := m.startWith(2, nil, tcpAddr(t, a))
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 // (after losing its store) keeps them as history, not as mail.
 func TestOwnMessagesFromCatchUpAreNotMail(t *testing.T) {
 	m, a, b, p := channelPair(t)
-	if _, err := b.SetSubscription("ch", "subscribed"); err != nil {
+	if _, err := b.chans.SetSubscription("ch", "subscribed"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {

@@ -45,7 +45,7 @@ func TestPagingPausesAndResumes(t *testing.T) {
 	const total = syncer.MaxRoundPages + 50
 	m := newSyncMesh(t, 3)
 	a := m.startWith(0, nil)
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestResumedCursorStillFillsHoles(t *testing.T) {
 	m := newSyncMesh(t, 3)
 	slow := func(c *Config) { c.SyncInterval = time.Hour }
 	a := m.startWith(0, slow)
-	p, err := a.CreateChannel(api.CreateChannel{Name: "ch"})
+	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestMCPServer(t *testing.T) {
 	alice, bob := m.node("alice"), m.node("bob")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := alice.n.CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
+	if _, err := alice.n.Backend().CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -509,7 +509,7 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	alice, bob := m.node("alice"), m.node("bob")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if _, err := alice.n.CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
+	if _, err := alice.n.Backend().CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := alice.c.Send(ctx, api.Send{To: "#general", Body: "for the history"}); err != nil {

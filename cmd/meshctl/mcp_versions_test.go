@@ -141,7 +141,7 @@ func TestMCPVersions(t *testing.T) {
 	alice, bob := m.node("alice"), m.node("bob")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	if _, err := alice.n.CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
+	if _, err := alice.n.Backend().CreateChannel(api.CreateChannel{Name: "general"}); err != nil {
 		t.Fatal(err)
 	}
 	hist, err := alice.c.Send(ctx, api.Send{To: "#general", Body: "for the history"})
@@ -382,7 +382,7 @@ func TestMCPClaudeChannel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	if _, err := alice.n.CreateChannel(api.CreateChannel{Name: "noisy"}); err != nil {
+	if _, err := alice.n.Backend().CreateChannel(api.CreateChannel{Name: "noisy"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := alice.c.Subscribe(ctx, api.Subscribe{Channel: "noisy", State: "muted"}); err != nil {

@@ -1,8 +1,7 @@
-package node
+package chanadmin
 
 import (
 	"cmp"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -120,29 +119,28 @@ func (q *chanQuota) refusals() map[proto.PubKey]uint64 {
 	return out
 }
 
-// overChannelQuota reports whether se, a verified channel Message, is past
-// its sender's channel quota; it counts, and logs at most once per 10 s
-// per sender, the refusal.
-func (n *Node) overChannelQuota(se *proto.SignedEnvelope, src rxSource, now time.Time) bool {
-	if se.To.Kind != proto.DestChannel || n.chanQuota.allow(se.From, len(se.Raw), src.history, now) {
+// OverQuota reports whether se, a verified channel Message (from
+// history sync if history), is past its sender's channel quota; it logs
+// the refusal at most once per 10 s per sender. The caller counts the
+// drop.
+func (a *Admin) OverQuota(se *proto.SignedEnvelope, history bool, now time.Time) bool {
+	if se.To.Kind != proto.DestChannel || a.quota.allow(se.From, len(se.Raw), history, now) {
 		return false
 	}
-	n.drop(dropQuota, se, src, nil)
-	ok, suppressed := n.logRL.allow(n.log, slog.LevelWarn, se.From.Fingerprint(), "channel_quota_warning")
-	if ok {
-		n.log.Warn("channel message refused: its sender passed its channel quota on this node",
-			"from", se.From.Fingerprint(), "id", se.ID, "channel", se.To.Channel, "size", len(se.Raw), "history", src.history,
-			"rate_per_min", n.cfg.ChannelSenderRate, "burst", n.cfg.ChannelSenderBurst,
-			"bytes_per_hour", n.cfg.ChannelSenderBytesPerHour, "suppressed", suppressed)
+	if ok, suppressed := a.host.QuotaLogAllowed(se.From.Fingerprint()); ok {
+		a.log.Warn("channel message refused: its sender passed its channel quota on this node",
+			"from", se.From.Fingerprint(), "id", se.ID, "channel", se.To.Channel, "size", len(se.Raw), "history", history,
+			"rate_per_min", a.cfg.SenderRate, "burst", a.cfg.SenderBurst,
+			"bytes_per_hour", a.cfg.SenderBytesPerHour, "suppressed", suppressed)
 	}
 	return true
 }
 
-// quotaRefused lists the senders refused by their channel quota, most
-// first, at most 20.
-func (n *Node) quotaRefused(r *roster.Roster) []api.QuotaRefusal {
+// QuotaRefused lists the senders refused by their channel quota, most
+// first, at most 20, named by r.
+func (a *Admin) QuotaRefused(r *roster.Roster) []api.QuotaRefusal {
 	var out []api.QuotaRefusal
-	for k, v := range n.chanQuota.refusals() {
+	for k, v := range a.quota.refusals() {
 		q := api.QuotaRefusal{Key: k, Fingerprint: k.Fingerprint(), Refused: v}
 		if m, ok := r.Member(k); ok {
 			q.Name = m.Name

@@ -1,4 +1,4 @@
-package node
+package chanadmin
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/apierr"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -121,11 +122,24 @@ func (b *blockList) saveLocked() error {
 	return nil
 }
 
+// Blocked reports whether this node blocks k.
+func (a *Admin) Blocked(k proto.PubKey) bool { return a.blocks.has(k) }
+
+// CarryBlock blocks next, a member's new key, when its previous key prev
+// was blocked, so that a key rotation does not lift a block.
+func (a *Admin) CarryBlock(prev, next proto.PubKey, label string) {
+	if a.blocks.has(prev) && !a.blocks.has(next) {
+		if _, err := a.blocks.set(next, true); err != nil {
+			a.log.Warn("block a member's new key", "member", label, "err", err)
+		}
+	}
+}
+
 // Blocks lists the members this node blocks (GET /v1/blocks).
-func (n *Node) Blocks() api.Blocks {
-	r := n.Roster()
+func (a *Admin) Blocks() api.Blocks {
+	r := a.host.Roster()
 	out := api.Blocks{Blocks: []api.Block{}}
-	for _, e := range n.blocks.list() {
+	for _, e := range a.blocks.list() {
 		bl := api.Block{Key: e.Key.String(), Fingerprint: e.Key.Fingerprint(), Since: e.Since}
 		if m, ok := r.Member(e.Key); ok {
 			bl.Name = m.Name
@@ -138,28 +152,28 @@ func (n *Node) Blocks() api.Blocks {
 // SetBlock blocks (on) or unblocks the member who (a key, fingerprint or
 // roster name). Blocking this node itself is refused; a key that is not
 // in the roster may be blocked by its full key, ahead of its joining.
-func (n *Node) SetBlock(who string, on bool) (api.Block, error) {
-	k, err := n.blockKey(who)
+func (a *Admin) SetBlock(who string, on bool) (api.Block, error) {
+	k, err := a.blockKey(who)
 	if err != nil {
 		return api.Block{}, err
 	}
-	if k.Equal(n.id.Pub) {
-		return api.Block{}, badRequest("this node cannot block itself")
+	if k.Equal(a.host.Self()) {
+		return api.Block{}, apierr.BadRequest("this node cannot block itself")
 	}
-	changed, err := n.blocks.set(k, on)
+	changed, err := a.blocks.set(k, on)
 	if err != nil {
-		return api.Block{}, refuse(http.StatusInternalServerError, "check the home directory's disk and permissions", "%w", err)
+		return api.Block{}, apierr.New(http.StatusInternalServerError, "check the home directory's disk and permissions", "%w", err)
 	}
 	if !changed {
 		state := "blocked"
 		if !on {
 			state = "not blocked"
 		}
-		return api.Block{}, badRequest("%s is already %s", n.Roster().Label(k), state)
+		return api.Block{}, apierr.BadRequest("%s is already %s", a.host.Roster().Label(k), state)
 	}
-	n.log.Info("block list changed", "member", k.Fingerprint(), "blocked", on)
+	a.log.Info("block list changed", "member", k.Fingerprint(), "blocked", on)
 	bl := api.Block{Key: k.String(), Fingerprint: k.Fingerprint(), Blocked: on}
-	if m, ok := n.Roster().Member(k); ok {
+	if m, ok := a.host.Roster().Member(k); ok {
 		bl.Name = m.Name
 	}
 	if on {
@@ -170,8 +184,8 @@ func (n *Node) SetBlock(who string, on bool) (api.Block, error) {
 
 // blockKey resolves who to a key: a roster member, or (to unblock a
 // member who left, or block ahead of a join) a full key.
-func (n *Node) blockKey(who string) (proto.PubKey, error) {
-	m, err := n.resolvePeer(who)
+func (a *Admin) blockKey(who string) (proto.PubKey, error) {
+	m, err := a.host.ResolvePeer(who)
 	if err == nil {
 		return m.Key, nil
 	}

@@ -1,4 +1,4 @@
-package node
+package chanadmin
 
 import (
 	"encoding/json"
