@@ -89,7 +89,7 @@ func (s *Service) exchangeLoop() {
 	// digests a node receives from all its peers arrive together: one
 	// wake-up, not one per peer (see transport's keepaliveGrid).
 	iv := s.cfg.ExchangeInterval
-	t := time.NewTimer(alignedDelay(time.Now(), iv))
+	t := time.NewTimer(clockgrid.Next(time.Now(), iv))
 	defer t.Stop()
 	for {
 		select {
@@ -104,7 +104,7 @@ func (s *Service) exchangeLoop() {
 			}
 			s.pxSend(s.Links(), false)
 		case <-t.C:
-			t.Reset(alignedDelay(time.Now(), iv))
+			t.Reset(clockgrid.Next(time.Now(), iv))
 			links := s.Links()
 			s.pxSend(links, true)
 			for _, pl := range links {
@@ -113,12 +113,5 @@ func (s *Service) exchangeLoop() {
 		}
 	}
 }
-
-// alignedDelay returns how long from now until the next multiple of iv
-// on the clock (iv when that is now).
-func alignedDelay(now time.Time, iv time.Duration) time.Duration {
-	if iv <= 0 {
-		return time.Second
-	}
 	return clockgrid.Wait(now, time.Nanosecond, iv) // strictly after now
 }
