@@ -113,5 +113,3 @@ func (s *Service) exchangeLoop() {
 		}
 	}
 }
-	return clockgrid.Wait(now, time.Nanosecond, iv) // strictly after now
-}
