@@ -1,52 +1,38 @@
 package node
 
 import (
+	"net/http"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
-	"github.com/meshd/meshd/node/peers"
-	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
 
+// This node's own place in its roster: the name it is listed under, and
+// what it does while it is not a member.
+
 // The counters counted in this file.
 var (
+	cTxRefusedNotMember  = newCounter("tx.refused.not_member", famSendRefused, "not_member")
 	cRosterSelfNotMember = newEvent("roster.self_not_member")
 )
 
-// PendingList returns the nodes this node refused as non-members and
-// that have not become members since.
-func (n *Node) PendingList() api.Pending {
+// memberToSend refuses to send from a node outside its roster, naming
+// why, rather than the channel's writers or the role: every member drops
+// what it signs.
+func (n *Node) memberToSend() error {
 	r := n.Roster()
-	out := api.Pending{Nodes: []api.PendingNode{}}
-	for _, e := range n.peers.Pending.List() {
-		if _, ok := r.Member(e.Key); ok {
-			n.peers.Pending.Forget(e.Key)
-			continue
-		}
-		out.Nodes = append(out.Nodes, e)
+	if _, ok := r.Member(n.id.Pub); ok {
+		return nil
 	}
-	return out
-}
-
-// refusedNonMember records p, which admit refuses as not a member, and
-// logs it (rate-limited per key).
-func (n *Node) refusedNonMember(p *proto.HandshakePayload) {
-	fresh := p.Knock && checkFresh(p) // a signature check: outside the book's lock
-	if why := n.peers.Pending.Record(p, fresh, time.Now()); why != peers.Listed {
-		n.metrics.Inc("pending.refused." + why)
+	n.metrics.inc(cTxRefusedNotMember)
+	if n.peers.RemovedSelf() {
+		return refuse(http.StatusForbidden, "meshctl doctor says how to come back",
+			"this node was removed from the roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)
 	}
-	args := []any{"fingerprint", p.Identity.Fingerprint(), "claimed_name", p.Name, "addr", p.Remote}
-	if p.Knock {
-		// It knocked from another org (knock.go): say which, and whether
-		// it adopts this org once added.
-		args = append(args, "from_org", p.Org, "claims_fresh", len(p.Fresh) > 0)
-	}
-	n.logRL.log(n.log, "refused a node that is not in the roster; an admin can add it with meshctl roster add",
-		p.Identity.Fingerprint(), "pending", args...)
+	return refuse(http.StatusForbidden, "meshctl doctor says how to be added",
+		"this node is not a member of its roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)
 }
 
 // warnNotMember says, at start, that this node is not in its own roster:
