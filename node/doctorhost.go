@@ -75,7 +75,8 @@ func (src rxSource) fromSender(k proto.PubKey) bool {
 }
 
 // maxSkew returns the largest recent clock difference to a peer, for the
-// status page (statuspage_data.go).
+// status page's data (statuspage_data.go, which moves out of node in this
+// same step; its host then asks n.doctor and this goes).
 func (n *Node) maxSkew(now time.Time) (time.Duration, proto.PubKey) { return n.doctor.MaxSkew(now) }
 
 // skewWarn is the clock difference the status page reports.

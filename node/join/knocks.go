@@ -87,7 +87,7 @@ type knockTarget struct {
 	addr transport.Addr
 }
 
-// NewKnocks returns a knock book with nothing knocked at.
+// NewKnocks returns the knocks of a node that has knocked nowhere yet.
 func NewKnocks(h Host, cfg Config) *Knocks {
 	cfg = cfg.withDefaults()
 	return &Knocks{h: h, log: cfg.Logger, rl: cfg.RateLog, ctx: cfg.Context,
@@ -129,9 +129,9 @@ func checkFresh(p *proto.HandshakePayload) bool {
 	return FreshRoster(r, p.Identity) != nil
 }
 
-// Answer is the responder's side, from the node's admission: a member is let
-// through to AnswerRefused (which sends it the roster); anyone else
-// is listed as pending, with its org.
+// Answer is the responder's side, from the node's admission: a member
+// is let through to AnswerRefused (which sends it the roster); anyone
+// else is listed as pending, with its org.
 func (k *Knocks) Answer(p *proto.HandshakePayload) error {
 	k.h.Count(KnockReceived)
 	r := k.h.Roster()
