@@ -178,7 +178,7 @@ func (n *Node) setup() error {
 	if err != nil {
 		return err
 	}
-	if id, err = n.defaultName(id); err != nil {
+	if id, err = defaultName(n.home, id); err != nil {
 		return err
 	}
 	n.id = id

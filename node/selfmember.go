@@ -48,9 +48,10 @@ func (n *Node) warnNotMember(r *roster.Roster) {
 		"fingerprint", n.id.Pub.Fingerprint(), "org", r.Org, "version", r.Version)
 }
 
-// defaultName names a node that has no name yet after its host, so that
-// peers, rosters and pending lists show something a person recognises.
-func (n *Node) defaultName(id home.Identity) (home.Identity, error) {
+// defaultName names the node of home hm that has no name yet after its
+// host, so that peers, rosters and pending lists show something a person
+// recognises.
+func defaultName(hm home.Home, id home.Identity) (home.Identity, error) {
 	if id.Name != "" {
 		return id, nil
 	}
@@ -62,6 +63,6 @@ func (n *Node) defaultName(id home.Identity) (home.Identity, error) {
 	if h == "" || roster.CheckName(h) != nil {
 		return id, nil
 	}
-	id, _, err = n.home.Init(h)
+	id, _, err = hm.Init(h)
 	return id, err
 }

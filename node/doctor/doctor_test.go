@@ -97,6 +97,7 @@ func check(t *testing.T, d *Diagnosis, name string) api.DoctorCheck {
 // problem; a peer's clock far off is logged once and named, and the
 // status page's largest skew is it; the mailbox is writable.
 func TestDiagnosisOverHost(t *testing.T) {
+	t.Parallel()
 	d, h := newDoctor(t)
 	other := h.roster.Members[0]
 	if other.Key.Equal(h.Self()) {
@@ -144,6 +145,7 @@ func TestDiagnosisOverHost(t *testing.T) {
 // TestDoctorDiskNearlyFull: below both thresholds (256 MiB and 2 % free)
 // the disk check is a problem with its fix; above either, it is fine.
 func TestDoctorDiskNearlyFull(t *testing.T) {
+	t.Parallel()
 	d, h := newDoctor(t)
 	h.disk = func(string) (uint64, uint64, error) { return 100 << 20, 100 << 30, nil }
 	if c := check(t, d, "disk"); c.Status != "problem" || c.Fix == "" {
@@ -163,6 +165,7 @@ func TestDoctorDiskNearlyFull(t *testing.T) {
 // reporting (it left) no longer counts once ForeignOrgFresh has passed,
 // though the org is named while it is reported.
 func TestDoctorForeignOrgExpires(t *testing.T) {
+	t.Parallel()
 	d, h := newDoctor(t)
 	stray := proto.PubKeyOf(newKey(t))
 	org := "org-" + stray.Fingerprint()

@@ -137,6 +137,7 @@ func acmeRoster(t *testing.T, admin ed25519.PrivateKey, members ...ed25519.Priva
 // use, a wrong secret and an unknown invite are refused, each counted by
 // its reason; a node that is not an admin makes none.
 func TestInvitesOverHost(t *testing.T) {
+	t.Parallel()
 	admin, joiner := newKey(t), newKey(t)
 	h := newFakeHost(t, admin, acmeRoster(t, admin))
 	b := NewInvites(h, Config{Home: t.TempDir()})
@@ -189,6 +190,7 @@ func TestInvitesOverHost(t *testing.T) {
 // org and its proof of being fresh; a knock from a member is let through
 // (the transport then sends it the roster); a member drops off the list.
 func TestKnocksOverHost(t *testing.T) {
+	t.Parallel()
 	admin, stranger, member := newKey(t), newKey(t), newKey(t)
 	h := newFakeHost(t, admin, acmeRoster(t, admin, member))
 	k := NewKnocks(h, Config{Home: t.TempDir()})

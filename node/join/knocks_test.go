@@ -38,6 +38,7 @@ func vectorField(t *testing.T, file, name string) []byte {
 // payload whose org differs from its roster's, or whose roster is not its
 // own one-node org, does not.
 func TestCheckFreshVector(t *testing.T) {
+	t.Parallel()
 	p, err := proto.ParseHandshakePayload(vectorField(t, "16-handshake-knock.txt", "raw"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +92,7 @@ func TestCheckFreshVector(t *testing.T) {
 // TestParseAdminFingerprint: a key or a fingerprint is taken; an org id
 // is refused with why.
 func TestParseAdminFingerprint(t *testing.T) {
+	t.Parallel()
 	_, k, _ := ed25519.GenerateKey(nil)
 	pub := proto.PubKeyOf(k)
 	for _, in := range []string{pub.String(), pub.Fingerprint(), strings.ToUpper(pub.Fingerprint())} {
@@ -111,6 +113,7 @@ func TestParseAdminFingerprint(t *testing.T) {
 // an mDNS-found link with no admin confirmed; confirmed by the admin's
 // fingerprint, the same offer is adopted, once.
 func TestConsiderAdoptionRefuses(t *testing.T) {
+	t.Parallel()
 	admin, self := newKey(t), newKey(t)
 	// This node has a one-node org of its own; acme lists it as a member.
 	h := newFakeHost(t, self, nil)
