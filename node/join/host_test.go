@@ -3,6 +3,7 @@ package join
 import (
 	"crypto/ed25519"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -232,5 +233,73 @@ func TestKnocksOverHost(t *testing.T) {
 	st := k.AdoptState()
 	if st.Fresh || st.Org != "acme" {
 		t.Fatalf("adopt state of an org's admin %+v", st)
+	}
+}
+
+// TestInvitesAwaitSignatures: under a quorum of 2, an invite's joiner is
+// refused for now and the update adding it, signed here, is written to
+// the home for the other admin; the invite waits, bound to that joiner,
+// and is used once a roster listing the joiner is in force.
+func TestInvitesAwaitSignatures(t *testing.T) {
+	t.Parallel()
+	a1, a2, joiner := newKey(t), newKey(t), newKey(t)
+	r, err := roster.New("acme", a1, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := r.Next()
+	if err := two.Add(roster.Member{Key: proto.PubKeyOf(a2), Role: roster.RoleAdmin, Name: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.SetQuorum(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.Sign(a1); err != nil {
+		t.Fatal(err)
+	}
+	h := newFakeHost(t, a1, two)
+	home := t.TempDir()
+	b := NewInvites(h, Config{Home: home})
+	made, err := b.CreateInvite(api.CreateInvite{Role: "member"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := proto.ParseInviteToken(made.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Quorum != 2 {
+		t.Fatalf("token quorum %d", tok.Quorum)
+	}
+	p := &proto.HandshakePayload{Identity: proto.PubKeyOf(joiner), Invite: tok.Proof()}
+	for i := 1; i <= 2; i++ {
+		if err := b.Admit(p); !errors.Is(err, ErrInviteRefused) || h.reasons(InviteRejected, "awaiting_signatures") != i {
+			t.Fatalf("admission %d under a quorum: %v", i, err)
+		}
+	}
+	if h.count(InviteAwaitingSignatures) != 1 || len(h.applied) != 0 {
+		t.Fatalf("update written %d times, applied %d", h.count(InviteAwaitingSignatures), len(h.applied))
+	}
+	list, err := b.InviteList()
+	if err != nil || list.Invites[0].State != "waiting" || !strings.HasPrefix(list.Invites[0].RosterUpdate, home) {
+		t.Fatalf("list %+v, %v", list, err)
+	}
+	if _, err := os.Stat(list.Invites[0].RosterUpdate); err != nil {
+		t.Fatal(err)
+	}
+	next := two.Next()
+	if err := next.Add(roster.Member{Key: p.Identity, Role: roster.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []ed25519.PrivateKey{a1, a2} {
+		if err := next.Sign(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.ApplyRoster(next); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := b.InviteList(); err != nil || list.Invites[0].State != "used" {
+		t.Fatalf("after the update: %+v, %v", list, err)
 	}
 }
