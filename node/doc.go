@@ -5,17 +5,18 @@
 // dispatch, the receive pipeline (parse, verify, authorize, commit to
 // the history store, then the consumers), sending
 // and store-and-forward delivery, history sync through node/syncer,
-// retention, the feeding of the mailbox mirror (node/mailbox), invites,
-// pending joins, knocks and the doctor's checks. The service calls the
-// node through peers.Host (node/peerhost.go). The current roster, its
-// gossip and key rotations (node/rostergossip), channel administration:
-// policies, their versions, the per-sender channel quota and the block
-// list (node/chanadmin), agent cards (node/cards), this node's own
-// presence (node/ownpresence) and the workers' claims on the inbox
-// (node/claims) are components the node holds and reaches through its
-// frames, link-up, receive pipeline and inbox; they call the node through
-// their Host interfaces (rosterhost.go, chanadminhost.go, cardshost.go,
-// ownpresencehost.go, claimshost.go).
+// retention and the feeding of the mailbox mirror (node/mailbox). The
+// service calls the node through peers.Host (node/peerhost.go). The
+// current roster, its gossip and key rotations (node/rostergossip),
+// channel administration: policies, their versions, the per-sender
+// channel quota and the block list (node/chanadmin), agent cards
+// (node/cards), this node's own presence (node/ownpresence), the workers'
+// claims on the inbox (node/claims), invites, knocks, adoption and the
+// pending list (node/join) and the doctor's checks (node/doctor) are
+// components the node holds and reaches through its frames, admission,
+// link-up, receive pipeline and inbox; they call the node through their
+// Host interfaces (rosterhost.go, chanadminhost.go, cardshost.go,
+// ownpresencehost.go, claimshost.go, joinhost.go, doctorhost.go).
 // [New] also starts the control API that meshctl talks to over the
 // owner-only Unix socket in the home; its HTTP handlers live in
 // node/control, its types in node/api. The control API and the status

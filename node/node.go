@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -19,7 +18,9 @@ import (
 	"github.com/meshd/meshd/node/chanadmin"
 	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/control"
+	"github.com/meshd/meshd/node/doctor"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
@@ -79,14 +80,14 @@ type Node struct {
 	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
 	outbox   *mailbox.Outbox
 	requests *requestBook
-	invites  *inviteBook    // invites this node made (invite.go)
-	knocks   *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
-	names    nameIndexCache // which roster names are unique (names.go)
-	diag     *diagnosis     // what meshctl doctor reports (doctor.go)
-	answers  *answerBook    // final answers sent to requests (respond_once.go)
-	cards    *cards.Book    // members' agent cards (node/cards)
-	attach   *attachments   // blob store and transfers (attach*.go)
-	claims   *claims.Leases // workers' claims on inbox items (node/claims)
+	invites  *join.Invites     // invites this node made (node/join)
+	knocks   *join.Knocks      // knocks, adoption and the pending list (node/join)
+	names    nameIndexCache    // which roster names are unique (names.go)
+	doctor   *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
+	answers  *answerBook       // final answers sent to requests (respond_once.go)
+	cards    *cards.Book       // members' agent cards (node/cards)
+	attach   *attachments      // blob store and transfers (attach*.go)
+	claims   *claims.Leases    // workers' claims on inbox items (node/claims)
 
 	listeners []*transport.Listener
 	disc      mdns.Discovery
@@ -126,18 +127,17 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		metrics: newMetrics(),
 		started: time.Now(),
 		rxq:     make(chan rxItem, rxQueueLen),
-		knocks:  newKnockBook(),
-		diag:    newDiagnosis(),
 		answers: newAnswerBook(),
 
 		readerAcks: newReaderAcks(),
 	}
-	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.logRL = newRateLog()
 	n.roster = newRosterKeeper(n)
 	n.cards = newCards(n)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peers = newPeerService(n)
+	n.invites, n.knocks = newJoin(n)
+	n.doctor = newDoctor(n)
 	if err := n.setup(); err != nil {
 		n.cancel()
 		n.teardown()
@@ -166,7 +166,7 @@ func (n *Node) setup() error {
 	if err != nil {
 		return err
 	}
-	if id, err = n.defaultName(id); err != nil {
+	if id, err = defaultName(n.home, id); err != nil {
 		return err
 	}
 	n.id = id
@@ -272,8 +272,8 @@ func (n *Node) setup() error {
 			d, err := mdns.New(mc)
 			if err != nil {
 				// Discovery is a convenience; seeds and peer exchange still work.
-				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err, "hint", mdnsHint)
-				n.mdnsFailed(err)
+				n.log.Warn("mdns unavailable; relying on seeds and peer exchange", "err", err, "hint", doctor.MDNSHint)
+				n.doctor.MDNSFailed(err)
 				n.metrics.inc(cMdnsStartFailed)
 			} else {
 				n.disc = d
@@ -475,13 +475,13 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		return errors.New("peer is this node itself")
 	}
 	if p.Knock {
-		return n.answerKnock(p)
+		return n.knocks.Answer(p)
 	}
 	if _, ok := r.Member(p.Identity); !ok {
 		if p.Invite != nil {
-			return n.admitInvite(p)
+			return n.invites.Admit(p)
 		}
-		n.refusedNonMember(p)
+		n.knocks.RefusedNonMember(p)
 		n.metrics.inc(cHandshakeRejectedNotMember)
 		err := fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
 		if n.peers.Former.Has(p.Identity) {

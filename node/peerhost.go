@@ -99,21 +99,21 @@ func (h *peerHost) SendFailed(pl *peers.Link, t proto.FrameType, err error) {
 func (h *peerHost) Resend(pl *peers.Link) { (*Node)(h).flushQueue(pl) }
 
 // OtherOrg notes a node of another org for meshctl doctor, and knocks
-// there (knock.go).
+// there (node/join).
 func (h *peerHost) OtherOrg(o peers.OtherOrg) {
 	n := (*Node)(h)
 	if p := o.MDNS; p != nil {
-		n.sawForeignOrg(p.Org, p.Key)
+		n.doctor.SawForeignOrg(p.Org, p.Key)
 		if !p.Key.Equal(n.id.Pub) && p.ProtoVersion == proto.ProtocolVersion {
-			n.knockMDNS(p.Addrs)
+			n.knocks.KnockMDNS(p.Addrs)
 		}
 		return
 	}
-	n.knockSeed(o.Seed)
+	n.knocks.KnockSeed(o.Seed)
 }
 
 // Knocked answers a knock the transport refused.
-func (h *peerHost) Knocked(l *transport.Link) { (*Node)(h).answerKnockRefused(l) }
+func (h *peerHost) Knocked(l *transport.Link) { h.knocks.AnswerRefused(l) }
 
 // LinkUp counts and logs a registered link, then pushes our roster if
 // it is newer, and shares what the peer should know from us.

@@ -111,7 +111,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	}
 	// 2. TTL and clock skew; history sync skips only the expiry check.
 	now := time.Now()
-	n.observeFutureClock(se, src, now)
+	n.doctor.ObserveFutureClock(se.From, se.Time(), src.fromSender(se.From), now)
 	if se.Time().After(now.Add(proto.MaxClockSkew)) {
 		n.drop(dropFuture, se, src, nil)
 		return false
@@ -258,7 +258,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 		return n.syncer.Handle(se, srcOf(src), now)
 	}
 	if se.Kind == proto.KindPresence {
-		n.observeClock(se, src, now)
+		n.doctor.ObserveClock(se.From, se.Time(), src.fromSender(se.From), now)
 		if n.presence.ObserveTTL(se.From, *se.Presence, time.Duration(se.TTL)*time.Second, now) {
 			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/node/promexport"
 	"github.com/meshd/meshd/node/statuspage"
 )
@@ -247,7 +248,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	var adopted *node.Adoption
+	var adopted *join.Adoption
 wait:
 	for {
 		select {
@@ -260,7 +261,7 @@ wait:
 			}
 			log.Info("shutting down", "signal", s.String())
 			break wait
-		case ad := <-n.Adopted():
+		case ad := <-n.Backend().Adopted():
 			log.Info("adopting org: stopping, to start again in it", "org", ad.Roster.Org, "left", ad.Left)
 			adopted = &ad
 			break wait
@@ -315,9 +316,9 @@ wait:
 const codeAdopted = -1
 
 // finishAdoption moves the one-node org aside and installs the adopted
-// roster (node.FinishAdoption), then has main start meshd again.
-func finishAdoption(dir string, ad node.Adoption, log *slog.Logger, stderr io.Writer) int {
-	left, err := node.FinishAdoption(dir, ad)
+// roster (join.FinishAdoption), then has main start meshd again.
+func finishAdoption(dir string, ad join.Adoption, log *slog.Logger, stderr io.Writer) int {
+	left, err := join.FinishAdoption(dir, ad)
 	if err != nil {
 		fmt.Fprintf(stderr, "meshd: adopting org %q: %v\n", ad.Roster.Org, err)
 		return 1

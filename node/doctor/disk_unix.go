@@ -1,14 +1,12 @@
 //go:build linux || darwin || freebsd
 
-package node
+package doctor
 
 import "syscall"
 
-// diskSpace (a variable for tests) returns the bytes free for an unprivileged user and the size
+// DiskSpace returns the bytes free for an unprivileged user and the size
 // of the file system holding path.
-var diskSpace = statDisk
-
-func statDisk(path string) (free, total uint64, err error) {
+func DiskSpace(path string) (free, total uint64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, 0, err

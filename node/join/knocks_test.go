@@ -1,4 +1,4 @@
-package node
+package join
 
 import (
 	"crypto/ed25519"
@@ -17,7 +17,7 @@ import (
 // vectorField reads one field of a stored test vector.
 func vectorField(t *testing.T, file, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", file))
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "vectors", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +38,7 @@ func vectorField(t *testing.T, file, name string) []byte {
 // payload whose org differs from its roster's, or whose roster is not its
 // own one-node org, does not.
 func TestCheckFreshVector(t *testing.T) {
+	t.Parallel()
 	p, err := proto.ParseHandshakePayload(vectorField(t, "16-handshake-knock.txt", "raw"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestCheckFreshVector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if freshRoster(r, proto.PubKeyOf(self)) == nil {
+	if FreshRoster(r, proto.PubKeyOf(self)) == nil {
 		t.Fatal("a new one-node org is not fresh")
 	}
 	next := r.Next()
@@ -73,17 +74,17 @@ func TestCheckFreshVector(t *testing.T) {
 	if err := next.Sign(self); err != nil {
 		t.Fatal(err)
 	}
-	if freshRoster(next, proto.PubKeyOf(self)) != nil {
+	if FreshRoster(next, proto.PubKeyOf(self)) != nil {
 		t.Fatal("a two-member org is fresh")
 	}
-	if freshRoster(r, proto.PubKeyOf(other)) != nil {
+	if FreshRoster(r, proto.PubKeyOf(other)) != nil {
 		t.Fatal("another node's one-node org is fresh for us")
 	}
 	signed := r.Next()
 	if err := signed.Sign(other); err != nil {
 		t.Fatal(err)
 	}
-	if freshRoster(signed, proto.PubKeyOf(self)) != nil {
+	if FreshRoster(signed, proto.PubKeyOf(self)) != nil {
 		t.Fatal("a roster someone else signed is fresh")
 	}
 }
@@ -91,6 +92,7 @@ func TestCheckFreshVector(t *testing.T) {
 // TestParseAdminFingerprint: a key or a fingerprint is taken; an org id
 // is refused with why.
 func TestParseAdminFingerprint(t *testing.T) {
+	t.Parallel()
 	_, k, _ := ed25519.GenerateKey(nil)
 	pub := proto.PubKeyOf(k)
 	for _, in := range []string{pub.String(), pub.Fingerprint(), strings.ToUpper(pub.Fingerprint())} {
@@ -111,19 +113,21 @@ func TestParseAdminFingerprint(t *testing.T) {
 // an mDNS-found link with no admin confirmed; confirmed by the admin's
 // fingerprint, the same offer is adopted, once.
 func TestConsiderAdoptionRefuses(t *testing.T) {
-	m := newTestMesh(t, 2)
-	// Node 1 has no roster: it starts a one-node org of its own.
-	f := m.start(1)
-	admin := m.ids[0]
-	peer := &proto.HandshakePayload{Identity: admin.Pub, Org: "acme"}
+	t.Parallel()
+	admin, self := newKey(t), newKey(t)
+	// This node has a one-node org of its own; acme lists it as a member.
+	h := newFakeHost(t, self, nil)
+	k := NewKnocks(h, Config{Home: t.TempDir()})
+	acme := acmeRoster(t, admin, self)
+	peer := &proto.HandshakePayload{Identity: proto.PubKeyOf(admin), Org: "acme"}
 	mdns := transport.Addr{Network: "tcp", Address: "192.0.2.1:7437"}
-	good, err := m.roster.Encode()
+	good, err := acme.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Listing node 1, signed by node 1 (a member, not an admin).
-	forged := m.roster.Next()
-	if err := forged.Sign(m.ids[1].Key); err != nil {
+	// Listing this node, signed by this node (a member, not an admin).
+	forged := acme.Next()
+	if err := forged.Sign(self); err != nil {
 		t.Fatal(err)
 	}
 	forgedB, err := forged.Encode()
@@ -136,39 +140,40 @@ func TestConsiderAdoptionRefuses(t *testing.T) {
 		b      []byte
 	}{
 		{adoptMalformed, peer, []byte{0xa0}},
-		{adoptMismatch, &proto.HandshakePayload{Identity: admin.Pub, Org: "other"}, good},
+		{adoptMismatch, &proto.HandshakePayload{Identity: proto.PubKeyOf(admin), Org: "other"}, good},
 		{adoptMismatch, &proto.HandshakePayload{Identity: proto.PubKeyOf(newKey(t)), Org: "acme"}, good},
 		{adoptSignature, peer, forgedB},
 		{adoptUnconfirm, peer, good},
 	}
 	for _, c := range cases {
-		before := f.metrics.Get("adopt.refused." + c.reason)
-		f.considerAdoption(mdns, viaMDNS, c.peer, c.b)
-		if f.metrics.Get("adopt.refused."+c.reason) != before+1 {
-			t.Fatalf("offer refused as %q: counters %v", c.reason, f.metrics.Snapshot())
+		before := h.reasons(AdoptRefused, c.reason)
+		k.considerAdoption(mdns, viaMDNS, c.peer, c.b)
+		if h.reasons(AdoptRefused, c.reason) != before+1 {
+			t.Fatalf("offer refused as %q: counted %d", c.reason, h.reasons(AdoptRefused, c.reason))
 		}
 	}
 	select {
-	case ad := <-f.Adopted():
+	case ad := <-k.Adopted():
 		t.Fatalf("adopted %v", ad.Roster)
 	default:
 	}
-	if _, err := f.Adopt(api.AdoptRequest{Fingerprint: admin.Pub.Fingerprint()}); err != nil {
+	if _, err := k.Adopt(api.AdoptRequest{Fingerprint: proto.PubKeyOf(admin).Fingerprint()}); err != nil {
 		t.Fatal(err)
 	}
-	f.considerAdoption(mdns, viaMDNS, peer, good)
+	k.considerAdoption(mdns, viaMDNS, peer, good)
 	select {
-	case ad := <-f.Adopted():
-		if ad.Roster.Org != "acme" || ad.From != mdns.String() || ad.Left != "org-"+m.ids[1].Pub.Fingerprint() {
+	case ad := <-k.Adopted():
+		if ad.Roster.Org != "acme" || ad.From != mdns.String() || ad.Left != "org-"+proto.PubKeyOf(self).Fingerprint() {
 			t.Fatalf("adoption %+v", ad)
 		}
 	default:
 		t.Fatal("a confirmed admin's roster was not adopted")
 	}
-	f.considerAdoption(mdns, viaMDNS, peer, good)
-	if got := f.metrics.Get("adopt.adopted"); got != 1 {
+	k.considerAdoption(mdns, viaMDNS, peer, good)
+	if got := h.count(AdoptAdopted); got != 1 {
 		t.Fatalf("adopted %d times", got)
 	}
+	h.wait() // the knocks Adopt started again
 }
 
 func newKey(t *testing.T) ed25519.PrivateKey {

@@ -1,4 +1,4 @@
-package node
+package doctor
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/transport"
 )
@@ -30,9 +31,7 @@ func classifyDial(err error) string {
 	var dnsErr *net.DNSError
 	var fm *peers.FormerMemberError
 	switch {
-	case errors.Is(err, transport.ErrWrongOrg), errors.Is(err, transport.ErrProtocol):
-		// The handshake binds the org: a responder of another org
-		// answers with a message this node cannot read.
+	case join.AnsweredOtherOrg(err):
 		return dialOtherOrg
 	case errors.As(err, &fm), errors.Is(err, transport.ErrNotAdmitted):
 		return dialRefused

@@ -1,47 +1,24 @@
-package node
+package doctor
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
 
-// The counters counted in this file.
-var (
-	cTxRefusedNotMember = newCounter("tx.refused.not_member", famSendRefused, "not_member")
-)
-
-// memberToSend refuses to send from a node outside its roster, naming
-// why, rather than the channel's writers or the role: every member drops
-// what it signs.
-func (n *Node) memberToSend() error {
-	r := n.Roster()
-	if _, ok := r.Member(n.id.Pub); ok {
-		return nil
-	}
-	n.metrics.inc(cTxRefusedNotMember)
-	if n.peers.RemovedSelf() {
-		return refuse(http.StatusForbidden, "meshctl doctor says how to come back",
-			"this node was removed from the roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)
-	}
-	return refuse(http.StatusForbidden, "meshctl doctor says how to be added",
-		"this node is not a member of its roster (org %q, roster v%d): every member refuses what it sends", r.Org, r.Version)
-}
-
-func (n *Node) checkOrgs(r *roster.Roster, now time.Time, add addCheck) {
-	d := n.diag
+func (d *Diagnosis) checkOrgs(r *roster.Roster, self proto.PubKey, now time.Time, add addCheck) {
 	d.mu.Lock()
 	var orgs []seenOrg
 	for o, f := range d.foreignOrgs {
 		var keys []proto.PubKey
 		for k, at := range f.nodes {
-			if now.Sub(at) < foreignOrgFresh {
+			if now.Sub(at) < ForeignOrgFresh {
 				keys = append(keys, k)
 			}
 		}
@@ -51,7 +28,7 @@ func (n *Node) checkOrgs(r *roster.Roster, now time.Time, add addCheck) {
 	}
 	d.mu.Unlock()
 	if len(orgs) == 0 {
-		add("org", "ok", "", "org %q; mDNS saw no node of another org in the last %v", r.Org, foreignOrgFresh)
+		add("org", "ok", "", "org %q; mDNS saw no node of another org in the last %v", r.Org, ForeignOrgFresh)
 		return
 	}
 	sort.Slice(orgs, func(i, j int) bool {
@@ -66,13 +43,13 @@ func (n *Node) checkOrgs(r *roster.Roster, now time.Time, add addCheck) {
 	}
 	detail := fmt.Sprintf("this node is in org %q (%d members), but mDNS sees nodes of %s, which it ignores",
 		r.Org, len(r.Members), strings.Join(names, ", "))
-	self := seenOrg{r.Org, []proto.PubKey{n.id.Pub}}
+	us := seenOrg{r.Org, []proto.PubKey{self}}
 	switch top := orgs[0]; {
-	case self.stray(r) && !top.stray(nil):
+	case us.stray(r) && !top.stray(nil):
 		// A first plain meshd next to the real org: join it.
 		add("org", "problem", fmt.Sprintf("to join %q, ask one of its admins for a token (meshctl invite --role member) and run meshctl join TOKEN here; "+
 			"or, as this node knocked there, have an admin add it (meshctl roster pending, roster add, roster publish on their node) and confirm the org here with meshctl adopt ADMIN_FINGERPRINT", top.org), "%s", detail)
-	case r.IsAdmin(n.id.Pub) && !self.stray(r):
+	case r.IsAdmin(self) && !us.stray(r):
 		// Never advise an admin of a real org to leave it for a stray
 		// node's: bring the stray node in, or ignore it.
 		var who []string
@@ -114,10 +91,10 @@ func (o seenOrg) stray(r *roster.Roster) bool {
 }
 
 // seedsOtherOrgFix is the fix for seeds that answer as another org. A
-// fresh node knocked there (knock.go) and adopts that org once one of its
+// fresh node knocked there (node/join) and adopts that org once one of its
 // admins adds it; a node of an org with members never does.
 func seedsOtherOrgFix(r *roster.Roster, self proto.PubKey) string {
-	if freshRoster(r, self) != nil {
+	if join.FreshRoster(r, self) != nil {
 		return fmt.Sprintf("this node, a one-node org of its own, knocked at the seed and is listed there as pending: "+
 			"on an admin's node of the seed's org, meshctl roster add %s --role member then meshctl roster publish, and this node adopts that org by itself; "+
 			"or ask one of its admins for an invite (meshctl invite --role member) and run meshctl join TOKEN here", self.Fingerprint())

@@ -1,4 +1,4 @@
-package node
+package join
 
 import (
 	"crypto/rand"
@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,17 +18,11 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/apierr"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
-)
-
-// The counters counted in this file.
-var (
-	cInviteCreated            = newEvent("invite.created")
-	cInviteRevoked            = newEvent("invite.revoked")
-	cInviteUsed               = newEvent("invite.used")
-	cInviteAwaitingSignatures = newEvent("invite.awaiting_signatures")
+	"github.com/meshd/meshd/transport/logrl"
 )
 
 // Invite lifetimes: the default and the bounds of what may be asked.
@@ -42,14 +37,8 @@ const (
 	inviteKeepExpiry = 7 * 24 * time.Hour
 )
 
-// invitesFile and seedsFile are kept in the home.
-const (
-	invitesFile = "invites.json"
-	// seedsFile holds, one a line, the addresses 'meshctl join' learnt
-	// from its token; the node dials them as static seeds, so a plain
-	// meshd links after joining.
-	seedsFile = "seeds"
-)
+// InvitesFile, in the home, holds the invites this node made.
+const InvitesFile = "invites.json"
 
 // storedInvite is one invite in the invites file. Only the hash of the
 // secret is kept: the file alone does not let anyone join.
@@ -90,7 +79,7 @@ func (s *storedInvite) api(now time.Time) api.Invite {
 
 // settleLocked marks used the waiting invites whose joiner the roster in
 // force now lists: the update the other admins signed was published.
-func (b *inviteBook) settleLocked(r *roster.Roster, now time.Time) bool {
+func (b *Invites) settleLocked(r *roster.Roster, now time.Time) bool {
 	changed := false
 	for _, s := range b.list {
 		if s.Update != "" && s.Used == nil && s.Revoked == nil {
@@ -102,16 +91,27 @@ func (b *inviteBook) settleLocked(r *roster.Roster, now time.Time) bool {
 	return changed
 }
 
-// inviteBook holds the invites this node made.
-type inviteBook struct {
+// Invites holds the invites this node made.
+type Invites struct {
+	h    Host
+	log  *slog.Logger
+	rl   *logrl.Limiter
+	home string
 	path string
 	mu   sync.Mutex      // guards list, and serialises the use of an invite with the roster update it makes
 	list []*storedInvite // loaded lazily, on first use
 	read bool            // list was loaded
 }
 
+// NewInvites returns the invites kept in the home of cfg, read on first
+// use.
+func NewInvites(h Host, cfg Config) *Invites {
+	cfg = cfg.withDefaults()
+	return &Invites{h: h, log: cfg.Logger, rl: cfg.RateLog, home: cfg.Home, path: filepath.Join(cfg.Home, InvitesFile)}
+}
+
 // loadLocked reads the invites file once.
-func (b *inviteBook) loadLocked() error {
+func (b *Invites) loadLocked() error {
 	if b.read {
 		return nil
 	}
@@ -131,7 +131,7 @@ func (b *inviteBook) loadLocked() error {
 	return nil
 }
 
-func (b *inviteBook) saveLocked(now time.Time) error {
+func (b *Invites) saveLocked(now time.Time) error {
 	b.list = slices.DeleteFunc(b.list, func(s *storedInvite) bool {
 		end := s.Expires
 		if s.Used != nil {
@@ -154,7 +154,7 @@ func (b *inviteBook) saveLocked(now time.Time) error {
 	return nil
 }
 
-func (b *inviteBook) findLocked(id string) *storedInvite {
+func (b *Invites) findLocked(id string) *storedInvite {
 	for _, s := range b.list {
 		if s.ID == id {
 			return s
@@ -165,9 +165,9 @@ func (b *inviteBook) findLocked(id string) *storedInvite {
 
 // invitable refuses to make or honour invites where this node cannot
 // sign the roster update.
-func (n *Node) invitable(r *roster.Roster) error {
-	if !r.IsAdmin(n.id.Pub) {
-		return refuse(http.StatusForbidden, "run 'meshctl invite' on an admin's node; 'meshctl roster show' lists the admins",
+func (b *Invites) invitable(r *roster.Roster) error {
+	if !r.IsAdmin(b.h.Self()) {
+		return apierr.New(http.StatusForbidden, "run 'meshctl invite' on an admin's node; 'meshctl roster show' lists the admins",
 			"this node is not an admin of roster %q v%d", r.Org, r.Version)
 	}
 	return nil
@@ -176,11 +176,11 @@ func (n *Node) invitable(r *roster.Roster) error {
 // CreateInvite makes a single-use invite and returns its token. The
 // token is returned once and never logged; the node keeps only the hash
 // of its secret.
-func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
-	r := n.Roster()
+func (b *Invites) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
+	r := b.h.Roster()
 	role, err := roster.ParseRole(req.Role)
 	if err != nil {
-		return nil, badRequest("role: %w", err)
+		return nil, apierr.BadRequest("role: %w", err)
 	}
 	if err := checkInviteName(r, req.Name); err != nil {
 		return nil, err
@@ -190,14 +190,14 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 		ttl = time.Duration(req.ExpiresSeconds * float64(time.Second))
 	}
 	if ttl < minInviteTTL || ttl > maxInviteTTL {
-		return nil, badRequest("expiry %v: want %v to %v", ttl, minInviteTTL, maxInviteTTL)
+		return nil, apierr.BadRequest("expiry %v: want %v to %v", ttl, minInviteTTL, maxInviteTTL)
 	}
-	if err := n.invitable(r); err != nil {
+	if err := b.invitable(r); err != nil {
 		return nil, err
 	}
-	self, others := n.inviteAddrs()
+	self, others := b.inviteAddrs()
 	if len(self) == 0 {
-		return nil, refuse(http.StatusConflict, "start meshd with a --listen address the new node can reach",
+		return nil, apierr.New(http.StatusConflict, "start meshd with a --listen address the new node can reach",
 			"this node has no address to put in the token")
 	}
 	id := make([]byte, proto.InviteIDLen)
@@ -212,10 +212,9 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 	sum := sha256.Sum256(secret)
 	s := &storedInvite{ID: hex.EncodeToString(id), Hash: hex.EncodeToString(sum[:]), Role: role.String(),
 		Name: req.Name, Created: now, Expires: now.Add(ttl)}
-	tok := &proto.InviteToken{Org: r.Org, Admin: n.id.Pub, Addrs: self, Seeds: others, ID: id, Secret: secret,
+	tok := &proto.InviteToken{Org: r.Org, Admin: b.h.Self(), Addrs: self, Seeds: others, ID: id, Secret: secret,
 		Expires: uint64(s.Expires.Unix()), Name: req.Name, Role: s.Role, Quorum: uint64(r.Quorum())}
 
-	b := n.invites
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.loadLocked(); err != nil {
@@ -226,28 +225,23 @@ func (n *Node) CreateInvite(req api.CreateInvite) (*api.InviteCreated, error) {
 		b.list = b.list[:len(b.list)-1]
 		return nil, err
 	}
-	n.metrics.inc(cInviteCreated)
-	n.log.Info("invite created", "invite", s.ID, "role", s.Role, "name", s.Name, "expires", s.Expires)
+	b.h.Count(InviteCreated)
+	b.log.Info("invite created", "invite", s.ID, "role", s.Role, "name", s.Name, "expires", s.Expires)
 	return &api.InviteCreated{Invite: s.api(now), Token: tok.String()}, nil
 }
 
 // inviteAddrs returns the addresses a joiner can reach this node at, and
 // those of other members it knows (the joiner's later seeds). Loopback
 // and Unix addresses are kept: a joiner on this host needs them.
-func (n *Node) inviteAddrs() (self, others []string) {
-	for _, a := range n.peers.Advertised() {
+func (b *Invites) inviteAddrs() (self, others []string) {
+	for _, a := range b.h.Advertised() {
 		if proto.CheckListenAddr(a) == nil && len(self) < proto.MaxListenAddrs {
 			self = append(self, a)
 		}
 	}
-	n.peers.Lock()
-	defer n.peers.Unlock()
-	for _, p := range n.peers.ByKey {
-		for _, a := range p.Addrs.List() {
-			s := a.String()
-			if proto.CheckListenAddr(s) == nil && !slices.Contains(others, s) && len(others) < proto.MaxListenAddrs {
-				others = append(others, s)
-			}
+	for _, s := range b.h.PeerAddrs() {
+		if proto.CheckListenAddr(s) == nil && !slices.Contains(others, s) && len(others) < proto.MaxListenAddrs {
+			others = append(others, s)
 		}
 	}
 	slices.Sort(others)
@@ -255,8 +249,7 @@ func (n *Node) inviteAddrs() (self, others []string) {
 }
 
 // InviteList returns the invites this node made, newest first.
-func (n *Node) InviteList() (api.Invites, error) {
-	b := n.invites
+func (b *Invites) InviteList() (api.Invites, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := api.Invites{Invites: []api.Invite{}}
@@ -264,9 +257,9 @@ func (n *Node) InviteList() (api.Invites, error) {
 		return out, err
 	}
 	now := time.Now()
-	if b.settleLocked(n.Roster(), now.UTC()) {
+	if b.settleLocked(b.h.Roster(), now.UTC()) {
 		if err := b.saveLocked(now); err != nil {
-			n.log.Warn("invites", "err", err)
+			b.log.Warn("invites", "err", err)
 		}
 	}
 	for i := len(b.list) - 1; i >= 0; i-- {
@@ -276,8 +269,7 @@ func (n *Node) InviteList() (api.Invites, error) {
 }
 
 // RevokeInvite makes an invite unusable.
-func (n *Node) RevokeInvite(id string) (*api.Invite, error) {
-	b := n.invites
+func (b *Invites) RevokeInvite(id string) (*api.Invite, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.loadLocked(); err != nil {
@@ -285,48 +277,47 @@ func (n *Node) RevokeInvite(id string) (*api.Invite, error) {
 	}
 	s := b.findLocked(strings.ToLower(id))
 	if s == nil {
-		return nil, notFound("list invites with: meshctl invite list", "no invite %q", id)
+		return nil, apierr.NotFound("list invites with: meshctl invite list", "no invite %q", id)
 	}
 	now := time.Now().UTC()
 	if st := s.state(now); st == "used" || st == "revoked" {
-		return nil, refuse(http.StatusConflict, "", "invite %s is already %s", s.ID, st)
+		return nil, apierr.New(http.StatusConflict, "", "invite %s is already %s", s.ID, st)
 	}
 	s.Revoked = &now
 	if err := b.saveLocked(now); err != nil {
 		s.Revoked = nil
 		return nil, err
 	}
-	n.metrics.inc(cInviteRevoked)
-	n.log.Info("invite revoked", "invite", s.ID)
+	b.h.Count(InviteRevoked)
+	b.log.Info("invite revoked", "invite", s.ID)
 	a := s.api(now)
 	return &a, nil
 }
 
-// errInviteRefused is what a joiner whose invite fails is told, whatever
+// ErrInviteRefused is what a joiner whose invite fails is told, whatever
 // the reason: the reason is logged and counted here, not revealed.
-var errInviteRefused = errors.New("invite refused")
+var ErrInviteRefused = errors.New("invite refused")
 
-// admitInvite decides on a joiner that is not a member and presents an
+// Admit decides on a joiner that is not a member and presents an
 // invite (handshake message 3). A valid, unexpired, unused invite makes
 // the joiner a member: the roster's next version, signed by this node,
 // is applied and spread before the link is admitted, so the link comes
 // up as an ordinary member link and the joiner is sent the roster.
-func (n *Node) admitInvite(p *proto.HandshakePayload) error {
-	b := n.invites
+func (b *Invites) Admit(p *proto.HandshakePayload) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	fail := func(reason string, id string) error {
-		n.metrics.Inc("invite.rejected." + reason)
+		b.h.CountReason(InviteRejected, reason)
 		// Rate-limited per (peer, reason) like every line a peer can
 		// cause: a flood of bad invites is counted, not logged line by
 		// line.
-		n.logRL.warn(n.log, "invite refused", p.Identity.Fingerprint(), "invite_"+reason,
+		rateLog(b.rl, b.log, slog.LevelWarn, "invite refused", p.Identity.Fingerprint(), "invite_"+reason,
 			"reason", reason, "invite", id, "peer", p.Identity.Fingerprint(),
 			"claimed_name", p.Name, "addr", p.Remote)
-		return errInviteRefused
+		return ErrInviteRefused
 	}
 	if err := b.loadLocked(); err != nil {
-		n.log.Error("invites", "err", err)
+		b.log.Error("invites", "err", err)
 		return fail("store", "")
 	}
 	id := hex.EncodeToString(p.Invite.ID)
@@ -342,15 +333,15 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 	now := time.Now().UTC()
 	st := s.state(now)
 	if st == "waiting" && s.UsedBy.Equal(p.Identity) && now.Before(s.Expires) {
-		n.log.Info("invite waits for admin signatures", "invite", id, "peer", p.Identity.Fingerprint(), "roster_update", s.Update)
+		b.log.Info("invite waits for admin signatures", "invite", id, "peer", p.Identity.Fingerprint(), "roster_update", s.Update)
 		return fail("awaiting_signatures", id)
 	}
 	if st != "usable" {
 		return fail(st, id)
 	}
-	cur := n.Roster()
-	if err := n.invitable(cur); err != nil {
-		n.log.Warn("invite cannot be honoured", "invite", id, "err", err)
+	cur := b.h.Roster()
+	if err := b.invitable(cur); err != nil {
+		b.log.Warn("invite cannot be honoured", "invite", id, "err", err)
 		return fail("not_admin", id)
 	}
 	role, err := roster.ParseRole(s.Role)
@@ -358,7 +349,7 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 		return fail("store", id)
 	}
 	next := cur.Next()
-	m := roster.Member{Key: p.Identity, Role: role, Name: n.inviteeName(cur, s, p)}
+	m := roster.Member{Key: p.Identity, Role: role, Name: b.inviteeName(cur, s, p)}
 	err = next.Add(m)
 	if err != nil && m.Name != "" {
 		// The name was taken meanwhile: join unnamed rather than not at all.
@@ -367,27 +358,27 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 		err = next.Add(m)
 	}
 	if err != nil {
-		n.log.Warn("invite: add member", "invite", id, "err", err)
+		b.log.Warn("invite: add member", "invite", id, "err", err)
 		return fail("roster", id)
 	}
-	if err := next.Sign(n.id.Key); err != nil {
+	if err := b.h.SignRoster(next); err != nil {
 		return fail("roster", id)
 	}
 	if cur.Quorum() > 1 {
-		return n.awaitSignatures(s, next, p, now, fail)
+		return b.awaitSignatures(s, next, p, now, fail)
 	}
-	if _, err := n.roster.Apply(next, nil); err != nil {
-		n.log.Warn("invite: apply roster", "invite", id, "err", err)
+	if err := b.h.ApplyRoster(next); err != nil {
+		b.log.Warn("invite: apply roster", "invite", id, "err", err)
 		return fail("roster", id)
 	}
 	s.Used, s.UsedBy = &now, p.Identity
 	if err := b.saveLocked(now); err != nil {
 		// The roster update stands and the invite is marked used in
 		// memory, so it cannot be used twice by this process.
-		n.log.Error("invite used but not saved", "invite", id, "err", err)
+		b.log.Error("invite used but not saved", "invite", id, "err", err)
 	}
-	n.metrics.inc(cInviteUsed)
-	n.log.Info("invite used: member added", "invite", id, "peer", p.Identity.Fingerprint(), "name", m.Name,
+	b.h.Count(InviteUsed)
+	b.log.Info("invite used: member added", "invite", id, "peer", p.Identity.Fingerprint(), "name", m.Name,
 		"role", role.String(), "addr", p.Remote, "roster_version", next.Version)
 	return nil
 }
@@ -397,19 +388,19 @@ func (n *Node) admitInvite(p *proto.HandshakePayload) error {
 // written beside the roster for the other admins to sign and publish, and
 // the invite is bound to this joiner. The link is refused for now; the
 // joiner retries, and is admitted as a member once the update is in force.
-func (n *Node) awaitSignatures(s *storedInvite, next *roster.Roster, p *proto.HandshakePayload, now time.Time,
+func (b *Invites) awaitSignatures(s *storedInvite, next *roster.Roster, p *proto.HandshakePayload, now time.Time,
 	fail func(string, string) error) error {
-	path := filepath.Join(n.cfg.Home, fmt.Sprintf("roster-v%d-invite-%s.cbor", next.Version, s.ID))
+	path := filepath.Join(b.home, fmt.Sprintf("roster-v%d-invite-%s.cbor", next.Version, s.ID))
 	if err := home.WriteRoster(path, next); err != nil {
-		n.log.Error("invite: write roster update", "invite", s.ID, "err", err)
+		b.log.Error("invite: write roster update", "invite", s.ID, "err", err)
 		return fail("roster", s.ID)
 	}
 	s.Update, s.UsedBy = path, p.Identity
-	if err := n.invites.saveLocked(now); err != nil {
-		n.log.Error("invite: save", "invite", s.ID, "err", err)
+	if err := b.saveLocked(now); err != nil {
+		b.log.Error("invite: save", "invite", s.ID, "err", err)
 	}
-	n.metrics.inc(cInviteAwaitingSignatures)
-	n.log.Warn("invite used: the roster update adding the member needs more admin signatures",
+	b.h.Count(InviteAwaitingSignatures)
+	b.log.Warn("invite used: the roster update adding the member needs more admin signatures",
 		"invite", s.ID, "peer", p.Identity.Fingerprint(), "name", p.Name, "quorum", next.Quorum(),
 		"roster_update", path, "hint", "other admins: meshctl roster sign FILE; then meshctl roster publish FILE")
 	return fail("awaiting_signatures", s.ID)
