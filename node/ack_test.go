@@ -110,6 +110,9 @@ func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
 		p, err := a.store.Pending(m.ids[1].Pub)
 		return err == nil && len(p) == 0
 	})
+	// The count follows the removal in the same call: wait for it, then
+	// check it is one.
+	waitFor(t, 5*time.Second, "the ack counted", func() bool { return a.metrics.Get("tx.acked") > 0 })
 	if got := a.metrics.Get("tx.acked"); got != 1 {
 		t.Errorf("tx.acked = %d after one DM acked (its id listed twice), want 1", got)
 	}
