@@ -106,7 +106,7 @@ type inboxDelivery struct {
 
 // Item renders d for the event stream, on the subscriber's goroutine.
 func (d *inboxDelivery) Item() api.Item {
-	x := d.n.renderEnvelope(d.se, history.InboxItem{Meta: history.Meta{ID: d.se.ID, FromHistory: d.fromHistory},
+	x := d.n.q.RenderEnvelope(d.se, history.InboxItem{Meta: history.Meta{ID: d.se.ID, FromHistory: d.fromHistory},
 		Priority: d.prio, Wakes: d.wakes, Delivered: d.at})
 	d.n.markFailed(&x, d.se)
 	return x
@@ -133,9 +133,9 @@ func (n *Node) onInbox(d inboxDelivery) {
 	if n.mbox != nil {
 		n.mbox.Queue(n.ctx, &d)
 	}
-	if n.events.active() {
+	if n.q.Listening() {
 		e := d // only what is published escapes
-		n.events.publish(&e)
+		n.q.Publish(&e)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/inboxq"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
@@ -81,9 +82,8 @@ type Node struct {
 	presence *presence.Table
 	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
 	replies  *replyDepths
-	inbox    *inboxNotifier
-	events   *broadcaster
-	syncer   *syncer.Syncer // history sync and serving
+	q        *inboxq.Queries // the inbox and history queries, wake-ups and event stream (node/inboxq)
+	syncer   *syncer.Syncer  // history sync and serving
 	mirror   *mailbox.Mirror
 	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
 	outbox   *mailbox.Outbox

@@ -397,7 +397,7 @@ func (n *Node) commit(batch []rxItem) {
 		n.onInbox(inboxDelivery{se: se, prio: d.Priority, wakes: d.Wakes, fromHistory: it.src.history, at: now})
 		n.attach.onDelivered(se, now)
 	}
-	n.inbox.notify(wake)
+	n.q.Notify(wake)
 	n.sendAcks(acks)
 }
 

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -529,16 +528,4 @@ func (n *Node) sendAcks(acks map[*peers.Link][]uuid.UUID) {
 			n.sendFrame(n.peers.AckVia(pl), proto.FrameAck, b)
 		}
 	}
-}
-
-// jsonOf renders a JSON-model CBOR payload for the API.
-func jsonOf(raw []byte) json.RawMessage {
-	if len(raw) == 0 {
-		return nil
-	}
-	b, err := proto.CBORToJSON(raw)
-	if err != nil {
-		return nil
-	}
-	return b
 }

@@ -87,9 +87,8 @@ func (n *Node) openState() error {
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.own = newOwnPresence(n)
 	n.replies = newReplyDepths()
-	n.inbox = newInboxNotifier()
+	n.q = newInboxq(n)
 	n.claims = newClaims(n)
-	n.events = newBroadcaster()
 	n.requests = newRequestBook()
 	if err := n.openMailbox(); err != nil {
 		return err

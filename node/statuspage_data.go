@@ -1,9 +1,7 @@
 package node
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/meshd/meshd/node/api"
@@ -87,31 +85,6 @@ func (n *Node) ChannelList() []api.Channel {
 		out = append(out, n.channelInfo(p))
 	}
 	return out
-}
-
-// RecentItems returns up to limit inbox items, read or not, oldest first.
-// It marks nothing read.
-func (n *Node) RecentItems(limit int) ([]api.Item, error) {
-	if limit <= 0 {
-		return []api.Item{}, nil
-	}
-	// Not as a client: viewing the page says nothing of the agent.
-	in, err := n.inboxPage(context.Background(), api.InboxQuery{All: true, Limit: limit}, false)
-	if err != nil {
-		return nil, err
-	}
-	return in.Items, nil // the store answers oldest first
-}
-
-// SubscribeItems registers a reader of inbox items as they are delivered,
-// the feed of GET /v1/events. Items arrive on items, unrendered (the
-// reader renders each with Item, on its own goroutine); when the reader falls
-// 256 items behind, newer ones are dropped for it and lagged reports true
-// once. cancel unregisters the reader; items is never closed.
-func (n *Node) SubscribeItems() (items <-chan api.Delivered, lagged func() bool, cancel func()) {
-	ch, lag := n.events.subscribe()
-	var once sync.Once
-	return ch, lag, func() { once.Do(func() { n.events.unsubscribe(ch) }) }
 }
 
 // maxLinkReport bounds the peers reported from one neighbour's peer list;

@@ -67,7 +67,7 @@ func TestStatusPageAccessors(t *testing.T) {
 	if ch := a.ChannelList(); ch == nil || len(ch) != 0 {
 		t.Fatalf("ChannelList %v, want empty", ch)
 	}
-	if items, err := a.RecentItems(10); err != nil || items == nil {
+	if items, err := a.q.RecentItems(10); err != nil || items == nil {
 		t.Fatalf("RecentItems: %v, %v", items, err)
 	}
 	// Oldest first, as the page's backlog expects.
@@ -76,19 +76,19 @@ func TestStatusPageAccessors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "two items", func() bool { items, _ := a.RecentItems(10); return len(items) == 2 })
-	if items, _ := a.RecentItems(10); items[0].Body != "first" || items[1].Body != "second" {
+	waitFor(t, 5*time.Second, "two items", func() bool { items, _ := a.q.RecentItems(10); return len(items) == 2 })
+	if items, _ := a.q.RecentItems(10); items[0].Body != "first" || items[1].Body != "second" {
 		t.Fatalf("RecentItems order: %q, %q; want oldest first", items[0].Body, items[1].Body)
 	}
 
 	// A subscription is released once, however often it is cancelled.
-	_, _, stop := a.SubscribeItems()
-	if !a.events.active() {
+	_, _, stop := a.q.SubscribeItems()
+	if !a.q.Listening() {
 		t.Fatal("no subscriber after SubscribeItems")
 	}
 	stop()
 	stop()
-	if a.events.active() {
+	if a.q.Listening() {
 		t.Fatal("subscriber left after cancel")
 	}
 

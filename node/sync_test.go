@@ -479,7 +479,7 @@ func TestOwnMessagesFromCatchUpAreNotMail(t *testing.T) {
 	}
 	b = m.startWith(1, nil, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "b has its 3 back", func() bool { return channelCount(b, p.ID) == 3 })
-	in, err := b.Inbox(context.Background(), true, 0, false, 0)
+	in, err := b.q.Inbox(context.Background(), true, 0, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
