@@ -36,7 +36,7 @@ func newClaims(n *Node) *claims.Leases {
 func (h claimsHost) Self() proto.PubKey                            { return h.n.id.Pub }
 func (h claimsHost) Render(it history.InboxItem) (api.Item, error) { return h.n.q.Render(it) }
 func (h claimsHost) Woken() <-chan struct{}                        { return h.n.q.Woken() }
-func (h claimsHost) Read(from proto.PubKey, id uuid.UUID)          { h.n.onRead(envKey{from, id}) }
+func (h claimsHost) Read(from proto.PubKey, id uuid.UUID)          { mailboxHost(h).read(from, id) }
 func (h claimsHost) Count(c claims.Counter, d uint64)              { h.n.metrics.add(claimCounters[c], d) }
 func (h claimsHost) Item(id uuid.UUID, from string) (history.InboxItem, error) {
 	return h.n.q.Item(id, from)

@@ -60,7 +60,7 @@ func (n *Node) onDeliveryFailed(rs []history.DeliveryRecord) {
 		if err != nil {
 			continue
 		}
-		n.onInbox(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: now})
+		mailboxHost{n}.delivered(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: now})
 	}
 	n.q.Notify(len(rs) > 0)
 }

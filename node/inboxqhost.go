@@ -64,7 +64,7 @@ func (h inboxqHost) Claim(from proto.PubKey, id uuid.UUID, now time.Time) *api.I
 // file to read/.
 func (h inboxqHost) Read(from proto.PubKey, id uuid.UUID) {
 	h.n.claims.ReleaseRead(claims.Key{From: from, ID: id})
-	h.n.onRead(envKey{from, id})
+	mailboxHost(h).read(from, id)
 }
 
 func (h inboxqHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
@@ -72,5 +72,5 @@ func (h inboxqHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duratio
 }
 
 func (h inboxqHost) Delivered(se *proto.SignedEnvelope, prio history.Priority, wakes bool, at time.Time) {
-	h.n.onInbox(inboxDelivery{se: se, prio: prio, wakes: wakes, at: at})
+	mailboxHost(h).delivered(inboxDelivery{se: se, prio: prio, wakes: wakes, at: at})
 }

@@ -390,7 +390,7 @@ func (n *Node) run() {
 	n.wg.Go(func() { n.own.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.commitLoop()
-	n.startMailbox()
+	mailboxHost{n}.start()
 	n.wg.Add(1)
 	go n.retentionLoop()
 	n.wg.Add(1)

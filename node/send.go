@@ -245,7 +245,7 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 		return nil, fmt.Errorf("store: %w (the message %s went to %d peers, but this node did not keep it)", err, se.ID, len(sent))
 	}
 	n.metrics.inc(cTxKind.of(proto.KindMessage))
-	n.onSent(se)
+	mailboxHost{n}.sent(se)
 	return &api.Sent{ID: se.ID.String(), Kind: se.Kind.String(), To: "#" + p.Name, Seq: se.Seq, SentTo: sent}, nil
 }
 
@@ -287,7 +287,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		}
 		return nil, fmt.Errorf("queue for peer: %w", err)
 	}
-	n.onSent(se)
+	mailboxHost{n}.sent(se)
 	// Send it on a link to the peer, looking again: a link that came up
 	// since the check above may have sent the queue before the envelope
 	// was in it, and would not send it until its next periodic flush.

@@ -90,7 +90,7 @@ func (n *Node) openState() error {
 	n.q = newInboxq(n)
 	n.claims = newClaims(n)
 	n.requests = newRequestBook()
-	if err := n.openMailbox(); err != nil {
+	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
 	n.syncer = newSyncer(n.ctx, n)

@@ -67,7 +67,7 @@ func (n *Node) StatusInfo() api.Status {
 		Counters:      n.Counters(),
 
 		ClockSkewSeconds: skew.Seconds(),
-		Mailbox:          n.mailboxStatus(),
+		Mailbox:          mailboxHost{n}.status(),
 		QuotaRefused:     n.quotaRefused(r),
 		Blocked:          n.Blocks().Blocks,
 	}
