@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
@@ -24,6 +23,7 @@ import (
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/status"
 	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
@@ -49,7 +49,6 @@ type Node struct {
 	home    home.Home
 	id      home.Identity
 	metrics *Metrics
-	started time.Time
 	linkCfg transport.Config // the transport settings of every link, with our identity and hooks filled in
 
 	unlock func() error // releases the home lock
@@ -82,8 +81,9 @@ type Node struct {
 	presence *presence.Table
 	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
 	replies  *replyDepths
-	q        *inboxq.Queries // the inbox and history queries, wake-ups and event stream (node/inboxq)
-	syncer   *syncer.Syncer  // history sync and serving
+	q        *inboxq.Queries  // the inbox and history queries, wake-ups and event stream (node/inboxq)
+	status   *status.Reporter // what the node reports of itself (node/status)
+	syncer   *syncer.Syncer   // history sync and serving
 	mirror   *mailbox.Mirror
 	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
 	outbox   *mailbox.Outbox
@@ -135,7 +135,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		log:     log,
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
-		started: time.Now(),
 		rxq:     make(chan rxItem, rxQueueLen),
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),

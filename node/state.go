@@ -88,6 +88,7 @@ func (n *Node) openState() error {
 	n.own = newOwnPresence(n)
 	n.replies = newReplyDepths()
 	n.q = newInboxq(n)
+	n.status = newStatus(n)
 	n.claims = newClaims(n)
 	n.requests = newRequestBook()
 	if err := (mailboxHost{n}).open(); err != nil {
