@@ -1,7 +1,13 @@
 package node
 
-import "github.com/meshd/meshd/proto"
-import "github.com/meshd/meshd/node/api"
+import (
+	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+)
+
+// How the node names members and destinations in what it answers: the
+// inbox and history queries (node/inboxq), the presence table and cards
+// take these through their Hosts.
 
 // party names a key for the API, with its roster name and role, and
 // whether that name needs the fingerprint beside it.

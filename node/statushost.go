@@ -30,6 +30,7 @@ func (h statusHost) Listeners() []*transport.Listener { return h.n.listeners }
 func (h statusHost) Discovering() bool                { return h.n.disc != nil }
 func (h statusHost) Mailbox() *api.MailboxStatus      { return mailboxHost(h).status() }
 func (h statusHost) Blocked() []api.Block             { return h.n.Blocks().Blocks }
+func (h statusHost) Outbox() *mailbox.Outbox          { return h.n.outbox }
 
 func (h statusHost) NameUnique(r *roster.Roster, name string) bool {
 	return h.n.names.of(r).Unique(name)
@@ -44,13 +45,6 @@ func (h statusHost) Counters() map[string]uint64 {
 	c := h.n.metrics.Snapshot()
 	h.n.addLinkStats(c)
 	return c
-}
-
-func (h statusHost) Outbox() *mailbox.Outbox {
-	if h.n.outbox == nil {
-		return nil // a nil pointer in the interface would pass a nil check
-	}
-	return h.n.outbox
 }
 
 // Queues reads the lengths of channels created before the node runs and
