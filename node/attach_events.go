@@ -28,7 +28,7 @@ func (r *attachmentsReady) Item() api.Item {
 
 // Ready renders r as the data of an "attachments" event.
 func (r *attachmentsReady) Ready() api.AttachmentsReady {
-	x := r.n.renderEnvelope(r.se, history.InboxItem{Meta: history.Meta{ID: r.se.ID}, Delivered: r.delivered})
+	x := r.n.q.RenderEnvelope(r.se, history.InboxItem{Meta: history.Meta{ID: r.se.ID}, Delivered: r.delivered})
 	return api.AttachmentsReady{Kind: "attachments", ID: x.ID, From: x.From, Attachments: x.Attachments}
 }
 
@@ -36,7 +36,7 @@ func (r *attachmentsReady) Ready() api.AttachmentsReady {
 // inbox item among them with no other fetch under way or waiting is
 // announced to the event subscribers, once.
 func (at *attachments) placedAll(ws []want) {
-	if !at.n.events.active() {
+	if !at.n.q.Listening() {
 		return
 	}
 	done := map[uuid.UUID]bool{}
@@ -53,7 +53,7 @@ func (at *attachments) placedAll(ws []want) {
 		if err != nil {
 			continue
 		}
-		at.n.events.publish(&attachmentsReady{n: at.n, se: se, delivered: time.UnixMilli(w.Delivered)})
+		at.n.q.Publish(&attachmentsReady{n: at.n, se: se, delivered: time.UnixMilli(w.Delivered)})
 	}
 }
 

@@ -117,7 +117,7 @@ func (n *Node) Fetch(ctx context.Context, req api.Fetch) (*api.Fetched, error) {
 	if err != nil {
 		return nil, badRequest("id: %v", err)
 	}
-	it, err := n.inboxItem(id, "")
+	it, err := n.q.Item(id, "")
 	if err != nil {
 		return nil, err
 	}

@@ -5,17 +5,22 @@ import (
 	"github.com/meshd/meshd/node/chanadmin"
 	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/doctor"
+	"github.com/meshd/meshd/node/inboxq"
 	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/rostergossip"
+	"github.com/meshd/meshd/node/status"
 )
 
 // Backend is the node as its local faces see it (the control API, the
 // status page): the node's own methods and those of the components that
 // answer for themselves: agent cards ([cards.Book]), this node's
-// presence ([ownpresence.Announcer]), the workers' claims on the
-// inbox ([claims.Leases]), invites ([join.Invites]), knocks, adoption and
-// the pending list ([join.Knocks]) and the doctor ([doctor.Diagnosis]).
+// presence ([ownpresence.Announcer]), the workers' claims on the inbox
+// ([claims.Leases]), channel administration ([chanadmin.Admin]), the
+// roster ([rostergossip.Keeper]), invites ([join.Invites]), knocks,
+// adoption and the pending list ([join.Knocks]), the doctor
+// ([doctor.Diagnosis]), the inbox and history queries ([inboxq.Queries])
+// and what the node reports of itself ([status.Reporter]).
 type Backend struct {
 	*Node
 	*cards.Book
@@ -26,10 +31,12 @@ type Backend struct {
 	*join.Invites
 	*join.Knocks
 	*doctor.Diagnosis
+	*inboxq.Queries
+	*status.Reporter
 }
 
 // Backend returns the node and its components for the control API and
 // the status page.
 func (n *Node) Backend() Backend {
-	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.invites, n.knocks, n.doctor}
+	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.invites, n.knocks, n.doctor, n.q, n.status}
 }

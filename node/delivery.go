@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/inboxq"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -59,9 +60,9 @@ func (n *Node) onDeliveryFailed(rs []history.DeliveryRecord) {
 		if err != nil {
 			continue
 		}
-		n.onInbox(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: now})
+		mailboxHost{n}.delivered(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: now})
 	}
-	n.inbox.notify(len(rs) > 0)
+	n.q.Notify(len(rs) > 0)
 }
 
 // failureOf returns the failed delivery record of our own envelope se, if
@@ -85,7 +86,7 @@ func (n *Node) failureOf(se *proto.SignedEnvelope) (history.DeliveryRecord, bool
 // markFailed turns the rendering of our own envelope x, which reaches the
 // inbox only when it failed, into a delivery_failed item.
 func (n *Node) markFailed(x *api.Item, se *proto.SignedEnvelope) {
-	if !se.From.Equal(n.id.Pub) || n.isLocalItem(se) {
+	if !se.From.Equal(n.id.Pub) || inboxq.IsLocal(se, n.id.Pub) {
 		return
 	}
 	x.FailedKind, x.Kind = x.Kind, api.KindDeliveryFailed

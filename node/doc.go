@@ -5,23 +5,27 @@
 // dispatch, the receive pipeline (parse, verify, authorize, commit to
 // the history store, then the consumers), sending
 // and store-and-forward delivery, history sync through node/syncer,
-// retention and the feeding of the mailbox mirror (node/mailbox). The
-// service calls the node through peers.Host (node/peerhost.go). The
-// current roster, its gossip and key rotations (node/rostergossip),
-// channel administration: policies, their versions, the per-sender
-// channel quota and the block list (node/chanadmin), agent cards
-// (node/cards), this node's own presence (node/ownpresence), the workers'
-// claims on the inbox (node/claims), invites, knocks, adoption and the
-// pending list (node/join) and the doctor's checks (node/doctor) are
-// components the node holds and reaches through its frames, admission,
-// link-up, receive pipeline and inbox; they call the node through their
-// Host interfaces (rosterhost.go, chanadminhost.go, cardshost.go,
-// ownpresencehost.go, claimshost.go, joinhost.go, doctorhost.go).
+// retention and the feeding of the mailbox mirror (node/mailbox, through
+// its adapter in mailboxhost.go). The service calls the node through
+// peers.Host (node/peerhost.go). The current roster, its gossip and key
+// rotations (node/rostergossip), channel administration: policies, their
+// versions, the per-sender channel quota and the block list
+// (node/chanadmin), agent cards (node/cards), this node's own presence
+// (node/ownpresence), the workers' claims on the inbox (node/claims),
+// invites, knocks, adoption and the pending list (node/join), the
+// doctor's checks (node/doctor), the inbox and history queries with the
+// inbox's wake-ups and the event stream (node/inboxq) and what the node
+// reports of itself (node/status) are components the node holds and
+// reaches through its frames, admission, link-up, receive pipeline,
+// commit stage and inbox; they call the node through their Host
+// interfaces (rosterhost.go, chanadminhost.go, cardshost.go,
+// ownpresencehost.go, claimshost.go, joinhost.go, doctorhost.go,
+// inboxqhost.go, statushost.go).
 // [New] also starts the control API that meshctl talks to over the
 // owner-only Unix socket in the home; its HTTP handlers live in
-// node/control, its types in node/api. The control API and the status
-// page serve a [Backend]: the node and the components that answer their
-// own routes.
+// node/control, its types in node/api. The control API, the status page
+// and the metrics endpoint serve a [Backend]: the node and the
+// components that answer their own routes.
 //
 // Trust flows from one place: the admin-signed roster. A link is admitted
 // only when the peer's identity (proved in the Noise handshake) is a

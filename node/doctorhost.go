@@ -2,7 +2,6 @@ package node
 
 import (
 	"slices"
-	"time"
 
 	"github.com/meshd/meshd/node/doctor"
 	"github.com/meshd/meshd/node/peers"
@@ -73,11 +72,3 @@ func (h doctorHost) FailingMembers() []doctor.MemberDial {
 func (src rxSource) fromSender(k proto.PubKey) bool {
 	return src.link != nil && !src.history && src.link.Key.Equal(k)
 }
-
-// maxSkew returns the largest recent clock difference to a peer, for the
-// status page's data (statuspage_data.go, which moves out of node in this
-// same step; its host then asks n.doctor and this goes).
-func (n *Node) maxSkew(now time.Time) (time.Duration, proto.PubKey) { return n.doctor.MaxSkew(now) }
-
-// skewWarn is the clock difference the status page reports.
-const skewWarn = doctor.SkewWarn

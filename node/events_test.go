@@ -29,7 +29,7 @@ func openEvents(t *testing.T, n *Node, limit time.Duration) *http.Response {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	waitFor(t, 5*time.Second, "subscriber", n.events.active)
+	waitFor(t, 5*time.Second, "subscriber", n.q.Listening)
 	return resp
 }
 
@@ -105,7 +105,7 @@ func TestEventStreamBurstInOrder(t *testing.T) {
 // facts: the item as the inbox lists it, with the time of its commit.
 func TestEventItemsRenderedByReader(t *testing.T) {
 	_, a, b := linkedPair(t)
-	items, _, cancel := a.SubscribeEvents()
+	items, _, cancel := a.q.SubscribeEvents()
 	defer cancel()
 	sent, err := b.Send(api.Send{To: "a", Body: "rendered by its reader"})
 	if err != nil {
@@ -124,7 +124,7 @@ func TestEventItemsRenderedByReader(t *testing.T) {
 	if got.ID != sent.ID || got.Body != "rendered by its reader" || got.Priority != "high" || !got.Wakes || got.From.Name != "b" {
 		t.Fatalf("rendered event item %+v", got)
 	}
-	in, err := a.InboxPage(context.Background(), api.InboxQuery{All: true})
+	in, err := a.q.InboxPage(context.Background(), api.InboxQuery{All: true})
 	if err != nil {
 		t.Fatal(err)
 	}

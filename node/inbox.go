@@ -10,31 +10,6 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// inboxNotifier wakes waiters when a waking item arrives.
-type inboxNotifier struct {
-	mu sync.Mutex
-	ch chan struct{} // guarded by mu: closed on the next waking item
-}
-
-func newInboxNotifier() *inboxNotifier { return &inboxNotifier{ch: make(chan struct{})} }
-
-// wait returns a channel closed at the next waking item.
-func (i *inboxNotifier) wait() <-chan struct{} {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.ch
-}
-
-func (i *inboxNotifier) notify(wakes bool) {
-	if !wakes {
-		return
-	}
-	i.mu.Lock()
-	close(i.ch)
-	i.ch = make(chan struct{})
-	i.mu.Unlock()
-}
-
 // requestInfo is what we remember of a Request to answer it or follow it up.
 type requestInfo struct {
 	from proto.PubKey // who asked

@@ -12,8 +12,9 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// The mailbox mirror is [mailbox.Loop]; this file opens it, hands it what
-// the node delivers and sends, and answers its questions ([mailboxHost]).
+// The mailbox mirror is [mailbox.Loop]; its adapter [mailboxHost] opens
+// and runs it with the outbox, hands it what the node delivers, sends and
+// marks read, and answers its questions.
 
 // The mailbox mirror's counters, by [mailbox.Count].
 var (
@@ -51,8 +52,9 @@ var (
 	}
 )
 
-// openMailbox opens the mirror and the outbox under <home>/mailbox.
-func (n *Node) openMailbox() error {
+// open opens the mirror and the outbox under <home>/mailbox.
+func (h mailboxHost) open() error {
+	n := h.n
 	mc := mailbox.DefaultConfig()
 	// The history store holds every mirrored envelope durably before the
 	// file is written, so the files need no fsync of their own: the mirror
@@ -66,7 +68,7 @@ func (n *Node) openMailbox() error {
 		return fmt.Errorf("mailbox: %w", err)
 	}
 	n.mirror = m
-	n.mbox = mailbox.NewLoop(mailbox.LoopConfig{Root: n.home.MailboxDir(), Mirror: m, Host: mailboxHost{n}, Self: n.id.Pub,
+	n.mbox = mailbox.NewLoop(mailbox.LoopConfig{Root: n.home.MailboxDir(), Mirror: m, Host: h, Self: n.id.Pub,
 		MaxFiles: n.cfg.MailboxMaxFiles, MaxBytes: n.cfg.MailboxMaxBytes, MinFree: n.cfg.MailboxMinFree,
 		DiskSpace: func(p string) (uint64, uint64, error) { return diskSpace(p) }, Logger: mc.Logger})
 	oc := mailbox.DefaultOutboxConfig()
@@ -78,8 +80,9 @@ func (n *Node) openMailbox() error {
 	return nil
 }
 
-// startMailbox runs the mirror loop and the outbox, each owned by n.wg.
-func (n *Node) startMailbox() {
+// start runs the mirror loop and the outbox, each owned by the node's wg.
+func (h mailboxHost) start() {
+	n := h.n
 	n.wg.Go(func() { n.mbox.Run(n.ctx) })
 	n.wg.Go(func() {
 		if err := n.outbox.Run(n.ctx, n.sendFromOutbox); err != nil && n.ctx.Err() == nil {
@@ -106,7 +109,7 @@ type inboxDelivery struct {
 
 // Item renders d for the event stream, on the subscriber's goroutine.
 func (d *inboxDelivery) Item() api.Item {
-	x := d.n.renderEnvelope(d.se, history.InboxItem{Meta: history.Meta{ID: d.se.ID, FromHistory: d.fromHistory},
+	x := d.n.q.RenderEnvelope(d.se, history.InboxItem{Meta: history.Meta{ID: d.se.ID, FromHistory: d.fromHistory},
 		Priority: d.prio, Wakes: d.wakes, Delivered: d.at})
 	d.n.markFailed(&x, d.se)
 	return x
@@ -125,23 +128,26 @@ func (d *inboxDelivery) MailboxItem() mailbox.Item {
 	return h.InboxItem(d.se, d.prio, d.fromHistory, d.at)
 }
 
-// onInbox hands a new inbox item to the mirror and, when anyone listens,
-// to the event subscribers. The mirror queue is never skipped: when it
-// is full, the caller waits (shutting down, the next start writes it).
-func (n *Node) onInbox(d inboxDelivery) {
+// delivered hands a new inbox item to the mirror and, when anyone
+// listens, to the event subscribers. The mirror queue is never skipped:
+// when it is full, the caller waits (shutting down, the next start
+// writes it).
+func (h mailboxHost) delivered(d inboxDelivery) {
+	n := h.n
 	d.n = n
 	if n.mbox != nil {
 		n.mbox.Queue(n.ctx, &d)
 	}
-	if n.events.active() {
+	if n.q.Listening() {
 		e := d // only what is published escapes
-		n.events.publish(&e)
+		n.q.Publish(&e)
 	}
 }
 
-// onSent queues an envelope this node sent for the mailbox's sent
+// sent queues an envelope this node sent for the mailbox's sent
 // folder, named by its send time.
-func (n *Node) onSent(se *proto.SignedEnvelope) {
+func (h mailboxHost) sent(se *proto.SignedEnvelope) {
+	n := h.n
 	if len(se.Attachments()) > 0 {
 		n.attach.noteRefs(se, time.Time{})
 	}
@@ -150,18 +156,13 @@ func (n *Node) onSent(se *proto.SignedEnvelope) {
 	}
 }
 
-// onRead runs after the store marked the inbox item k read: the mirror
-// loop moves its file to read/ (the next start, if it stops first).
-func (n *Node) onRead(k envKey) {
-	if n.mbox != nil {
-		n.mbox.Read(n.ctx, k.from, k.id)
+// read runs after the store marked the inbox item (from, id) read: the
+// mirror loop moves its file to read/ (the next start, if it stops
+// first).
+func (h mailboxHost) read(from proto.PubKey, id uuid.UUID) {
+	if n := h.n; n.mbox != nil {
+		n.mbox.Read(n.ctx, from, id)
 	}
-}
-
-// envKey names an envelope: its sender and its id (senders may share ids).
-type envKey struct {
-	from proto.PubKey
-	id   uuid.UUID
 }
 
 // mailboxHost is what the mirror loop reads from the node: the store and
@@ -216,10 +217,10 @@ func (h mailboxHost) Count(c mailbox.Count, k uint64) { h.n.metrics.add(mirrorCo
 
 func (h mailboxHost) Paused(reason string) { h.n.metrics.Inc("mirror.paused." + reason) }
 
-// mailboxStatus is the mailbox's count and pause, or nil before it is open.
-func (n *Node) mailboxStatus() *api.MailboxStatus {
-	if n.mbox == nil {
+// status is the mailbox's count and pause, or nil before it is open.
+func (h mailboxHost) status() *api.MailboxStatus {
+	if h.n.mbox == nil {
 		return nil
 	}
-	return n.mbox.Status()
+	return h.n.mbox.Status()
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // A counter is defined once, next to the code that counts it, with
-// [newCounter]: its dotted name (the key of [Node.Counters] and of
+// [newCounter]: its dotted name (the key of [status.Reporter.Counters] and of
 // `meshctl status --verbose`), the Prometheus family it feeds and its
 // label values there. Definitions run at package init; each gets a fixed
 // atomic in every [Metrics], so counting one is a single atomic add: no

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/status"
 )
 
 func TestExportAccessors(t *testing.T) {
@@ -17,15 +18,15 @@ func TestExportAccessors(t *testing.T) {
 	b := m.startWith(1, tcpOnly, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
 
-	if got := a.LinkCounts(); len(got) != 1 || got[LinkClass{Network: "tcp", Direction: "inbound"}] != 1 {
+	if got := a.status.LinkCounts(); len(got) != 1 || got[status.LinkClass{Network: "tcp", Direction: "inbound"}] != 1 {
 		t.Errorf("a links = %v, want one inbound tcp", got)
 	}
-	if got := b.LinkCounts(); len(got) != 1 || got[LinkClass{Network: "tcp", Direction: "outbound"}] != 1 {
+	if got := b.status.LinkCounts(); len(got) != 1 || got[status.LinkClass{Network: "tcp", Direction: "outbound"}] != 1 {
 		t.Errorf("b links = %v, want one outbound tcp", got)
 	}
 
-	qs := a.QueueDepths()
-	if len(qs) != 3 || qs[0].Name != QueueRxCommit || qs[1].Name != QueueMirror || qs[2].Name != QueueLinkSend {
+	qs := a.status.QueueDepths()
+	if len(qs) != 3 || qs[0].Name != status.QueueRxCommit || qs[1].Name != status.QueueMirror || qs[2].Name != status.QueueLinkSend {
 		t.Fatalf("queues = %+v", qs)
 	}
 	for _, q := range qs {
@@ -35,18 +36,18 @@ func TestExportAccessors(t *testing.T) {
 	}
 
 	// Each node announces itself at start, so both see at least themselves.
-	waitFor(t, 5*time.Second, "presence", func() bool { return a.PresenceCounts()["online"] >= 1 })
-	for s := range a.PresenceCounts() {
+	waitFor(t, 5*time.Second, "presence", func() bool { return a.status.PresenceCounts()["online"] >= 1 })
+	for s := range a.status.PresenceCounts() {
 		known := false
-		for _, k := range PresenceStates() {
+		for _, k := range status.PresenceStates() {
 			known = known || k == s
 		}
 		if !known {
-			t.Errorf("presence state %q not in PresenceStates %v", s, PresenceStates())
+			t.Errorf("presence state %q not in PresenceStates %v", s, status.PresenceStates())
 		}
 	}
 
-	before, err := b.HistoryStats()
+	before, err := b.status.HistoryStats()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +55,11 @@ func TestExportAccessors(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "stored", func() bool {
-		st, err := b.HistoryStats()
+		st, err := b.status.HistoryStats()
 		return err == nil && st.Envelopes == before.Envelopes+1 && st.FileSize > 0
 	})
 
-	if s := a.Started(); s.IsZero() || time.Since(s) < 0 || time.Since(s) > time.Minute {
+	if s := a.status.Started(); s.IsZero() || time.Since(s) < 0 || time.Since(s) > time.Minute {
 		t.Errorf("started %v", s)
 	}
 }
@@ -81,11 +82,11 @@ func TestExportAccessorsConcurrent(t *testing.T) {
 					return
 				default:
 				}
-				a.LinkCounts()
-				a.QueueDepths()
-				a.PresenceCounts()
-				a.HistoryStats()
-				a.Counters()
+				a.status.LinkCounts()
+				a.status.QueueDepths()
+				a.status.PresenceCounts()
+				a.status.HistoryStats()
+				a.status.Counters()
 			}
 		})
 	}
@@ -96,7 +97,7 @@ func TestExportAccessorsConcurrent(t *testing.T) {
 		}
 	}
 	b.Close()
-	waitFor(t, 5*time.Second, "unlink", func() bool { return len(a.LinkCounts()) == 0 })
+	waitFor(t, 5*time.Second, "unlink", func() bool { return len(a.status.LinkCounts()) == 0 })
 	close(stop)
 	wg.Wait()
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
@@ -20,11 +19,13 @@ import (
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/doctor"
 	"github.com/meshd/meshd/node/home"
+	"github.com/meshd/meshd/node/inboxq"
 	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/rostergossip"
+	"github.com/meshd/meshd/node/status"
 	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
@@ -50,7 +51,6 @@ type Node struct {
 	home    home.Home
 	id      home.Identity
 	metrics *Metrics
-	started time.Time
 	linkCfg transport.Config // the transport settings of every link, with our identity and hooks filled in
 
 	unlock func() error // releases the home lock
@@ -73,9 +73,9 @@ type Node struct {
 	presence *presence.Table
 	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
 	replies  *replyDepths
-	inbox    *inboxNotifier
-	events   *broadcaster
-	syncer   *syncer.Syncer // history sync and serving
+	q        *inboxq.Queries  // the inbox and history queries, wake-ups and event stream (node/inboxq)
+	status   *status.Reporter // what the node reports of itself (node/status)
+	syncer   *syncer.Syncer   // history sync and serving
 	mirror   *mailbox.Mirror
 	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
 	outbox   *mailbox.Outbox
@@ -125,7 +125,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		log:     log,
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
-		started: time.Now(),
 		rxq:     make(chan rxItem, rxQueueLen),
 		answers: newAnswerBook(),
 
@@ -378,7 +377,7 @@ func (n *Node) run() {
 	n.wg.Go(func() { n.own.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.commitLoop()
-	n.startMailbox()
+	mailboxHost{n}.start()
 	n.wg.Add(1)
 	go n.retentionLoop()
 	n.wg.Add(1)

@@ -107,7 +107,7 @@ func (n *Node) readFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 	var bad []string
 	res := mailbox.Result{Read: []uuid.UUID{}}
 	for _, id := range m.Read {
-		if _, err := n.MarkRead(id, ""); err != nil {
+		if _, err := n.q.MarkRead(id, ""); err != nil {
 			bad = append(bad, id.String()+": "+err.Error())
 			continue
 		}

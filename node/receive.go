@@ -395,10 +395,10 @@ func (n *Node) commit(batch []rxItem) {
 		n.metrics.inc(cInboxItems)
 		wake = wake || d.Wakes
 		n.test.onDeliver(se, now)
-		n.onInbox(inboxDelivery{se: se, prio: d.Priority, wakes: d.Wakes, fromHistory: it.src.history, at: now})
+		mailboxHost{n}.delivered(inboxDelivery{se: se, prio: d.Priority, wakes: d.Wakes, fromHistory: it.src.history, at: now})
 		n.attach.onDelivered(se, now)
 	}
-	n.inbox.notify(wake)
+	n.q.Notify(wake)
 	n.sendAcks(acks)
 }
 

@@ -104,7 +104,7 @@ func BenchmarkReceive(b *testing.B) {
 // watchEvents reads n's event stream as GET /v1/events does, rendering
 // each item as JSON, until stop is called.
 func watchEvents(n *Node) (stop func()) {
-	items, _, cancel := n.SubscribeEvents()
+	items, _, cancel := n.q.SubscribeEvents()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -143,7 +143,7 @@ func (r *pipelineRig) expectDrop(reason dropReason, raw []byte) {
 }
 
 func (r *pipelineRig) inboxLen() int {
-	in, err := r.a.Inbox(context.Background(), true, 0, false, 0)
+	in, err := r.a.q.Inbox(context.Background(), true, 0, false, 0)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -247,7 +246,7 @@ func (n *Node) sendChannel(name string, msg *proto.Message) (*api.Sent, error) {
 		return nil, fmt.Errorf("store: %w (the message %s went to %d peers, but this node did not keep it)", err, se.ID, len(sent))
 	}
 	n.metrics.inc(cTxKind.of(proto.KindMessage))
-	n.onSent(se)
+	mailboxHost{n}.sent(se)
 	return &api.Sent{ID: se.ID.String(), Kind: se.Kind.String(), To: "#" + p.Name, Seq: se.Seq, SentTo: sent}, nil
 }
 
@@ -289,7 +288,7 @@ func (n *Node) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelope)
 		}
 		return nil, fmt.Errorf("queue for peer: %w", err)
 	}
-	n.onSent(se)
+	mailboxHost{n}.sent(se)
 	// Send it on a link to the peer, looking again: a link that came up
 	// since the check above may have sent the queue before the envelope
 	// was in it, and would not send it until its next periodic flush.
@@ -530,18 +529,6 @@ func (n *Node) sendAcks(acks map[*peers.Link][]uuid.UUID) {
 			n.sendFrame(n.peers.AckVia(pl), proto.FrameAck, b)
 		}
 	}
-}
-
-// jsonOf renders a JSON-model CBOR payload for the API.
-func jsonOf(raw []byte) json.RawMessage {
-	if len(raw) == 0 {
-		return nil
-	}
-	b, err := proto.CBORToJSON(raw)
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 // uniqueIDs returns ids without repeats, in their first order: ids

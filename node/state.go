@@ -83,11 +83,11 @@ func (n *Node) openState() error {
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.own = newOwnPresence(n)
 	n.replies = newReplyDepths()
-	n.inbox = newInboxNotifier()
+	n.q = newInboxq(n)
+	n.status = newStatus(n)
 	n.claims = newClaims(n)
-	n.events = newBroadcaster()
 	n.requests = newRequestBook()
-	if err := n.openMailbox(); err != nil {
+	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
 	n.syncer = newSyncer(n.ctx, n)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/peers"
-	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
 
@@ -28,20 +26,20 @@ func TestStatusPageAccessors(t *testing.T) {
 	b := start(1, tcpAddr(t, a))
 	c := start(2, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "full mesh", func() bool {
-		return len(a.PeerList()) == 2 && len(b.PeerList()) == 2 && len(c.PeerList()) == 2
+		return len(a.status.PeerList()) == 2 && len(b.status.PeerList()) == 2 && len(c.status.PeerList()) == 2
 	})
 
 	// a hears from b that b is linked to c, and from c that c is linked to b
 	// (in peer updates, batched for a second and sent on the clock's
 	// whole intervals, so allow for a busy machine).
 	waitFor(t, 15*time.Second, "link reports", func() bool {
-		r := a.LinkReports()
+		r := a.status.LinkReports()
 		return slices.ContainsFunc(r[b.Identity()], c.Identity().Equal) &&
 			slices.ContainsFunc(r[c.Identity()], b.Identity().Equal)
 	})
 	// The reports name members only, never a itself (peers leave the
 	// receiver out of the list they send it).
-	for from, tos := range a.LinkReports() {
+	for from, tos := range a.status.LinkReports() {
 		if slices.ContainsFunc(tos, a.Identity().Equal) {
 			t.Errorf("%s reported a link to the receiver", from.Fingerprint())
 		}
@@ -55,19 +53,19 @@ func TestStatusPageAccessors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := a.StatusInfo()
+	got := a.status.StatusInfo()
 	if !got.Key.Equal(want.Key) || got.Name != want.Name || got.Role != want.Role || got.Org != want.Org ||
 		got.RosterVersion != want.RosterVersion || got.Links != want.Links || got.Home != want.Home ||
 		!slices.Equal(got.Listen, want.Listen) || !got.Started.Equal(want.Started) {
 		t.Fatalf("StatusInfo %+v\nGET /v1/status %+v", got, *want)
 	}
-	if r := a.RosterInfo(); r.Version != m.roster.Version || len(r.Members) != 3 {
+	if r := a.status.RosterInfo(); r.Version != m.roster.Version || len(r.Members) != 3 {
 		t.Fatalf("RosterInfo %+v", r)
 	}
 	if ch := a.ChannelList(); ch == nil || len(ch) != 0 {
 		t.Fatalf("ChannelList %v, want empty", ch)
 	}
-	if items, err := a.RecentItems(10); err != nil || items == nil {
+	if items, err := a.q.RecentItems(10); err != nil || items == nil {
 		t.Fatalf("RecentItems: %v, %v", items, err)
 	}
 	// Oldest first, as the page's backlog expects.
@@ -76,44 +74,26 @@ func TestStatusPageAccessors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "two items", func() bool { items, _ := a.RecentItems(10); return len(items) == 2 })
-	if items, _ := a.RecentItems(10); items[0].Body != "first" || items[1].Body != "second" {
+	waitFor(t, 5*time.Second, "two items", func() bool { items, _ := a.q.RecentItems(10); return len(items) == 2 })
+	if items, _ := a.q.RecentItems(10); items[0].Body != "first" || items[1].Body != "second" {
 		t.Fatalf("RecentItems order: %q, %q; want oldest first", items[0].Body, items[1].Body)
 	}
 
 	// A subscription is released once, however often it is cancelled.
-	_, _, stop := a.SubscribeItems()
-	if !a.events.active() {
+	_, _, stop := a.q.SubscribeItems()
+	if !a.q.Listening() {
 		t.Fatal("no subscriber after SubscribeItems")
 	}
 	stop()
 	stop()
-	if a.events.active() {
+	if a.q.Listening() {
 		t.Fatal("subscriber left after cancel")
 	}
 
 	// A peer that goes away takes its report with it.
 	c.Close()
 	waitFor(t, 5*time.Second, "c's report dropped", func() bool {
-		_, ok := a.LinkReports()[c.Identity()]
+		_, ok := a.status.LinkReports()[c.Identity()]
 		return !ok
 	})
-}
-
-// TestLinkReportCapped: a peer list cannot make a node report more than
-// maxLinkReport keys for one neighbour.
-func TestLinkReportCapped(t *testing.T) {
-	var x peers.Exchange
-	for i := range maxLinkReport + 10 {
-		p := proto.PeerInfo{Key: proto.PubKey{byte(i), byte(i >> 8), 1}}
-		x.ViewSet(p, func(p proto.PeerInfo, _ int) [proto.PeerDigestSize]byte { return proto.PeerEntryHash(p) }, 1<<20)
-	}
-	x.ViewAt = time.Now()
-	keys, ok := x.ViewKeys(proto.PubKey{9}, time.Time{}, maxLinkReport)
-	if !ok || len(keys) != maxLinkReport {
-		t.Fatalf("reported %d keys (%v), want %d", len(keys), ok, maxLinkReport)
-	}
-	if _, ok := x.ViewKeys(proto.PubKey{9}, time.Now().Add(time.Second), maxLinkReport); ok {
-		t.Fatal("a copy older than notBefore is reported")
-	}
 }

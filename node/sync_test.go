@@ -393,7 +393,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 
 	d := m.startWith(3, func(c *Config) { c.SyncInterval = -1 }, tcpAddr(t, a), tcpAddr(t, b), tcpAddr(t, c))
 	waitFor(t, 10*time.Second, "d linked to all and caught up", func() bool {
-		return len(d.PeerList()) == 3 && channelCount(d, p.ID) == 20
+		return len(d.status.PeerList()) == 3 && channelCount(d, p.ID) == 20
 	})
 	marked := time.Now()
 	d.syncer.MarkDue(p.ID, false)
@@ -454,8 +454,8 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "went to 1 peers") {
 		t.Fatalf("send with a failing store: %v", err)
 	}
-	if a.Counters()["tx.store_failed"] != 1 {
-		t.Fatalf("tx.store_failed = %d", a.Counters()["tx.store_failed"])
+	if a.status.Counters()["tx.store_failed"] != 1 {
+		t.Fatalf("tx.store_failed = %d", a.status.Counters()["tx.store_failed"])
 	}
 	waitFor(t, 5*time.Second, "b has both", func() bool { return channelCount(b, p.ID) == 2 })
 }
@@ -479,7 +479,7 @@ func TestOwnMessagesFromCatchUpAreNotMail(t *testing.T) {
 	}
 	b = m.startWith(1, nil, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "b has its 3 back", func() bool { return channelCount(b, p.ID) == 3 })
-	in, err := b.Inbox(context.Background(), true, 0, false, 0)
+	in, err := b.q.Inbox(context.Background(), true, 0, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ func (p *demoPrinter) run(ctx context.Context, dir string) (*demoMesh, error) {
 	p.mc("alice", "peers")
 	for _, d := range m.nodes {
 		var names []string
-		for _, pr := range d.n.PeerList() {
+		for _, pr := range d.n.Backend().PeerList() {
 			names = append(names, pr.Name+" ("+pr.Role+")")
 		}
 		p.out("%s links %s", d.name, strings.Join(names, " and "))

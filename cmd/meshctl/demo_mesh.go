@@ -134,7 +134,7 @@ func (m *demoMesh) node(name string) *demoNode { return m.byName[name] }
 func (m *demoMesh) waitFullMesh(ctx context.Context) error {
 	return pollUntil(ctx, "a full mesh", func() bool {
 		for _, d := range m.nodes {
-			if len(d.n.PeerList()) < len(m.nodes)-1 {
+			if len(d.n.Backend().PeerList()) < len(m.nodes)-1 {
 				return false
 			}
 		}

@@ -229,7 +229,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	var metrics *promexport.Server
 	if cfg.Metrics != "" {
 		// Serve logs the bound address ("metrics endpoint listening").
-		metrics, err = promexport.Serve(context.Background(), n,
+		metrics, err = promexport.Serve(context.Background(), n.Backend(),
 			promexport.Config{Addr: cfg.Metrics, AllowRemote: cfg.MetricsAllowRemote, Logger: log})
 		if err != nil {
 			fmt.Fprintf(stderr, "meshd: --metrics: %v\n", err)

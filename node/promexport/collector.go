@@ -10,23 +10,24 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node"
+	"github.com/meshd/meshd/node/status"
 	"github.com/meshd/meshd/roster"
 )
 
-// Source is what a [Collector] reads at scrape time. [*node.Node]
+// Source is what a [Collector] reads at scrape time. [node.Backend]
 // implements it; tests use a fake.
 type Source interface {
 	// Counters returns the dotted counters, absent meaning zero.
 	Counters() map[string]uint64
-	LinkCounts() map[node.LinkClass]int
-	QueueDepths() []node.QueueDepth
+	LinkCounts() map[status.LinkClass]int
+	QueueDepths() []status.QueueDepth
 	PresenceCounts() map[string]int
 	HistoryStats() (history.Stats, error)
 	Roster() *roster.Roster
 	Started() time.Time
 }
 
-var _ Source = (*node.Node)(nil)
+var _ Source = node.Backend{}
 
 // Collector is a [prometheus.Collector] that reads a [Source] at each
 // scrape and maps its dotted counters to metric families with the table
@@ -126,7 +127,7 @@ func (c *Collector) collectGauges(ch chan<- prometheus.Metric) {
 		set.add(famQueueLen, []string{q.Name}, float64(q.Len))
 		set.add(famQueueCap, []string{q.Name}, float64(q.Cap))
 	}
-	for _, s := range node.PresenceStates() {
+	for _, s := range status.PresenceStates() {
 		set.add(famPresence, []string{s}, 0)
 	}
 	for s, k := range c.src.PresenceCounts() {

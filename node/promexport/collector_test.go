@@ -16,6 +16,7 @@ import (
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/promexport"
+	"github.com/meshd/meshd/node/status"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -23,8 +24,8 @@ import (
 // fakeSource is a [promexport.Source] with fixed answers.
 type fakeSource struct {
 	counters map[string]uint64
-	links    map[node.LinkClass]int
-	queues   []node.QueueDepth
+	links    map[status.LinkClass]int
+	queues   []status.QueueDepth
 	presence map[string]int
 	hist     history.Stats
 	histErr  error
@@ -33,8 +34,8 @@ type fakeSource struct {
 }
 
 func (f *fakeSource) Counters() map[string]uint64          { return f.counters }
-func (f *fakeSource) LinkCounts() map[node.LinkClass]int   { return f.links }
-func (f *fakeSource) QueueDepths() []node.QueueDepth       { return f.queues }
+func (f *fakeSource) LinkCounts() map[status.LinkClass]int { return f.links }
+func (f *fakeSource) QueueDepths() []status.QueueDepth     { return f.queues }
 func (f *fakeSource) PresenceCounts() map[string]int       { return f.presence }
 func (f *fakeSource) HistoryStats() (history.Stats, error) { return f.hist, f.histErr }
 func (f *fakeSource) Roster() *roster.Roster               { return f.roster }
@@ -79,12 +80,12 @@ func newFake(t *testing.T) *fakeSource {
 			"drop.":                     1, // empty rest
 			"rx.delivered.message.part": 1, // dotted rest
 		},
-		links: map[node.LinkClass]int{
+		links: map[status.LinkClass]int{
 			{Network: "tcp", Direction: "inbound"}:   2,
 			{Network: "unix", Direction: "outbound"}: 1,
 			{Network: "pipe", Direction: "inbound"}:  1,
 		},
-		queues:   []node.QueueDepth{{Name: node.QueueRxCommit, Len: 3, Cap: 1024}, {Name: node.QueueMirror, Len: 0, Cap: 256}},
+		queues:   []status.QueueDepth{{Name: status.QueueRxCommit, Len: 3, Cap: 1024}, {Name: status.QueueMirror, Len: 0, Cap: 256}},
 		presence: map[string]int{"online": 2, "offline": 1},
 		hist:     history.Stats{FileSize: 65536, Envelopes: 12, Queues: map[proto.PubKey]int{{1}: 2, {2}: 3}},
 		roster:   r,

@@ -19,7 +19,7 @@
 // ([node.RegisteredCounters]); the families of those come from there,
 // and each is exported from the start, at zero before its first event.
 // The [Collector] keeps no state: at each scrape it reads
-// [node.Node.Counters] and maps every name with the table below. A name
+// [status.Reporter.Counters] and maps every name with the table below. A name
 // is matched exactly first (a defined counter, or an exact row), then by
 // the longest prefix (rows ending in "."), whose dot-free rest becomes
 // the last label value. A name no row matches is exported as
@@ -193,14 +193,14 @@
 // # Gauges read from the node's state
 //
 //	family                            labels               source
-//	meshd_links                       network, direction   [node.Node.LinkCounts]; tcp and unix, inbound and outbound always present
-//	meshd_queue_length                queue                [node.Node.QueueDepths]: rx_commit, mirror, link_send (all links summed)
-//	meshd_queue_capacity              queue                [node.Node.QueueDepths]
-//	meshd_history_db_bytes                                 [node.Node.HistoryStats] FileSize
-//	meshd_history_envelopes                                [node.Node.HistoryStats] Envelopes
-//	meshd_history_queued_envelopes                         [node.Node.HistoryStats] Queues, summed over peers
-//	meshd_presence_members            state                [node.Node.PresenceCounts]; online, away, offline always present
+//	meshd_links                       network, direction   [status.Reporter.LinkCounts]; tcp and unix, inbound and outbound always present
+//	meshd_queue_length                queue                [status.Reporter.QueueDepths]: rx_commit, mirror, link_send (all links summed)
+//	meshd_queue_capacity              queue                [status.Reporter.QueueDepths]
+//	meshd_history_db_bytes                                 [status.Reporter.HistoryStats] FileSize
+//	meshd_history_envelopes                                [status.Reporter.HistoryStats] Envelopes
+//	meshd_history_queued_envelopes                         [status.Reporter.HistoryStats] Queues, summed over peers
+//	meshd_presence_members            state                [status.Reporter.PresenceCounts]; online, away, offline always present
 //	meshd_roster_version                                   [node.Node.Roster]
 //	meshd_roster_members                                   [node.Node.Roster]
-//	meshd_uptime_seconds                                   [node.Node.Started]
+//	meshd_uptime_seconds                                   [status.Reporter.Started]
 package promexport

@@ -14,6 +14,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/promexport"
+	"github.com/meshd/meshd/node/status"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -94,7 +95,7 @@ func tcpAddr(t testing.TB, n *node.Node) transport.Addr {
 
 func serve(t *testing.T, n *node.Node) string {
 	t.Helper()
-	s, err := promexport.Serve(context.Background(), n, promexport.Config{Addr: "127.0.0.1:0"})
+	s, err := promexport.Serve(context.Background(), n.Backend(), promexport.Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestTwoNodesKnownTraffic(t *testing.T) {
 	if v := eb.must(t, "meshd_link_events_total", l("event", "up")); v < 2 {
 		t.Errorf("b: link ups = %g, want a's and c's", v)
 	}
-	for _, q := range []string{node.QueueRxCommit, node.QueueMirror} {
+	for _, q := range []string{status.QueueRxCommit, status.QueueMirror} {
 		if v := eb.must(t, "meshd_queue_capacity", l("queue", q)); v <= 0 {
 			t.Errorf("b: %s queue capacity = %g", q, v)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// Source is the node a status page shows; *node.Node implements it. Every
+// Source is the node a status page shows; node.Backend implements it. Every
 // method only reads.
 type Source interface {
 	// StatusInfo is this node, as GET /v1/status answers.

@@ -1,4 +1,4 @@
-package node
+package status
 
 import (
 	"time"
@@ -7,11 +7,9 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// This file holds read-only views of the node's state for exporters such
-// as package promexport. Each takes the locks its state needs and returns
-// copies, so a scrape never holds a node lock while it formats output.
+// The views the Prometheus exporter (package node/promexport) reads.
 
-// Queue names reported by [Node.QueueDepths].
+// Queue names reported by [Reporter.QueueDepths].
 const (
 	QueueRxCommit = "rx_commit" // admitted envelopes waiting for the commit stage
 	QueueMirror   = "mirror"    // inbox items waiting for the mailbox mirror writer
@@ -25,38 +23,33 @@ type QueueDepth struct {
 	Cap  int    // items the queue holds before its producers wait
 }
 
-// QueueDepths returns how full the node's internal queues are. The
-// channels are created before the node runs and never replaced, so
-// reading their length needs no lock.
-func (n *Node) QueueDepths() []QueueDepth {
-	links := n.linkList()
+// QueueDepths returns how full the node's internal queues are.
+func (s *Reporter) QueueDepths() []QueueDepth {
+	links := s.host.Links()
 	send := QueueDepth{Name: QueueLinkSend}
 	for _, pl := range links {
 		l, c := pl.Conn.QueueLen()
 		send.Len += l
 		send.Cap += c
 	}
-	var mirrorLen, mirrorCap int
-	if n.mbox != nil {
-		mirrorLen, mirrorCap = n.mbox.Queued()
-	}
+	commitLen, commitCap, mirrorLen, mirrorCap := s.host.Queues()
 	return []QueueDepth{
-		{Name: QueueRxCommit, Len: len(n.rxq), Cap: cap(n.rxq)},
+		{Name: QueueRxCommit, Len: commitLen, Cap: commitCap},
 		{Name: QueueMirror, Len: mirrorLen, Cap: mirrorCap},
 		send,
 	}
 }
 
-// LinkClass groups links for [Node.LinkCounts].
+// LinkClass groups links for [Reporter.LinkCounts].
 type LinkClass struct {
 	Network   string // "tcp" or "unix"
-	Direction string // "inbound" or "outbound", as in [Node.PeerList]
+	Direction string // "inbound" or "outbound", as in [Reporter.PeerList]
 }
 
 // LinkCounts returns the number of admitted links by network and
 // direction. Classes with no link are absent.
-func (n *Node) LinkCounts() map[LinkClass]int {
-	links := n.linkList()
+func (s *Reporter) LinkCounts() map[LinkClass]int {
+	links := s.host.Links()
 	out := make(map[LinkClass]int, 4)
 	for _, pl := range links {
 		dir := "inbound"
@@ -70,12 +63,12 @@ func (n *Node) LinkCounts() map[LinkClass]int {
 
 // PresenceCounts returns how many roster members, this node included,
 // the presence table shows in each state ("online", "away", "offline"),
-// as [Node.PresenceTable] would list them. Members never heard from are
+// as [Reporter.PresenceTable] would list them. Members never heard from are
 // not counted.
-func (n *Node) PresenceCounts() map[string]int {
-	r := n.Roster()
+func (s *Reporter) PresenceCounts() map[string]int {
+	r := s.host.Roster()
 	out := map[string]int{}
-	for _, e := range n.presence.All(time.Now()) {
+	for _, e := range s.presence.All(time.Now()) {
 		if _, ok := r.Member(e.Key); !ok {
 			continue
 		}
@@ -86,12 +79,12 @@ func (n *Node) PresenceCounts() map[string]int {
 
 // HistoryStats returns the history store's size and activity. It reads
 // the store's count buckets in one short read transaction.
-func (n *Node) HistoryStats() (history.Stats, error) { return n.store.Stats() }
+func (s *Reporter) HistoryStats() (history.Stats, error) { return s.store.Stats() }
 
 // Started returns when the node was created.
-func (n *Node) Started() time.Time { return n.started }
+func (s *Reporter) Started() time.Time { return s.cfg.Started }
 
-// PresenceStates lists the presence states [Node.PresenceCounts] reports,
+// PresenceStates lists the presence states [Reporter.PresenceCounts] reports,
 // in wire order, so exporters can report zeros for the empty ones.
 func PresenceStates() []string {
 	return []string{proto.Online.String(), proto.Away.String(), proto.Offline.String()}

@@ -1,4 +1,4 @@
-package node
+package inboxq
 
 import (
 	"sync"
@@ -40,13 +40,19 @@ func (b *broadcaster) unsubscribe(ch chan api.Delivered) {
 	b.mu.Unlock()
 }
 
-func (b *broadcaster) active() bool {
+// Listening reports whether anyone subscribed to the delivered items, so
+// a publisher that has none need not make one.
+func (q *Queries) Listening() bool {
+	b := q.events
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.subs) > 0
 }
 
-func (b *broadcaster) publish(it api.Delivered) {
+// Publish hands it to every subscriber, unrendered; a subscriber whose
+// queue is full loses it and is told it lagged.
+func (q *Queries) Publish(it api.Delivered) {
+	b := q.events
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for ch, lagged := range b.subs {
@@ -62,10 +68,18 @@ func (b *broadcaster) publish(it api.Delivered) {
 // rendered by the reader, lagged, which reports (and resets) whether
 // items were lost because the subscriber fell more than eventSubBuffer
 // items behind, and cancel, which ends the subscription.
-func (n *Node) SubscribeEvents() (items <-chan api.Delivered, lagged func() bool, cancel func()) {
-	ch, lagged := n.events.subscribe()
-	return ch, lagged, func() { n.events.unsubscribe(ch) }
+func (q *Queries) SubscribeEvents() (items <-chan api.Delivered, lagged func() bool, cancel func()) {
+	ch, lagged := q.events.subscribe()
+	return ch, lagged, func() { q.events.unsubscribe(ch) }
 }
 
-// Done is closed when the node begins to shut down.
-func (n *Node) Done() <-chan struct{} { return n.ctx.Done() }
+// SubscribeItems registers a reader of inbox items as they are delivered,
+// the feed of the status page. Items arrive on items, unrendered (the
+// reader renders each with Item, on its own goroutine); when the reader
+// falls 256 items behind, newer ones are dropped for it and lagged
+// reports true once. cancel unregisters the reader; items is never closed.
+func (q *Queries) SubscribeItems() (items <-chan api.Delivered, lagged func() bool, cancel func()) {
+	ch, lag := q.events.subscribe()
+	var once sync.Once
+	return ch, lag, func() { once.Do(func() { q.events.unsubscribe(ch) }) }
+}

@@ -1,4 +1,4 @@
-package node
+package inboxq
 
 import (
 	"strings"
@@ -6,32 +6,28 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/apierr"
 	"github.com/meshd/meshd/proto"
 )
 
-// The counters counted in this file.
-var (
-	cInboxRefusedFilter = newEvent("inbox.refused.filter")
-)
-
-// inboxMatch turns an API inbox filter into the store's: a match on the
+// Match turns an API inbox filter into the store's: a match on the
 // envelope's metadata (nil when the filter keeps every item) and a lower
 // bound on the delivery time. A filter naming an unknown member or
 // channel, or a kind that no item has, is refused.
-func (n *Node) inboxMatch(f api.InboxFilter) (func(*history.Meta) bool, time.Time, error) {
+func (q *Queries) Match(f api.InboxFilter) (func(*history.Meta) bool, time.Time, error) {
 	since, err := api.ParseSince(f.Since, time.Now())
 	if err != nil {
-		return nil, time.Time{}, badRequest("%v", err)
+		return nil, time.Time{}, apierr.BadRequest("%v", err)
 	}
 	var tests []func(*history.Meta) bool
 	if strings.TrimPrefix(strings.TrimSpace(f.From), "@") != "" {
-		m, err := n.resolvePeer(f.From)
+		m, err := q.host.ResolvePeer(f.From)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
 		tests = append(tests, func(x *history.Meta) bool { return x.From.Equal(m.Key) })
 	}
-	self := n.id.Pub
+	self := q.cfg.Self
 	switch k := strings.TrimSpace(f.Kind); k {
 	case "":
 	case api.KindDeliveryFailed:
@@ -40,17 +36,17 @@ func (n *Node) inboxMatch(f api.InboxFilter) (func(*history.Meta) bool, time.Tim
 		kind := map[string]proto.Kind{"message": proto.KindMessage, "request": proto.KindRequest, "response": proto.KindResponse}[k]
 		tests = append(tests, func(x *history.Meta) bool { return x.Kind == kind && !x.From.Equal(self) })
 	default:
-		n.metrics.inc(cInboxRefusedFilter)
-		return nil, time.Time{}, badRequest("kind %q: want message, request, response or delivery_failed", k)
+		q.host.Count(FilterRefused)
+		return nil, time.Time{}, apierr.BadRequest("kind %q: want message, request, response or delivery_failed", k)
 	}
 	switch c := strings.TrimSpace(f.Channel); c {
 	case "":
 	case "@":
 		tests = append(tests, func(x *history.Meta) bool { return x.To.Kind == proto.DestPeer })
 	default:
-		p, err := n.resolveChannel(c)
+		p, err := q.host.ResolveChannel(c)
 		if err != nil {
-			n.metrics.inc(cInboxRefusedFilter)
+			q.host.Count(FilterRefused)
 			return nil, time.Time{}, err
 		}
 		id := p.ID

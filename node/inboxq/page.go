@@ -1,4 +1,4 @@
-package node
+package inboxq
 
 import (
 	"context"
@@ -9,22 +9,23 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/apierr"
 )
 
-// Inbox paging. An answer of GET /v1/inbox holds at most maxInboxAnswer
-// items and maxInboxBytes of their envelopes (at least one item), so a
+// Inbox paging. An answer of GET /v1/inbox holds at most MaxAnswer
+// items and MaxBytes of their envelopes (at least one item), so a
 // client reads an inbox of any size page by page with bounded memory at
 // both ends; Next in the answer continues it.
 
 const (
-	// maxInboxAnswer bounds the items of one inbox answer, and is the
+	// MaxAnswer bounds the items of one inbox answer, and is the
 	// window when no limit is given.
-	maxInboxAnswer = 1000
-	// maxInboxBytes bounds the envelope bytes of one answer. Rendered as
+	MaxAnswer = 1000
+	// MaxBytes bounds the envelope bytes of one answer. Rendered as
 	// JSON a body grows by at most 6 times (every byte a \u00XX escape),
 	// so an answer stays under 32 MiB, below the 64 MiB a control client
 	// reads of one answer.
-	maxInboxBytes = 4 << 20
+	MaxBytes = 4 << 20
 )
 
 // encodeCursor renders a store cursor for the API.
@@ -42,67 +43,81 @@ func encodeCursor(c []byte) string {
 // answer's Next continues it. With q.Wait it blocks, up to q.Timeout or
 // until ctx ends, until an unread waking item exists from the page's
 // start on.
-func (n *Node) InboxPage(ctx context.Context, q api.InboxQuery) (*api.Inbox, error) {
-	return n.inboxPage(ctx, q, true)
+func (q *Queries) InboxPage(ctx context.Context, in api.InboxQuery) (*api.Inbox, error) {
+	return q.inboxPage(ctx, in, true)
+}
+
+// RecentItems returns up to limit inbox items, read or not, oldest first.
+// It marks nothing read.
+func (q *Queries) RecentItems(limit int) ([]api.Item, error) {
+	if limit <= 0 {
+		return []api.Item{}, nil
+	}
+	// Not as a client: viewing the page says nothing of the agent.
+	in, err := q.inboxPage(context.Background(), api.InboxQuery{All: true, Limit: limit}, false)
+	if err != nil {
+		return nil, err
+	}
+	return in.Items, nil // the store answers oldest first
 }
 
 // inboxPage is InboxPage; client says a local client (the agent) asks,
 // whose reads and waits its presence follows, rather than the status page.
-func (n *Node) inboxPage(ctx context.Context, q api.InboxQuery, client bool) (*api.Inbox, error) {
-	match, since, err := n.inboxMatch(q.Filter)
+func (q *Queries) inboxPage(ctx context.Context, in api.InboxQuery, client bool) (*api.Inbox, error) {
+	match, since, err := q.Match(in.Filter)
 	if err != nil {
 		return nil, err
 	}
-	sq := history.InboxPageQuery{UnreadOnly: !q.All, Limit: maxInboxAnswer, MaxBytes: maxInboxBytes, NeedWaking: q.Wait,
+	sq := history.InboxPageQuery{UnreadOnly: !in.All, Limit: MaxAnswer, MaxBytes: MaxBytes, NeedWaking: in.Wait,
 		Since: since, Match: match}
-	switch q.Cursor {
+	switch in.Cursor {
 	case "":
-		sq.Newest = q.Limit
+		sq.Newest = in.Limit
 		if sq.Newest <= 0 {
-			sq.Newest = maxInboxAnswer
+			sq.Newest = MaxAnswer
 		}
 	case api.CursorStart:
 		sq.FromStart = true
 	default:
-		c, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		c, err := base64.RawURLEncoding.DecodeString(in.Cursor)
 		if err != nil || c == nil {
-			return nil, badRequest("cursor %q: not the next of an earlier inbox answer", q.Cursor)
+			return nil, apierr.BadRequest("cursor %q: not the next of an earlier inbox answer", in.Cursor)
 		}
 		sq.After = c
 	}
-	if q.Cursor != "" && q.Limit > 0 {
-		sq.Limit = min(q.Limit, maxInboxAnswer)
+	if in.Cursor != "" && in.Limit > 0 {
+		sq.Limit = min(in.Limit, MaxAnswer)
 	}
 	var deadline <-chan time.Time
-	if q.Wait {
-		t := time.NewTimer(q.Timeout)
+	if in.Wait {
+		t := time.NewTimer(in.Timeout)
 		defer t.Stop()
 		deadline = t.C
 		if client {
 			// A client waiting on the inbox: the agent is away (presence).
-			defer n.own.ClientWaiting()()
+			defer q.host.ClientWaiting()()
 		}
 	}
 	for {
 		// Take the notifier before looking, so an item arriving in between
 		// still wakes us.
-		woke := n.inbox.wait()
-		p, err := n.store.InboxPage(sq)
+		woke := q.Woken()
+		p, err := q.store.InboxPage(sq)
 		if errors.Is(err, history.ErrBadCursor) {
-			return nil, badRequest("cursor %q: not the next of an earlier inbox answer", q.Cursor)
+			return nil, apierr.BadRequest("cursor %q: not the next of an earlier inbox answer", in.Cursor)
 		}
 		if err != nil {
 			return nil, err
 		}
 		render := func() *api.Inbox {
-			out := n.renderItems(p.Items)
+			out := q.renderItems(p.Items)
 			out.Next = encodeCursor(p.Next)
 			return out
 		}
-		if !q.Wait || p.Waking {
+		if !in.Wait || p.Waking {
 			if client {
 				// A read, or a wait that ends with work: the agent is at it.
-				n.own.Acted()
+				q.host.Acted()
 			}
 			return render(), nil
 		}
@@ -114,7 +129,7 @@ func (n *Node) inboxPage(ctx context.Context, q api.InboxQuery, client bool) (*a
 			return out, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-n.ctx.Done():
+		case <-q.done:
 			return nil, fmt.Errorf("meshd is shutting down")
 		}
 	}

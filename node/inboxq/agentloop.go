@@ -1,4 +1,4 @@
-package node
+package inboxq
 
 import (
 	"net/http"
@@ -9,15 +9,8 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/claims"
+	"github.com/meshd/meshd/node/apierr"
 	"github.com/meshd/meshd/proto"
-)
-
-// The counters counted in this file.
-var (
-	cReplyRefused = newEvent("reply.refused")
-	cReplySent    = newEvent("reply.sent")
-	cSearchRuns   = newEvent("search.runs")
 )
 
 // Replies, search, the requests this node sent and conversations with one
@@ -30,32 +23,32 @@ const defaultListLimit = 100
 // Reply sends a message in answer to inbox item in.ID: to its channel
 // (or, with in.Direct, as a DM to its sender), or as a DM to the sender
 // of a DM, request or response, with in_reply_to set to the item.
-func (n *Node) Reply(in api.Reply) (*api.Sent, error) {
+func (q *Queries) Reply(in api.Reply) (*api.Sent, error) {
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
-		return nil, badRequest("item id: %v", err)
+		return nil, apierr.BadRequest("item id: %v", err)
 	}
-	it, err := n.inboxItem(id, in.From)
+	it, err := q.Item(id, in.From)
 	if err != nil {
 		return nil, err
 	}
-	if it.From.Equal(n.id.Pub) {
-		n.metrics.inc(cReplyRefused)
-		return nil, badRequest("item %s is a delivery_failed item: this node's own %s, which did not reach its peer; send again with meshctl dm or meshctl request", id, it.Kind)
+	if it.From.Equal(q.cfg.Self) {
+		q.host.Count(ReplyRefused)
+		return nil, apierr.BadRequest("item %s is a delivery_failed item: this node's own %s, which did not reach its peer; send again with meshctl dm or meshctl request", id, it.Kind)
 	}
 	req := api.Send{To: it.From.String(), Body: in.Body, InReplyTo: id.String()}
 	if it.To.Kind == proto.DestChannel && !in.Direct {
-		p, ok := n.channels.ByID(it.To.Channel)
+		p, ok := q.host.Channel(it.To.Channel)
 		if !ok {
-			return nil, notFound(hintChannels, "channel %s of item %s is not known here", it.To.Channel, id)
+			return nil, apierr.NotFound("list channels with: meshctl channel list", "channel %s of item %s is not known here", it.To.Channel, id)
 		}
 		req.To = "#" + p.Name
 	}
-	out, err := n.Send(req)
+	out, err := q.host.Send(req)
 	if err != nil {
 		return nil, err
 	}
-	n.metrics.inc(cReplySent)
+	q.host.Count(ReplySent)
 	return out, nil
 }
 
@@ -64,27 +57,27 @@ func (n *Node) Reply(in api.Reply) (*api.Sent, error) {
 // params, a response's status and result, and the sender's name. It
 // returns the newest limit matches (100 if 0), oldest first. It reads
 // the whole inbox, a page at a time.
-func (n *Node) Search(text string, limit int, f api.InboxFilter) (*api.Inbox, error) {
+func (q *Queries) Search(text string, limit int, f api.InboxFilter) (*api.Inbox, error) {
 	if strings.TrimSpace(text) == "" {
-		return nil, badRequest("the text to search for is empty")
+		return nil, apierr.BadRequest("the text to search for is empty")
 	}
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	match, since, err := n.inboxMatch(f)
+	match, since, err := q.Match(f)
 	if err != nil {
 		return nil, err
 	}
 	needle := strings.ToLower(text)
 	var hits []api.Item
-	sq := history.InboxPageQuery{FromStart: true, Limit: maxInboxAnswer, MaxBytes: maxInboxBytes, Since: since, Match: match}
+	sq := history.InboxPageQuery{FromStart: true, Limit: MaxAnswer, MaxBytes: MaxBytes, Since: since, Match: match}
 	for {
-		p, err := n.store.InboxPage(sq)
+		p, err := q.store.InboxPage(sq)
 		if err != nil {
 			return nil, err
 		}
 		for _, it := range p.Items {
-			x, err := n.renderItem(it)
+			x, err := q.Render(it)
 			if err != nil {
 				continue
 			}
@@ -100,7 +93,7 @@ func (n *Node) Search(text string, limit int, f api.InboxFilter) (*api.Inbox, er
 		}
 		sq.After, sq.FromStart = p.Next, false
 	}
-	n.metrics.inc(cSearchRuns)
+	q.host.Count(SearchRuns)
 	if hits == nil {
 		hits = []api.Item{}
 	}
@@ -121,11 +114,11 @@ func searchText(x *api.Item) string {
 // its latest status: that of the newest response from the peer asked,
 // or its delivery state while none came. With pending, only those still
 // waiting for a final answer.
-func (n *Node) SentRequests(pending bool, limit int) (*api.SentRequests, error) {
+func (q *Queries) SentRequests(pending bool, limit int) (*api.SentRequests, error) {
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	rs, err := n.store.Deliveries(history.DeliveryFilter{Limit: maxDeliveryRecords})
+	rs, err := q.store.Deliveries(history.DeliveryFilter{Limit: q.cfg.MaxDeliveryRecords})
 	if err != nil {
 		return nil, err
 	}
@@ -139,17 +132,17 @@ func (n *Node) SentRequests(pending bool, limit int) (*api.SentRequests, error) 
 			}
 		}
 	}
-	answers, err := n.responsesSince(oldest.Add(-time.Minute))
+	answers, err := q.responsesSince(oldest.Add(-time.Minute))
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	out := &api.SentRequests{Requests: []api.SentRequest{}}
 	for _, r := range reqs {
-		x := api.SentRequest{ID: r.ID.String(), To: n.party(r.Peer), Sent: r.Sent.UTC(),
+		x := api.SentRequest{ID: r.ID.String(), To: q.host.Party(r.Peer), Sent: r.Sent.UTC(),
 			AgeSeconds: now.Sub(r.Sent).Seconds(), Delivery: r.State.String(), Status: r.State.String()}
 		var rid uuid.UUID
-		if st, err := n.store.Get(n.id.Pub, r.ID); err == nil {
+		if st, err := q.store.Get(q.cfg.Self, r.ID); err == nil {
 			if se, err := st.Envelope(); err == nil && se.Request != nil {
 				rid = se.Request.RequestID
 				x.RequestID, x.Intent = rid.String(), se.Request.Intent
@@ -189,18 +182,18 @@ type latestResponse struct {
 
 // responsesSince returns, per (responder, request id), the newest
 // response delivered since since and how many came.
-func (n *Node) responsesSince(since time.Time) (map[respKey]latestResponse, error) {
+func (q *Queries) responsesSince(since time.Time) (map[respKey]latestResponse, error) {
 	out := map[respKey]latestResponse{}
-	self := n.id.Pub
-	sq := history.InboxPageQuery{FromStart: true, Limit: maxInboxAnswer, MaxBytes: maxInboxBytes, Since: since,
+	self := q.cfg.Self
+	sq := history.InboxPageQuery{FromStart: true, Limit: MaxAnswer, MaxBytes: MaxBytes, Since: since,
 		Match: func(m *history.Meta) bool { return m.Kind == proto.KindResponse && !m.From.Equal(self) }}
 	for {
-		p, err := n.store.InboxPage(sq)
+		p, err := q.store.InboxPage(sq)
 		if err != nil {
 			return nil, err
 		}
 		for _, it := range p.Items {
-			st, err := n.store.Get(it.From, it.ID)
+			st, err := q.store.Get(it.From, it.ID)
 			if err != nil {
 				continue
 			}
@@ -227,19 +220,19 @@ func (n *Node) responsesSince(since time.Time) (map[respKey]latestResponse, erro
 // and peer, both ways, sent at or after since: the newest limit (100 if
 // 0), oldest first. What the peer sent carries its inbox state; what
 // this node sent is marked Out, with its delivery state.
-func (n *Node) Conversation(peer string, since time.Time, limit int) (*api.Conversation, error) {
-	m, err := n.resolvePeer(peer)
+func (q *Queries) Conversation(peer string, since time.Time, limit int) (*api.Conversation, error) {
+	m, err := q.host.ResolvePeer(peer)
 	if err != nil {
 		return nil, err
 	}
-	if m.Key.Equal(n.id.Pub) {
-		return nil, refuse(http.StatusBadRequest, "name another member", "a conversation is with another member, not this node")
+	if m.Key.Equal(q.cfg.Self) {
+		return nil, apierr.New(http.StatusBadRequest, "name another member", "a conversation is with another member, not this node")
 	}
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	self, other := n.id.Pub, m.Key
-	sts, err := n.store.Direct(since, limit, func(x *history.Meta) bool {
+	self, other := q.cfg.Self, m.Key
+	sts, err := q.store.Direct(since, limit, func(x *history.Meta) bool {
 		if x.To.Kind != proto.DestPeer {
 			return false
 		}
@@ -248,7 +241,7 @@ func (n *Node) Conversation(peer string, since time.Time, limit int) (*api.Conve
 	if err != nil {
 		return nil, err
 	}
-	out := &api.Conversation{Peer: n.party(other), Entries: make([]api.ConversationEntry, 0, len(sts))}
+	out := &api.Conversation{Peer: q.host.Party(other), Entries: make([]api.ConversationEntry, 0, len(sts))}
 	for i := len(sts) - 1; i >= 0; i-- {
 		st := sts[i]
 		se, err := proto.ParseEnvelope(st.Raw)
@@ -257,9 +250,9 @@ func (n *Node) Conversation(peer string, since time.Time, limit int) (*api.Conve
 		}
 		e := api.ConversationEntry{Out: st.From.Equal(self)}
 		if e.Out {
-			e.Item = n.renderEnvelope(se, history.InboxItem{Meta: st.Meta, Delivered: st.Received})
+			e.Item = q.RenderEnvelope(se, history.InboxItem{Meta: st.Meta, Delivered: st.Received})
 			e.Item.Read, e.Item.Priority = true, ""
-			if rs, err := n.store.DeliveriesOf(se.ID); err == nil {
+			if rs, err := q.store.DeliveriesOf(se.ID); err == nil {
 				for _, r := range rs {
 					if r.Peer.Equal(other) {
 						e.Item.Delivery = r.State.String()
@@ -267,11 +260,11 @@ func (n *Node) Conversation(peer string, since time.Time, limit int) (*api.Conve
 					}
 				}
 			}
-		} else if it, err := n.store.InboxEntry(st.From, st.ID); err == nil {
-			e.Item = n.renderEnvelope(se, it)
-			e.Item.Claim = n.claims.Of(claims.Key{From: it.From, ID: it.ID}, time.Now())
+		} else if it, err := q.store.InboxEntry(st.From, st.ID); err == nil {
+			e.Item = q.RenderEnvelope(se, it)
+			e.Item.Claim = q.host.Claim(it.From, it.ID, time.Now())
 		} else {
-			e.Item = n.renderEnvelope(se, history.InboxItem{Meta: st.Meta, Delivered: st.Received})
+			e.Item = q.RenderEnvelope(se, history.InboxItem{Meta: st.Meta, Delivered: st.Received})
 		}
 		out.Entries = append(out.Entries, e)
 	}

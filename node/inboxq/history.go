@@ -1,4 +1,4 @@
-package node
+package inboxq
 
 import (
 	"cmp"
@@ -10,24 +10,24 @@ import (
 
 // History lists the newest limit messages of a channel in our store sent
 // at or after since (zero: no bound), oldest first.
-func (n *Node) History(name string, since time.Time, limit int) (*api.History, error) {
-	p, err := n.resolveChannel(name)
+func (q *Queries) History(name string, since time.Time, limit int) (*api.History, error) {
+	p, err := q.host.ResolveChannel(name)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := n.store.ChannelMessages(p.ID, since, limit)
+	stored, err := q.store.ChannelMessages(p.ID, since, limit)
 	if err != nil {
 		return nil, err
 	}
 	out := &api.History{Channel: p.Name, ChannelID: p.ID.String(), Messages: make([]api.HistoryMessage, 0, len(stored))}
-	if st, err := n.store.Stats(); err == nil {
+	if st, err := q.store.Stats(); err == nil {
 		out.Stored = st.Channels[p.ID]
 	}
 	for i := range stored {
 		m := &stored[i]
 		x := api.HistoryMessage{
 			ID:          m.ID.String(),
-			From:        n.party(m.From),
+			From:        q.host.Party(m.From),
 			Channel:     p.Name,
 			Sent:        m.Time().UTC(),
 			Received:    m.Received.UTC(),
@@ -38,7 +38,7 @@ func (n *Node) History(name string, since time.Time, limit int) (*api.History, e
 		}
 		se, err := m.Envelope()
 		if err != nil {
-			n.log.Warn("stored envelope unreadable", "id", m.ID, "err", err)
+			q.log.Warn("stored envelope unreadable", "id", m.ID, "err", err)
 			continue
 		}
 		if se.Message != nil {
@@ -54,10 +54,10 @@ func (n *Node) History(name string, since time.Time, limit int) (*api.History, e
 
 // Sequence returns our sender epoch and the last sequence number used
 // per destination.
-func (n *Node) Sequence() api.Sequence {
-	out := api.Sequence{Epoch: n.counter.Epoch().String(), NewEpoch: n.counter.Fresh(), Last: []api.SequenceEntry{}}
-	for d, last := range n.counter.Snapshot() {
-		out.Last = append(out.Last, api.SequenceEntry{To: n.destText(d), Last: last})
+func (q *Queries) Sequence() api.Sequence {
+	out := api.Sequence{Epoch: q.counter.Epoch().String(), NewEpoch: q.counter.Fresh(), Last: []api.SequenceEntry{}}
+	for d, last := range q.counter.Snapshot() {
+		out.Last = append(out.Last, api.SequenceEntry{To: q.host.DestText(d), Last: last})
 	}
 	slices.SortFunc(out.Last, func(a, b api.SequenceEntry) int { return cmp.Compare(a.To, b.To) })
 	return out
