@@ -51,7 +51,7 @@ func (n *Node) Reply(in api.Reply) (*api.Sent, error) {
 		}
 		req.To = "#" + p.Name
 	}
-	out, err := n.Send(req)
+	out, err := n.out.Send(req)
 	if err != nil {
 		return nil, err
 	}

@@ -55,8 +55,8 @@ func (n *Node) History(name string, since time.Time, limit int) (*api.History, e
 // Sequence returns our sender epoch and the last sequence number used
 // per destination.
 func (n *Node) Sequence() api.Sequence {
-	out := api.Sequence{Epoch: n.counter.Epoch().String(), NewEpoch: n.counter.Fresh(), Last: []api.SequenceEntry{}}
-	for d, last := range n.counter.Snapshot() {
+	out := api.Sequence{Epoch: n.out.Counter().Epoch().String(), NewEpoch: n.out.Counter().Fresh(), Last: []api.SequenceEntry{}}
+	for d, last := range n.out.Counter().Snapshot() {
 		out.Last = append(out.Last, api.SequenceEntry{To: n.destText(d), Last: last})
 	}
 	slices.SortFunc(out.Last, func(a, b api.SequenceEntry) int { return cmp.Compare(a.To, b.To) })

@@ -80,7 +80,7 @@ func (n *Node) renderItem(it history.InboxItem) (api.Item, error) {
 		return api.Item{}, err
 	}
 	x := n.renderEnvelope(se, it)
-	n.markFailed(&x, se)
+	n.out.MarkFailed(&x, se)
 	x.Claim = n.claims.Of(claims.Key{From: it.From, ID: it.ID}, time.Now())
 	return x, nil
 }

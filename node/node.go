@@ -21,6 +21,7 @@ import (
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/mailbox"
+	"github.com/meshd/meshd/node/outbound"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/syncer"
@@ -69,7 +70,6 @@ type Node struct {
 	peers *peers.Service
 
 	store    *history.Store
-	counter  *history.SendCounter
 	channels *channel.Set
 	subs     *channel.Subscriptions
 	// chanVersions records the policy versions accepted, for channel show.
@@ -80,7 +80,6 @@ type Node struct {
 	rekey    *rekeyState
 	presence *presence.Table
 	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
-	replies  *replyDepths
 	inbox    *inboxNotifier
 	events   *broadcaster
 	syncer   *syncer.Syncer // history sync and serving
@@ -92,7 +91,6 @@ type Node struct {
 	knocks   *knockBook     // orgs it knocked at, and what it may adopt (knock.go)
 	names    nameIndexCache // which roster names are unique (names.go)
 	diag     *diagnosis     // what meshctl doctor reports (doctor.go)
-	answers  *answerBook    // final answers sent to requests (respond_once.go)
 	cards    *cards.Book    // members' agent cards (node/cards)
 	attach   *attachments   // blob store and transfers (attach*.go)
 	claims   *claims.Leases // workers' claims on inbox items (node/claims)
@@ -115,7 +113,7 @@ type Node struct {
 	// chanQuota is the per-sender channel quota (chanquota.go).
 	chanQuota *chanQuota
 
-	readerAcks *readerAcks // acks of our channel Messages, counted in batches
+	out *outbound.Sender // the send side: signing, fan-out, queues, acks, delivery (node/outbound)
 }
 
 // New starts a node: it locks the home, loads or creates the identity,
@@ -139,10 +137,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		rxq:     make(chan rxItem, rxQueueLen),
 		knocks:  newKnockBook(),
 		diag:    newDiagnosis(),
-		answers: newAnswerBook(),
 		rekey:   newRekeyState(),
-
-		readerAcks: newReaderAcks(),
 	}
 	n.invites = &inviteBook{path: filepath.Join(cfg.Home, invitesFile)}
 	n.logRL = newRateLog()
@@ -393,8 +388,7 @@ func (n *Node) run() {
 	n.startMailbox()
 	n.wg.Add(1)
 	go n.retentionLoop()
-	n.wg.Add(1)
-	go n.readerAckLoop()
+	n.wg.Go(func() { n.out.Run(n.ctx) })
 	n.wg.Go(func() { n.cards.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.rekeyLoop()

@@ -93,7 +93,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 					return false
 				}
 				n.drop(dropDuplicate, se, src, nil)
-				n.sendAcks(map[*peers.Link][]uuid.UUID{src.link: {se.ID}})
+				n.out.SendAcks(map[*peers.Link][]uuid.UUID{src.link: {se.ID}})
 				return false
 			}
 			n.drop(dropDuplicate, se, src, nil)
@@ -387,7 +387,7 @@ func (n *Node) commit(batch []rxItem) {
 		if se.Kind == proto.KindRequest {
 			n.requests.received(se)
 		}
-		n.replies.note(se.ID, se.Message)
+		n.out.NoteReply(se.ID, se.Message)
 		if !d.Inbox {
 			continue
 		}
@@ -398,7 +398,7 @@ func (n *Node) commit(batch []rxItem) {
 		n.attach.onDelivered(se, now)
 	}
 	n.inbox.notify(wake)
-	n.sendAcks(acks)
+	n.out.SendAcks(acks)
 }
 
 // classify returns the inbox priority and wake rule of an envelope, and

@@ -170,7 +170,7 @@ func (n *Node) applyRoster(r *roster.Roster, from *peers.Link) (*roster.Roster, 
 		}
 	}
 	if n.store != nil {
-		n.refuseQueuedFor(gone)
+		n.out.RefuseQueuedFor(gone)
 	}
 	for _, pl := range push {
 		n.pushRoster(pl, r)

@@ -51,12 +51,14 @@ func (n *Node) openState() error {
 			return fmt.Errorf("new sender epoch for the new key: %w", err)
 		}
 	}
-	if n.counter, err = history.OpenSendCounter(st); err != nil {
+	counter, err := history.OpenSendCounter(st)
+	if err != nil {
 		return err
 	}
-	if n.counter.Fresh() {
-		n.log.Info("new sender epoch", "epoch", n.counter.Epoch())
+	if counter.Fresh() {
+		n.log.Info("new sender epoch", "epoch", counter.Epoch())
 	}
+	n.out = newOutbound(n, counter)
 	n.channels = channel.NewSet()
 	dir := n.channelsDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -86,7 +88,6 @@ func (n *Node) openState() error {
 	}
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.own = newOwnPresence(n)
-	n.replies = newReplyDepths()
 	n.inbox = newInboxNotifier()
 	n.claims = newClaims(n)
 	n.events = newBroadcaster()
@@ -141,8 +142,8 @@ func (n *Node) closeState() error {
 	if n.mirror != nil {
 		errs = append(errs, n.mirror.Close())
 	}
-	if n.counter != nil {
-		errs = append(errs, n.counter.Close())
+	if n.out != nil {
+		errs = append(errs, n.out.Counter().Close())
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

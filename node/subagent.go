@@ -50,7 +50,7 @@ func (n *Node) PostSubagentResult(req api.SubagentResult) (api.Item, error) {
 		return api.Item{}, refuse(http.StatusBadRequest, "put the result in a file and give its path in the result",
 			"subagent result of %d bytes exceeds the message limit of 256 KiB (%d bytes)", len(body), proto.MaxBodySize)
 	}
-	se, err := n.sign(proto.ToPeer(n.id.Pub), proto.KindMessage, n.cfg.OfflineWindow, func(e *proto.Envelope) {
+	se, err := n.out.Sign(proto.ToPeer(n.id.Pub), proto.KindMessage, n.cfg.OfflineWindow, func(e *proto.Envelope) {
 		e.Message = &proto.Message{Body: body}
 	})
 	if err != nil {
