@@ -61,6 +61,20 @@ type Host interface {
 	CountSent(kind proto.Kind)
 }
 
+// Links is the peer table as a [Sender] uses it: a *peers.Service.
+type Links interface {
+	// Lock and Unlock hold the table still for LinkedLocked.
+	Lock()
+	Unlock()
+	// LinkedLocked and Linked return the link to k, or nil.
+	LinkedLocked(k proto.PubKey) *peers.Link
+	Linked(k proto.PubKey) *peers.Link
+	// Send queues a frame on pl; AckVia is the link an ack for what
+	// came on pl goes on.
+	Send(pl *peers.Link, t proto.FrameType, payload []byte)
+	AckVia(pl *peers.Link) *peers.Link
+}
+
 // Received is a received request's sender and hop.
 type Received struct {
 	From proto.PubKey
@@ -95,7 +109,7 @@ type Config struct {
 	Key     ed25519.PrivateKey // our identity key
 	Counter *history.SendCounter
 	Store   *history.Store
-	Peers   *peers.Service
+	Peers   Links // the peer table (a *peers.Service)
 	Log     *slog.Logger
 	RateLog *logrl.Limiter // repetitive log lines
 
