@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/channel"
@@ -73,6 +75,15 @@ func (h outboundHost) DestText(d proto.Destination) string              { return
 func (h outboundHost) IsLocalItem(se *proto.SignedEnvelope) bool        { return h.n.isLocalItem(se) }
 func (h outboundHost) Count(c outbound.Counter, d uint64)               { h.n.metrics.add(outboundCounters[c], d) }
 func (h outboundHost) CountSent(kind proto.Kind)                        { h.n.metrics.inc(cTxKind.of(kind)) }
+
+func (h outboundHost) CountFailed(st history.DeliveryState) { countDeliveryFailed(h.n.metrics, st) }
+
+func (h outboundHost) FailedItems(ses []*proto.SignedEnvelope, at time.Time, wake bool) {
+	for _, se := range ses {
+		h.n.onInbox(inboxDelivery{se: se, prio: history.PriorityHigh, wakes: true, at: at})
+	}
+	h.n.inbox.notify(wake)
+}
 
 func (h outboundHost) AttachFiles(paths []string) ([]proto.Attachment, error) {
 	return h.n.attachFiles(paths)

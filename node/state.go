@@ -44,7 +44,6 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.store = st
-	st.OnDeliveryFailed(n.onDeliveryFailed)
 	if n.rekey.switched {
 		// A new key starts its streams afresh (PROTOCOL.md §4.4).
 		if err := st.SaveCounters(proto.NewEpoch(), nil); err != nil {
@@ -59,6 +58,7 @@ func (n *Node) openState() error {
 		n.log.Info("new sender epoch", "epoch", counter.Epoch())
 	}
 	n.out = newOutbound(n, counter)
+	st.OnDeliveryFailed(n.out.OnDeliveryFailed)
 	n.channels = channel.NewSet()
 	dir := n.channelsDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -20,6 +20,30 @@ import (
 // of queued envelopes are bounded by the queues (MaxQueuePerPeer each).
 const MaxDeliveryRecords = 100000
 
+// OnDeliveryFailed runs after the store made failures durable: it counts
+// them, logs them, and hands the delivery_failed items to the host (the
+// mirror and the event stream), waking inbox waiters.
+func (s *Sender) OnDeliveryFailed(rs []history.DeliveryRecord) {
+	now := time.Now()
+	var ses []*proto.SignedEnvelope
+	for _, r := range rs {
+		s.host.CountFailed(r.State)
+		s.warnLimited("a message of ours was not delivered", r.Peer.Fingerprint(), "delivery_"+r.State.String(),
+			"id", r.ID, "kind", r.Kind, "to", r.Peer.Fingerprint(), "state", r.State, "reason", r.Reason)
+		st, err := s.cfg.Store.Get(s.cfg.Self, r.ID)
+		if err != nil {
+			s.log.Warn("delivery failure item", "id", r.ID, "err", err)
+			continue
+		}
+		se, err := st.Envelope()
+		if err != nil {
+			continue
+		}
+		ses = append(ses, se)
+	}
+	s.host.FailedItems(ses, now, len(rs) > 0)
+}
+
 // FailureOf returns the failed delivery record of our own envelope se, if
 // any: the state of a delivery_failed item.
 func (s *Sender) FailureOf(se *proto.SignedEnvelope) (history.DeliveryRecord, bool) {

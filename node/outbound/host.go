@@ -52,6 +52,12 @@ type Host interface {
 	Party(k proto.PubKey) api.Party
 	DestText(d proto.Destination) string
 	AttachmentNote(id uuid.UUID, r history.DeliveryRecord) string
+	// FailedItems hands our envelopes whose delivery failed to the inbox's
+	// consumers as delivery_failed items, delivered at, and wakes inbox
+	// waiters if wake.
+	FailedItems(ses []*proto.SignedEnvelope, at time.Time, wake bool)
+	// CountFailed counts a delivery that ended in state st.
+	CountFailed(st history.DeliveryState)
 	// IsLocalItem reports whether se is an item this node wrote to its
 	// own inbox (not a failed delivery).
 	IsLocalItem(se *proto.SignedEnvelope) bool

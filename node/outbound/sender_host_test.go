@@ -58,6 +58,8 @@ func (h *fakeHost) Party(k proto.PubKey) api.Party {
 }
 func (h *fakeHost) DestText(d proto.Destination) string                     { return "@" + d.Peer.Fingerprint() }
 func (h *fakeHost) AttachmentNote(uuid.UUID, history.DeliveryRecord) string { return "" }
+func (h *fakeHost) CountFailed(history.DeliveryState)                       {}
+func (h *fakeHost) FailedItems([]*proto.SignedEnvelope, time.Time, bool)    {}
 func (h *fakeHost) IsLocalItem(*proto.SignedEnvelope) bool                  { return false }
 func (h *fakeHost) ReceivedRequests(id uuid.UUID) ([]Received, error)       { return h.received[id], nil }
 func (h *fakeHost) ReceivedRequest(id uuid.UUID) (Received, bool, error) {
