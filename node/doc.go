@@ -3,15 +3,19 @@
 // peer pair, the accept, dial, discovery and peer-exchange loops, seeds,
 // link moves and refusals), and owns what the links carry: the frame
 // dispatch, roster gossip, the receive pipeline (parse, verify,
-// authorize, commit to the history store, then the consumers), sending
-// and store-and-forward delivery, history sync through node/syncer,
+// authorize, commit to the history store, then the consumers), history
+// sync through node/syncer,
 // retention, the feeding of the mailbox mirror (node/mailbox), invites,
 // pending joins, knocks and the doctor's checks. The service calls the
 // node through peers.Host (node/peerhost.go). Agent cards (node/cards),
-// this node's own presence (node/ownpresence) and the workers' claims on
-// the inbox (node/claims) are components the node holds and reaches
-// through its frames, link-up and inbox; they call the node through their
-// Host interfaces (cardshost.go, ownpresencehost.go, claimshost.go).
+// this node's own presence (node/ownpresence), the workers' claims on
+// the inbox (node/claims) and the send side (node/outbound: signing and
+// numbering our envelopes, fan-out, the store-and-forward queue and its
+// flush, acks, delivery records, reply depth, one final answer) are
+// components the node holds and reaches through its frames, link-up,
+// commit stage and inbox; they call the node through their Host
+// interfaces (cardshost.go, ownpresencehost.go, claimshost.go,
+// outboundhost.go).
 // [New] also starts the control API that meshctl talks to over the
 // owner-only Unix socket in the home; its HTTP handlers live in
 // node/control, its types in node/api. The control API and the status
