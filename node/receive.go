@@ -87,7 +87,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 			// the sender that bytes it never signed were stored.
 			// Channel copies are not acked again: their ack only counts a
 			// reader, which the first one did.
-			if se.To.Kind == proto.DestPeer && n.ackable(se, src) {
+			if se.To.Kind == proto.DestPeer && n.out.Ackable(se, src.link, src.history) {
 				if err := se.Verify(); err != nil {
 					n.drop(dropBadSignature, se, src, err)
 					return false
@@ -370,7 +370,7 @@ func (n *Node) commit(batch []rxItem) {
 		}
 		// Peer-addressed envelopes are acknowledged once durable, even
 		// when they were duplicates: the sender keeps them until then.
-		if n.ackable(se, it.src) {
+		if n.out.Ackable(se, it.src.link, it.src.history) {
 			if acks == nil {
 				acks = map[*peers.Link][]uuid.UUID{}
 			}

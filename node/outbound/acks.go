@@ -74,6 +74,33 @@ func (s *Sender) HandleAck(pl *peers.Link, payload []byte) {
 	}
 }
 
+// Ackable reports whether se, arriving on via (nil: not on a link) or in
+// a history page (fromHistory), is acknowledged once it is stored: a
+// peer-addressed envelope to this node that came live on a link from its
+// own sender. Acks name ids alone and are scoped to the
+// link: an ack on the link to P stands for (P, id), the entry P keeps in
+// its queue for us. A peer-addressed envelope relayed by another member
+// (meshd never relays) is stored like any other but not acknowledged,
+// since the link's peer keeps no such entry and an ack for the id would
+// clear an envelope of its own that shares it.
+//
+// A channel Message that came live on a link from its own sender is
+// acknowledged too: the ack names the sender's own envelope, so it never
+// clears another, and the sender counts the readers that stored it
+// (PROTOCOL §16.3). Older senders ignore the id, which they do not keep.
+func (s *Sender) Ackable(se *proto.SignedEnvelope, via *peers.Link, fromHistory bool) bool {
+	if via == nil || fromHistory || !se.From.Equal(via.Key) {
+		return false
+	}
+	switch se.To.Kind {
+	case proto.DestPeer:
+		return se.To.Peer.Equal(s.cfg.Self)
+	case proto.DestChannel:
+		return se.Kind == proto.KindMessage
+	}
+	return false
+}
+
 // SendAcks acknowledges peer-addressed envelopes stored by one commit,
 // per link they came on.
 func (s *Sender) SendAcks(acks map[*peers.Link][]uuid.UUID) {

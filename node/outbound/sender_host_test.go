@@ -208,3 +208,35 @@ func TestSenderOverHost(t *testing.T) {
 		t.Fatalf("sent %d, by kind %v", len(h.sent), h.kinds)
 	}
 }
+
+// TestAckable: what is acknowledged once stored is a DM to this node or a
+// channel Message that came live on a link from its own sender; not one
+// from a history page, relayed by another member, or to another peer.
+func TestAckable(t *testing.T) {
+	var self, p, q proto.PubKey
+	self[0], p[0], q[0] = 1, 2, 3
+	s := New(nil, Config{Self: self})
+	env := func(from proto.PubKey, to proto.Destination, kind proto.Kind) *proto.SignedEnvelope {
+		return &proto.SignedEnvelope{Envelope: proto.Envelope{From: from, To: to, Kind: kind}}
+	}
+	onP := &peers.Link{Key: p}
+	for _, c := range []struct {
+		what    string
+		se      *proto.SignedEnvelope
+		via     *peers.Link
+		history bool
+		want    bool
+	}{
+		{"a DM from the link's peer", env(p, proto.ToPeer(self), proto.KindMessage), onP, false, true},
+		{"a channel Message from the link's peer", env(p, proto.ToChannel(proto.NewID()), proto.KindMessage), onP, false, true},
+		{"a DM in a history page", env(p, proto.ToPeer(self), proto.KindMessage), onP, true, false},
+		{"a DM relayed by another member", env(q, proto.ToPeer(self), proto.KindMessage), onP, false, false},
+		{"a DM to another peer", env(p, proto.ToPeer(q), proto.KindMessage), onP, false, false},
+		{"a DM not on a link", env(p, proto.ToPeer(self), proto.KindMessage), nil, false, false},
+		{"a channel Request", env(p, proto.ToChannel(proto.NewID()), proto.KindRequest), onP, false, false},
+	} {
+		if got := s.Ackable(c.se, c.via, c.history); got != c.want {
+			t.Errorf("%s: ackable %v, want %v", c.what, got, c.want)
+		}
+	}
+}
