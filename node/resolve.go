@@ -69,12 +69,8 @@ func jsonOf(raw []byte) json.RawMessage {
 	return b
 }
 
-func label(m roster.Member) string {
-	if m.Name != "" {
-		return m.Name
-	}
-	return m.Key.Fingerprint()
-}
+// label names a member by its name, or its fingerprint.
+var label = outbound.Label
 
 // principals lists a channel ACL's principals, or "none".
 var principals = outbound.Principals

@@ -133,7 +133,7 @@ func (s *Sender) requester(id uuid.UUID, to string) (Received, error) {
 				return in, nil
 			}
 		}
-		return Received{}, apierr.NotFound("list received requests with: meshctl inbox --all", "no request %s came from %s (it came from %s)", id, label(m), s.senderList(infos))
+		return Received{}, apierr.NotFound("list received requests with: meshctl inbox --all", "no request %s came from %s (it came from %s)", id, Label(m), s.senderList(infos))
 	}
 	if len(infos) > 1 {
 		s.host.Count(RespondAmbiguous, 1)

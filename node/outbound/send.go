@@ -145,7 +145,7 @@ func (s *Sender) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelop
 	// or not: a link can die with the envelope still in its send queue.
 	if err := s.cfg.Store.Enqueue(m.Key, se); err != nil {
 		if errors.Is(err, history.ErrQueueFull) {
-			return nil, apierr.Forbidden("the queue for peer %s is full (it has not acknowledged earlier messages): %w", label(m), err)
+			return nil, apierr.Forbidden("the queue for peer %s is full (it has not acknowledged earlier messages): %w", Label(m), err)
 		}
 		return nil, fmt.Errorf("queue for peer: %w", err)
 	}
@@ -153,7 +153,7 @@ func (s *Sender) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelop
 	// Send it on a link to the peer, looking again: a link that came up
 	// since the check above may have sent the queue before the envelope
 	// was in it, and would not send it until its next periodic flush.
-	out := &api.Sent{ID: se.ID.String(), Kind: kind.String(), To: "@" + label(m), Seq: se.Seq}
+	out := &api.Sent{ID: se.ID.String(), Kind: kind.String(), To: "@" + Label(m), Seq: se.Seq}
 	out.SentTo = s.fanOut(se, []proto.PubKey{m.Key})
 	if len(out.SentTo) == 0 {
 		s.host.Count(Kept, 1)
@@ -163,7 +163,8 @@ func (s *Sender) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelop
 	return out, nil
 }
 
-func label(m roster.Member) string {
+// Label names a member by its name, or its fingerprint if it has none.
+func Label(m roster.Member) string {
 	if m.Name != "" {
 		return m.Name
 	}
