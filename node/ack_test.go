@@ -70,7 +70,7 @@ func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
 	}
 	l := dialB()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
-	sent, err := a.Send(api.Send{To: "b", Body: "are you there"})
+	sent, err := a.out.Send(api.Send{To: "b", Body: "are you there"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +106,10 @@ func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
 	if err := l.Send(append([]byte{byte(proto.FrameAck)}, b...)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "queue cleared by the ack", func() bool {
+	// The count follows the store's write: wait for both.
+	waitFor(t, 5*time.Second, "queue cleared by the ack, and the ack counted", func() bool {
 		p, err := a.store.Pending(m.ids[1].Pub)
-		return err == nil && len(p) == 0
+		return err == nil && len(p) == 0 && a.metrics.Get("tx.acked") > 0
 	})
 	// The count follows the removal in the same call: wait for it, then
 	// check it is one.
@@ -125,7 +126,7 @@ func TestDMAckedBetweenNodes(t *testing.T) {
 	a := m.start(0)
 	m.start(1, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
-	if _, err := a.Send(api.Send{To: "b", Body: "hello"}); err != nil {
+	if _, err := a.out.Send(api.Send{To: "b", Body: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "acked", func() bool { return a.metrics.Get("tx.acked") == 1 })
@@ -235,7 +236,7 @@ func TestDMSentWhileLinkComesUp(t *testing.T) {
 		waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) && linked(a, m.ids[1].Pub) })
 		time.Sleep(100 * time.Millisecond) // deliberate: the link's first flush runs before the store
 	}}, nil, addr)
-	sent, err := b.Send(api.Send{To: "a", Body: "while the link comes up"})
+	sent, err := b.out.Send(api.Send{To: "a", Body: "while the link comes up"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,20 +7,23 @@ import (
 	"github.com/meshd/meshd/node/doctor"
 	"github.com/meshd/meshd/node/inboxq"
 	"github.com/meshd/meshd/node/join"
+	"github.com/meshd/meshd/node/outbound"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/rostergossip"
 	"github.com/meshd/meshd/node/status"
 )
 
 // Backend is the node as its local faces see it (the control API, the
-// status page): the node's own methods and those of the components that
-// answer for themselves: agent cards ([cards.Book]), this node's
-// presence ([ownpresence.Announcer]), the workers' claims on the inbox
-// ([claims.Leases]), channel administration ([chanadmin.Admin]), the
-// roster ([rostergossip.Keeper]), invites ([join.Invites]), knocks,
-// adoption and the pending list ([join.Knocks]), the doctor
-// ([doctor.Diagnosis]), the inbox and history queries ([inboxq.Queries])
-// and what the node reports of itself ([status.Reporter]).
+// status page, the metrics endpoint): the node's own methods and those
+// of the components that answer for themselves: agent cards
+// ([cards.Book]), this node's presence ([ownpresence.Announcer]), the
+// workers' claims on the inbox ([claims.Leases]), channel administration
+// ([chanadmin.Admin]), the roster ([rostergossip.Keeper]), invites
+// ([join.Invites]), knocks, adoption and the pending list
+// ([join.Knocks]), the doctor ([doctor.Diagnosis]), the inbox and history
+// queries ([inboxq.Queries]), what the node reports of itself
+// ([status.Reporter]) and the send side ([outbound.Sender]: send,
+// request, respond, cancel and the delivery records).
 type Backend struct {
 	*Node
 	*cards.Book
@@ -33,10 +36,11 @@ type Backend struct {
 	*doctor.Diagnosis
 	*inboxq.Queries
 	*status.Reporter
+	*outbound.Sender
 }
 
-// Backend returns the node and its components for the control API and
-// the status page.
+// Backend returns the node and its components for the control API, the
+// status page and the metrics endpoint.
 func (n *Node) Backend() Backend {
-	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.invites, n.knocks, n.doctor, n.q, n.status}
+	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.invites, n.knocks, n.doctor, n.q, n.status, n.out}
 }

@@ -92,7 +92,7 @@ func (r *fanoutRig) hook(se *proto.SignedEnvelope, at time.Time) {
 var pad = strings.Repeat("x", 1000)
 
 func (r *fanoutRig) publish(tb testing.TB) {
-	_, err := r.nodes[0].Send(api.Send{To: "#bench", Body: fmt.Sprintf("%d %s", time.Now().UnixNano(), pad)})
+	_, err := r.nodes[0].out.Send(api.Send{To: "#bench", Body: fmt.Sprintf("%d %s", time.Now().UnixNano(), pad)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -3,11 +3,13 @@
 // peer pair, the accept, dial, discovery and peer-exchange loops, seeds,
 // link moves and refusals), and owns what the links carry: the frame
 // dispatch, the receive pipeline (parse, verify, authorize, commit to
-// the history store, then the consumers), sending
-// and store-and-forward delivery, history sync through node/syncer,
-// retention and the feeding of the mailbox mirror (node/mailbox, through
-// its adapter in mailboxhost.go). The service calls the node through
-// peers.Host (node/peerhost.go). The current roster, its gossip and key
+// the history store, then the consumers), history sync through
+// node/syncer, retention and the feeding of the mailbox mirror
+// (node/mailbox, through its adapter in mailboxhost.go). The service
+// calls the node through peers.Host (node/peerhost.go). The send side
+// (node/outbound: signing and numbering our envelopes, fan-out, the
+// store-and-forward queue and its flush, acks, delivery records, reply
+// depth, one final answer), the current roster, its gossip and key
 // rotations (node/rostergossip), channel administration: policies, their
 // versions, the per-sender channel quota and the block list
 // (node/chanadmin), agent cards (node/cards), this node's own presence
@@ -18,9 +20,9 @@
 // reports of itself (node/status) are components the node holds and
 // reaches through its frames, admission, link-up, receive pipeline,
 // commit stage and inbox; they call the node through their Host
-// interfaces (rosterhost.go, chanadminhost.go, cardshost.go,
-// ownpresencehost.go, claimshost.go, joinhost.go, doctorhost.go,
-// inboxqhost.go, statushost.go).
+// interfaces (outboundhost.go, rosterhost.go, chanadminhost.go,
+// cardshost.go, ownpresencehost.go, claimshost.go, joinhost.go,
+// doctorhost.go, inboxqhost.go, statushost.go).
 // [New] also starts the control API that meshctl talks to over the
 // owner-only Unix socket in the home; its HTTP handlers live in
 // node/control, its types in node/api. The control API, the status page

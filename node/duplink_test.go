@@ -126,7 +126,7 @@ func TestDuplicateLoserFramesMoveToWinner(t *testing.T) {
 	})
 	var ids []string
 	for i := range 3 {
-		sent, err := a.Send(api.Send{To: "#general", Body: "queued on the loser " + string(rune('a'+i))})
+		sent, err := a.out.Send(api.Send{To: "#general", Body: "queued on the loser " + string(rune('a'+i))})
 		if err != nil {
 			t.Fatal(err)
 		}

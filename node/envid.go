@@ -7,7 +7,7 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// Envelope identity, acks and per-sender budgets (docs/PROTOCOL.md §15,
+// Envelope identity and per-sender budgets (docs/PROTOCOL.md §15,
 // §16.3; docs/SECURITY.md "Envelope ids and per-sender budgets").
 
 // maxTTL is the longest ttl_secs this node accepts: its dedupe horizon,
@@ -21,32 +21,6 @@ const maxTTL = 144 * 3600
 // is older than the horizon, and a live copy is refused once ts + ttl has
 // passed, so no copy is ever both unexpired and forgotten.
 func ttlWithinHorizon(se *proto.SignedEnvelope) bool { return se.TTL <= maxTTL }
-
-// ackable reports whether se, arriving as src, is acknowledged once it is
-// stored: a peer-addressed envelope to this node that came live on a
-// link from its own sender. Acks name ids alone and are scoped to the
-// link: an ack on the link to P stands for (P, id), the entry P keeps in
-// its queue for us. A peer-addressed envelope relayed by another member
-// (meshd never relays) is stored like any other but not acknowledged,
-// since the link's peer keeps no such entry and an ack for the id would
-// clear an envelope of its own that shares it.
-//
-// A channel Message that came live on a link from its own sender is
-// acknowledged too: the ack names the sender's own envelope, so it never
-// clears another, and the sender counts the readers that stored it
-// (PROTOCOL §16.3). Older senders ignore the id, which they do not keep.
-func (n *Node) ackable(se *proto.SignedEnvelope, src rxSource) bool {
-	if src.link == nil || src.history || !se.From.Equal(src.link.Key) {
-		return false
-	}
-	switch se.To.Kind {
-	case proto.DestPeer:
-		return se.To.Peer.Equal(n.id.Pub)
-	case proto.DestChannel:
-		return se.Kind == proto.KindMessage
-	}
-	return false
-}
 
 // overBudget reports whether se is a peer-addressed envelope the commit
 // stage would refuse by its sender's budget. It is asked before the

@@ -39,7 +39,7 @@ func TestEventStreamCarriesNewItems(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	if _, err := b.Send(api.Send{To: "a", Body: "ping over sse"}); err != nil {
+	if _, err := b.out.Send(api.Send{To: "a", Body: "ping over sse"}); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -68,7 +68,7 @@ func TestEventStreamBurstInOrder(t *testing.T) {
 	sendErr := make(chan error, 1)
 	go func() {
 		for i := range n {
-			if _, err := b.Send(api.Send{To: "a", Body: fmt.Sprintf("burst %d", i)}); err != nil {
+			if _, err := b.out.Send(api.Send{To: "a", Body: fmt.Sprintf("burst %d", i)}); err != nil {
 				sendErr <- err
 				return
 			}
@@ -107,7 +107,7 @@ func TestEventItemsRenderedByReader(t *testing.T) {
 	_, a, b := linkedPair(t)
 	items, _, cancel := a.q.SubscribeEvents()
 	defer cancel()
-	sent, err := b.Send(api.Send{To: "a", Body: "rendered by its reader"})
+	sent, err := b.out.Send(api.Send{To: "a", Body: "rendered by its reader"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ type inboxqHost struct{ n *Node }
 // newInboxq makes the queries over the node's store.
 func newInboxq(n *Node) *inboxq.Queries {
 	cfg := inboxq.Config{Self: n.id.Pub, OfflineWindow: n.cfg.OfflineWindow, MaxDeliveryRecords: maxDeliveryRecords}
-	return inboxq.New(inboxqHost{n}, n.store, n.counter, cfg, n.log, n.ctx.Done())
+	return inboxq.New(inboxqHost{n}, n.store, n.out.Counter(), cfg, n.log, n.ctx.Done())
 }
 
 func (h inboxqHost) Roster() *roster.Roster                           { return h.n.Roster() }
@@ -46,10 +46,10 @@ func (h inboxqHost) DestText(d proto.Destination) string              { return h
 func (h inboxqHost) ResolvePeer(q string) (roster.Member, error)      { return h.n.resolvePeer(q) }
 func (h inboxqHost) ResolveChannel(q string) (*channel.Policy, error) { return h.n.resolveChannel(q) }
 func (h inboxqHost) Channel(id uuid.UUID) (*channel.Policy, bool)     { return h.n.channels.ByID(id) }
-func (h inboxqHost) MarkFailed(x *api.Item, se *proto.SignedEnvelope) { h.n.markFailed(x, se) }
+func (h inboxqHost) MarkFailed(x *api.Item, se *proto.SignedEnvelope) { h.n.out.MarkFailed(x, se) }
 func (h inboxqHost) Acted()                                           { h.n.own.Acted() }
 func (h inboxqHost) ClientWaiting() func()                            { return h.n.own.ClientWaiting() }
-func (h inboxqHost) Send(req api.Send) (*api.Sent, error)             { return h.n.Send(req) }
+func (h inboxqHost) Send(req api.Send) (*api.Sent, error)             { return h.n.out.Send(req) }
 func (h inboxqHost) Count(c inboxq.Counter)                           { h.n.metrics.inc(inboxqCounters[c]) }
 
 func (h inboxqHost) Attachments(se *proto.SignedEnvelope, delivered time.Time) []api.Attachment {
@@ -68,7 +68,7 @@ func (h inboxqHost) Read(from proto.PubKey, id uuid.UUID) {
 }
 
 func (h inboxqHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
-	return h.n.sign(to, kind, ttl, fill)
+	return h.n.out.Sign(to, kind, ttl, fill)
 }
 
 func (h inboxqHost) Delivered(se *proto.SignedEnvelope, prio history.Priority, wakes bool, at time.Time) {

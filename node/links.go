@@ -82,7 +82,7 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FramePolicyDigest:
 		n.chans.HandleDigest(pl, payload)
 	case proto.FrameAck:
-		n.handleAck(pl, payload)
+		n.out.HandleAck(pl, payload)
 	case proto.FrameCard:
 		n.cards.HandleFrame(pl, payload)
 	case proto.FrameLinkMove:

@@ -132,7 +132,7 @@ func TestRestartedPeerReplacesStaleLink(t *testing.T) {
 		}
 		b = m.startWith(1, func(c *Config) { c.NoUnixListener = true }, tcpAddr(t, a))
 		waitFor(t, 5*time.Second, "b linked directly", func() bool { return linked(b, m.ids[0].Pub) })
-		if _, err := b.Send(api.Send{To: "#ch", Body: fmt.Sprintf("round %d", round)}); err != nil {
+		if _, err := b.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("round %d", round)}); err != nil {
 			t.Fatal(err)
 		}
 		// Well inside the 15 s idle timeout that would free a stale link.

@@ -111,7 +111,7 @@ type inboxDelivery struct {
 func (d *inboxDelivery) Item() api.Item {
 	x := d.n.q.RenderEnvelope(d.se, history.InboxItem{Meta: history.Meta{ID: d.se.ID, FromHistory: d.fromHistory},
 		Priority: d.prio, Wakes: d.wakes, Delivered: d.at})
-	d.n.markFailed(&x, d.se)
+	d.n.out.MarkFailed(&x, d.se)
 	return x
 }
 
@@ -178,7 +178,7 @@ func (h mailboxHost) InboxItem(se *proto.SignedEnvelope, prio history.Priority, 
 		it.FromName = m.Name
 	}
 	it.ToText = n.destText(se.To)
-	if f, ok := n.failureOf(se); ok {
+	if f, ok := n.out.FailureOf(se); ok {
 		it.Failure = &mailbox.Failure{State: f.State.String(), Reason: f.Reason}
 	}
 	return it

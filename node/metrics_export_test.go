@@ -51,7 +51,7 @@ func TestExportAccessors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Send(api.Send{To: "b", Body: "hi"}); err != nil {
+	if _, err := a.out.Send(api.Send{To: "b", Body: "hi"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "stored", func() bool {
@@ -92,7 +92,7 @@ func TestExportAccessorsConcurrent(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
 	for i := range 20 {
-		if _, err := b.Send(api.Send{To: "a", Body: string(rune('a' + i))}); err != nil {
+		if _, err := b.out.Send(api.Send{To: "a", Body: string(rune('a' + i))}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshd/meshd/node/outbound"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -14,7 +15,7 @@ func TestMetricsTypedAndNamed(t *testing.T) {
 	m.Inc("rx.envelopes")
 	m.inc(cRxEnvelopes)
 	m.Add("drop.bad_signature", 3)
-	m.add(cTxEnvelopes, 9)
+	m.add(outboundCounters[outbound.Copies], 9)
 	if got := m.Get("rx.envelopes"); got != 2 {
 		t.Fatalf("rx.envelopes = %d, want 2", got)
 	}

@@ -70,7 +70,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 
 	const dms = 60
 	for i := range dms {
-		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("while full %d", i)}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "b", Body: fmt.Sprintf("while full %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +90,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 	// More DMs while the retries run: each still gets one file.
 	const more = 20
 	for i := range more {
-		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("while full %d", dms+i)}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "b", Body: fmt.Sprintf("while full %d", dms+i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +137,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 		t.Errorf("counters: files_failed %d retries %d", c["mirror.files_failed"], c["mirror.retries"])
 	}
 	// Later DMs are mirrored as usual.
-	if _, err := a.Send(api.Send{To: "b", Body: "after"}); err != nil {
+	if _, err := a.out.Send(api.Send{To: "b", Body: "after"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "later DM mirrored", func() bool { return len(mailboxFiles(t, m.home(1))) == dms+more+1 })

@@ -85,7 +85,7 @@ func TestOutboxToMirrorAcrossNodes(t *testing.T) {
 
 func TestMirrorReconcilesMissingFiles(t *testing.T) {
 	m, a, b := linkedPair(t)
-	if _, err := a.Send(api.Send{To: "b", Body: "keep me"}); err != nil {
+	if _, err := a.out.Send(api.Send{To: "b", Body: "keep me"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "mirror file", func() bool { return len(mailboxFiles(t, m.home(1))) == 1 })
@@ -108,7 +108,7 @@ func threeFilesThenStop(t *testing.T) (*testMesh, *Node) {
 	t.Helper()
 	m, a, b := linkedPair(t)
 	for _, body := range []string{"first", "second", "third"} {
-		if _, err := a.Send(api.Send{To: "b", Body: body}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "b", Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestMirrorCheckpointFailureCounted(t *testing.T) {
 	}
 	send := func(body string) {
 		t.Helper()
-		if _, err := a.Send(api.Send{To: "b", Body: body}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "b", Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -275,7 +275,7 @@ func TestMirrorCheckpointFailureCounted(t *testing.T) {
 // id's tag alone.
 func TestMirrorReconcilesSharedID(t *testing.T) {
 	m, a, b := linkedPair(t)
-	sent, err := a.Send(api.Send{To: "b", Body: "from a"})
+	sent, err := a.out.Send(api.Send{To: "b", Body: "from a"})
 	if err != nil {
 		t.Fatal(err)
 	}

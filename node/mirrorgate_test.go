@@ -46,7 +46,7 @@ func TestMirrorWatermarkPausesAndResumes(t *testing.T) {
 
 	const dms = 30
 	for i := range dms {
-		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("low %d", i)}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "b", Body: fmt.Sprintf("low %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

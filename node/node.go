@@ -22,6 +22,7 @@ import (
 	"github.com/meshd/meshd/node/inboxq"
 	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/node/mailbox"
+	"github.com/meshd/meshd/node/outbound"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/rostergossip"
@@ -64,7 +65,6 @@ type Node struct {
 	peers *peers.Service
 
 	store    *history.Store
-	counter  *history.SendCounter
 	channels *channel.Set
 	subs     *channel.Subscriptions
 	// chans is channel administration: policies, their versions, the
@@ -72,7 +72,6 @@ type Node struct {
 	chans    *chanadmin.Admin
 	presence *presence.Table
 	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
-	replies  *replyDepths
 	q        *inboxq.Queries  // the inbox and history queries, wake-ups and event stream (node/inboxq)
 	status   *status.Reporter // what the node reports of itself (node/status)
 	syncer   *syncer.Syncer   // history sync and serving
@@ -84,7 +83,6 @@ type Node struct {
 	knocks   *join.Knocks      // knocks, adoption and the pending list (node/join)
 	names    nameIndexCache    // which roster names are unique (names.go)
 	doctor   *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
-	answers  *answerBook       // final answers sent to requests (respond_once.go)
 	cards    *cards.Book       // members' agent cards (node/cards)
 	attach   *attachments      // blob store and transfers (attach*.go)
 	claims   *claims.Leases    // workers' claims on inbox items (node/claims)
@@ -105,7 +103,7 @@ type Node struct {
 
 	logRL rateLog // repetitive log lines, per peer and reason
 
-	readerAcks *readerAcks // acks of our channel Messages, counted in batches
+	out *outbound.Sender // the send side: signing, fan-out, queues, acks, delivery (node/outbound)
 }
 
 // New starts a node: it locks the home, loads or creates the identity,
@@ -126,9 +124,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
 		rxq:     make(chan rxItem, rxQueueLen),
-		answers: newAnswerBook(),
 
-		readerAcks: newReaderAcks(),
 	}
 	n.logRL = newRateLog()
 	n.roster = newRosterKeeper(n)
@@ -380,8 +376,7 @@ func (n *Node) run() {
 	mailboxHost{n}.start()
 	n.wg.Add(1)
 	go n.retentionLoop()
-	n.wg.Add(1)
-	go n.readerAckLoop()
+	n.wg.Go(func() { n.out.Run(n.ctx) })
 	n.wg.Go(func() { n.cards.Run(n.ctx) })
 	n.wg.Go(func() { n.roster.Run(n.ctx) })
 	n.syncer.Start()

@@ -44,7 +44,7 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 		if m.InReplyTo != nil {
 			req.InReplyTo = m.InReplyTo.String()
 		}
-		sent, err = n.Send(req)
+		sent, err = n.out.Send(req)
 	case proto.KindRequest:
 		req := api.Request{To: to, Intent: m.Intent, Attachments: m.Attach}
 		if len(m.Params) > 0 {
@@ -55,7 +55,7 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 		if m.ReplyTo != nil {
 			req.ReplyTo = m.ReplyTo.String()
 		}
-		sent, err = n.Request(req)
+		sent, err = n.out.Request(req)
 	case proto.KindResponse:
 		// The To header names the requester: it is honoured, so a reused
 		// request id never sends the answer to another member.
@@ -65,7 +65,7 @@ func (n *Node) sendFromOutbox(m *mailbox.OutgoingMessage) (mailbox.Result, error
 				return mailbox.Result{}, err
 			}
 		}
-		sent, err = n.Respond(req)
+		sent, err = n.out.Respond(req)
 	default:
 		return mailbox.Result{}, fmt.Errorf("kind %s cannot be sent from the outbox", m.Kind)
 	}

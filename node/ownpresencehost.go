@@ -45,7 +45,7 @@ func (h ownPresenceHost) Count(c ownpresence.Counter)    { h.n.metrics.inc(ownPr
 func (h ownPresenceHost) Changed(st proto.PresenceState) { h.n.metrics.inc(cPresenceChanged.of(st)) }
 
 func (h ownPresenceHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
-	return h.n.sign(to, kind, ttl, fill)
+	return h.n.out.Sign(to, kind, ttl, fill)
 }
 
 func (h ownPresenceHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {

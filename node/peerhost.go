@@ -96,7 +96,7 @@ func (h *peerHost) SendFailed(pl *peers.Link, t proto.FrameType, err error) {
 }
 
 // Resend re-sends what pl's peer has not acknowledged.
-func (h *peerHost) Resend(pl *peers.Link) { (*Node)(h).flushQueue(pl) }
+func (h *peerHost) Resend(pl *peers.Link) { h.out.FlushQueue(pl) }
 
 // OtherOrg notes a node of another org for meshctl doctor, and knocks
 // there (node/join).
@@ -142,7 +142,7 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	n.chans.SendDigest(pl)
 	n.own.SendTo(pl)
 	n.cards.SendAll(pl)
-	n.flushQueue(pl)
+	n.out.FlushQueue(pl)
 	n.syncer.OnLinkUp(pl)
 	n.attach.onLinkUp()
 }

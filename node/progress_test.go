@@ -17,7 +17,7 @@ import (
 // MaxProgressNote is refused.
 func TestProgressResponses(t *testing.T) {
 	m, a, b := linkedPair(t)
-	sent, err := a.Request(api.Request{To: "b", Intent: "run-tests"})
+	sent, err := a.out.Request(api.Request{To: "b", Intent: "run-tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +31,11 @@ func TestProgressResponses(t *testing.T) {
 		if st == "progress" {
 			r.Result = []byte(`"step"`)
 		}
-		if _, err := b.Respond(r); err != nil {
+		if _, err := b.out.Respond(r); err != nil {
 			t.Fatalf("respond %s: %v", st, err)
 		}
 	}
-	if _, err := b.Respond(api.Respond{RequestID: sent.RequestID, Status: "progress"}); err == nil || !strings.Contains(err.Error(), "already answered") {
+	if _, err := b.out.Respond(api.Respond{RequestID: sent.RequestID, Status: "progress"}); err == nil || !strings.Contains(err.Error(), "already answered") {
 		t.Fatalf("progress after the final answer: %v", err)
 	}
 	waitFor(t, 5*time.Second, "five answers at a", func() bool {
@@ -52,7 +52,7 @@ func TestProgressResponses(t *testing.T) {
 		return n == 5
 	})
 
-	sent2, err := a.Request(api.Request{To: "b", Intent: "run-tests"})
+	sent2, err := a.out.Request(api.Request{To: "b", Intent: "run-tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestProgressResponses(t *testing.T) {
 		return err == nil
 	})
 	long := []byte(`"` + strings.Repeat("n", proto.MaxProgressNote) + `"`)
-	if _, err := b.Respond(api.Respond{RequestID: sent2.RequestID, Status: "progress", Result: long}); err == nil || !strings.Contains(err.Error(), "progress note") {
+	if _, err := b.out.Respond(api.Respond{RequestID: sent2.RequestID, Status: "progress", Result: long}); err == nil || !strings.Contains(err.Error(), "progress note") {
 		t.Fatalf("long progress note: %v", err)
 	}
 }

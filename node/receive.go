@@ -87,13 +87,13 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 			// the sender that bytes it never signed were stored.
 			// Channel copies are not acked again: their ack only counts a
 			// reader, which the first one did.
-			if se.To.Kind == proto.DestPeer && n.ackable(se, src) {
+			if se.To.Kind == proto.DestPeer && n.out.Ackable(se, src.link, src.history) {
 				if err := se.Verify(); err != nil {
 					n.drop(dropBadSignature, se, src, err)
 					return false
 				}
 				n.drop(dropDuplicate, se, src, nil)
-				n.sendAcks(map[*peers.Link][]uuid.UUID{src.link: {se.ID}})
+				n.out.SendAcks(map[*peers.Link][]uuid.UUID{src.link: {se.ID}})
 				return false
 			}
 			n.drop(dropDuplicate, se, src, nil)
@@ -371,7 +371,7 @@ func (n *Node) commit(batch []rxItem) {
 		}
 		// Peer-addressed envelopes are acknowledged once durable, even
 		// when they were duplicates: the sender keeps them until then.
-		if n.ackable(se, it.src) {
+		if n.out.Ackable(se, it.src.link, it.src.history) {
 			if acks == nil {
 				acks = map[*peers.Link][]uuid.UUID{}
 			}
@@ -388,7 +388,7 @@ func (n *Node) commit(batch []rxItem) {
 		if se.Kind == proto.KindRequest {
 			n.requests.received(se)
 		}
-		n.replies.note(se.ID, se.Message)
+		n.out.NoteReply(se.ID, se.Message)
 		if !d.Inbox {
 			continue
 		}
@@ -399,7 +399,7 @@ func (n *Node) commit(batch []rxItem) {
 		n.attach.onDelivered(se, now)
 	}
 	n.q.Notify(wake)
-	n.sendAcks(acks)
+	n.out.SendAcks(acks)
 }
 
 // classify returns the inbox priority and wake rule of an envelope, and

@@ -38,7 +38,7 @@ func TestStoreFailureLoggedOnce(t *testing.T) {
 	}
 	const dms = 20
 	for i := range dms {
-		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("refused %d", i)}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "b", Body: fmt.Sprintf("refused %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 		// One envelope a commit: wait for each to be refused.

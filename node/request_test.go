@@ -16,7 +16,7 @@ import (
 // book starts empty, and a miss is looked up in the inbox.
 func TestRespondAfterRestart(t *testing.T) {
 	m, a, b := linkedPair(t)
-	sent, err := a.Request(api.Request{To: "b", Intent: "run-tests"})
+	sent, err := a.out.Request(api.Request{To: "b", Intent: "run-tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestRespondAfterRestart(t *testing.T) {
 		t.Fatal("the book of a restarted node already holds the request; the test proves nothing")
 	}
 	waitFor(t, 5*time.Second, "relink", func() bool { return linked(a, m.ids[1].Pub) })
-	if _, err := b2.Respond(api.Respond{RequestID: sent.RequestID, Status: "completed"}); err != nil {
+	if _, err := b2.out.Respond(api.Respond{RequestID: sent.RequestID, Status: "completed"}); err != nil {
 		t.Fatalf("respond after a restart: %v", err)
 	}
 	waitFor(t, 5*time.Second, "response at a", func() bool {
@@ -52,7 +52,7 @@ func TestRespondAfterRestart(t *testing.T) {
 		return false
 	})
 	// An id no request has is still refused.
-	if _, err := b2.Respond(api.Respond{RequestID: uuid.NewString(), Status: "completed"}); !errors.Is(err, ErrNotFound) {
+	if _, err := b2.out.Respond(api.Respond{RequestID: uuid.NewString(), Status: "completed"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("respond to an unknown request: %v, want ErrNotFound", err)
 	}
 }

@@ -120,7 +120,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 	if rep.Queued, err = n.store.ExpireQueues(now); err != nil {
 		fail("expire store-and-forward queues", err)
 	}
-	if d, err := n.pruneDeliveries(now); err != nil {
+	if d, err := n.out.PruneDeliveries(now); err != nil {
 		fail("prune delivery records", err)
 	} else {
 		n.metrics.add(cRetentionPrunedDeliveries, uint64(d))

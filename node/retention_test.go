@@ -84,7 +84,7 @@ func TestRetentionByAgeAndCount(t *testing.T) {
 		putOld(t, a, b, proto.ToPeer(a.Identity()), now.Add(-100*time.Hour), 3, ep, 1)
 		putOld(t, a, b, proto.ToPeer(a.Identity()), now.Add(-time.Hour), 2, ep, 4)
 		// A queued DM for b whose ttl has passed.
-		se, err := a.sign(proto.ToPeer(m.ids[1].Pub), proto.KindMessage, time.Second, func(e *proto.Envelope) {
+		se, err := a.out.Sign(proto.ToPeer(m.ids[1].Pub), proto.KindMessage, time.Second, func(e *proto.Envelope) {
 			e.Message = &proto.Message{Body: "kept for b"}
 			e.TS = now.Add(-time.Minute).UnixMilli()
 		})
@@ -161,7 +161,7 @@ func TestRetentionRunsInBackground(t *testing.T) {
 		return channelCount(a, aged.ID) == 0 && a.metrics.Get("retention.runs") > 0
 	})
 	// Sending goes on meanwhile.
-	if _, err := a.Send(api.Send{To: "#aged", Body: "still here"}); err != nil {
+	if _, err := a.out.Send(api.Send{To: "#aged", Body: "still here"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := channelCount(a, aged.ID); got != 1 {

@@ -142,7 +142,7 @@ func (h rosterHost) Applied(cur, r *roster.Roster) {
 		}
 	}
 	if n.store != nil {
-		n.refuseQueuedFor(gone)
+		n.out.RefuseQueuedFor(gone)
 	}
 }
 

@@ -38,7 +38,7 @@ func TestHistoryRequestsTakeNoSequenceNumber(t *testing.T) {
 	}
 	// The link up makes a catch-up round due: a asks b for history.
 	waitFor(t, 5*time.Second, "history request to b", func() bool { return len(kinds(proto.KindHistoryRequest)) > 0 })
-	if _, err := rig.a.Send(api.Send{To: "b", Body: "after the history request"}); err != nil {
+	if _, err := rig.a.out.Send(api.Send{To: "b", Body: "after the history request"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "DM to b", func() bool { return len(kinds(proto.KindMessage)) == 1 })

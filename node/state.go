@@ -44,19 +44,21 @@ func (n *Node) openState() error {
 		return err
 	}
 	n.store = st
-	st.OnDeliveryFailed(n.onDeliveryFailed)
 	if n.roster.Switched() {
 		// A new key starts its streams afresh (PROTOCOL.md §4.4).
 		if err := st.SaveCounters(proto.NewEpoch(), nil); err != nil {
 			return fmt.Errorf("new sender epoch for the new key: %w", err)
 		}
 	}
-	if n.counter, err = history.OpenSendCounter(st); err != nil {
+	counter, err := history.OpenSendCounter(st)
+	if err != nil {
 		return err
 	}
-	if n.counter.Fresh() {
-		n.log.Info("new sender epoch", "epoch", n.counter.Epoch())
+	if counter.Fresh() {
+		n.log.Info("new sender epoch", "epoch", counter.Epoch())
 	}
+	n.out = newOutbound(n, counter)
+	st.OnDeliveryFailed(n.out.OnDeliveryFailed)
 	n.channels = channel.NewSet()
 	dir := n.channelsDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -82,7 +84,6 @@ func (n *Node) openState() error {
 	}
 	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.own = newOwnPresence(n)
-	n.replies = newReplyDepths()
 	n.q = newInboxq(n)
 	n.status = newStatus(n)
 	n.claims = newClaims(n)
@@ -137,8 +138,8 @@ func (n *Node) closeState() error {
 	if n.mirror != nil {
 		errs = append(errs, n.mirror.Close())
 	}
-	if n.counter != nil {
-		errs = append(errs, n.counter.Close())
+	if n.out != nil {
+		errs = append(errs, n.out.Counter().Close())
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

@@ -70,7 +70,7 @@ func TestStatusPageAccessors(t *testing.T) {
 	}
 	// Oldest first, as the page's backlog expects.
 	for _, body := range []string{"first", "second"} {
-		if _, err := b.Send(api.Send{To: "a", Body: body}); err != nil {
+		if _, err := b.out.Send(api.Send{To: "a", Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -176,7 +176,7 @@ func (h syncHost) LinkTo(k proto.PubKey) *peers.Link { return h.n.linkTo(k) }
 func (h syncHost) Links() []*peers.Link              { return h.n.linkList() }
 
 func (h syncHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
-	return h.n.sign(to, kind, ttl, fill)
+	return h.n.out.Sign(to, kind, ttl, fill)
 }
 
 func (h syncHost) Drop(reason syncer.Drop, se *proto.SignedEnvelope, src syncer.Source, err error) {

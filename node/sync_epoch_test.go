@@ -30,9 +30,9 @@ func TestNewEpochAfterLostState(t *testing.T) {
 	waitPolicy(t, b, "ch")
 	waitPolicy(t, c, "ch")
 	waitFor(t, 10*time.Second, "b-c link", func() bool { return linked(b, m.ids[2].Pub) })
-	ep1 := b.counter.Epoch()
+	ep1 := b.out.Counter().Epoch()
 	for i := 0; i < 5; i++ {
-		if _, err := b.Send(api.Send{To: "#ch", Body: fmt.Sprintf("epoch one %d", i)}); err != nil {
+		if _, err := b.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("epoch one %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -43,13 +43,13 @@ func TestNewEpochAfterLostState(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = m.startWith(1, nil, tcpAddr(t, a))
-	ep2 := b.counter.Epoch()
-	if ep2 == ep1 || !b.counter.Fresh() {
-		t.Fatalf("after losing its store b kept epoch %s (fresh %v)", ep2, b.counter.Fresh())
+	ep2 := b.out.Counter().Epoch()
+	if ep2 == ep1 || !b.out.Counter().Fresh() {
+		t.Fatalf("after losing its store b kept epoch %s (fresh %v)", ep2, b.out.Counter().Fresh())
 	}
 	waitFor(t, 10*time.Second, "b linked", func() bool { return linked(b, m.ids[0].Pub) })
 	for i := 0; i < 5; i++ {
-		sent, err := b.Send(api.Send{To: "#ch", Body: fmt.Sprintf("epoch two %d", i)})
+		sent, err := b.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("epoch two %d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -90,7 +90,7 @@ func fillChannel(tb testing.TB, n *Node, ch uuid.UUID, count, size int) {
 	pad := strings.Repeat("x", size)
 	var batch []*proto.SignedEnvelope
 	for i := 0; i < count; i++ {
-		se, err := n.sign(proto.ToChannel(ch), proto.KindMessage, n.cfg.EnvelopeTTL, func(e *proto.Envelope) {
+		se, err := n.out.Sign(proto.ToChannel(ch), proto.KindMessage, n.cfg.EnvelopeTTL, func(e *proto.Envelope) {
 			e.Message = &proto.Message{Body: fmt.Sprintf("%06d %s", i, pad)}
 		})
 		if err != nil {
@@ -143,7 +143,7 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 	}
 	waitPolicy(t, b, "ch")
 	for i := 0; i < 250; i++ {
-		if _, err := a.Send(api.Send{To: "#ch", Body: fmt.Sprintf("first %d", i)}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("first %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,7 +167,7 @@ func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
 	c.Close()
 
 	for i := 0; i < 230; i++ {
-		if _, err := a.Send(api.Send{To: "#ch", Body: fmt.Sprintf("second %d", i)}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("second %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -385,7 +385,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 			linkNetwork(a, m.ids[2].Pub) == "unix" && linkNetwork(a, m.ids[1].Pub) == "unix"
 	})
 	for i := 0; i < 20; i++ { // c is the active writer; a writes nothing
-		if _, err := c.Send(api.Send{To: "#ch", Body: fmt.Sprintf("c %d", i)}); err != nil {
+		if _, err := c.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("c %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -422,7 +422,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 	_, a, b, p := channelPair(t)
 	for i := 0; i < 5; i++ {
-		if _, err := a.Send(api.Send{To: "#ch", Body: fmt.Sprintf("held %d", i)}); err != nil {
+		if _, err := a.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("held %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -446,11 +446,11 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 	_, a, b, p := channelPair(t)
 	// The first send reserves a block of sequence numbers, so the next
 	// needs no store write before its commit.
-	if _, err := a.Send(api.Send{To: "#ch", Body: "kept"}); err != nil {
+	if _, err := a.out.Send(api.Send{To: "#ch", Body: "kept"}); err != nil {
 		t.Fatal(err)
 	}
 	a.store.Close() // as a store that can no longer write
-	_, err := a.Send(api.Send{To: "#ch", Body: "out, not kept"})
+	_, err := a.out.Send(api.Send{To: "#ch", Body: "out, not kept"})
 	if err == nil || !strings.Contains(err.Error(), "went to 1 peers") {
 		t.Fatalf("send with a failing store: %v", err)
 	}
@@ -468,7 +468,7 @@ func TestOwnMessagesFromCatchUpAreNotMail(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := b.Send(api.Send{To: "#ch", Body: fmt.Sprintf("mine %d", i)}); err != nil {
+		if _, err := b.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("mine %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,7 +20,7 @@ func TestSyncerCloseIsIdempotent(t *testing.T) {
 	a := m.startWith(0, nil)
 	a.syncer.Close()
 	a.syncer.Close()
-	se, err := a.sign(proto.ToPeer(a.Identity()), proto.KindHistoryRequest, time.Minute, func(e *proto.Envelope) {
+	se, err := a.out.Sign(proto.ToPeer(a.Identity()), proto.KindHistoryRequest, time.Minute, func(e *proto.Envelope) {
 		e.HistoryRequest = &proto.HistoryRequest{ChannelID: uuid.New(), MaxMessages: 1, MaxBytes: 1024}
 	})
 	if err != nil {

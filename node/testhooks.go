@@ -15,8 +15,9 @@ type testHooks struct {
 	// deliver is called on the commit goroutine for every envelope that
 	// reaches the inbox, with the time of its commit.
 	deliver func(se *proto.SignedEnvelope, at time.Time)
-	// queue runs in sendDirect between the check for a link and the
-	// store of the envelope in the peer's queue.
+	// queue runs in the sender's sendDirect (node/outbound, through
+	// the host's Queueing) between the check for a link and the store
+	// of the envelope in the peer's queue.
 	queue func(linked bool)
 	// syncRound observes every finished catch-up round.
 	syncRound func(r syncer.Round)

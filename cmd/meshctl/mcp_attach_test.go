@@ -27,7 +27,7 @@ func TestMCPReadAttachment(t *testing.T) {
 	if err := os.WriteFile(file, []byte("LGTM, one nit\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sent, err := bob.n.Send(api.Send{To: "alice", Body: "my review", Attachments: []string{file}})
+	sent, err := bob.n.Backend().Send(api.Send{To: "alice", Body: "my review", Attachments: []string{file}})
 	if err != nil {
 		t.Fatal(err)
 	}

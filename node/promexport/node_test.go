@@ -172,7 +172,7 @@ func TestTwoNodesKnownTraffic(t *testing.T) {
 
 	const dms = 3
 	for i := range dms {
-		if _, err := a.Send(api.Send{To: "b", Body: fmt.Sprintf("dm %d", i)}); err != nil {
+		if _, err := a.Backend().Send(api.Send{To: "b", Body: fmt.Sprintf("dm %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
