@@ -23,6 +23,5 @@ const (
 var (
 	refuse     = apierr.New
 	badRequest = apierr.BadRequest
-	forbidden  = apierr.Forbidden
 	notFound   = apierr.NotFound
 )

@@ -72,9 +72,9 @@ type Node struct {
 	chans    *chanadmin.Admin
 	presence *presence.Table
 	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
-	q        *inboxq.Queries  // the inbox and history queries, wake-ups and event stream (node/inboxq)
-	status   *status.Reporter // what the node reports of itself (node/status)
-	syncer   *syncer.Syncer   // history sync and serving
+	q        *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
+	status   *status.Reporter       // what the node reports of itself (node/status)
+	syncer   *syncer.Syncer         // history sync and serving
 	mirror   *mailbox.Mirror
 	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
 	outbox   *mailbox.Outbox
@@ -124,7 +124,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
 		rxq:     make(chan rxItem, rxQueueLen),
-
 	}
 	n.logRL = newRateLog()
 	n.roster = newRosterKeeper(n)

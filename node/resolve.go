@@ -1,12 +1,10 @@
 package node
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 
 	"github.com/meshd/meshd/channel"
-	"github.com/meshd/meshd/node/outbound"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -44,11 +42,6 @@ func (n *Node) resolveChannel(q string) (*channel.Policy, error) {
 	return p, nil
 }
 
-func (n *Node) myRole() roster.Role {
-	role, _ := n.Roster().Role(n.id.Pub)
-	return role
-}
-
 // memberLabel is "name (fingerprint)", or the fingerprint alone.
 func (n *Node) memberLabel(k proto.PubKey) string {
 	if m, ok := n.Roster().Known(k); ok && m.Name != "" {
@@ -56,21 +49,3 @@ func (n *Node) memberLabel(k proto.PubKey) string {
 	}
 	return k.Fingerprint()
 }
-
-// jsonOf renders a JSON-model CBOR payload for the API.
-func jsonOf(raw []byte) json.RawMessage {
-	if len(raw) == 0 {
-		return nil
-	}
-	b, err := proto.CBORToJSON(raw)
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-// label names a member by its name, or its fingerprint.
-var label = outbound.Label
-
-// principals lists a channel ACL's principals, or "none".
-var principals = outbound.Principals
