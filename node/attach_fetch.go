@@ -34,6 +34,7 @@ type fetch struct {
 	// guarded by attachments.mu
 	wants []want
 	part  *blobs.Part
+	cw    *chunkWriter
 
 	umu         sync.Mutex
 	unavailable map[proto.PubKey]time.Time // guarded by umu
@@ -127,10 +128,13 @@ func (at *attachments) fetchBlob(f *fetch) error {
 		if err != nil {
 			return err
 		}
+		cw := at.startChunkWriter(f, p)
 		at.mu.Lock()
-		f.part = p
+		f.part, f.cw = p, cw
 		at.mu.Unlock()
-		if err := at.pull(f, p); err != nil {
+		err = at.pull(f, p)
+		cw.close()
+		if err != nil {
 			_ = p.Close()
 			return err
 		}
@@ -217,6 +221,8 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 			}
 			if err := src.Conn.Send(append([]byte{byte(proto.FrameBlobWant)}, b...)); err != nil {
 				f.passOver(src.Key)
+			} else {
+				grantChunks(src.Conn, len(w.Chunks))
 			}
 			continue
 		}
@@ -315,8 +321,9 @@ func (at *attachments) candidates(w want) []proto.PubKey {
 }
 
 // handleChunk takes a blob-chunk frame: a chunk list, a chunk or a
-// refusal for a fetch under way. Each chunk is verified before it is
-// written; one that fails is dropped and counted, and asked for again.
+// refusal for a fetch under way. Chunks go to the fetch's writer
+// (attach_write.go), which verifies each before it is written; one that
+// fails is dropped and counted, and asked for again.
 func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	n := at.n
 	c, err := proto.ParseBlobChunk(payload)
@@ -328,8 +335,9 @@ func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	at.mu.Lock()
 	f := at.fetches[c.SHA256]
 	var p *blobs.Part
+	var cw *chunkWriter
 	if f != nil {
-		p = f.part
+		p, cw = f.part, f.cw
 	}
 	at.mu.Unlock()
 	if p == nil {
@@ -342,7 +350,8 @@ func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	case proto.BlobChunkList:
 		err = p.SetChunks(c.Data)
 	case proto.BlobChunkData:
-		err = p.WriteChunk(int(c.Index), c.Data)
+		cw.put(chunkJob{from: pl.Key, index: c.Index, data: c.Data})
+		return // the writer signals f
 	}
 	if errors.Is(err, blobs.ErrBadChunk) {
 		n.metrics.inc(cBlobBadChunk)

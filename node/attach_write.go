@@ -1,0 +1,102 @@
+package node
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/meshd/meshd/node/blobs"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
+)
+
+// chunkQueue bounds the chunks a fetch holds between its link's reader
+// and its writer: 4 MiB of data. Past it the reader waits, so the
+// socket's buffer fills and TCP flow control slows the sender: the
+// memory a fetch holds does not grow with a fast peer or a slow disk.
+const chunkQueue = 16
+
+// chunkJob is one chunk received for a fetch, to verify and write.
+type chunkJob struct {
+	from  proto.PubKey
+	index uint32
+	data  []byte // aliases the frame the link handed over
+}
+
+// chunkWriter verifies and writes a fetch's chunks in a goroutine of its
+// own, so that the link's reader goes on reading (envelopes and acks
+// included) while a chunk is hashed and written and the part file synced.
+type chunkWriter struct {
+	at   *attachments
+	f    *fetch
+	p    *blobs.Part
+	q    chan chunkJob
+	stop chan struct{} // closed by close: put drops, the goroutine ends
+	done chan struct{} // closed when the goroutine has ended
+	once sync.Once
+}
+
+// startChunkWriter starts the writer of f's part p.
+func (at *attachments) startChunkWriter(f *fetch, p *blobs.Part) *chunkWriter {
+	w := &chunkWriter{at: at, f: f, p: p, q: make(chan chunkJob, chunkQueue),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// put queues a chunk, waiting while the queue is full; the chunk is
+// dropped once the writer is closed or the node is closing.
+func (w *chunkWriter) put(j chunkJob) {
+	select {
+	case w.q <- j:
+	case <-w.stop:
+	case <-w.at.ctx().Done():
+	}
+}
+
+// close stops the writer and waits for it; chunks still queued are
+// dropped (a fetch closes its writer once every chunk is written, or
+// when it stops). Idempotent.
+func (w *chunkWriter) close() {
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+}
+
+func (w *chunkWriter) run() {
+	defer close(w.done)
+	for {
+		select {
+		case j := <-w.q:
+			w.write(j)
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// write verifies and writes one chunk; one that does not match its hash
+// is dropped and counted, its sender passed over, and asked for again.
+func (w *chunkWriter) write(j chunkJob) {
+	n := w.at.n
+	err := w.p.WriteChunk(int(j.index), j.data)
+	if errors.Is(err, blobs.ErrBadChunk) {
+		n.metrics.inc(cBlobBadChunk)
+		n.logRL.warn(n.log, "attachment chunk does not match its hash; dropped", j.from.Fingerprint(), "blob.bad_chunk",
+			"peer", j.from.Fingerprint(), "sha256", w.p.Attachment().SHA256, "index", j.index, "err", err)
+		w.f.passOver(j.from)
+	} else if err != nil {
+		n.logRL.warn(n.log, "attachment chunk not written", w.p.Attachment().SHA256.String(), "blob.write",
+			"sha256", w.p.Attachment().SHA256, "err", err)
+	}
+	w.f.signal()
+}
+
+// grantChunks gives link c a receive credit for the chunks a want asks
+// for (PROTOCOL.md §13.5): they pass the link's receive limit unpaced.
+func grantChunks(c *transport.Link, chunks int) {
+	c.GrantRecv(chunks * chunkGrant)
+}
+
+// chunkGrant is the receive credit one asked-for chunk takes on the
+// wire: its data, its frame's encoding, and the record framing of the
+// five records a chunk's frame takes (2 + 1 + 16 bytes each).
+const chunkGrant = proto.ChunkSize + 128 + 5*19
