@@ -417,3 +417,33 @@ func TestFinishOutOfOrder(t *testing.T) {
 		t.Fatal("fetched content differs")
 	}
 }
+
+// TestCopyInDigest: the store's one-pass copy gives what proto.Digest
+// gives, and the bytes it copied, at sizes around its block and chunk
+// boundaries.
+func TestCopyInDigest(t *testing.T) {
+	for _, n := range []int{0, 1, proto.ChunkSize, copyInBlock - 1, copyInBlock, copyInBlock + 1, 3*copyInBlock + 5} {
+		data := content(n, uint64(n))
+		f, err := os.Create(filepath.Join(t.TempDir(), "c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, sum, chunks, err := copyIn(bytes.NewReader(data), f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wsize, wsum, _, wchunks, _ := proto.Digest(bytes.NewReader(data))
+		if size != wsize || sum != wsum || len(chunks) != len(wchunks) {
+			t.Fatalf("%d bytes: copyIn %d %s %d chunks, Digest %d %s %d", n, size, sum, len(chunks), wsize, wsum, len(wchunks))
+		}
+		for i := range chunks {
+			if chunks[i] != wchunks[i] {
+				t.Fatalf("%d bytes: chunk %d hash differs", n, i)
+			}
+		}
+		if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: copy differs", n)
+		}
+	}
+}

@@ -212,6 +212,7 @@ func (p *Part) WriteChunk(i int, data []byte) error {
 	if _, err := p.f.WriteAt(data, int64(i)*proto.ChunkSize); err != nil {
 		return fmt.Errorf("blob store: %w", err)
 	}
+	startWriteback(p.f, int64(i)*proto.ChunkSize, len(data))
 	p.have[i] = true
 	p.missing--
 	if err := p.hashOnLocked(i, data); err != nil {
