@@ -159,7 +159,7 @@ func (at *attachments) fetchBlob(f *fetch) error {
 const wantsInFlight = 2
 
 // pull asks linked sources for what p lacks until it has every chunk,
-// keeping up to wantsInFlight wants of MaxWantChunks chunks outstanding.
+// keeping up to wantsInFlight wants of wantChunks chunks outstanding.
 func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 	asked := map[int]bool{} // chunks asked for and not yet arrived
 	var src *peers.Link
@@ -201,12 +201,12 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 				}
 			}
 			asked = still
-			if len(asked) <= (wantsInFlight-1)*proto.MaxWantChunks {
+			if len(asked) <= (wantsInFlight-1)*wantChunks {
 				for _, i := range missing {
 					if !asked[i] {
 						asked[i] = true
 						w.Chunks = append(w.Chunks, uint32(i))
-						if len(w.Chunks) == proto.MaxWantChunks {
+						if len(w.Chunks) == wantChunks {
 							break
 						}
 					}

@@ -9,11 +9,19 @@ import (
 	"github.com/meshd/meshd/transport"
 )
 
+// wantChunks is how many chunks one want of a fetch asks for (at most
+// proto.MaxWantChunks): 4 MiB. With wantsInFlight wants outstanding, a
+// fetch has asked for at most 8 MiB it has not written yet.
+const wantChunks = 16
+
 // chunkQueue bounds the chunks a fetch holds between its link's reader
-// and its writer: 4 MiB of data. Past it the reader waits, so the
-// socket's buffer fills and TCP flow control slows the sender: the
-// memory a fetch holds does not grow with a fast peer or a slow disk.
-const chunkQueue = 16
+// and its writer: as many as it can have asked for and not written, so
+// that the chunks it asked for never stop the link's reader (an
+// envelope behind them would wait for the disk). Past it (chunks nobody
+// asked for) the reader waits, so the socket's buffer fills and flow
+// control slows the sender: the memory a fetch holds does not grow with
+// a fast peer or a slow disk.
+const chunkQueue = wantsInFlight * wantChunks
 
 // chunkJob is one chunk received for a fetch, to verify and write.
 type chunkJob struct {
