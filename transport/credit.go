@@ -11,6 +11,10 @@ const MaxRecvCredit = 64 << 20
 // blob-chunk frames, which the receiver asked for (PROTOCOL.md §13.5).
 const creditedFrame = byte(proto.FrameBlobChunk)
 
+// chunkFrameCap is the size of a full blob-chunk frame, with room to
+// spare: the chunk and its encoding's few dozen bytes.
+const chunkFrameCap = proto.ChunkSize + 256
+
 // GrantRecv lets n more bytes of blob-chunk frames from the peer pass the
 // link's receive limit ([Config.RecvRate]) unpaced: the node grants them
 // when it asks the peer for that many bytes of chunks. The credit is
