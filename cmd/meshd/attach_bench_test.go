@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -72,6 +73,14 @@ func TestAttachmentThroughput(t *testing.T) {
 		if kib, err := strconv.Atoi(strings.TrimSuffix(s, " kB")); err != nil || kib >= 64<<10 {
 			t.Errorf("%s peak RSS %s: issue 31 wants under 64 MiB", name, s)
 		}
+	}
+	var st struct {
+		Counters map[string]uint64 `json:"counters"`
+	}
+	if err := json.Unmarshal([]byte(meshctlOK(t, m.meshctl, "--home", m.homes[1], "status", "--json")), &st); err == nil {
+		c := st.Counters
+		t.Logf("bob: link.recv_credited_bytes %d, link.recv_throttled %d (%d ms)",
+			c["link.recv_credited_bytes"], c["link.recv_throttled"], c["link.recv_throttled_ms"])
 	}
 	t.Logf("load average: %s", loadAvg())
 	if ratio < 0.5 {
