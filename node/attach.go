@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 
 	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/blobs"
@@ -33,6 +34,7 @@ type attachments struct {
 	usage    map[proto.PubKey]uint64 // guarded by refMu: bytes each sender's kept envelopes list
 	linkUp   chan struct{}           // capacity 1: a link came up; idle fetches look again
 	serveSem chan struct{}           // bounds the blob-wants served at once
+	fetchLim *rate.Limiter           // attachment_fetch_rate_mib; nil without a limit
 	wg       sync.WaitGroup
 }
 
@@ -67,7 +69,8 @@ func (n *Node) openAttachments() error {
 		return fmt.Errorf("blob store: %w", err)
 	}
 	n.attach = &attachments{n: n, store: st, wantDir: want, fetches: map[proto.Hash]*fetch{},
-		linkUp: make(chan struct{}, 1), serveSem: make(chan struct{}, blobServeConcurrency)}
+		linkUp: make(chan struct{}, 1), serveSem: make(chan struct{}, blobServeConcurrency),
+		fetchLim: fetchLimiter(n.cfg.AttachmentFetchRate)}
 	return nil
 }
 

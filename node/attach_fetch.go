@@ -215,6 +215,9 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 			}
 		}
 		if send {
+			if err := at.waitFetchRate(len(w.Chunks)); err != nil {
+				return err
+			}
 			b, err := proto.Marshal(&w)
 			if err != nil {
 				return err

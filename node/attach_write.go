@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 
+	"golang.org/x/time/rate"
+
 	"github.com/meshd/meshd/node/blobs"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -96,6 +98,25 @@ func (w *chunkWriter) write(j chunkJob) {
 			"sha256", w.p.Attachment().SHA256, "err", err)
 	}
 	w.f.signal()
+}
+
+// fetchLimiter returns the limiter of attachment_fetch_rate_mib, bytes a
+// second of chunks asked for over all fetches; nil for no limit. Its
+// burst is one want's worth.
+func fetchLimiter(bytesPerSec int64) *rate.Limiter {
+	if bytesPerSec <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(bytesPerSec), wantChunks*proto.ChunkSize)
+}
+
+// waitFetchRate waits until the fetch rate allows asking for chunks
+// more chunks; an error means the node is closing.
+func (at *attachments) waitFetchRate(chunks int) error {
+	if at.fetchLim == nil || chunks == 0 {
+		return nil
+	}
+	return at.fetchLim.WaitN(at.ctx(), chunks*proto.ChunkSize)
 }
 
 // grantChunks gives link c a receive credit for the chunks a want asks

@@ -158,6 +158,9 @@ type Config struct {
 	// kept envelopes may list before its attachments stop being fetched
 	// as they arrive (they are still fetched on demand).
 	AttachmentSenderMax int64
+	// AttachmentFetchRate bounds the bytes a second this node asks its
+	// peers for as attachment chunks, over all fetches; 0 no limit.
+	AttachmentFetchRate int64
 
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.
