@@ -35,6 +35,7 @@ type attachments struct {
 	linkUp   chan struct{}           // capacity 1: a link came up; idle fetches look again
 	serveSem chan struct{}           // bounds the blob-wants served at once
 	fetchLim *rate.Limiter           // attachment_fetch_rate_mib; nil without a limit
+	busyLim  *rate.Limiter           // the fetch rate while envelopes move (busyFetchRate)
 	wg       sync.WaitGroup
 }
 
@@ -70,7 +71,7 @@ func (n *Node) openAttachments() error {
 	}
 	n.attach = &attachments{n: n, store: st, wantDir: want, fetches: map[proto.Hash]*fetch{},
 		linkUp: make(chan struct{}, 1), serveSem: make(chan struct{}, blobServeConcurrency),
-		fetchLim: fetchLimiter(n.cfg.AttachmentFetchRate)}
+		fetchLim: fetchLimiter(n.cfg.AttachmentFetchRate), busyLim: fetchLimiter(busyFetchRate)}
 	return nil
 }
 

@@ -215,7 +215,7 @@ func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 			}
 		}
 		if send {
-			if err := at.waitFetchRate(len(w.Chunks)); err != nil {
+			if err := at.waitFetchRate(src.Conn, len(w.Chunks)); err != nil {
 				return err
 			}
 			b, err := proto.Marshal(&w)

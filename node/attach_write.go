@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -110,13 +111,33 @@ func fetchLimiter(bytesPerSec int64) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(bytesPerSec), wantChunks*proto.ChunkSize)
 }
 
+// A fetch gives way to the other traffic of its link: while frames other
+// than the transfer's went over the link within busyWindow (envelopes,
+// acks), the node asks for at most busyFetchRate bytes a second of chunks
+// over all fetches; otherwise only attachment_fetch_rate_mib bounds it.
+// On a machine whose CPU the transfer would take, the envelopes then
+// wait less behind it (docs/BENCHMARKS.md); the transfer never stops.
+const (
+	busyWindow    = 200 * time.Millisecond
+	busyFetchRate = 16 << 20
+)
+
 // waitFetchRate waits until the fetch rate allows asking for chunks
-// more chunks; an error means the node is closing.
-func (at *attachments) waitFetchRate(chunks int) error {
-	if at.fetchLim == nil || chunks == 0 {
+// more chunks from the peer of link c; an error means the node is
+// closing.
+func (at *attachments) waitFetchRate(c *transport.Link, chunks int) error {
+	if chunks == 0 {
 		return nil
 	}
-	return at.fetchLim.WaitN(at.ctx(), chunks*proto.ChunkSize)
+	if at.fetchLim != nil {
+		if err := at.fetchLim.WaitN(at.ctx(), chunks*proto.ChunkSize); err != nil {
+			return err
+		}
+	}
+	if at.busyLim != nil && time.Since(c.LastOther()) < busyWindow {
+		return at.busyLim.WaitN(at.ctx(), chunks*proto.ChunkSize)
+	}
+	return nil
 }
 
 // grantChunks gives link c a receive credit for the chunks a want asks

@@ -1,6 +1,10 @@
 package transport
 
-import "github.com/meshd/meshd/proto"
+import (
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
 
 // MaxRecvCredit bounds a link's receive credit (see [Link.GrantRecv]):
 // whatever its fetches ask for, at most this many bytes of blob-chunk
@@ -14,6 +18,25 @@ const creditedFrame = byte(proto.FrameBlobChunk)
 // chunkFrameCap is the size of a full blob-chunk frame, with room to
 // spare: the chunk and its encoding's few dozen bytes.
 const chunkFrameCap = proto.ChunkSize + 256
+
+// LastOther returns when a frame other than an attachment transfer's
+// (blob-want, blob-chunk) was last received or written on the link: the
+// zero time if none was. A fetch asks more slowly for a while after one,
+// so that a transfer gives way to envelopes and acks on its link.
+func (l *Link) LastOther() time.Time {
+	if t := l.lastOther.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
+}
+
+// noteOther records frame f in LastOther unless it is a transfer's.
+func (l *Link) noteOther(f []byte) {
+	if len(f) > 0 && (f[0] == creditedFrame || f[0] == byte(proto.FrameBlobWant)) {
+		return
+	}
+	l.lastOther.Store(time.Now().UnixNano())
+}
 
 // GrantRecv lets n more bytes of blob-chunk frames from the peer pass the
 // link's receive limit ([Config.RecvRate]) unpaced: the node grants them

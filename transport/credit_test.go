@@ -110,3 +110,31 @@ func TestGrantRecvCapped(t *testing.T) {
 		t.Errorf("credit %d, want %d", got, MaxRecvCredit)
 	}
 }
+
+// TestLastOther: a link notes when a frame other than an attachment
+// transfer's went either way, and only then.
+func TestLastOther(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	out, in := pair(t, listen(t, "tcp", b), a, nil)
+	got := newCollector(8)
+	in.Start(got.handle)
+	out.Start(nil)
+	for _, typ := range []proto.FrameType{proto.FrameBlobChunk, proto.FrameBlobWant} {
+		if err := out.Send([]byte{byte(typ), 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		got.next(t)
+	}
+	if !out.LastOther().IsZero() || !in.LastOther().IsZero() {
+		t.Fatalf("transfer frames noted: sent %v, received %v", out.LastOther(), in.LastOther())
+	}
+	before := time.Now()
+	if err := out.Send([]byte{byte(proto.FrameEnvelope), 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	got.next(t)
+	if out.LastOther().Before(before) || in.LastOther().Before(before) {
+		t.Fatalf("an envelope frame not noted: sent %v, received %v, sent after %v", out.LastOther(), in.LastOther(), before)
+	}
+}

@@ -84,6 +84,9 @@ type Link struct {
 	// credit is the record bytes of blob-chunk frames the reader takes
 	// without pacing ([Link.GrantRecv]).
 	credit atomic.Int64
+	// lastOther is when a frame other than an attachment transfer's
+	// last went either way (unix nanoseconds; [Link.LastOther]).
+	lastOther atomic.Int64
 
 	lastRecv atomic.Int64 // unix nanoseconds
 	stats    linkCounters
@@ -758,6 +761,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 			}
 			l.stats.framesIn.Add(1)
 			l.stats.bytesIn.Add(uint64(len(m.frame)))
+			l.noteOther(m.frame)
 			handler(m.frame)
 		case hdrPing:
 			l.stats.pingsIn.Add(1)
@@ -909,6 +913,7 @@ func (w *writer) batch() error {
 	w.fs, w.more = w.l.pop(w.fs[:0])
 	for i, f := range w.fs {
 		w.fs[i] = nil
+		w.l.noteOther(f)
 		if err := w.frame(f); err != nil {
 			return err
 		}
