@@ -122,9 +122,8 @@ const (
 	busyFetchRate = 16 << 20
 )
 
-// waitFetchRate waits until the fetch rate allows asking for chunks
-// more chunks from the peer of link c; an error means the node is
-// closing.
+// waitFetchRate waits until the fetch rates allow asking the peer of
+// link c for that many chunks; an error means the node is closing.
 func (at *attachments) waitFetchRate(c *transport.Link, chunks int) error {
 	if chunks == 0 {
 		return nil
