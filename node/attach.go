@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 
 	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/blobs"
@@ -34,6 +35,8 @@ type attachments struct {
 	linkUp   chan struct{}           // capacity 1: a link came up; idle fetches look again
 	serveSem chan struct{}           // bounds the chunk wants served at once
 	listSem  chan struct{}           // bounds the chunk list wants served at once
+	fetchLim *rate.Limiter           // attachment_fetch_rate_mib; nil without a limit
+	busyLim  *rate.Limiter           // the fetch rate while envelopes move (busyFetchRate)
 	wg       sync.WaitGroup
 }
 
@@ -78,7 +81,8 @@ func (n *Node) openAttachments() error {
 	}
 	n.attach = &attachments{n: n, store: st, wantDir: want, fetches: map[proto.Hash]*fetch{},
 		linkUp: make(chan struct{}, 1), serveSem: make(chan struct{}, blobServeConcurrency),
-		listSem: make(chan struct{}, blobListConcurrency)}
+		listSem:  make(chan struct{}, blobListConcurrency),
+		fetchLim: fetchLimiter(n.cfg.AttachmentFetchRate), busyLim: fetchLimiter(busyFetchRate)}
 	return nil
 }
 

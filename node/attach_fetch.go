@@ -34,6 +34,7 @@ type fetch struct {
 	// guarded by attachments.mu
 	wants []want
 	part  *blobs.Part
+	cw    *chunkWriter
 
 	umu         sync.Mutex
 	unavailable map[proto.PubKey]time.Time // guarded by umu
@@ -128,10 +129,13 @@ func (at *attachments) fetchBlob(f *fetch) error {
 		if err != nil {
 			return err
 		}
+		cw := at.startChunkWriter(f, p)
 		at.mu.Lock()
-		f.part = p
+		f.part, f.cw = p, cw
 		at.mu.Unlock()
-		if err := at.pull(f, p); err != nil {
+		err = at.pull(f, p)
+		cw.close()
+		if err != nil {
 			_ = p.Close()
 			return err
 		}
@@ -153,7 +157,8 @@ func (at *attachments) fetchBlob(f *fetch) error {
 // pull asks linked sources for what p lacks until it has every chunk:
 // the chunk list from one source, then the missing chunks from several at
 // once, as swarm picks them (attach_sources.go), each source with at most
-// blobPerSource chunks outstanding in wants of at most MaxWantChunks.
+// blobPerSource chunks outstanding in wants of at most wantChunks, and at
+// most fetchInFlight in all.
 func (at *attachments) pull(f *fetch, p *blobs.Part) error {
 	s := newSwarm(at, f)
 	s.refresh(time.Now(), true)
@@ -252,8 +257,9 @@ func (at *attachments) candidates(w want) (keys, owners []proto.PubKey) {
 }
 
 // handleChunk takes a blob-chunk frame: a chunk list, a chunk, a "not
-// yet" or a refusal for a fetch under way. Each chunk is verified before it is
-// written; one that fails is dropped and counted, and asked for again.
+// yet" or a refusal for a fetch under way. Chunks go to the fetch's
+// writer (attach_write.go), which verifies each before it is written;
+// one that fails is dropped and counted, and asked for again.
 func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	n := at.n
 	c, err := proto.ParseBlobChunk(payload)
@@ -265,8 +271,9 @@ func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	at.mu.Lock()
 	f := at.fetches[c.SHA256]
 	var p *blobs.Part
+	var cw *chunkWriter
 	if f != nil {
-		p = f.part
+		p, cw = f.part, f.cw
 	}
 	at.mu.Unlock()
 	if p == nil {
@@ -282,7 +289,8 @@ func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	case proto.BlobChunkList:
 		err = p.SetChunks(c.Data)
 	case proto.BlobChunkData:
-		err = p.WriteChunk(int(c.Index), c.Data)
+		cw.put(chunkJob{from: pl.Key, index: c.Index, data: c.Data})
+		return // the writer signals f
 	}
 	if errors.Is(err, blobs.ErrBadChunk) {
 		n.metrics.inc(cBlobBadChunk)

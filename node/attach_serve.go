@@ -167,13 +167,7 @@ func encodeList(list []proto.Hash) []byte {
 	return b
 }
 
-func chunkFrame(c *proto.BlobChunk) []byte {
-	b, err := proto.Marshal(c)
-	if err != nil {
-		return nil
-	}
-	return append([]byte{byte(proto.FrameBlobChunk)}, b...)
-}
+func chunkFrame(c *proto.BlobChunk) []byte { return proto.BlobChunkFrame(c) }
 
 func (at *attachments) sendChunk(pl *peers.Link, c *proto.BlobChunk) {
 	if f := chunkFrame(c); f != nil {

@@ -40,7 +40,7 @@ const blobNotYetRetry = 400 * time.Millisecond
 // blobPerSource bounds the chunks asked of one source and not yet
 // answered: two wants' worth, so the next want is asked for while the
 // chunks of the one before still arrive.
-const blobPerSource = 2 * proto.MaxWantChunks
+const blobPerSource = 2 * wantChunks
 
 // blobSourcesRefresh is how often a fetch looks again at who may hold
 // its blob (the channel's readers, the envelopes listing it) and at its
@@ -322,17 +322,25 @@ func (s *swarm) settle(missing []int, now time.Time) {
 
 // wants returns the blob-wants to send now: missing chunks not asked of
 // anyone, grouped by the source picked for each, at most blobPerSource
-// outstanding per source and MaxWantChunks per want.
+// outstanding per source, wantChunks per want and fetchInFlight in all.
 func (s *swarm) wants(missing []int, now time.Time) map[int][]uint32 {
 	out := map[int][]uint32{}
+	total := 0
+	for _, src := range s.srcs {
+		total += src.inflight
+	}
 	for _, c := range missing {
+		if total >= fetchInFlight {
+			break
+		}
 		if s.asks[c].src >= 0 || now.UnixNano() < s.asks[c].retry {
 			continue
 		}
 		i := s.pick(c, now)
-		if i < 0 || s.srcs[i].inflight >= blobPerSource || len(out[i]) >= proto.MaxWantChunks {
+		if i < 0 || s.srcs[i].inflight >= blobPerSource || len(out[i]) >= wantChunks {
 			continue
 		}
+		total++
 		out[i] = append(out[i], uint32(c))
 		s.ask(c, i, now)
 	}
@@ -370,11 +378,19 @@ func (s *swarm) send(i int, chunks []uint32) bool {
 	if err != nil {
 		return false
 	}
+	// The fetch's rate (attachment_fetch_rate_mib, and less while
+	// envelopes move on the link), then the receive credit the chunks
+	// asked for take (attach_write.go).
+	if err := s.at.waitFetchRate(src.link.Conn, len(chunks)); err != nil {
+		s.release(i)
+		return false
+	}
 	if err := src.link.Conn.Send(append([]byte{byte(proto.FrameBlobWant)}, b...)); err != nil {
 		s.f.passOver(src.key)
 		s.release(i)
 		return false
 	}
+	grantChunks(src.link.Conn, len(chunks))
 	return true
 }
 

@@ -159,6 +159,9 @@ type Config struct {
 	// list; an envelope that would pass it is refused at commit
 	// (drop.quota, blob.quota) until retention removes older ones.
 	AttachmentSenderMax int64
+	// AttachmentFetchRate bounds the bytes a second this node asks its
+	// peers for as attachment chunks, over all fetches; 0 no limit.
+	AttachmentFetchRate int64
 
 	// Transport holds link settings; Identity, Org, Admit and Payload are
 	// filled in by the node.

@@ -16,6 +16,7 @@ var (
 	cLinkRefusedSlow     = newCounter("link.refused_slow", famLinkEvents, "refused_slow")
 	cLinkRecvThrottled   = newCounter("link.recv_throttled", famRecvThrottled)
 	cLinkRecvThrottledMs = newEvent("link.recv_throttled_ms")
+	cLinkRecvCredited    = newEvent("link.recv_credited_bytes")
 	cLinkSendQueueFull   = newCounter("link.send_queue_full", famQueueFull)
 	cLinkClosedSlow      = newCounter("link.closed_slow", famLinkEvents, "closed_slow")
 )
@@ -53,6 +54,9 @@ func (h *peerHost) linkClosed(pl *peers.Link) {
 		n.metrics.add(cLinkRecvThrottled, st.RecvThrottled)
 		n.metrics.add(cLinkRecvThrottledMs, uint64(st.RecvThrottledTime.Milliseconds()))
 	}
+	if st.RecvCredited > 0 {
+		n.metrics.add(cLinkRecvCredited, st.RecvCredited)
+	}
 	if st.QueueFull > 0 {
 		n.metrics.add(cLinkSendQueueFull, st.QueueFull)
 	}
@@ -77,11 +81,12 @@ func (n *Node) addLinkStats(c map[string]uint64) {
 	for _, pl := range n.linkList() {
 		st := pl.Conn.Stats()
 		for name, v := range map[string]uint64{
-			"link.recv_throttled":    st.RecvThrottled,
-			"link.recv_throttled_ms": uint64(st.RecvThrottledTime.Milliseconds()),
-			"link.send_queue_full":   st.QueueFull,
-			"link.pings_in":          st.PingsIn,
-			"link.pings_out":         st.PingsOut,
+			"link.recv_throttled":      st.RecvThrottled,
+			"link.recv_throttled_ms":   uint64(st.RecvThrottledTime.Milliseconds()),
+			"link.recv_credited_bytes": st.RecvCredited,
+			"link.send_queue_full":     st.QueueFull,
+			"link.pings_in":            st.PingsIn,
+			"link.pings_out":           st.PingsOut,
 		} {
 			if v > 0 {
 				c[name] += v

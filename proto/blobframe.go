@@ -64,11 +64,15 @@ type BlobChunk struct {
 }
 
 // ParseBlobChunk decodes a blob-chunk payload strictly and canonically.
-// It does not check the data against any hash: the receiver does.
+// It does not check the data against any hash: the receiver does. The
+// returned Data aliases b (no copy of a chunk is made).
 func ParseBlobChunk(b []byte) (*BlobChunk, error) {
 	var c BlobChunk
-	if err := UnmarshalCanonical(b, &c); err != nil {
-		return nil, fmt.Errorf("blob-chunk: %w", err)
+	if !decodeBlobChunk(b, &c) {
+		c = BlobChunk{}
+		if err := UnmarshalCanonical(b, &c); err != nil {
+			return nil, fmt.Errorf("blob-chunk: %w", err)
+		}
 	}
 	switch c.What {
 	case BlobChunkList:

@@ -100,5 +100,7 @@
 // read) closes the link with [ErrTimeout] and [ErrSlowReader]. The reader
 // takes at most [Config.RecvRate] bytes a second from the socket: past it
 // it stops reading until its token bucket refills, so TCP flow control
-// slows the sender and nothing is dropped.
+// slows the sender and nothing is dropped. Blob-chunk frames within the
+// receive credit the node granted ([Link.GrantRecv], when it asks the
+// peer for chunks) are not paced; the credit is at most [MaxRecvCredit].
 package transport

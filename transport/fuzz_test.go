@@ -34,6 +34,8 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(append([]byte{0}, rec([]byte{hdrChunk, 'a'}, []byte{hdrPing}, []byte{hdrFinal, 'b'}, []byte{hdrFinal})...))
 	f.Add(append([]byte{1}, rec(append([]byte{hdrChunk}, make([]byte, 3000)...), []byte{hdrFinal, 1})...))
 	f.Add(append([]byte{1}, rec([]byte{hdrPong, 1}, []byte{7})...))
+	f.Add(append([]byte{1}, rec(append([]byte{hdrChunk, creditedFrame}, make([]byte, 3000)...), []byte{hdrFinal, 1})...))
+	f.Add(append([]byte{0}, rec(append([]byte{hdrChunk, creditedFrame}, make([]byte, 3000)...), []byte{hdrFinal, 1})...))
 	f.Add([]byte{0, 0xff, 0xff, 1, 2, 3})
 	f.Add([]byte{0, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -81,6 +81,12 @@ type Link struct {
 
 	// recvLimit paces the reader; nil without a limit. Reader only.
 	recvLimit *rate.Limiter
+	// credit is the record bytes of blob-chunk frames the reader takes
+	// without pacing ([Link.GrantRecv]).
+	credit atomic.Int64
+	// lastOther is when a frame other than an attachment transfer's
+	// last went either way (unix nanoseconds; [Link.LastOther]).
+	lastOther atomic.Int64
 
 	lastRecv atomic.Int64 // unix nanoseconds
 	stats    linkCounters
@@ -118,6 +124,7 @@ type linkCounters struct {
 	pingsIn, pingsOut   atomic.Uint64
 	recvThrottled       atomic.Uint64
 	recvThrottledNanos  atomic.Int64
+	recvCredited        atomic.Uint64
 }
 
 // LinkStats is a snapshot of a link's counters.
@@ -131,6 +138,9 @@ type LinkStats struct {
 	// within [Config.RecvRate]; RecvThrottledTime is how long in all.
 	RecvThrottled     uint64
 	RecvThrottledTime time.Duration
+	// RecvCredited is the record bytes of blob-chunk frames read within
+	// the receive credit ([Link.GrantRecv]), not paced.
+	RecvCredited uint64
 }
 
 func newLink(conn net.Conn, br *bufio.Reader, res hsResult, outbound bool, cfg Config) *Link {
@@ -231,6 +241,7 @@ func (l *Link) Stats() LinkStats {
 
 		RecvThrottled:     l.stats.recvThrottled.Load(),
 		RecvThrottledTime: time.Duration(l.stats.recvThrottledNanos.Load()),
+		RecvCredited:      l.stats.recvCredited.Load(),
 	}
 }
 
@@ -670,6 +681,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 	}
 	defer l.rr.release()
 	asm := assembler{max: proto.MaxFrameSize}
+	var cur recvFrame
 	for {
 		if l.stopReading() {
 			return
@@ -694,8 +706,29 @@ func (l *Link) readLoop(handler func([]byte)) {
 			err = l.readErr(rerr)
 			return
 		}
+		if len(rec) < minTransport {
+			err = fmt.Errorf("%w: %d-byte transport message", ErrProtocol, len(rec))
+			return
+		}
+		recLen := 2 + len(rec)
+		pt, derr := l.recv.Decrypt(rec[:0], nil, rec)
+		if derr != nil {
+			if errors.Is(derr, noise.ErrMaxNonce) {
+				err = fmt.Errorf("receive: %w", derr)
+			} else {
+				err = fmt.Errorf("%w: %w", ErrProtocol, derr)
+			}
+			return
+		}
 		if l.recvLimit != nil {
-			if waited, werr := l.pace(2 + len(rec)); werr != nil {
+			// Paced after decryption, which tells a chunk frame the node
+			// asked for (GrantRecv) from the rest; nothing more is read
+			// until the wait is over, so the limit holds as before.
+			n := recLen
+			if cur.next(pt, asm.partial) {
+				n = l.uncredited(n)
+			}
+			if waited, werr := l.pace(n); werr != nil {
 				return // closing
 			} else if waited {
 				deadlineAt = time.Time{} // push the read deadline below
@@ -713,19 +746,6 @@ func (l *Link) readLoop(handler func([]byte)) {
 				_ = l.conn.SetReadDeadline(l.closeDeadline)
 			}
 		}
-		if len(rec) < minTransport {
-			err = fmt.Errorf("%w: %d-byte transport message", ErrProtocol, len(rec))
-			return
-		}
-		pt, derr := l.recv.Decrypt(rec[:0], nil, rec)
-		if derr != nil {
-			if errors.Is(derr, noise.ErrMaxNonce) {
-				err = fmt.Errorf("receive: %w", derr)
-			} else {
-				err = fmt.Errorf("%w: %w", ErrProtocol, derr)
-			}
-			return
-		}
 		m, aerr := asm.add(pt)
 		if aerr != nil {
 			if errors.Is(aerr, ErrFrameTooLarge) {
@@ -741,6 +761,7 @@ func (l *Link) readLoop(handler func([]byte)) {
 			}
 			l.stats.framesIn.Add(1)
 			l.stats.bytesIn.Add(uint64(len(m.frame)))
+			l.noteOther(m.frame)
 			handler(m.frame)
 		case hdrPing:
 			l.stats.pingsIn.Add(1)
@@ -904,6 +925,7 @@ func (w *writer) batch() error {
 	w.fs, w.more = w.l.pop(w.fs[:0])
 	for i, f := range w.fs {
 		w.fs[i] = nil
+		w.l.noteOther(f)
 		if err := w.frame(f); err != nil {
 			return err
 		}

@@ -107,8 +107,14 @@ func (a *assembler) add(pt []byte) (message, error) {
 		}
 		if need := len(a.buf) + len(body); need > cap(a.buf) {
 			// Grow by doubling but never past max, so a peer streaming
-			// chunks cannot make us allocate beyond the cap.
+			// chunks cannot make us allocate beyond the cap. A blob-chunk
+			// frame gets room for a whole chunk at once: it is nearly
+			// always that size, and doubling would copy it three times
+			// and leave it in twice the memory.
 			c := min(max(2*cap(a.buf), need), a.max)
+			if len(a.buf) == 0 && len(body) > 0 && body[0] == creditedFrame {
+				c = min(max(c, chunkFrameCap), a.max)
+			}
 			nb := make([]byte, len(a.buf), c)
 			copy(nb, a.buf)
 			a.buf = nb

@@ -168,3 +168,38 @@ func TestAssemblerCap(t *testing.T) {
 		t.Fatalf("single message beyond the cap: %v", err)
 	}
 }
+
+// TestAssemblerChunkFrameOneAlloc: a blob-chunk frame of a full chunk,
+// in five records, is assembled in one buffer of its size, never copied
+// to grow; and a small cap still holds.
+func TestAssemblerChunkFrameOneAlloc(t *testing.T) {
+	frame := make([]byte, proto.ChunkSize+60)
+	frame[0] = creditedFrame
+	a := assembler{max: proto.MaxFrameSize}
+	var got []byte
+	var first *byte
+	for off := 0; off < len(frame); off += maxChunk {
+		end := min(off+maxChunk, len(frame))
+		hdr := hdrChunk
+		if end == len(frame) {
+			hdr = hdrFinal
+		}
+		m, err := a.add(append([]byte{hdr}, frame[off:end]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = &a.buf[0]
+		} else if a.buf != nil && &a.buf[0] != first {
+			t.Fatal("the chunk frame's buffer was grown and copied")
+		}
+		got = m.frame
+	}
+	if !bytes.Equal(got, frame) || cap(got) > chunkFrameCap || &got[0] != first {
+		t.Fatalf("frame of %d bytes, cap %d", len(got), cap(got))
+	}
+	a = assembler{max: 1000}
+	if _, err := a.add(append([]byte{hdrChunk, creditedFrame}, make([]byte, 500)...)); err != nil || cap(a.buf) > 1000 {
+		t.Fatalf("cap %d past the limit of 1000: %v", cap(a.buf), err)
+	}
+}

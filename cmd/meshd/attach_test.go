@@ -179,8 +179,8 @@ func TestAttachmentChannelFetchOnDemand(t *testing.T) {
 // had made durable, the file is complete and verified, and no partial
 // file was ever in the mailbox.
 func TestAttachmentResumesAfterKill(t *testing.T) {
-	// bob reads at most 4 MiB/s per link, so the 24 MiB take seconds.
-	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--link-recv-rate-mib", "4")
+	// bob asks for at most 4 MiB/s of chunks, so the 24 MiB take seconds.
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-fetch-rate-mib", "4")
 	file, data := randomFile(t, t.TempDir(), "dataset.bin", 24<<20, 5)
 	var sent api.Sent
 	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "dm", "bob", "the dataset", "--attach", file)

@@ -84,6 +84,7 @@ type fileConfig struct {
 	AttachmentEagerMaxMiB        int
 	AttachmentChannelEagerMaxKiB int
 	AttachmentSenderMaxMiB       int
+	AttachmentFetchRateMiB       int
 	// DeliveryWindow is the life of a DM, Request or Response this node
 	// signs (kept and re-sent until acknowledged); EnvelopeTTL that of
 	// every other envelope it signs.
@@ -421,6 +422,15 @@ var configKeys = []configKey{
 				return fmt.Errorf("attachment sender max %d MiB: want 1 to 1048576", c.AttachmentSenderMaxMiB)
 			}
 			nc.AttachmentSenderMax = int64(c.AttachmentSenderMaxMiB) << 20
+			return nil
+		}},
+	{key: "attachment_fetch_rate_mib", field: func(c *fileConfig) any { return &c.AttachmentFetchRateMiB }, fromNode: func(nc *node.Config) any { return int(nc.AttachmentFetchRate >> 20) },
+		help: "MiB a second of attachment chunks this node asks its peers for, over all fetches; 0 no limit",
+		apply: func(c *fileConfig, nc *node.Config) error {
+			if c.AttachmentFetchRateMiB < 0 || c.AttachmentFetchRateMiB > 1<<20 {
+				return fmt.Errorf("attachment fetch rate %d MiB/s: want 0 (no limit) to 1048576", c.AttachmentFetchRateMiB)
+			}
+			nc.AttachmentFetchRate = int64(c.AttachmentFetchRateMiB) << 20
 			return nil
 		}},
 	{key: "delivery_window", field: func(c *fileConfig) any { return &c.DeliveryWindow }, fromNode: func(nc *node.Config) any { return durText(nc.OfflineWindow) },

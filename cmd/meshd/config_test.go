@@ -300,6 +300,7 @@ func TestPrintConfig(t *testing.T) {
   "attachment_eager_max_mib": 64,
   "attachment_channel_eager_max_kib": 1024,
   "attachment_sender_max_mib": 1024,
+  "attachment_fetch_rate_mib": 0,
   "delivery_window": "24h",
   "envelope_ttl": "5m",
   "log_level": "info",

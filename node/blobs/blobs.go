@@ -120,14 +120,14 @@ func (s *Store) Add(r io.Reader, name, mediaType string) (proto.Attachment, erro
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	defer tmp.Close()
 	lim := &io.LimitedReader{R: r, N: int64(s.max) + 1}
-	size, sum, root, chunks, err := proto.Digest(io.TeeReader(lim, tmp))
+	size, sum, chunks, err := copyIn(lim, tmp)
 	if err != nil {
 		return proto.Attachment{}, fmt.Errorf("blob store: read %s: %w", name, err)
 	}
 	if size > s.max {
 		return proto.Attachment{}, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, name, s.max)
 	}
-	a := proto.Attachment{Name: name, Size: size, MediaType: mediaType, SHA256: sum, ChunkRoot: root}
+	a := proto.Attachment{Name: name, Size: size, MediaType: mediaType, SHA256: sum, ChunkRoot: proto.ChunkRoot(chunks)}
 	if s.Has(sum) {
 		return a, nil
 	}

@@ -379,3 +379,71 @@ func TestCheckpointAfterInterval(t *testing.T) {
 	_ = p.Close()
 	_ = p2.Close()
 }
+
+// TestFinishOutOfOrder: chunks that arrive in any order (here in
+// reverse, in two halves, and the middle one last) still make the whole
+// content, which Finish checks against the signed SHA-256; chunks that
+// arrive in order are hashed as they come, so Finish has none left.
+func TestFinishOutOfOrder(t *testing.T) {
+	data := content(9*proto.ChunkSize+11, 8)
+	src, a := source(t, data)
+	s := open(t, t.TempDir(), 0)
+	p, err := s.Begin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetChunks(chunkList(t, src, a)); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{9, 8, 7, 6, 5, 0, 1, 2, 3} {
+		if err := p.WriteChunk(i, readChunk(t, src, a, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.hashed != 4 {
+		t.Fatalf("hashed %d chunks in order, want 4", p.hashed)
+	}
+	if err := p.WriteChunk(4, readChunk(t, src, a, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if p.hashed != 10 {
+		t.Fatalf("hashed %d chunks once the gap filled, want all 10", p.hashed)
+	}
+	if err := p.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := s.Path(a.SHA256)
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
+		t.Fatal("fetched content differs")
+	}
+}
+
+// TestCopyInDigest: the store's one-pass copy gives what proto.Digest
+// gives, and the bytes it copied, at sizes around its block and chunk
+// boundaries.
+func TestCopyInDigest(t *testing.T) {
+	for _, n := range []int{0, 1, proto.ChunkSize, copyInBlock - 1, copyInBlock, copyInBlock + 1, 3*copyInBlock + 5} {
+		data := content(n, uint64(n))
+		f, err := os.Create(filepath.Join(t.TempDir(), "c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, sum, chunks, err := copyIn(bytes.NewReader(data), f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wsize, wsum, _, wchunks, _ := proto.Digest(bytes.NewReader(data))
+		if size != wsize || sum != wsum || len(chunks) != len(wchunks) {
+			t.Fatalf("%d bytes: copyIn %d %s %d chunks, Digest %d %s %d", n, size, sum, len(chunks), wsize, wsum, len(wchunks))
+		}
+		for i := range chunks {
+			if chunks[i] != wchunks[i] {
+				t.Fatalf("%d bytes: chunk %d hash differs", n, i)
+			}
+		}
+		if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: copy differs", n)
+		}
+	}
+}

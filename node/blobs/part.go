@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
+	"hash"
 	"io/fs"
 	"os"
 	"time"
@@ -45,6 +45,11 @@ type Part struct {
 	dirty   int
 	closed  bool
 	synced  time.Time // the last checkpoint, or the part's start
+
+	// whole hashes the content in order as chunks arrive: chunks
+	// [0, hashed) are in it. Finish reads only the chunks after them.
+	whole  hash.Hash
+	hashed int
 }
 
 // Begin starts the fetch of attachment a, or resumes it where an earlier
@@ -70,7 +75,7 @@ func (s *Store) Begin(a proto.Attachment) (*Part, error) {
 		}
 		return p, nil
 	}
-	p := &Part{s: s, a: a, synced: time.Now()}
+	p := &Part{s: s, a: a, synced: time.Now(), whole: sha256.New()}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
@@ -180,31 +185,72 @@ func (p *Part) Done() bool {
 
 // WriteChunk verifies chunk i against its hash (ErrBadChunk if it does
 // not match, and nothing is written) and writes it. A chunk already
-// present is ignored.
+// present is ignored. The chunk is hashed without the store's lock held
+// (the chunk list does not change once set).
 func (p *Part) WriteChunk(i int, data []byte) error {
+	p.s.mu.Lock()
+	chunks := p.chunks
+	p.s.mu.Unlock()
+	switch {
+	case chunks == nil:
+		return fmt.Errorf("blob store: chunk %d of %s before its chunk list", i, p.a.SHA256)
+	case i < 0 || i >= len(chunks):
+		return fmt.Errorf("%w: chunk %d of %d", ErrBadChunk, i, len(chunks))
+	case len(data) != proto.ChunkLen(p.a.Size, i):
+		return fmt.Errorf("%w: chunk %d of %d bytes, want %d", ErrBadChunk, i, len(data), proto.ChunkLen(p.a.Size, i))
+	case sha256.Sum256(data) != chunks[i]:
+		return fmt.Errorf("%w: chunk %d of %s", ErrBadChunk, i, p.a.SHA256)
+	}
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
 	switch {
 	case p.closed:
 		return fmt.Errorf("blob store: fetch of %s closed", p.a.SHA256)
-	case p.chunks == nil:
-		return fmt.Errorf("blob store: chunk %d of %s before its chunk list", i, p.a.SHA256)
-	case i < 0 || i >= len(p.chunks):
-		return fmt.Errorf("%w: chunk %d of %d", ErrBadChunk, i, len(p.chunks))
-	case len(data) != proto.ChunkLen(p.a.Size, i):
-		return fmt.Errorf("%w: chunk %d of %d bytes, want %d", ErrBadChunk, i, len(data), proto.ChunkLen(p.a.Size, i))
-	case sha256.Sum256(data) != p.chunks[i]:
-		return fmt.Errorf("%w: chunk %d of %s", ErrBadChunk, i, p.a.SHA256)
 	case p.have[i]:
 		return nil
 	}
 	if _, err := p.f.WriteAt(data, int64(i)*proto.ChunkSize); err != nil {
 		return fmt.Errorf("blob store: %w", err)
 	}
+	startWriteback(p.f, int64(i)*proto.ChunkSize, len(data))
 	p.have[i] = true
 	p.missing--
+	if err := p.hashOnLocked(i, data); err != nil {
+		return err
+	}
 	if p.dirty++; p.dirty >= checkpointEvery || time.Since(p.synced) >= checkpointInterval {
 		return p.checkpointLocked()
+	}
+	return nil
+}
+
+// hashOnLocked adds chunk i (data) to the whole content's hash if it is
+// the next in order, then the chunks after it that arrived before it
+// (out of order: read back from the part file).
+func (p *Part) hashOnLocked(i int, data []byte) error {
+	if i != p.hashed {
+		return nil
+	}
+	p.whole.Write(data)
+	p.hashed++
+	return p.hashPresentLocked()
+}
+
+// hashPresentLocked adds to the whole content's hash the chunks present
+// from p.hashed on, reading them back from the part file, up to the
+// first one missing.
+func (p *Part) hashPresentLocked() error {
+	var buf []byte
+	for p.hashed < len(p.have) && p.have[p.hashed] {
+		if buf == nil {
+			buf = make([]byte, proto.ChunkSize)
+		}
+		n := proto.ChunkLen(p.a.Size, p.hashed)
+		if _, err := p.f.ReadAt(buf[:n], int64(p.hashed)*proto.ChunkSize); err != nil {
+			return fmt.Errorf("blob store: %w", err)
+		}
+		p.whole.Write(buf[:n])
+		p.hashed++
 	}
 	return nil
 }
@@ -245,11 +291,10 @@ func (p *Part) Finish() error {
 	if err := p.f.Sync(); err != nil {
 		return fmt.Errorf("blob store: %w", err)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(p.f, 0, int64(p.a.Size))); err != nil {
-		return fmt.Errorf("blob store: %w", err)
+	if err := p.hashPresentLocked(); err != nil {
+		return err
 	}
-	if !bytes.Equal(h.Sum(nil), p.a.SHA256[:]) {
+	if p.hashed != len(p.chunks) || !bytes.Equal(p.whole.Sum(nil), p.a.SHA256[:]) {
 		p.discardLocked()
 		return fmt.Errorf("%w: %s", ErrCorrupt, p.a.SHA256)
 	}

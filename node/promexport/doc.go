@@ -182,6 +182,7 @@
 //	mirror.reconciled_sent    meshd_events_total                       name="mirror.reconciled_sent"
 //	respond.refused.twice     meshd_events_total                       name="respond.refused.twice"
 //	link.recv_throttled_ms    meshd_events_total                       name="link.recv_throttled_ms"
+//	link.recv_credited_bytes  meshd_events_total                       name="link.recv_credited_bytes"
 //	inbox.subagent_refused    meshd_events_total                       name="inbox.subagent_refused"
 //	anything else             meshd_events_total                       name="<dotted name>"
 //

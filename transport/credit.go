@@ -1,0 +1,98 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/meshd/meshd/proto"
+)
+
+// MaxRecvCredit bounds a link's receive credit (see [Link.GrantRecv]):
+// whatever its fetches ask for, at most this many bytes of blob-chunk
+// frames pass the receive limit unpaced.
+const MaxRecvCredit = 64 << 20
+
+// creditedFrame is the frame type whose bytes a receive credit covers:
+// blob-chunk frames, which the receiver asked for (PROTOCOL.md §13.5).
+const creditedFrame = byte(proto.FrameBlobChunk)
+
+// chunkFrameCap is the size of a full blob-chunk frame, with room to
+// spare: the chunk and its encoding's few dozen bytes.
+const chunkFrameCap = proto.ChunkSize + 256
+
+// LastOther returns when a frame other than an attachment transfer's
+// (blob-want, blob-chunk) was last received or written on the link: the
+// zero time if none was. A fetch asks more slowly for a while after one,
+// so that a transfer gives way to envelopes and acks on its link.
+func (l *Link) LastOther() time.Time {
+	if t := l.lastOther.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
+}
+
+// noteOther records frame f in LastOther unless it is a transfer's.
+func (l *Link) noteOther(f []byte) {
+	if len(f) > 0 && (f[0] == creditedFrame || f[0] == byte(proto.FrameBlobWant)) {
+		return
+	}
+	l.lastOther.Store(time.Now().UnixNano())
+}
+
+// GrantRecv lets n more bytes of blob-chunk frames from the peer pass the
+// link's receive limit ([Config.RecvRate]) unpaced: the node grants them
+// when it asks the peer for that many bytes of chunks. The credit is
+// counted in record bytes (framing and the tag included) and held at
+// most [MaxRecvCredit]. A chunk frame beyond the credit, and every other
+// frame, is paced as before: the peer cannot raise its own rate, since
+// only the receiver grants credit. Safe for concurrent use.
+func (l *Link) GrantRecv(n int) {
+	if n <= 0 {
+		return
+	}
+	for {
+		cur := l.credit.Load()
+		next := min(cur+int64(n), MaxRecvCredit)
+		if l.credit.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// RecvCredit returns the receive credit left (see [Link.GrantRecv]).
+func (l *Link) RecvCredit() int { return int(l.credit.Load()) }
+
+// recvFrame tracks, in the reader, whether the frame being assembled is
+// one a receive credit covers. Reader only.
+type recvFrame struct {
+	credited bool
+}
+
+// next looks at transport plaintext pt, whose frame is new unless
+// partial (a frame's records so far), and reports whether its bytes may
+// be taken from the credit.
+func (r *recvFrame) next(pt []byte, partial bool) bool {
+	if len(pt) == 0 || (pt[0] != hdrChunk && pt[0] != hdrFinal) {
+		return false // a keepalive, or an error the assembler reports
+	}
+	if !partial {
+		r.credited = len(pt) > 1 && pt[1] == creditedFrame
+	}
+	return r.credited
+}
+
+// uncredited takes up to n bytes from the receive credit and returns
+// the bytes it did not cover, which the reader paces. Reader only (the
+// reader is the only one to take; GrantRecv only adds).
+func (l *Link) uncredited(n int) int {
+	for {
+		cur := l.credit.Load()
+		if cur <= 0 {
+			return n
+		}
+		take := min(cur, int64(n))
+		if l.credit.CompareAndSwap(cur, cur-take) {
+			l.stats.recvCredited.Add(uint64(take))
+			return n - int(take)
+		}
+	}
+}
