@@ -62,7 +62,7 @@ func TestSynctestIdleLinkKeepalive(t *testing.T) {
 		start := time.Now()
 		worst := time.Duration(0)
 		for time.Since(start) < time.Hour {
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // deliberate: synctest's clock, a second of link time at once
 			synctest.Wait()
 			for _, l := range []*Link{out, in} {
 				if err := l.Err(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/apierr"
 	"github.com/meshd/meshd/proto"
@@ -153,11 +154,7 @@ func TestQueriesOverHost(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
+		testwait.For(t, 10*time.Second, what, cond)
 	}
 	wait("")
 	waitFor("the client's wait", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.waiting == 1 })
