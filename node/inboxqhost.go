@@ -45,7 +45,7 @@ func (h inboxqHost) Party(k proto.PubKey) api.Party                   { return h
 func (h inboxqHost) DestText(d proto.Destination) string              { return h.n.destText(d) }
 func (h inboxqHost) ResolvePeer(q string) (roster.Member, error)      { return h.n.resolvePeer(q) }
 func (h inboxqHost) ResolveChannel(q string) (*channel.Policy, error) { return h.n.resolveChannel(q) }
-func (h inboxqHost) Channel(id uuid.UUID) (*channel.Policy, bool)     { return h.n.channels.ByID(id) }
+func (h inboxqHost) Channel(id uuid.UUID) (*channel.Policy, bool)     { return h.n.chans.Set().ByID(id) }
 func (h inboxqHost) MarkFailed(x *api.Item, se *proto.SignedEnvelope) { h.n.out.MarkFailed(x, se) }
 func (h inboxqHost) Acted()                                           { h.n.own.Acted() }
 func (h inboxqHost) ClientWaiting() func()                            { return h.n.own.ClientWaiting() }

@@ -45,9 +45,8 @@ const seedsFile = "seeds"
 type joinHost struct{ n *Node }
 
 // newJoin makes the invites and the knock book of n.
-func newJoin(n *Node) (*join.Invites, *join.Knocks) {
-	cfg := join.Config{Home: n.cfg.Home, Logger: n.log, RateLog: n.logRL.l, Context: n.ctx}
-	return join.NewInvites(joinHost{n}, cfg), join.NewKnocks(joinHost{n}, cfg)
+func newJoin(n *Node) *join.Join {
+	return join.New(joinHost{n}, join.Config{Home: n.cfg.Home, Logger: n.log, RateLog: n.logRL.l, Context: n.ctx})
 }
 
 func (h joinHost) Roster() *roster.Roster            { return h.n.Roster() }

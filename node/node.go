@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/cards"
 	"github.com/meshd/meshd/node/chanadmin"
@@ -64,9 +63,7 @@ type Node struct {
 	// peers, and the loops that link (node/peers).
 	peers *peers.Service
 
-	store    *history.Store
-	channels *channel.Set
-	subs     *channel.Subscriptions
+	store *history.Store
 	// chans is channel administration: policies, their versions, the
 	// per-sender channel quota and the block list (node/chanadmin).
 	chans    *chanadmin.Admin
@@ -75,21 +72,15 @@ type Node struct {
 	q        *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
 	status   *status.Reporter       // what the node reports of itself (node/status)
 	syncer   *syncer.Syncer         // history sync and serving
-	mirror   *mailbox.Mirror
-	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
-	outbox   *mailbox.Outbox
+	mail     *mailbox.Box           // the mirror, its loop and the outbox (node/mailbox; mailboxhost.go)
 	requests *requestBook
-	invites  *join.Invites     // invites this node made (node/join)
-	knocks   *join.Knocks      // knocks, adoption and the pending list (node/join)
-	names    nameIndexCache    // which roster names are unique (names.go)
+	join     *join.Join        // invites this node made, knocks, adoption and the pending list (node/join)
 	doctor   *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
 	cards    *cards.Book       // members' agent cards (node/cards)
 	attach   *attachments      // blob store and transfers (attach*.go)
 	claims   *claims.Leases    // workers' claims on inbox items (node/claims)
 
-	listeners []*transport.Listener
-	disc      mdns.Discovery
-	control   *control.Server
+	control *control.Server
 
 	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
@@ -130,7 +121,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	n.cards = newCards(n)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.peers = newPeerService(n)
-	n.invites, n.knocks = newJoin(n)
+	n.join = newJoin(n)
 	n.doctor = newDoctor(n)
 	if err := n.setup(); err != nil {
 		n.cancel()
@@ -213,10 +204,10 @@ func (n *Node) setup() error {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", a, err)
 		}
-		n.listeners = append(n.listeners, ln)
+		n.peers.AddListener(ln)
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
-	n.peers.SetAdvertised(peers.Advertise(n.listeners))
+	n.peers.SetAdvertised(peers.Advertise(n.peers.Listeners()))
 	if err := n.saveNewOrg(r); err != nil {
 		return err
 	}
@@ -230,7 +221,7 @@ func (n *Node) setup() error {
 	if n.cfg.MDNS {
 		port := 0
 		var ips []net.IP
-		for _, ln := range n.listeners {
+		for _, ln := range n.peers.Listeners() {
 			a := ln.Addr()
 			if a.Network != "tcp" {
 				continue
@@ -270,7 +261,7 @@ func (n *Node) setup() error {
 				n.doctor.MDNSFailed(err)
 				n.metrics.inc(cMdnsStartFailed)
 			} else {
-				n.disc = d
+				n.peers.SetDiscovery(d)
 			}
 		}
 	}
@@ -368,7 +359,7 @@ func readRosterFile(path string) (*roster.Roster, error) {
 }
 
 func (n *Node) run() {
-	n.peers.Start(n.listeners, n.disc, n.linkCfg)
+	n.peers.Start(n.linkCfg)
 	n.wg.Go(func() { n.own.Run(n.ctx) })
 	n.wg.Add(1)
 	go n.commitLoop()
@@ -423,12 +414,7 @@ func (n *Node) teardown() error {
 	if n.control != nil {
 		errs = append(errs, n.control.Close())
 	}
-	if n.disc != nil {
-		errs = append(errs, n.disc.Close())
-	}
-	for _, ln := range n.listeners {
-		errs = append(errs, ln.Close())
-	}
+	errs = append(errs, n.peers.CloseListeners())
 	for _, pl := range n.linkList() {
 		_ = pl.Conn.Close()
 	}
@@ -452,8 +438,9 @@ func (n *Node) ControlSocket() string { return n.home.ControlSocket() }
 
 // ListenAddrs returns the bound listen addresses.
 func (n *Node) ListenAddrs() []string {
-	out := make([]string, 0, len(n.listeners))
-	for _, ln := range n.listeners {
+	lns := n.peers.Listeners()
+	out := make([]string, 0, len(lns))
+	for _, ln := range lns {
 		out = append(out, ln.Addr().String())
 	}
 	return out
@@ -468,13 +455,13 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		return errors.New("peer is this node itself")
 	}
 	if p.Knock {
-		return n.knocks.Answer(p)
+		return n.join.Answer(p)
 	}
 	if _, ok := r.Member(p.Identity); !ok {
 		if p.Invite != nil {
-			return n.invites.Admit(p)
+			return n.join.Admit(p)
 		}
-		n.knocks.RefusedNonMember(p)
+		n.join.RefusedNonMember(p)
 		n.metrics.inc(cHandshakeRejectedNotMember)
 		err := fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
 		if n.peers.Former.Has(p.Identity) {

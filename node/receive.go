@@ -191,7 +191,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 		if se.Kind != proto.KindMessage {
 			return dropUnsupported
 		}
-		p, ok := n.channels.ByID(se.To.Channel)
+		p, ok := n.chans.Set().ByID(se.To.Channel)
 		if !ok {
 			return dropUnknownChannel
 		}
@@ -422,7 +422,7 @@ func (n *Node) classify(se *proto.SignedEnvelope) (history.Priority, bool, bool)
 		if se.To.Kind == proto.DestPeer {
 			return history.PriorityHigh, true, true
 		}
-		switch n.subs.Get(se.To.Channel) {
+		switch n.chans.Subscriptions().Get(se.To.Channel) {
 		case channel.Subscribed:
 			return history.PriorityNormal, true, true
 		case channel.Muted:

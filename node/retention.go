@@ -95,7 +95,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 		}
 		done[id] = true
 	}
-	for _, p := range n.channels.All() {
+	for _, p := range n.chans.Set().All() {
 		prune(p.ID, p)
 	}
 	if st, err := n.store.Stats(); err != nil {

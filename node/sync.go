@@ -162,8 +162,8 @@ func newSyncer(ctx context.Context, n *Node) *syncer.Syncer {
 		},
 		Self:     n.id.Pub,
 		Store:    n.store,
-		Channels: n.channels,
-		Subs:     n.subs,
+		Channels: n.chans.Set(),
+		Subs:     n.chans.Subscriptions(),
 		Log:      n.log.With("component", "sync"),
 	})
 }
