@@ -73,12 +73,11 @@ type Node struct {
 	status   *status.Reporter       // what the node reports of itself (node/status)
 	syncer   *syncer.Syncer         // history sync and serving
 	mail     *mailbox.Box           // the mirror, its loop and the outbox (node/mailbox; mailboxhost.go)
-	requests *requestBook
-	join     *join.Join        // invites this node made, knocks, adoption and the pending list (node/join)
-	doctor   *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
-	cards    *cards.Book       // members' agent cards (node/cards)
-	attach   *attachments      // blob store and transfers (attach*.go)
-	claims   *claims.Leases    // workers' claims on inbox items (node/claims)
+	join     *join.Join             // invites this node made, knocks, adoption and the pending list (node/join)
+	doctor   *doctor.Diagnosis      // what meshctl doctor reports (node/doctor)
+	cards    *cards.Book            // members' agent cards (node/cards)
+	attach   *attachments           // blob store and transfers (attach*.go)
+	claims   *claims.Leases         // workers' claims on inbox items (node/claims)
 
 	control *control.Server
 

@@ -386,7 +386,7 @@ func (n *Node) commit(batch []rxItem) {
 			n.drop(dropBlocked, se, it.src, nil)
 		}
 		if se.Kind == proto.KindRequest {
-			n.requests.received(se)
+			n.out.NoteRequest(se)
 		}
 		n.out.NoteReply(se.ID, se.Message)
 		if !d.Inbox {

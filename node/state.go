@@ -88,7 +88,6 @@ func (n *Node) openState() error {
 	n.q = newInboxq(n)
 	n.status = newStatus(n)
 	n.claims = newClaims(n)
-	n.requests = newRequestBook()
 	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
