@@ -165,4 +165,4 @@ func (at *attachments) dropWant(w want) {
 }
 
 // ctx is the node's context.
-func (at *attachments) ctx() context.Context { return at.n.ctx }
+func (at *attachments) ctx() context.Context { return at.n.life.ctx }

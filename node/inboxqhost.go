@@ -37,7 +37,7 @@ type inboxqHost struct{ n *Node }
 // newInboxq makes the queries over the node's store.
 func newInboxq(n *Node) *inboxq.Queries {
 	cfg := inboxq.Config{Self: n.id.Pub, OfflineWindow: n.cfg.OfflineWindow, MaxDeliveryRecords: maxDeliveryRecords}
-	return inboxq.New(inboxqHost{n}, n.store, n.out.Counter(), cfg, n.log, n.ctx.Done())
+	return inboxq.New(inboxqHost{n}, n.store, n.out.Counter(), cfg, n.log, n.life.ctx.Done())
 }
 
 func (h inboxqHost) Roster() *roster.Roster                           { return h.n.Roster() }

@@ -78,7 +78,7 @@ func (h mailboxHost) open() error {
 // start runs the mirror loop and the outbox, each owned by the node's wg.
 func (h mailboxHost) start() {
 	n := h.n
-	n.mail.Start(n.ctx, n.wg.Go, n.sendFromOutbox, n.log)
+	n.mail.Start(n.life.ctx, n.life.wg.Go, n.sendFromOutbox, n.log)
 }
 
 // inboxDelivery is what the commit stage hands the consumers of a new
@@ -126,7 +126,7 @@ func (h mailboxHost) delivered(d inboxDelivery) {
 	n := h.n
 	d.n = n
 	if n.mail != nil {
-		n.mail.Loop.Queue(n.ctx, &d)
+		n.mail.Loop.Queue(n.life.ctx, &d)
 	}
 	if n.q.Listening() {
 		e := d // only what is published escapes
@@ -142,7 +142,7 @@ func (h mailboxHost) sent(se *proto.SignedEnvelope) {
 		n.attach.noteRefs(se, time.Time{})
 	}
 	if n.mail != nil {
-		n.mail.Loop.Queue(n.ctx, &inboxDelivery{n: n, se: se, sent: true})
+		n.mail.Loop.Queue(n.life.ctx, &inboxDelivery{n: n, se: se, sent: true})
 	}
 }
 
@@ -151,7 +151,7 @@ func (h mailboxHost) sent(se *proto.SignedEnvelope) {
 // first).
 func (h mailboxHost) read(from proto.PubKey, id uuid.UUID) {
 	if n := h.n; n.mail != nil {
-		n.mail.Loop.Read(n.ctx, from, id)
+		n.mail.Loop.Read(n.life.ctx, from, id)
 	}
 }
 

@@ -57,8 +57,8 @@ var _ peers.Host = (*peerHost)(nil)
 // newPeerService returns n's connection management, calling n.
 func newPeerService(n *Node) *peers.Service {
 	return peers.NewService((*peerHost)(n), peers.ServiceConfig{
-		Context:          n.ctx,
-		Group:            &n.wg,
+		Context:          n.life.ctx,
+		Group:            &n.life.wg,
 		Log:              n.log,
 		BackoffMin:       n.cfg.DialBackoffMin,
 		BackoffMax:       n.cfg.DialBackoffMax,

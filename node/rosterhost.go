@@ -136,8 +136,8 @@ func (h rosterHost) Applied(cur, r *roster.Roster) {
 	for _, m := range cur.Members {
 		if _, ok := r.Member(m.Key); !ok {
 			gone = append(gone, m.Key)
-			if n.presence != nil {
-				n.presence.Forget(m.Key)
+			if n.own != nil {
+				n.own.Table().Forget(m.Key)
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
-	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -83,7 +82,6 @@ func (n *Node) openState() error {
 	if err := n.openAttachments(); err != nil {
 		return err
 	}
-	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.own = newOwnPresence(n)
 	n.q = newInboxq(n)
 	n.status = newStatus(n)
@@ -91,7 +89,7 @@ func (n *Node) openState() error {
 	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
-	n.syncer = newSyncer(n.ctx, n)
+	n.syncer = newSyncer(n.life.ctx, n)
 	return nil
 }
 

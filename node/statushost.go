@@ -20,7 +20,7 @@ type statusHost struct{ n *Node }
 func newStatus(n *Node) *status.Reporter {
 	cfg := status.Config{Self: n.id.Pub, Name: n.id.Name, Home: n.cfg.Home, Seeds: n.cfg.Seeds, Started: time.Now(),
 		PeerExchangeInterval: n.cfg.PeerExchangeInterval, SkewWarn: doctor.SkewWarn}
-	return status.New(statusHost{n}, cfg, n.store, n.presence)
+	return status.New(statusHost{n}, cfg, n.store, n.own.Table())
 }
 
 func (h statusHost) Roster() *roster.Roster           { return h.n.Roster() }

@@ -7,6 +7,13 @@ import (
 	"github.com/meshd/meshd/transport/mdns"
 )
 
+// SetLinkConfig sets the settings of every link of the node, the ones it
+// dials and the ones its listeners accept. Call it before Start.
+func (s *Service) SetLinkConfig(c transport.Config) { s.link = c }
+
+// LinkConfig returns the settings of the node's links (SetLinkConfig).
+func (s *Service) LinkConfig() transport.Config { return s.link }
+
 // AddListener hands the service a bound listener: Start accepts on it,
 // and CloseListeners closes it. Call it before Start.
 func (s *Service) AddListener(ln *transport.Listener) { s.lns = append(s.lns, ln) }

@@ -34,7 +34,7 @@ type Service struct {
 
 	// Set before Start (listeners.go) or by it, before any link exists;
 	// read-only after.
-	link   transport.Config // the settings of the links this node dials
+	link   transport.Config // the settings of the node's links, dialled and accepted
 	unixLn bool             // the node accepts links on a Unix socket
 	lns    []*transport.Listener
 	disc   mdns.Discovery
@@ -97,11 +97,11 @@ func NewService(h Host, c ServiceConfig) *Service {
 }
 
 // Start runs connection management: an accept loop on each listener
-// (AddListener), the dial loop dialling with link, discovery's loop when
-// there is discovery (SetDiscovery), and the peer-exchange loop. Each
-// goroutine joins the service's group and ends with its context.
-func (s *Service) Start(link transport.Config) {
-	s.link = link
+// (AddListener), the dial loop dialling with the link settings
+// (SetLinkConfig), discovery's loop when there is discovery
+// (SetDiscovery), and the peer-exchange loop. Each goroutine joins the
+// service's group and ends with its context.
+func (s *Service) Start() {
 	for _, ln := range s.lns {
 		if ln.Addr().Network == "unix" {
 			s.unixLn = true
