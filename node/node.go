@@ -50,18 +50,20 @@ type Node struct {
 	id      home.Identity
 	metrics *Metrics
 
-	roster *rostergossip.Keeper // the current roster, its updates and key rotations (node/rostergossip)
+	roster *rostergossip.Keeper // the current roster, its updates, key rotations and name index (node/rostergossip)
 
 	// peers is connection management: the peer table under the
 	// peers mutex, the announced peer list, the slow, refused and pending
-	// peers, and the loops that link (node/peers).
+	// peers, the listeners, discovery and link settings, and the loops
+	// that link (node/peers).
 	peers *peers.Service
 
 	store *history.Store
-	// chans is channel administration: policies, their versions, the
-	// per-sender channel quota and the block list (node/chanadmin).
+	// chans is channel administration: the channel set and
+	// subscriptions, policies, their versions, the per-sender channel
+	// quota and the block list (node/chanadmin).
 	chans  *chanadmin.Admin
-	own    *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
+	own    *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
 	q      *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
 	status *status.Reporter       // what the node reports of itself (node/status)
 	syncer *syncer.Syncer         // history sync and serving
