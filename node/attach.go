@@ -169,4 +169,4 @@ func (at *attachments) dropWant(w want) {
 }
 
 // ctx is the node's context.
-func (at *attachments) ctx() context.Context { return at.n.ctx }
+func (at *attachments) ctx() context.Context { return at.n.life.ctx }

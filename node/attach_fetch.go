@@ -247,7 +247,7 @@ func (at *attachments) candidates(w want) (keys, owners []proto.PubKey) {
 	case proto.DestPeer:
 		keys = append(keys, se.To.Peer)
 	case proto.DestChannel:
-		if p, ok := at.n.channels.ByID(se.To.Channel); ok {
+		if p, ok := at.n.chans.Set().ByID(se.To.Channel); ok {
 			readers := p.Readers(at.n.Roster())
 			keys = append(keys, readers...)
 			owners = stripeOwners(se.From, readers)

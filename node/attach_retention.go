@@ -114,13 +114,13 @@ func (at *attachments) prune(now time.Time) int {
 	// References to blobs this node never fetched (on demand ones nobody
 	// asked for, say) count against their senders' budgets too.
 	for _, h := range at.refHashes() {
-		if !held[h] && at.n.ctx.Err() == nil {
+		if !held[h] && at.n.life.ctx.Err() == nil {
 			at.forgetRemoved(h)
 		}
 	}
 	removed := 0
 	for _, h := range hs {
-		if at.n.ctx.Err() != nil {
+		if at.n.life.ctx.Err() != nil {
 			break
 		}
 		if at.forgetRemoved(h) > 0 || at.fetching(h) {

@@ -102,7 +102,7 @@ func (at *attachments) mayRead(k proto.PubKey, se *proto.SignedEnvelope) bool {
 	case proto.DestPeer:
 		return k.Equal(se.From) || k.Equal(se.To.Peer)
 	case proto.DestChannel:
-		p, ok := at.n.channels.ByID(se.To.Channel)
+		p, ok := at.n.chans.Set().ByID(se.To.Channel)
 		return ok && p.CanRead(at.n.Roster(), k)
 	}
 	return false

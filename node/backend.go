@@ -18,9 +18,8 @@ import (
 // of the components that answer for themselves: agent cards
 // ([cards.Book]), this node's presence ([ownpresence.Announcer]), the
 // workers' claims on the inbox ([claims.Leases]), channel administration
-// ([chanadmin.Admin]), the roster ([rostergossip.Keeper]), invites
-// ([join.Invites]), knocks, adoption and the pending list
-// ([join.Knocks]), the doctor ([doctor.Diagnosis]), the inbox and history
+// ([chanadmin.Admin]), the roster ([rostergossip.Keeper]), invites,
+// knocks, adoption and the pending list ([join.Join]), the doctor ([doctor.Diagnosis]), the inbox and history
 // queries ([inboxq.Queries]), what the node reports of itself
 // ([status.Reporter]) and the send side ([outbound.Sender]: send,
 // request, respond, cancel and the delivery records).
@@ -31,8 +30,7 @@ type Backend struct {
 	*claims.Leases
 	*chanadmin.Admin
 	*rostergossip.Keeper
-	*join.Invites
-	*join.Knocks
+	*join.Join
 	*doctor.Diagnosis
 	*inboxq.Queries
 	*status.Reporter
@@ -42,5 +40,5 @@ type Backend struct {
 // Backend returns the node and its components for the control API, the
 // status page and the metrics endpoint.
 func (n *Node) Backend() Backend {
-	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.invites, n.knocks, n.doctor, n.q, n.status, n.out}
+	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.join, n.doctor, n.q, n.status, n.out}
 }

@@ -60,7 +60,7 @@ func newFanoutRig(tb testing.TB, n int) *fanoutRig {
 	}
 	waitFor(tb, 10*time.Second, "policy everywhere", func() bool {
 		for _, nd := range rig.nodes[1:] {
-			if _, ok := nd.channels.ByName("bench"); !ok {
+			if _, ok := nd.chans.Set().ByName("bench"); !ok {
 				return false
 			}
 		}

@@ -50,7 +50,7 @@ func (h cardsHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) 
 }
 
 func (h cardsHost) Presence(k proto.PubKey, now time.Time) (proto.PresenceState, bool) {
-	e, ok := h.n.presence.Get(k, now)
+	e, ok := h.n.own.Table().Get(k, now)
 	return e.State, ok
 }
 

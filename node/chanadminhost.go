@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"log/slog"
 
+	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/node/chanadmin"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
@@ -30,7 +31,7 @@ type chanAdminHost struct{ n *Node }
 
 // newChanAdmin opens the channel administration over the node's channel
 // set and subscriptions.
-func newChanAdmin(n *Node) (*chanadmin.Admin, error) {
+func newChanAdmin(n *Node, set *channel.Set, subs *channel.Subscriptions) (*chanadmin.Admin, error) {
 	cfg := chanadmin.Config{
 		Home:               n.cfg.Home,
 		ChannelsDir:        n.channelsDir(),
@@ -38,7 +39,7 @@ func newChanAdmin(n *Node) (*chanadmin.Admin, error) {
 		SenderBurst:        n.cfg.ChannelSenderBurst,
 		SenderBytesPerHour: n.cfg.ChannelSenderBytesPerHour,
 	}
-	return chanadmin.New(chanAdminHost{n}, n.channels, n.subs, cfg, n.log)
+	return chanadmin.New(chanAdminHost{n}, set, subs, cfg, n.log)
 }
 
 func (h chanAdminHost) Roster() *roster.Roster  { return h.n.Roster() }

@@ -6,7 +6,7 @@ import "github.com/meshd/meshd/node/api"
 // subscription state and access, sorted by name (GET /v1/channels).
 func (n *Node) ChannelList() []api.Channel {
 	out := []api.Channel{}
-	for _, p := range n.channels.All() {
+	for _, p := range n.chans.Set().All() {
 		out = append(out, n.chans.ChannelInfo(p))
 	}
 	return out

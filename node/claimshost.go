@@ -30,7 +30,7 @@ type claimsHost struct{ n *Node }
 // newClaims makes the claims on the inbox of the node's store.
 func newClaims(n *Node) *claims.Leases {
 	cfg := claims.Config{PageItems: inboxq.MaxAnswer, PageBytes: inboxq.MaxBytes}
-	return claims.New(claimsHost{n}, n.store, cfg, n.log, n.ctx.Done())
+	return claims.New(claimsHost{n}, n.store, cfg, n.log, n.life.ctx.Done())
 }
 
 func (h claimsHost) Self() proto.PubKey                            { return h.n.id.Pub }

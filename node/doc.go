@@ -1,20 +1,23 @@
 // Package node composes meshd. A [Node] holds connection management (a
 // node/peers Service: the peer table, admission of links, one link per
-// peer pair, the accept, dial, discovery and peer-exchange loops, seeds,
-// link moves and refusals), and owns what the links carry: the frame
+// peer pair, the listeners, mDNS discovery and the link settings, the
+// accept, dial, discovery and peer-exchange loops, seeds, link moves and
+// refusals), and owns what the links carry: the frame
 // dispatch, the receive pipeline (parse, verify, authorize, commit to
 // the history store, then the consumers), history sync through
-// node/syncer, retention and the feeding of the mailbox mirror
-// (node/mailbox, through its adapter in mailboxhost.go). The service
+// node/syncer, retention and the feeding of the mailbox (a node/mailbox
+// Box: the mirror, its loop and the outbox, through its adapter in
+// mailboxhost.go). The service
 // calls the node through peers.Host (node/peerhost.go). The send side
 // (node/outbound: signing and numbering our envelopes, fan-out, the
 // store-and-forward queue and its flush, acks, delivery records, reply
-// depth, one final answer), the current roster, its gossip and key
-// rotations (node/rostergossip), channel administration: policies, their
+// depth, one final answer, the received requests), the current roster,
+// its gossip, key rotations and name index (node/rostergossip), channel
+// administration: the channel set and subscriptions, policies, their
 // versions, the per-sender channel quota and the block list
 // (node/chanadmin), agent cards (node/cards), this node's own presence
 // (node/ownpresence), the workers' claims on the inbox (node/claims),
-// invites, knocks, adoption and the pending list (node/join), the
+// invites, knocks, adoption and the pending list (one join.Join), the
 // doctor's checks (node/doctor), the inbox and history queries with the
 // inbox's wake-ups and the event stream (node/inboxq) and what the node
 // reports of itself (node/status) are components the node holds and

@@ -31,7 +31,7 @@ func (h doctorHost) Roster() *roster.Roster                             { return
 func (h doctorHost) Self() proto.PubKey                                 { return h.n.id.Pub }
 func (h doctorHost) Links() []*peers.Link                               { return h.n.linkList() }
 func (h doctorHost) RemovedSelf() bool                                  { return h.n.peers.RemovedSelf() }
-func (h doctorHost) MDNSRuns() bool                                     { return h.n.disc != nil }
+func (h doctorHost) MDNSRuns() bool                                     { return h.n.peers.Discovery() != nil }
 func (h doctorHost) Count(c doctor.Counter)                             { h.n.metrics.inc(doctorCounters[c]) }
 func (h doctorHost) DiskSpace(p string) (free, total uint64, err error) { return diskSpace(p) }
 

@@ -82,7 +82,7 @@ func pipeLink(t *testing.T, m *testMesh, n *Node, i int) (nEnd, peerEnd *transpo
 	}
 	ch := make(chan res, 1)
 	go func() {
-		l, err := transport.Server(ctx, c2, n.linkCfg)
+		l, err := transport.Server(ctx, c2, n.peers.LinkConfig())
 		ch <- res{l, err}
 	}()
 	cfg := transport.DefaultConfig()

@@ -37,7 +37,7 @@ type inboxqHost struct{ n *Node }
 // newInboxq makes the queries over the node's store.
 func newInboxq(n *Node) *inboxq.Queries {
 	cfg := inboxq.Config{Self: n.id.Pub, OfflineWindow: n.cfg.OfflineWindow, MaxDeliveryRecords: maxDeliveryRecords}
-	return inboxq.New(inboxqHost{n}, n.store, n.out.Counter(), cfg, n.log, n.ctx.Done())
+	return inboxq.New(inboxqHost{n}, n.store, n.out.Counter(), cfg, n.log, n.life.ctx.Done())
 }
 
 func (h inboxqHost) Roster() *roster.Roster                           { return h.n.Roster() }
@@ -45,7 +45,7 @@ func (h inboxqHost) Party(k proto.PubKey) api.Party                   { return h
 func (h inboxqHost) DestText(d proto.Destination) string              { return h.n.destText(d) }
 func (h inboxqHost) ResolvePeer(q string) (roster.Member, error)      { return h.n.resolvePeer(q) }
 func (h inboxqHost) ResolveChannel(q string) (*channel.Policy, error) { return h.n.resolveChannel(q) }
-func (h inboxqHost) Channel(id uuid.UUID) (*channel.Policy, bool)     { return h.n.channels.ByID(id) }
+func (h inboxqHost) Channel(id uuid.UUID) (*channel.Policy, bool)     { return h.n.chans.Set().ByID(id) }
 func (h inboxqHost) MarkFailed(x *api.Item, se *proto.SignedEnvelope) { h.n.out.MarkFailed(x, se) }
 func (h inboxqHost) Acted()                                           { h.n.own.Acted() }
 func (h inboxqHost) ClientWaiting() func()                            { return h.n.own.ClientWaiting() }

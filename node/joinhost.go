@@ -45,9 +45,8 @@ const seedsFile = "seeds"
 type joinHost struct{ n *Node }
 
 // newJoin makes the invites and the knock book of n.
-func newJoin(n *Node) (*join.Invites, *join.Knocks) {
-	cfg := join.Config{Home: n.cfg.Home, Logger: n.log, RateLog: n.logRL.l, Context: n.ctx}
-	return join.NewInvites(joinHost{n}, cfg), join.NewKnocks(joinHost{n}, cfg)
+func newJoin(n *Node) *join.Join {
+	return join.New(joinHost{n}, join.Config{Home: n.cfg.Home, Logger: n.log, RateLog: n.logRL.l, Context: n.life.ctx})
 }
 
 func (h joinHost) Roster() *roster.Roster            { return h.n.Roster() }
@@ -55,7 +54,7 @@ func (h joinHost) Self() proto.PubKey                { return h.n.id.Pub }
 func (h joinHost) SignRoster(r *roster.Roster) error { return r.Sign(h.n.id.Key) }
 func (h joinHost) Advertised() []string              { return h.n.peers.Advertised() }
 func (h joinHost) Pending() *peers.Pending           { return h.n.peers.Pending }
-func (h joinHost) LinkConfig() transport.Config      { return h.n.linkCfg }
+func (h joinHost) LinkConfig() transport.Config      { return h.n.peers.LinkConfig() }
 func (h joinHost) Count(c join.Counter)              { h.n.metrics.inc(joinCounters[c]) }
 
 func (h joinHost) CountReason(c join.ReasonCounter, reason string) {
@@ -84,9 +83,9 @@ func (h joinHost) PeerAddrs() []string {
 
 // Go runs f on a goroutine of the node's.
 func (h joinHost) Go(f func()) {
-	h.n.wg.Add(1)
+	h.n.life.wg.Add(1)
 	go func() {
-		defer h.n.wg.Done()
+		defer h.n.life.wg.Done()
 		f()
 	}()
 }

@@ -53,7 +53,7 @@ func (n *Node) sendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
 }
 
 func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
-	n.presence.Touch(pl.Key, time.Now())
+	n.own.Table().Touch(pl.Key, time.Now())
 	if len(frame) == 0 {
 		n.metrics.inc(cFrameEmpty)
 		return

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,32 +62,23 @@ func (h mailboxHost) open() error {
 	mc.SyncFiles = false
 	mc.Access = n.cfg.MailboxAccess
 	mc.Logger = n.log.With("component", "mailbox")
-	m, err := mailbox.Open(n.home.MailboxDir(), mc)
-	if err != nil {
-		return fmt.Errorf("mailbox: %w", err)
-	}
-	n.mirror = m
-	n.mbox = mailbox.NewLoop(mailbox.LoopConfig{Root: n.home.MailboxDir(), Mirror: m, Host: h, Self: n.id.Pub,
-		MaxFiles: n.cfg.MailboxMaxFiles, MaxBytes: n.cfg.MailboxMaxBytes, MinFree: n.cfg.MailboxMinFree,
-		DiskSpace: func(p string) (uint64, uint64, error) { return diskSpace(p) }, Logger: mc.Logger})
 	oc := mailbox.DefaultOutboxConfig()
 	oc.Access = n.cfg.MailboxAccess
 	oc.Logger = n.log.With("component", "outbox")
-	if n.outbox, err = mailbox.OpenOutbox(n.home.MailboxDir(), oc); err != nil {
-		return fmt.Errorf("outbox: %w", err)
+	b, err := mailbox.OpenBox(n.home.MailboxDir(), mc, mailbox.LoopConfig{Host: h, Self: n.id.Pub,
+		MaxFiles: n.cfg.MailboxMaxFiles, MaxBytes: n.cfg.MailboxMaxBytes, MinFree: n.cfg.MailboxMinFree,
+		DiskSpace: func(p string) (uint64, uint64, error) { return diskSpace(p) }, Logger: mc.Logger}, oc)
+	if err != nil {
+		return err
 	}
+	n.mail = b
 	return nil
 }
 
 // start runs the mirror loop and the outbox, each owned by the node's wg.
 func (h mailboxHost) start() {
 	n := h.n
-	n.wg.Go(func() { n.mbox.Run(n.ctx) })
-	n.wg.Go(func() {
-		if err := n.outbox.Run(n.ctx, n.sendFromOutbox); err != nil && n.ctx.Err() == nil {
-			n.log.Error("outbox stopped", "err", err)
-		}
-	})
+	n.mail.Start(n.life.ctx, n.life.wg.Go, n.sendFromOutbox, n.log)
 }
 
 // inboxDelivery is what the commit stage hands the consumers of a new
@@ -135,8 +125,8 @@ func (d *inboxDelivery) MailboxItem() mailbox.Item {
 func (h mailboxHost) delivered(d inboxDelivery) {
 	n := h.n
 	d.n = n
-	if n.mbox != nil {
-		n.mbox.Queue(n.ctx, &d)
+	if n.mail != nil {
+		n.mail.Loop.Queue(n.life.ctx, &d)
 	}
 	if n.q.Listening() {
 		e := d // only what is published escapes
@@ -151,8 +141,8 @@ func (h mailboxHost) sent(se *proto.SignedEnvelope) {
 	if len(se.Attachments()) > 0 {
 		n.attach.noteRefs(se, time.Time{})
 	}
-	if n.mbox != nil {
-		n.mbox.Queue(n.ctx, &inboxDelivery{n: n, se: se, sent: true})
+	if n.mail != nil {
+		n.mail.Loop.Queue(n.life.ctx, &inboxDelivery{n: n, se: se, sent: true})
 	}
 }
 
@@ -160,8 +150,8 @@ func (h mailboxHost) sent(se *proto.SignedEnvelope) {
 // mirror loop moves its file to read/ (the next start, if it stops
 // first).
 func (h mailboxHost) read(from proto.PubKey, id uuid.UUID) {
-	if n := h.n; n.mbox != nil {
-		n.mbox.Read(n.ctx, from, id)
+	if n := h.n; n.mail != nil {
+		n.mail.Loop.Read(n.life.ctx, from, id)
 	}
 }
 
@@ -219,8 +209,8 @@ func (h mailboxHost) Paused(reason string) { h.n.metrics.Inc("mirror.paused." + 
 
 // status is the mailbox's count and pause, or nil before it is open.
 func (h mailboxHost) status() *api.MailboxStatus {
-	if h.n.mbox == nil {
+	if h.n.mail == nil {
 		return nil
 	}
-	return h.n.mbox.Status()
+	return h.n.mail.Loop.Status()
 }

@@ -9,9 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sync"
 
-	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/cards"
 	"github.com/meshd/meshd/node/chanadmin"
@@ -28,7 +26,6 @@ import (
 	"github.com/meshd/meshd/node/rostergossip"
 	"github.com/meshd/meshd/node/status"
 	"github.com/meshd/meshd/node/syncer"
-	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -52,54 +49,37 @@ type Node struct {
 	home    home.Home
 	id      home.Identity
 	metrics *Metrics
-	linkCfg transport.Config // the transport settings of every link, with our identity and hooks filled in
 
-	unlock func() error // releases the home lock
-	newOrg bool         // loadRoster made a one-node org, not yet saved
-
-	roster *rostergossip.Keeper // the current roster, its updates and key rotations (node/rostergossip)
+	roster *rostergossip.Keeper // the current roster, its updates, key rotations and name index (node/rostergossip)
 
 	// peers is connection management: the peer table under the
 	// peers mutex, the announced peer list, the slow, refused and pending
-	// peers, and the loops that link (node/peers).
+	// peers, the listeners, discovery and link settings, and the loops
+	// that link (node/peers).
 	peers *peers.Service
 
-	store    *history.Store
-	channels *channel.Set
-	subs     *channel.Subscriptions
-	// chans is channel administration: policies, their versions, the
-	// per-sender channel quota and the block list (node/chanadmin).
-	chans    *chanadmin.Admin
-	presence *presence.Table
-	own      *ownpresence.Announcer // this node's presence, following its agent (node/ownpresence)
-	q        *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
-	status   *status.Reporter       // what the node reports of itself (node/status)
-	syncer   *syncer.Syncer         // history sync and serving
-	mirror   *mailbox.Mirror
-	mbox     *mailbox.Loop // the mirror loop (mailboxhost.go)
-	outbox   *mailbox.Outbox
-	requests *requestBook
-	invites  *join.Invites     // invites this node made (node/join)
-	knocks   *join.Knocks      // knocks, adoption and the pending list (node/join)
-	names    nameIndexCache    // which roster names are unique (names.go)
-	doctor   *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
-	cards    *cards.Book       // members' agent cards (node/cards)
-	attach   *attachments      // blob store and transfers (attach*.go)
-	claims   *claims.Leases    // workers' claims on inbox items (node/claims)
+	store *history.Store
+	// chans is channel administration: the channel set and
+	// subscriptions, policies, their versions, the per-sender channel
+	// quota and the block list (node/chanadmin).
+	chans  *chanadmin.Admin
+	own    *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
+	q      *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
+	status *status.Reporter       // what the node reports of itself (node/status)
+	syncer *syncer.Syncer         // history sync and serving
+	mail   *mailbox.Box           // the mirror, its loop and the outbox (node/mailbox; mailboxhost.go)
+	join   *join.Join             // invites this node made, knocks, adoption and the pending list (node/join)
+	doctor *doctor.Diagnosis      // what meshctl doctor reports (node/doctor)
+	cards  *cards.Book            // members' agent cards (node/cards)
+	attach *attachments           // blob store and transfers (attach*.go)
+	claims *claims.Leases         // workers' claims on inbox items (node/claims)
 
-	listeners []*transport.Listener
-	disc      mdns.Discovery
-	control   *control.Server
+	control *control.Server
 
 	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
-	rxq    chan rxItem // admitted envelopes for the commit stage
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine the node starts
-
-	closeOnce sync.Once
-	closeErr  error
+	rxq  chan rxItem // admitted envelopes for the commit stage
+	life runState    // its context, goroutines, home lock and Close (lifecycle.go)
 
 	logRL rateLog // repetitive log lines, per peer and reason
 
@@ -128,19 +108,19 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	n.logRL = newRateLog()
 	n.roster = newRosterKeeper(n)
 	n.cards = newCards(n)
-	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.life.ctx, n.life.cancel = context.WithCancel(context.Background())
 	n.peers = newPeerService(n)
-	n.invites, n.knocks = newJoin(n)
+	n.join = newJoin(n)
 	n.doctor = newDoctor(n)
 	if err := n.setup(); err != nil {
-		n.cancel()
+		n.life.cancel()
 		n.teardown()
 		if n.syncer != nil {
 			n.syncer.Close()
 		}
 		n.closeState()
-		if n.unlock != nil {
-			n.unlock()
+		if n.life.unlock != nil {
+			n.life.unlock()
 		}
 		return nil, err
 	}
@@ -153,7 +133,7 @@ func (n *Node) setup() error {
 	if err = os.MkdirAll(n.cfg.Home, 0o700); err != nil {
 		return fmt.Errorf("create home: %w", err)
 	}
-	if n.unlock, err = n.home.Lock(); err != nil {
+	if n.life.unlock, err = n.home.Lock(); err != nil {
 		return err
 	}
 	id, created, err := n.home.Init(n.cfg.Name)
@@ -167,7 +147,7 @@ func (n *Node) setup() error {
 	if created {
 		n.log.Info("created identity", "key", id.Pub.String(), "fingerprint", id.Pub.Fingerprint())
 	}
-	r, err := n.loadRoster()
+	r, newOrg, err := n.loadRoster()
 	if err != nil {
 		return err
 	}
@@ -182,21 +162,22 @@ func (n *Node) setup() error {
 		return err
 	}
 
-	n.linkCfg = n.cfg.Transport
-	n.linkCfg.Identity = n.id.Key
-	if n.linkCfg.NoiseKey == nil {
+	lc := n.cfg.Transport // the settings of every link, with our identity and hooks filled in
+	lc.Identity = n.id.Key
+	if lc.NoiseKey == nil {
 		// One static key for the life of the process, on every link: peers
 		// tell a restart (a new key) from a second link of the same process.
-		if n.linkCfg.NoiseKey, err = transport.NewStaticKey(); err != nil {
+		if lc.NoiseKey, err = transport.NewStaticKey(); err != nil {
 			return err
 		}
 	}
-	n.linkCfg.Org = r.Org
-	n.linkCfg.Admit = n.admit
-	n.linkCfg.Refused = n.peers.Refuse
-	n.linkCfg.AnswerKnocks = true
-	n.linkCfg.Payload = n.payload
-	n.linkCfg.Logger = n.log.With("component", "transport")
+	lc.Org = r.Org
+	lc.Admit = n.admit
+	lc.Refused = n.peers.Refuse
+	lc.AnswerKnocks = true
+	lc.Payload = n.payload
+	lc.Logger = n.log.With("component", "transport")
+	n.peers.SetLinkConfig(lc)
 
 	addrs := append([]transport.Addr(nil), n.cfg.Listen...)
 	if !n.cfg.NoUnixListener {
@@ -209,15 +190,15 @@ func (n *Node) setup() error {
 				_ = os.Remove(a.Address)
 			}
 		}
-		ln, err := transport.Listen(n.ctx, a, n.linkCfg)
+		ln, err := transport.Listen(n.life.ctx, a, lc)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", a, err)
 		}
-		n.listeners = append(n.listeners, ln)
+		n.peers.AddListener(ln)
 		n.log.Info("listening", "addr", ln.Addr().String())
 	}
-	n.peers.SetAdvertised(peers.Advertise(n.listeners))
-	if err := n.saveNewOrg(r); err != nil {
+	n.peers.SetAdvertised(peers.Advertise(n.peers.Listeners()))
+	if err := n.saveNewOrg(r, newOrg); err != nil {
 		return err
 	}
 
@@ -230,7 +211,7 @@ func (n *Node) setup() error {
 	if n.cfg.MDNS {
 		port := 0
 		var ips []net.IP
-		for _, ln := range n.listeners {
+		for _, ln := range n.peers.Listeners() {
 			a := ln.Addr()
 			if a.Network != "tcp" {
 				continue
@@ -270,7 +251,7 @@ func (n *Node) setup() error {
 				n.doctor.MDNSFailed(err)
 				n.metrics.inc(cMdnsStartFailed)
 			} else {
-				n.disc = d
+				n.peers.SetDiscovery(d)
 			}
 		}
 	}
@@ -279,8 +260,9 @@ func (n *Node) setup() error {
 
 // loadRoster picks the roster to start with: the one persisted in the
 // home, possibly superseded by a newer valid --roster file; else the
-// --roster file as a bootstrap; else a new one-node org.
-func (n *Node) loadRoster() (*roster.Roster, error) {
+// --roster file as a bootstrap; else a new one-node org (newOrg), not
+// saved yet.
+func (n *Node) loadRoster() (r *roster.Roster, newOrg bool, err error) {
 	cur, err := n.home.LoadRoster()
 	if errors.Is(err, home.ErrBadRoster) && n.cfg.RosterFile != "" {
 		// A --roster that verifies replaces a damaged one, as if the home
@@ -289,33 +271,33 @@ func (n *Node) loadRoster() (*roster.Roster, error) {
 		cur, err = nil, nil
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+		return nil, false, err
 	}
 	if n.cfg.RosterFile != "" {
 		pinned, err := readRosterFile(n.cfg.RosterFile)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch {
 		case cur == nil:
 			if err := roster.CheckBootstrap(pinned); err != nil {
-				return nil, fmt.Errorf("roster %s: %w", n.cfg.RosterFile, err)
+				return nil, false, fmt.Errorf("roster %s: %w", n.cfg.RosterFile, err)
 			}
 			if err := n.home.SaveRoster(pinned); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			n.log.Info("pinned roster", "file", n.cfg.RosterFile, "org", pinned.Org, "version", pinned.Version, "saved", n.home.RosterPath())
-			return pinned, nil
+			return pinned, false, nil
 		case pinned.Version > cur.Version:
 			if err := roster.CheckUpdate(cur, pinned); err != nil {
-				return nil, fmt.Errorf("roster %s is not a valid update of %s: %w", n.cfg.RosterFile, n.home.RosterPath(), err)
+				return nil, false, fmt.Errorf("roster %s is not a valid update of %s: %w", n.cfg.RosterFile, n.home.RosterPath(), err)
 			}
 			if err := n.home.SaveRoster(pinned); err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			return pinned, nil
+			return pinned, false, nil
 		case pinned.Org != cur.Org:
-			return nil, fmt.Errorf("roster %s is for org %q but the home holds org %q", n.cfg.RosterFile, pinned.Org, cur.Org)
+			return nil, false, fmt.Errorf("roster %s is for org %q but the home holds org %q", n.cfg.RosterFile, pinned.Org, cur.Org)
 		}
 	}
 	if cur != nil {
@@ -325,26 +307,24 @@ func (n *Node) loadRoster() (*roster.Roster, error) {
 			// signatures themselves are rechecked here (by Parse).
 			n.log.Debug("persisted roster is not self-signed; it was accepted as an update", "err", err)
 		}
-		return cur, nil
+		return cur, false, nil
 	}
 	org := n.cfg.Org
 	if org == "" {
 		org = "org-" + n.id.Pub.Fingerprint()
 	}
-	r, err := roster.New(org, n.id.Key, n.id.Name)
-	if err != nil {
-		return nil, err
+	if r, err = roster.New(org, n.id.Key, n.id.Name); err != nil {
+		return nil, false, err
 	}
 	// Saved by setup once the listeners are open: a start that fails (a
 	// port in use) leaves no org of its own behind to get in the way of
 	// a later meshctl join.
-	n.newOrg = true
-	return r, nil
+	return r, true, nil
 }
 
 // saveNewOrg persists the one-node org loadRoster made, if it made one.
-func (n *Node) saveNewOrg(r *roster.Roster) error {
-	if !n.newOrg {
+func (n *Node) saveNewOrg(r *roster.Roster, newOrg bool) error {
+	if !newOrg {
 		return nil
 	}
 	if err := n.home.SaveRoster(r); err != nil {
@@ -368,18 +348,18 @@ func readRosterFile(path string) (*roster.Roster, error) {
 }
 
 func (n *Node) run() {
-	n.peers.Start(n.listeners, n.disc, n.linkCfg)
-	n.wg.Go(func() { n.own.Run(n.ctx) })
-	n.wg.Add(1)
+	n.peers.Start()
+	n.life.wg.Go(func() { n.own.Run(n.life.ctx) })
+	n.life.wg.Add(1)
 	go n.commitLoop()
 	mailboxHost{n}.start()
-	n.wg.Add(1)
+	n.life.wg.Add(1)
 	go n.retentionLoop()
-	n.wg.Go(func() { n.out.Run(n.ctx) })
-	n.wg.Go(func() { n.cards.Run(n.ctx) })
-	n.wg.Go(func() { n.roster.Run(n.ctx) })
+	n.life.wg.Go(func() { n.out.Run(n.life.ctx) })
+	n.life.wg.Go(func() { n.cards.Run(n.life.ctx) })
+	n.life.wg.Go(func() { n.roster.Run(n.life.ctx) })
 	n.syncer.Start()
-	n.wg.Add(1)
+	n.life.wg.Add(1)
 	go syncHost{n}.historyStage(n.syncer.Batches())
 	n.attach.start()
 	n.control.Start()
@@ -389,7 +369,7 @@ func (n *Node) run() {
 // discovery, listeners and the control socket, waits for every goroutine,
 // and releases the home lock. It is idempotent.
 func (n *Node) Close() error {
-	n.closeOnce.Do(func() {
+	n.life.closeOnce.Do(func() {
 		n.peers.Lock()
 		n.peers.Closed = true
 		links := n.peers.LinksLocked()
@@ -398,23 +378,23 @@ func (n *Node) Close() error {
 		for _, pl := range links {
 			pl.SayGoodbye("shutting down")
 		}
-		n.cancel()
-		n.closeErr = n.teardown()
+		n.life.cancel()
+		n.life.closeErr = n.teardown()
 		if n.syncer != nil {
 			n.syncer.Close()
 		}
 		n.attach.close()
-		n.wg.Wait()
-		if err := n.closeState(); err != nil && n.closeErr == nil {
-			n.closeErr = err
+		n.life.wg.Wait()
+		if err := n.closeState(); err != nil && n.life.closeErr == nil {
+			n.life.closeErr = err
 		}
-		if n.unlock != nil {
-			if err := n.unlock(); err != nil && n.closeErr == nil {
-				n.closeErr = err
+		if n.life.unlock != nil {
+			if err := n.life.unlock(); err != nil && n.life.closeErr == nil {
+				n.life.closeErr = err
 			}
 		}
 	})
-	return n.closeErr
+	return n.life.closeErr
 }
 
 // teardown closes what setup opened; safe on a partly set-up node.
@@ -423,12 +403,7 @@ func (n *Node) teardown() error {
 	if n.control != nil {
 		errs = append(errs, n.control.Close())
 	}
-	if n.disc != nil {
-		errs = append(errs, n.disc.Close())
-	}
-	for _, ln := range n.listeners {
-		errs = append(errs, ln.Close())
-	}
+	errs = append(errs, n.peers.CloseListeners())
 	for _, pl := range n.linkList() {
 		_ = pl.Conn.Close()
 	}
@@ -452,8 +427,9 @@ func (n *Node) ControlSocket() string { return n.home.ControlSocket() }
 
 // ListenAddrs returns the bound listen addresses.
 func (n *Node) ListenAddrs() []string {
-	out := make([]string, 0, len(n.listeners))
-	for _, ln := range n.listeners {
+	lns := n.peers.Listeners()
+	out := make([]string, 0, len(lns))
+	for _, ln := range lns {
 		out = append(out, ln.Addr().String())
 	}
 	return out
@@ -468,13 +444,13 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 		return errors.New("peer is this node itself")
 	}
 	if p.Knock {
-		return n.knocks.Answer(p)
+		return n.join.Answer(p)
 	}
 	if _, ok := r.Member(p.Identity); !ok {
 		if p.Invite != nil {
-			return n.invites.Admit(p)
+			return n.join.Admit(p)
 		}
-		n.knocks.RefusedNonMember(p)
+		n.join.RefusedNonMember(p)
 		n.metrics.inc(cHandshakeRejectedNotMember)
 		err := fmt.Errorf("%s is not a member of roster %q v%d", p.Identity.Fingerprint(), r.Org, r.Version)
 		if n.peers.Former.Has(p.Identity) {
@@ -489,7 +465,7 @@ func (n *Node) admit(p *proto.HandshakePayload) error {
 func (n *Node) payload() proto.HandshakePayload {
 	select {
 	case <-n.peers.AdvertisedSet():
-	case <-n.ctx.Done(): // setup failed (after any write) or the node closes
+	case <-n.life.ctx.Done(): // setup failed (after any write) or the node closes
 	}
 	return proto.HandshakePayload{
 		RosterVersion: n.Roster().Version,

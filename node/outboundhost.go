@@ -99,17 +99,3 @@ func (h outboundHost) AttachmentNote(id uuid.UUID, r history.DeliveryRecord) str
 func (h outboundHost) PreviousKey(k proto.PubKey) (proto.PubKey, bool) {
 	return previousKeyOf(h.n.Roster(), k)
 }
-
-func (h outboundHost) ReceivedRequests(id uuid.UUID) ([]outbound.Received, error) {
-	infos, err := h.n.receivedRequests(id)
-	out := make([]outbound.Received, len(infos))
-	for i, in := range infos {
-		out[i] = outbound.Received{From: in.from, Hop: in.hop}
-	}
-	return out, err
-}
-
-func (h outboundHost) ReceivedRequest(id uuid.UUID) (outbound.Received, bool, error) {
-	in, ok, err := h.n.receivedRequest(id)
-	return outbound.Received{From: in.from, Hop: in.hop}, ok, err
-}

@@ -6,6 +6,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -34,7 +35,7 @@ type ownPresenceHost struct{ n *Node }
 func newOwnPresence(n *Node) *ownpresence.Announcer {
 	cfg := ownpresence.Config{PresenceTTL: n.cfg.PresenceTTL, PresenceAwayAfter: n.cfg.PresenceAwayAfter,
 		PresenceOfflineAfter: n.cfg.PresenceOfflineAfter, MaxTTL: maxTTL * time.Second}
-	return ownpresence.New(ownPresenceHost{n}, cfg, n.presence, n.log)
+	return ownpresence.New(ownPresenceHost{n}, cfg, presence.NewTable(n.cfg.PresenceTTL), n.log)
 }
 
 func (h ownPresenceHost) Roster() *roster.Roster         { return h.n.Roster() }

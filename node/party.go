@@ -16,7 +16,7 @@ func (n *Node) party(k proto.PubKey) api.Party {
 	r := n.Roster()
 	if m, ok := r.Known(k); ok { // a previous key keeps its member's name
 		p.Name, p.Role = m.Name, m.Role.String()
-		p.NameAmbiguous = m.Name != "" && !n.names.of(r).Unique(m.Name)
+		p.NameAmbiguous = m.Name != "" && !n.roster.NameIndex(r).Unique(m.Name)
 	}
 	return p
 }
@@ -25,7 +25,7 @@ func (n *Node) party(k proto.PubKey) api.Party {
 func (n *Node) destText(d proto.Destination) string {
 	switch d.Kind {
 	case proto.DestChannel:
-		if p, ok := n.channels.ByID(d.Channel); ok {
+		if p, ok := n.chans.Set().ByID(d.Channel); ok {
 			return "#" + p.Name
 		}
 		return "#" + d.Channel.String()

@@ -57,8 +57,8 @@ var _ peers.Host = (*peerHost)(nil)
 // newPeerService returns n's connection management, calling n.
 func newPeerService(n *Node) *peers.Service {
 	return peers.NewService((*peerHost)(n), peers.ServiceConfig{
-		Context:          n.ctx,
-		Group:            &n.wg,
+		Context:          n.life.ctx,
+		Group:            &n.life.wg,
 		Log:              n.log,
 		BackoffMin:       n.cfg.DialBackoffMin,
 		BackoffMax:       n.cfg.DialBackoffMax,
@@ -105,15 +105,15 @@ func (h *peerHost) OtherOrg(o peers.OtherOrg) {
 	if p := o.MDNS; p != nil {
 		n.doctor.SawForeignOrg(p.Org, p.Key)
 		if !p.Key.Equal(n.id.Pub) && p.ProtoVersion == proto.ProtocolVersion {
-			n.knocks.KnockMDNS(p.Addrs)
+			n.join.KnockMDNS(p.Addrs)
 		}
 		return
 	}
-	n.knocks.KnockSeed(o.Seed)
+	n.join.KnockSeed(o.Seed)
 }
 
 // Knocked answers a knock the transport refused.
-func (h *peerHost) Knocked(l *transport.Link) { h.knocks.AnswerRefused(l) }
+func (h *peerHost) Knocked(l *transport.Link) { h.join.AnswerRefused(l) }
 
 // LinkUp counts and logs a registered link, then pushes our roster if
 // it is newer, and shares what the peer should know from us.

@@ -133,7 +133,7 @@ func (n *Node) receive(raw []byte, src rxSource) bool {
 	}
 	if !src.history {
 		// A history envelope says nothing of whether its sender is online.
-		n.presence.Touch(se.From, now)
+		n.own.Table().Touch(se.From, now)
 	}
 	// 5, 6. Destination and ACL, and the request rules, per kind (step 4,
 	// peer announcements, is in handlePeers).
@@ -191,7 +191,7 @@ func (n *Node) authorize(r *roster.Roster, role roster.Role, se *proto.SignedEnv
 		if se.Kind != proto.KindMessage {
 			return dropUnsupported
 		}
-		p, ok := n.channels.ByID(se.To.Channel)
+		p, ok := n.chans.Set().ByID(se.To.Channel)
 		if !ok {
 			return dropUnknownChannel
 		}
@@ -259,7 +259,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 	}
 	if se.Kind == proto.KindPresence {
 		n.doctor.ObserveClock(se.From, se.Time(), src.fromSender(se.From), now)
-		if n.presence.ObserveTTL(se.From, *se.Presence, time.Duration(se.TTL)*time.Second, now) {
+		if n.own.Table().ObserveTTL(se.From, *se.Presence, time.Duration(se.TTL)*time.Second, now) {
 			n.logRL.log(n.log, "presence", se.From.Fingerprint(), "presence", "peer", se.From.Fingerprint(), "state", se.Presence.State.String())
 		}
 		n.metrics.inc(cRxPresence)
@@ -269,7 +269,7 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 	select {
 	case n.rxq <- rxItem{se: se, src: src, now: now}:
 		return true
-	case <-n.ctx.Done():
+	case <-n.life.ctx.Done():
 		n.drop(dropShutdown, se, src, nil)
 		return false
 	}
@@ -280,14 +280,14 @@ func (n *Node) deliver(se *proto.SignedEnvelope, src rxSource, now time.Time) bo
 // them in the inbox: subscribed channels (muted ones at low priority
 // without waking), DMs, Requests and Responses.
 func (n *Node) commitLoop() {
-	defer n.wg.Done()
+	defer n.life.wg.Done()
 	batch := make([]rxItem, 0, maxCommitBatch)
 	for {
 		batch = batch[:0]
 		select {
 		case it := <-n.rxq:
 			batch = append(batch, it)
-		case <-n.ctx.Done():
+		case <-n.life.ctx.Done():
 			// Store what already arrived, then stop.
 			for {
 				select {
@@ -386,7 +386,7 @@ func (n *Node) commit(batch []rxItem) {
 			n.drop(dropBlocked, se, it.src, nil)
 		}
 		if se.Kind == proto.KindRequest {
-			n.requests.received(se)
+			n.out.NoteRequest(se)
 		}
 		n.out.NoteReply(se.ID, se.Message)
 		if !d.Inbox {
@@ -422,7 +422,7 @@ func (n *Node) classify(se *proto.SignedEnvelope) (history.Priority, bool, bool)
 		if se.To.Kind == proto.DestPeer {
 			return history.PriorityHigh, true, true
 		}
-		switch n.subs.Get(se.To.Channel) {
+		switch n.chans.Subscriptions().Get(se.To.Channel) {
 		case channel.Subscribed:
 			return history.PriorityNormal, true, true
 		case channel.Muted:

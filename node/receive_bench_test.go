@@ -36,7 +36,7 @@ func BenchmarkReceive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, 10*time.Second, "policy", func() bool { _, ok := rd.channels.ByName("bench"); return ok })
+	waitFor(b, 10*time.Second, "policy", func() bool { _, ok := rd.chans.Set().ByName("bench"); return ok })
 	if _, err := rd.chans.SetSubscription("bench", "subscribed"); err != nil {
 		b.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func BenchmarkInboxRender(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, 10*time.Second, "policy", func() bool { _, ok := rd.channels.ByName("bench"); return ok })
+	waitFor(b, 10*time.Second, "policy", func() bool { _, ok := rd.chans.Set().ByName("bench"); return ok })
 	se, err := proto.SignEnvelope(m.ids[0].Key, &proto.Envelope{
 		ID: proto.NewID(), From: m.ids[0].Pub, To: proto.ToChannel(p.ID), Kind: proto.KindMessage,
 		TS: time.Now().UnixMilli(), TTL: 600, Seq: 1, Epoch: proto.NewID(),

@@ -307,7 +307,7 @@ func TestPolicySignedByNonAdminDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "policy refusal", func() bool { return rig.a.metrics.Get("policy.rejected.not_admin") == before+1 })
-	if _, ok := rig.a.channels.ByName("rogue"); ok {
+	if _, ok := rig.a.chans.Set().ByName("rogue"); ok {
 		t.Fatal("policy signed by a non-admin was applied")
 	}
 }

@@ -35,7 +35,7 @@ func (n *Node) resolvePeer(q string) (roster.Member, error) {
 
 // resolveChannel finds a channel by name (with or without '#') or id.
 func (n *Node) resolveChannel(q string) (*channel.Policy, error) {
-	p, err := n.channels.Lookup(q)
+	p, err := n.chans.Set().Lookup(q)
 	if err != nil {
 		return nil, notFound(hintChannels, "%w", err) // the error names q
 	}

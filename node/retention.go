@@ -46,7 +46,7 @@ var defaultPolicy = &channel.Policy{}
 // retentionLoop prunes every RetentionInterval, and once soon after start,
 // since a node that was down for days has the most to prune.
 func (n *Node) retentionLoop() {
-	defer n.wg.Done()
+	defer n.life.wg.Done()
 	iv := n.cfg.RetentionInterval
 	first := time.NewTimer(min(iv, 5*time.Second))
 	defer first.Stop()
@@ -54,7 +54,7 @@ func (n *Node) retentionLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-n.life.ctx.Done():
 			return
 		case now := <-first.C:
 			n.pruneOnce(now)
@@ -84,7 +84,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 	}
 	done := map[uuid.UUID]bool{}
 	prune := func(id uuid.UUID, p *channel.Policy) {
-		if n.ctx.Err() != nil {
+		if n.life.ctx.Err() != nil {
 			return
 		}
 		age, count := n.retention(p, archive)
@@ -95,7 +95,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 		}
 		done[id] = true
 	}
-	for _, p := range n.channels.All() {
+	for _, p := range n.chans.Set().All() {
 		prune(p.ID, p)
 	}
 	if st, err := n.store.Stats(); err != nil {
@@ -107,7 +107,7 @@ func (n *Node) pruneOnce(now time.Time) pruneReport {
 			}
 		}
 	}
-	if n.ctx.Err() != nil {
+	if n.life.ctx.Err() != nil {
 		return rep
 	}
 	var err error

@@ -119,13 +119,13 @@ func (h rosterHost) MemberRekeyed(m roster.Member) {
 // Applied follows r, which replaced cur, in the rest of the node.
 func (h rosterHost) Applied(cur, r *roster.Roster) {
 	n := h.n
-	if d, ok := n.disc.(mdns.Advertiser); ok {
+	if d, ok := n.peers.Discovery().(mdns.Advertiser); ok {
 		if err := d.SetRosterVersion(r.Version); err != nil {
 			n.log.Warn("mdns: update roster version", "err", err)
 		}
 	}
-	if n.channels != nil {
-		if dropped, stale := n.channels.Revalidate(r); len(dropped)+len(stale) > 0 {
+	if n.chans != nil {
+		if dropped, stale := n.chans.Set().Revalidate(r); len(dropped)+len(stale) > 0 {
 			n.log.Warn("channel policies affected by the roster update", "dropped", len(dropped), "stale", len(stale))
 		}
 	}
@@ -136,8 +136,8 @@ func (h rosterHost) Applied(cur, r *roster.Roster) {
 	for _, m := range cur.Members {
 		if _, ok := r.Member(m.Key); !ok {
 			gone = append(gone, m.Key)
-			if n.presence != nil {
-				n.presence.Forget(m.Key)
+			if n.own != nil {
+				n.own.Table().Forget(m.Key)
 			}
 		}
 	}

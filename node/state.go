@@ -9,7 +9,6 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
-	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -32,8 +31,8 @@ func (n *Node) openState() error {
 	hc.MaxSenderBytes, hc.MaxSenderEnvelopes = n.cfg.SenderStoreBytes, n.cfg.SenderStoreEnvelopes
 	hc.Self = n.id.Pub
 	hc.InboxPruned = func(items []history.PrunedItem) {
-		if n.mbox != nil {
-			n.mbox.RemovePruned(items)
+		if n.mail != nil {
+			n.mail.Loop.RemovePruned(items)
 		}
 	}
 	st, err := history.Open(n.home.DBPath(), hc)
@@ -59,39 +58,38 @@ func (n *Node) openState() error {
 	}
 	n.out = newOutbound(n, counter)
 	st.OnDeliveryFailed(n.out.OnDeliveryFailed)
-	n.channels = channel.NewSet()
+	set := channel.NewSet()
 	dir := n.channelsDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("channels: %w", err)
 	}
-	if err := n.channels.Load(dir); err != nil {
+	if err := set.Load(dir); err != nil {
 		// Files that fail to parse are reported and skipped; the rest load.
 		n.log.Warn("some channel policies did not load", "err", err,
 			"fix", "remove each file named; a linked peer that holds the channel sends its policy again")
 		n.metrics.inc(cPolicyLoadFailed)
 	}
-	if dropped, stale := n.channels.Revalidate(n.Roster()); len(dropped)+len(stale) > 0 {
+	if dropped, stale := set.Revalidate(n.Roster()); len(dropped)+len(stale) > 0 {
 		n.log.Warn("channel policies no longer valid under the roster", "dropped", len(dropped), "stale", len(stale))
 	}
-	if n.subs, err = channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json")); err != nil {
+	subs, err := channel.OpenSubscriptions(filepath.Join(n.cfg.Home, "subscriptions.json"))
+	if err != nil {
 		return fmt.Errorf("%w (fix the file, or remove it and subscribe again: meshctl subscribe NAME)", err)
 	}
-	if n.chans, err = newChanAdmin(n); err != nil {
+	if n.chans, err = newChanAdmin(n, set, subs); err != nil {
 		return err
 	}
 	if err := n.openAttachments(); err != nil {
 		return err
 	}
-	n.presence = presence.NewTable(n.cfg.PresenceTTL)
 	n.own = newOwnPresence(n)
 	n.q = newInboxq(n)
 	n.status = newStatus(n)
 	n.claims = newClaims(n)
-	n.requests = newRequestBook()
 	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
-	n.syncer = newSyncer(n.ctx, n)
+	n.syncer = newSyncer(n.life.ctx, n)
 	return nil
 }
 
@@ -132,11 +130,8 @@ func (n *Node) channelsDir() string { return filepath.Join(n.cfg.Home, "channels
 
 func (n *Node) closeState() error {
 	var errs []error
-	if n.outbox != nil {
-		errs = append(errs, n.outbox.Close())
-	}
-	if n.mirror != nil {
-		errs = append(errs, n.mirror.Close())
+	if n.mail != nil {
+		errs = append(errs, n.mail.Close())
 	}
 	if n.out != nil {
 		errs = append(errs, n.out.Counter().Close())

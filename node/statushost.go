@@ -20,21 +20,28 @@ type statusHost struct{ n *Node }
 func newStatus(n *Node) *status.Reporter {
 	cfg := status.Config{Self: n.id.Pub, Name: n.id.Name, Home: n.cfg.Home, Seeds: n.cfg.Seeds, Started: time.Now(),
 		PeerExchangeInterval: n.cfg.PeerExchangeInterval, SkewWarn: doctor.SkewWarn}
-	return status.New(statusHost{n}, cfg, n.store, n.presence)
+	return status.New(statusHost{n}, cfg, n.store, n.own.Table())
 }
 
 func (h statusHost) Roster() *roster.Roster           { return h.n.Roster() }
 func (h statusHost) Links() []*peers.Link             { return h.n.linkList() }
 func (h statusHost) Advertised() []string             { return h.n.peers.Advertised() }
 func (h statusHost) Former(k proto.PubKey) bool       { return h.n.peers.Former.Has(k) }
-func (h statusHost) Listeners() []*transport.Listener { return h.n.listeners }
-func (h statusHost) Discovering() bool                { return h.n.disc != nil }
+func (h statusHost) Listeners() []*transport.Listener { return h.n.peers.Listeners() }
+func (h statusHost) Discovering() bool                { return h.n.peers.Discovery() != nil }
 func (h statusHost) Mailbox() *api.MailboxStatus      { return mailboxHost(h).status() }
 func (h statusHost) Blocked() []api.Block             { return h.n.chans.Blocks().Blocks }
-func (h statusHost) Outbox() *mailbox.Outbox          { return h.n.outbox }
+
+// Outbox is the mailbox's outbox, or nil before the mailbox is open.
+func (h statusHost) Outbox() *mailbox.Outbox {
+	if h.n.mail == nil {
+		return nil
+	}
+	return h.n.mail.Outbox
+}
 
 func (h statusHost) NameUnique(r *roster.Roster, name string) bool {
-	return h.n.names.of(r).Unique(name)
+	return h.n.roster.NameIndex(r).Unique(name)
 }
 
 func (h statusHost) Skew(now time.Time) time.Duration {
@@ -51,8 +58,8 @@ func (h statusHost) Counters() map[string]uint64 {
 // Queues reads the lengths of channels created before the node runs and
 // never replaced, so it needs no lock.
 func (h statusHost) Queues() (commitLen, commitCap, mirrorLen, mirrorCap int) {
-	if h.n.mbox != nil {
-		mirrorLen, mirrorCap = h.n.mbox.Queued()
+	if h.n.mail != nil {
+		mirrorLen, mirrorCap = h.n.mail.Loop.Queued()
 	}
 	return len(h.n.rxq), cap(h.n.rxq), mirrorLen, mirrorCap
 }

@@ -162,8 +162,8 @@ func newSyncer(ctx context.Context, n *Node) *syncer.Syncer {
 		},
 		Self:     n.id.Pub,
 		Store:    n.store,
-		Channels: n.channels,
-		Subs:     n.subs,
+		Channels: n.chans.Set(),
+		Subs:     n.chans.Subscriptions(),
 		Log:      n.log.With("component", "sync"),
 	})
 }
@@ -216,12 +216,12 @@ func isArchive(r *roster.Roster, k proto.PubKey) bool {
 // queued behind its envelopes has the commit stage report it stored.
 func (h syncHost) historyStage(pages <-chan *syncer.Batch) {
 	n := h.n
-	defer n.wg.Done()
+	defer n.life.wg.Done()
 	for {
 		var b *syncer.Batch
 		select {
 		case b = <-pages:
-		case <-n.ctx.Done():
+		case <-n.life.ctx.Done():
 			return
 		}
 		src := rxOf(b.Src)
@@ -235,7 +235,7 @@ func (h syncHost) historyStage(pages <-chan *syncer.Batch) {
 		b.Handed(fresh)
 		select {
 		case n.rxq <- rxItem{page: b}:
-		case <-n.ctx.Done():
+		case <-n.life.ctx.Done():
 			b.Stored()
 			return
 		}

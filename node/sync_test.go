@@ -111,7 +111,7 @@ func waitPolicy(t testing.TB, n *Node, name string) *channel.Policy {
 	var p *channel.Policy
 	waitFor(t, 10*time.Second, "policy #"+name, func() bool {
 		var ok bool
-		p, ok = n.channels.ByName(name)
+		p, ok = n.chans.Set().ByName(name)
 		return ok
 	})
 	return p

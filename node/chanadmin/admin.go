@@ -63,6 +63,12 @@ func New(host Host, set *channel.Set, subs *channel.Subscriptions, cfg Config, l
 	return a, nil
 }
 
+// Set is the channel set the admin keeps: the policies this node holds.
+func (a *Admin) Set() *channel.Set { return a.set }
+
+// Subscriptions is this node's subscription to each channel.
+func (a *Admin) Subscriptions() *channel.Subscriptions { return a.subs }
+
 // Resolve finds a channel by name (with or without '#') or id.
 func (a *Admin) Resolve(q string) (*channel.Policy, error) {
 	p, err := a.set.Lookup(q)

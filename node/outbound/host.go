@@ -33,12 +33,6 @@ type Host interface {
 	MemberLabel(k proto.PubKey) string
 	// AttachFiles reads the files a send attaches.
 	AttachFiles(paths []string) ([]proto.Attachment, error)
-	// ReceivedRequests returns who sent a received Request with request
-	// id id (several, if senders reused it) and each one's hop.
-	ReceivedRequests(id uuid.UUID) ([]Received, error)
-	// ReceivedRequest returns the requester of id and its hop: the one
-	// requester, or the highest hop among those that reused id.
-	ReceivedRequest(id uuid.UUID) (Received, bool, error)
 	// Answered runs after a response to request id of from was sent.
 	Answered(from proto.PubKey, id uuid.UUID)
 	// Sent runs for each envelope this node sent (the sent folder).

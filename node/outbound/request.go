@@ -43,7 +43,7 @@ func (s *Sender) Request(req api.Request) (*api.Sent, error) {
 		if err != nil {
 			return nil, apierr.BadRequest("reply_to: %v", err)
 		}
-		info, ok, err := s.host.ReceivedRequest(parent)
+		info, ok, err := s.receivedRequest(parent)
 		if err != nil {
 			return nil, fmt.Errorf("reply_to: find request %s: %w", parent, err)
 		}
@@ -116,7 +116,7 @@ func (s *Sender) Respond(req api.Respond) (*api.Sent, error) {
 // (a member by name, fingerprint or key). An ambiguous id is refused,
 // naming the candidates by sender.
 func (s *Sender) requester(id uuid.UUID, to string) (Received, error) {
-	infos, err := s.host.ReceivedRequests(id)
+	infos, err := s.receivedRequests(id)
 	if err != nil {
 		return Received{}, fmt.Errorf("find request %s: %w", id, err)
 	}

@@ -25,6 +25,9 @@ type Sender struct {
 	replies *replyDepths
 	answers *answerBook
 	acks    *readerAcks // acks of our channel Messages, counted in batches
+	// requests are the Requests this node received, by request id
+	// (requests.go).
+	requests *requestBook
 }
 
 // New returns a sender over host with the store, counter and links of
@@ -33,6 +36,7 @@ func New(host Host, cfg Config) *Sender {
 	return &Sender{
 		host: host, cfg: cfg, log: cfg.Log,
 		replies: newReplyDepths(), answers: newAnswerBook(), acks: newReaderAcks(),
+		requests: newRequestBook(),
 	}
 }
 

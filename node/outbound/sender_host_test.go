@@ -23,11 +23,9 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// fakeHost answers from a roster and a table of received requests, and
-// records what the sender counts, sends and marks answered.
+// fakeHost answers from a roster and records what the sender counts, sends and marks answered.
 type fakeHost struct {
-	r        *roster.Roster
-	received map[uuid.UUID][]Received
+	r *roster.Roster
 
 	mu       sync.Mutex
 	counts   [NumCounters]uint64
@@ -61,14 +59,6 @@ func (h *fakeHost) AttachmentNote(uuid.UUID, history.DeliveryRecord) string { re
 func (h *fakeHost) CountFailed(history.DeliveryState)                       {}
 func (h *fakeHost) FailedItems([]*proto.SignedEnvelope, time.Time, bool)    {}
 func (h *fakeHost) IsLocalItem(*proto.SignedEnvelope) bool                  { return false }
-func (h *fakeHost) ReceivedRequests(id uuid.UUID) ([]Received, error)       { return h.received[id], nil }
-func (h *fakeHost) ReceivedRequest(id uuid.UUID) (Received, bool, error) {
-	in := h.received[id]
-	if len(in) == 0 {
-		return Received{}, false, nil
-	}
-	return in[0], true, nil
-}
 func (h *fakeHost) Answered(_ proto.PubKey, id uuid.UUID) {
 	h.lock(func() { h.answered = append(h.answered, id) })
 }
@@ -134,10 +124,11 @@ func TestSenderOverHost(t *testing.T) {
 	}
 	t.Cleanup(func() { counter.Close() })
 	rid := uuid.New()
-	h := &fakeHost{r: r, kinds: map[proto.Kind]int{}, received: map[uuid.UUID][]Received{rid: {{From: peer, Hop: 3}}}}
+	h := &fakeHost{r: r, kinds: map[proto.Kind]int{}}
 	s := New(h, Config{Self: self, Key: selfKey, Counter: counter, Store: st, Peers: &noLinks{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), EnvelopeTTL: time.Hour, OfflineWindow: time.Hour,
 		DirectRetention: time.Hour, MaxReplyDepth: 1})
+	s.NoteRequest(&proto.SignedEnvelope{Envelope: proto.Envelope{From: peer, Request: &proto.Request{RequestID: rid, Hop: 3}}})
 
 	dm, err := s.Send(api.Send{To: "b", Body: "hello"})
 	if err != nil {

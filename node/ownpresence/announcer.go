@@ -29,6 +29,10 @@ func New(host Host, cfg Config, table *presence.Table, log *slog.Logger) *Announ
 		act: newActivity(cfg.PresenceAwayAfter, cfg.PresenceOfflineAfter, time.Now())}
 }
 
+// Table is the presence table the announcer keeps: our peers' presence,
+// touched by the node's receive pipeline and aged out by Run.
+func (s *Announcer) Table() *presence.Table { return s.table }
+
 // Run refreshes our own presence every third of the TTL, so peers never
 // see us silent, follows the agent's activity, and ages out peers that
 // went quiet, until ctx ends.

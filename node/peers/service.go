@@ -32,9 +32,11 @@ type Service struct {
 	advertised    atomic.Pointer[[]string]
 	advertisedSet chan struct{}
 
-	// Set by Start, before any link exists; read-only after.
-	link   transport.Config // the settings of the links this node dials
+	// Set before Start (listeners.go) or by it, before any link exists;
+	// read-only after.
+	link   transport.Config // the settings of the node's links, dialled and accepted
 	unixLn bool             // the node accepts links on a Unix socket
+	lns    []*transport.Listener
 	disc   mdns.Discovery
 }
 
@@ -94,22 +96,22 @@ func NewService(h Host, c ServiceConfig) *Service {
 		advertisedSet: make(chan struct{})}
 }
 
-// Start runs connection management: an accept loop on each of lns, the
-// dial loop dialling with link, discovery's loop when disc is not nil,
-// and the peer-exchange loop. Each goroutine joins the service's group
-// and ends with its context.
-func (s *Service) Start(lns []*transport.Listener, disc mdns.Discovery, link transport.Config) {
-	s.link, s.disc = link, disc
-	for _, ln := range lns {
+// Start runs connection management: an accept loop on each listener
+// (AddListener), the dial loop dialling with the link settings
+// (SetLinkConfig), discovery's loop when there is discovery
+// (SetDiscovery), and the peer-exchange loop. Each goroutine joins the
+// service's group and ends with its context.
+func (s *Service) Start() {
+	for _, ln := range s.lns {
 		if ln.Addr().Network == "unix" {
 			s.unixLn = true
 		}
 	}
-	for _, ln := range lns {
+	for _, ln := range s.lns {
 		s.cfg.Group.Go(func() { s.Accept(ln) })
 	}
 	s.cfg.Group.Go(s.dialLoop)
-	if disc != nil {
+	if s.disc != nil {
 		s.cfg.Group.Go(s.discoveryLoop)
 	}
 	s.cfg.Group.Go(s.exchangeLoop)

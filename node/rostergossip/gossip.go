@@ -36,6 +36,8 @@ type Keeper struct {
 	mu sync.Mutex
 
 	rekey rekeyState
+
+	names nameIndexCache // the name index of the roster last asked about (names.go)
 }
 
 // New returns a keeper of the roster of the node in h, with no roster

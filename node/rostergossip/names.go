@@ -1,4 +1,4 @@
-package node
+package rostergossip
 
 import (
 	"sync"
@@ -24,3 +24,8 @@ func (c *nameIndexCache) of(r *roster.Roster) roster.NameIndex {
 	}
 	return c.ix
 }
+
+// NameIndex returns the name index of r (the current roster, as a
+// caller read it), built once per roster: it tells a unique name from one
+// another member's resembles.
+func (k *Keeper) NameIndex(r *roster.Roster) roster.NameIndex { return k.names.of(r) }
