@@ -61,6 +61,9 @@ func TestMirrorWatermarkPausesAndResumes(t *testing.T) {
 	free.Store(1 << 30)
 	waitFor(t, 10*time.Second, "the files held back", func() bool { return len(mailboxFiles(t, m.home(1))) == dms })
 	waitFor(t, 5*time.Second, "the resume", func() bool { return b.status.StatusInfo().Mailbox.Paused == "" })
+	// The loop counts a batch's files once the batch is written: the files
+	// can be on disk a moment before the count has them.
+	waitFor(t, 5*time.Second, "the files counted", func() bool { return b.status.StatusInfo().Mailbox.Files == dms })
 	if st := b.status.StatusInfo().Mailbox; st.Files != dms || st.FreeBytes != 1<<30 {
 		t.Errorf("status after the resume: %+v, want %d files and 1 GiB free", st, dms)
 	}
