@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -105,7 +104,6 @@ func (s *Sender) Ackable(se *proto.SignedEnvelope, via *peers.Link, fromHistory 
 // per link they came on.
 func (s *Sender) SendAcks(acks map[*peers.Link][]uuid.UUID) {
 	for pl, ids := range acks {
-		ids = uniqueIDs(ids)
 		for i := 0; i < len(ids); i += proto.MaxArrayElements {
 			b, err := proto.Marshal(&proto.Ack{IDs: ids[i:min(i+proto.MaxArrayElements, len(ids))]})
 			if err != nil {
@@ -114,29 +112,6 @@ func (s *Sender) SendAcks(acks map[*peers.Link][]uuid.UUID) {
 			s.cfg.Peers.Send(s.cfg.Peers.AckVia(pl), proto.FrameAck, b)
 		}
 	}
-}
-
-// uniqueIDs returns ids without repeats, in their first order: ids
-// itself when a short list has none (the usual case, without allocating).
-func uniqueIDs(ids []uuid.UUID) []uuid.UUID {
-	if len(ids) <= 8 {
-		i := 1
-		for i < len(ids) && !slices.Contains(ids[:i], ids[i]) {
-			i++
-		}
-		if i >= len(ids) {
-			return ids
-		}
-	}
-	seen := make(map[uuid.UUID]struct{}, len(ids))
-	out := make([]uuid.UUID, 0, len(ids))
-	for _, id := range ids {
-		if _, ok := seen[id]; !ok {
-			seen[id] = struct{}{}
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // readerAcks collects readers' acks of our channel Messages so that they
