@@ -139,6 +139,10 @@ type Config struct {
 	// Logger receives handshake failures and link teardowns. Default: a
 	// logger that discards, since a library must not print unless asked.
 	Logger *slog.Logger
+	// Net opens the listeners and connections of [Listen] and [Dial].
+	// Nil is the host's TCP and Unix sockets; tests put in an in-memory
+	// network (transport/memnet) to run nodes inside a synctest bubble.
+	Net Network
 }
 
 // DefaultConfig returns a Config with every default set and no identity.

@@ -21,8 +21,7 @@ func Dial(ctx context.Context, addr Addr, cfg Config, expect *proto.PubKey) (*Li
 	if err != nil {
 		return nil, err
 	}
-	d := net.Dialer{Timeout: ep.cfg.HandshakeTimeout, KeepAliveConfig: tcpKeepAlive, Control: setDeadAfter}
-	conn, err := d.DialContext(ctx, addr.Network, addr.Address)
+	conn, err := ep.dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -31,6 +30,18 @@ func Dial(ctx context.Context, addr Addr, cfg Config, expect *proto.PubKey) (*Li
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return link, nil
+}
+
+// dial connects to addr, on the configured network or the host's, within
+// HandshakeTimeout.
+func (e *endpoint) dial(ctx context.Context, addr Addr) (net.Conn, error) {
+	if e.cfg.Net != nil {
+		ctx, cancel := context.WithTimeout(ctx, e.cfg.HandshakeTimeout)
+		defer cancel()
+		return e.cfg.Net.Dial(ctx, addr)
+	}
+	d := net.Dialer{Timeout: e.cfg.HandshakeTimeout, KeepAliveConfig: tcpKeepAlive, Control: setDeadAfter}
+	return d.DialContext(ctx, addr.Network, addr.Address)
 }
 
 // Client runs the initiator side of the handshake on conn and returns the

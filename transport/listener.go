@@ -82,23 +82,13 @@ func Listen(ctx context.Context, addr Addr, cfg Config) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if addr.Network == "unix" {
-		if err := removeStaleSocket(ctx, addr.Address); err != nil {
-			return nil, fmt.Errorf("listen %s: %w", addr, err)
-		}
-	}
-	lc := net.ListenConfig{KeepAliveConfig: tcpKeepAlive, Control: setDeadAfter}
-	ln, err := lc.Listen(ctx, addr.Network, addr.Address)
+	ln, err := ep.listen(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	bound := Addr{Network: addr.Network, Address: ln.Addr().String()}
 	if addr.Network == "unix" {
 		bound.Address = addr.Address
-		if err := os.Chmod(addr.Address, 0o600); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("listen %s: %w", addr, err)
-		}
 	}
 	hctx, cancel := context.WithCancel(context.Background())
 	l := &Listener{
@@ -116,6 +106,31 @@ func Listen(ctx context.Context, addr Addr, cfg Config) (*Listener, error) {
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
+}
+
+// listen opens the listener of addr on the configured network, or on the
+// host's: a Unix socket replaces a stale socket file and gets mode 0600.
+func (e *endpoint) listen(ctx context.Context, addr Addr) (net.Listener, error) {
+	if e.cfg.Net != nil {
+		return e.cfg.Net.Listen(ctx, addr)
+	}
+	if addr.Network == "unix" {
+		if err := removeStaleSocket(ctx, addr.Address); err != nil {
+			return nil, err
+		}
+	}
+	lc := net.ListenConfig{KeepAliveConfig: tcpKeepAlive, Control: setDeadAfter}
+	ln, err := lc.Listen(ctx, addr.Network, addr.Address)
+	if err != nil {
+		return nil, err
+	}
+	if addr.Network == "unix" {
+		if err := os.Chmod(addr.Address, 0o600); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	return ln, nil
 }
 
 // removeStaleSocket removes path if it is a socket nobody listens on. It
