@@ -38,6 +38,10 @@ type Config struct {
 	// MailboxAccess says who may read the mailbox besides the node's
 	// user: nobody (the zero value), or one group (mailbox_group).
 	MailboxAccess mailbox.Access
+	// OutboxNoNotify leaves the outbox to its periodic scan, without an
+	// fsnotify watch: for tests in a synctest bubble, where a goroutine
+	// blocked reading the inotify descriptor would hold the clock.
+	OutboxNoNotify bool
 
 	// DialBackoffMin and DialBackoffMax bound reconnect backoff. The delay
 	// doubles per failure between them and is then drawn from its upper

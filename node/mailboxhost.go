@@ -64,6 +64,7 @@ func (h mailboxHost) open() error {
 	mc.Logger = n.log.With("component", "mailbox")
 	oc := mailbox.DefaultOutboxConfig()
 	oc.Access = n.cfg.MailboxAccess
+	oc.NoNotify = n.cfg.OutboxNoNotify
 	oc.Logger = n.log.With("component", "outbox")
 	b, err := mailbox.OpenBox(n.home.MailboxDir(), mc, mailbox.LoopConfig{Host: h, Self: n.id.Pub,
 		MaxFiles: n.cfg.MailboxMaxFiles, MaxBytes: n.cfg.MailboxMaxBytes, MinFree: n.cfg.MailboxMinFree,
