@@ -27,6 +27,7 @@ const firstPort = 40000
 type Network struct {
 	mu       sync.Mutex
 	lns      map[key]*listener
+	paths    map[[2]netip.Addr]*path // by the pair of hosts, lower first
 	nextPort int
 	buffer   int
 }
@@ -42,7 +43,7 @@ type key struct {
 // New returns an empty network whose connections buffer DefaultBuffer
 // bytes each way.
 func New() *Network {
-	return &Network{lns: map[key]*listener{}, nextPort: firstPort, buffer: DefaultBuffer}
+	return &Network{lns: map[key]*listener{}, paths: map[[2]netip.Addr]*path{}, nextPort: firstPort, buffer: DefaultBuffer}
 }
 
 // Host returns the view of the network from the host with address ip:
@@ -141,25 +142,33 @@ func (h *Host) Dial(ctx context.Context, a transport.Addr) (net.Conn, error) {
 	k, addr, err := h.resolve(a, false)
 	ln := h.n.lns[k]
 	var local net.Addr
+	var way *path
 	if err == nil {
 		local = &net.UnixAddr{Net: "unix"} // unnamed, as a dialling Unix socket is
 		if a.Network == "tcp" {
 			ip := h.ip
-			if addr.(*net.TCPAddr).IP.IsLoopback() {
+			to := addr.(*net.TCPAddr).AddrPort().Addr().Unmap()
+			if to.IsLoopback() {
 				ip = netip.MustParseAddr("127.0.0.1")
+			} else {
+				way = h.n.pathLocked(h.ip, to)
 			}
 			local = net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(h.n.portLocked())))
 		}
 	}
 	size := h.n.buffer
 	h.n.mu.Unlock()
+	if cut, _ := way.state(); cut && err == nil {
+		<-ctx.Done() // no answer across a cut
+		err = ctx.Err()
+	}
 	if err == nil && ln == nil {
 		err = syscall.ECONNREFUSED
 	}
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: a.Network, Addr: addr, Err: err}
 	}
-	c, s := newConn(local, addr, size)
+	c, s := newConn(local, addr, size, way)
 	select {
 	case ln.queue <- s:
 	case <-ln.closed:

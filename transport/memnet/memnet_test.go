@@ -256,3 +256,46 @@ func TestLinkOverMemnet(t *testing.T) {
 		}
 	})
 }
+
+// TestCut: across a cut, nothing written arrives and a close is not
+// seen, a read waits out its deadline, and a dial waits out its context;
+// once healed, what was written arrives, then the close. Connections of
+// a host with itself are not cut.
+func TestCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New()
+		c, s := pair(t, nw)
+		nw.Cut(ipA, ipB)
+		if n, err := c.Write([]byte("lost for now")); n != 12 || err != nil {
+			t.Fatalf("write across the cut: %d, %v", n, err)
+		}
+		c.Close()
+		start := time.Now()
+		s.SetReadDeadline(start.Add(time.Minute))
+		if _, err := s.Read(make([]byte, 64)); !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) != time.Minute {
+			t.Fatalf("read across the cut: %v after %v", err, time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start = time.Now()
+		if _, err := nw.Host(ipA).Dial(ctx, mustAddr(t, "tcp://"+s.LocalAddr().String())); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 5*time.Second {
+			t.Fatalf("dial across the cut: %v after %v", err, time.Since(start))
+		}
+		ln, err := nw.Host(ipA).Listen(context.Background(), mustAddr(t, "tcp://127.0.0.1:80"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if lc, err := nw.Host(ipA).Dial(context.Background(), mustAddr(t, "tcp://127.0.0.1:80")); err != nil {
+			t.Fatalf("loopback dial on a cut host: %v", err)
+		} else {
+			lc.Close()
+		}
+
+		nw.Heal(ipA, ipB)
+		s.SetReadDeadline(time.Time{})
+		if b, err := io.ReadAll(s); string(b) != "lost for now" || err != nil {
+			t.Fatalf("after the heal: %q, %v", b, err)
+		}
+	})
+}

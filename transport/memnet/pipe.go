@@ -22,6 +22,7 @@ const DefaultBuffer = 128 << 10
 // blocking on a channel made in a synctest bubble is what lets the
 // bubble's clock run.
 type pipe struct {
+	way     *path // nil: a way no Cut breaks
 	mu      sync.Mutex
 	buf     []byte
 	size    int
@@ -30,8 +31,8 @@ type pipe struct {
 	changed chan struct{}
 }
 
-func newPipe(size int) *pipe {
-	return &pipe{size: size, changed: make(chan struct{})}
+func newPipe(size int, way *path) *pipe {
+	return &pipe{way: way, size: size, changed: make(chan struct{})}
 }
 
 // signalLocked wakes the waiters; the caller holds mu.
@@ -67,9 +68,10 @@ type conn struct {
 var _ net.Conn = (*conn)(nil)
 
 // newConn returns the two ends of a connection holding size bytes each
-// way; a's local address is aAddr, b's is bAddr.
-func newConn(aAddr, bAddr net.Addr, size int) (a, b *conn) {
-	ab, ba := newPipe(size), newPipe(size)
+// way, over way (nil: never cut); a's local address is aAddr, b's is
+// bAddr.
+func newConn(aAddr, bAddr net.Addr, size int, way *path) (a, b *conn) {
+	ab, ba := newPipe(size, way), newPipe(size, way)
 	a = &conn{in: ba, out: ab, local: aAddr, remote: bAddr, closed: make(chan struct{})}
 	b = &conn{in: ab, out: ba, local: bAddr, remote: aAddr, closed: make(chan struct{})}
 	a.rd.init()
@@ -95,6 +97,15 @@ func (c *conn) Read(b []byte) (int, error) {
 		case <-c.rd.wait():
 			return 0, c.opError("read", os.ErrDeadlineExceeded)
 		default:
+		}
+		cut, healed := p.way.state()
+		if cut {
+			select {
+			case <-healed:
+			case <-c.closed:
+			case <-c.rd.wait():
+			}
+			continue
 		}
 		p.mu.Lock()
 		if len(p.buf) > 0 {
@@ -137,8 +148,9 @@ func (c *conn) Write(b []byte) (int, error) {
 			return n, c.opError("write", os.ErrDeadlineExceeded)
 		default:
 		}
+		cut, healed := p.way.state()
 		p.mu.Lock()
-		if p.broken || p.eof {
+		if (p.broken && !cut) || p.eof {
 			p.mu.Unlock()
 			return n, c.opError("write", syscall.EPIPE)
 		}
@@ -156,6 +168,7 @@ func (c *conn) Write(b []byte) (int, error) {
 		p.mu.Unlock()
 		select {
 		case <-changed:
+		case <-healed: // nil unless cut: a closed reader is seen once healed
 		case <-c.closed:
 		case <-c.wd.wait():
 		}
