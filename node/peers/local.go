@@ -2,6 +2,7 @@ package peers
 
 import (
 	"net"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/proto"
@@ -41,10 +42,16 @@ func SelfSource(l *transport.Link) Source {
 	return Self
 }
 
+// localIPs returns this host's interface addresses, listed again at
+// most every 10 s. Links come up on many goroutines at once (accept
+// loops, dials), hence the mutex.
 var localIPs = func() func() map[string]bool {
+	var mu sync.Mutex
 	var cached map[string]bool
 	var at time.Time
 	return func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
 		if cached != nil && time.Since(at) < 10*time.Second {
 			return cached
 		}
