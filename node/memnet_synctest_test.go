@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 	"github.com/meshd/meshd/transport/memnet"
 )
@@ -179,5 +180,71 @@ func TestSynctestMeshOverMemnet(t *testing.T) {
 			t.Fatalf("b got an item of its own: %+v", d.Item())
 		default:
 		}
+	})
+}
+
+// TestSynctestSilentMemberOffline: the way between two linked nodes is
+// cut (memnet.Cut, a pulled cable: nothing arrives, no close is seen).
+// On the bubble's clock each end closes its link by its idle timeout,
+// within [idle, idle + 2 slack] of the last thing it received; the
+// member is counted offline by the presence expiry check that first
+// finds it silent for longer than presence_ttl, to the nanosecond; once
+// the way heals, the nodes link again within a dial timeout and the
+// longest backoff, and the member is online again.
+func TestSynctestSilentMemberOffline(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New()
+		t0 := time.Now() // a's presence checks tick from here
+		a := bubbleNode(t, m, nw, 0)
+		b := bubbleNode(t, m, nw, 1, bubbleAddr(0))
+		bKey := m.ids[1].Pub
+		bubbleWaitFor(t, time.Minute, "link", func() bool { return linked(a, bKey) && linked(b, m.ids[0].Pub) })
+		a.peers.Lock()
+		pl := a.peers.LinkedLocked(bKey)
+		a.peers.Unlock()
+
+		nw.Cut(bubbleIP(0), bubbleIP(1))
+		lastRecv := pl.Conn.LastRecv()
+		down := bubbleWaitFor(t, 5*time.Minute, "a's link down", func() bool { return !linked(a, bKey) })
+		idle := DefaultConfig().Transport.IdleTimeout
+		if idle == 0 {
+			idle = transport.DefaultConfig().IdleTimeout
+		}
+		downAt := time.Now()
+		if d := downAt.Sub(lastRecv); d < idle || d > idle+idle/8+10*time.Millisecond {
+			t.Errorf("link closed %v after its last message (%v after the cut), want within [%v, %v]", d, down, idle, idle+idle/8)
+		}
+
+		e, ok := a.own.Table().Get(bKey, time.Now())
+		if !ok || e.State != proto.Online {
+			t.Fatalf("b at a after its link went down: %+v, want online until the TTL", e)
+		}
+		ttl := a.cfg.PresenceTTL
+		check := min(ttl/4, 2*time.Second)
+		ticks := (e.LastHeard.Add(ttl).Sub(t0))/check + 1
+		expiry := t0.Add(ticks * check) // the first check that finds it silent for longer than ttl
+		time.Sleep(time.Until(expiry) - time.Nanosecond)
+		synctest.Wait()
+		if n := a.metrics.Get("presence.expired"); n != 0 {
+			t.Fatalf("b counted expired %v after it was last heard, before the check due at %v", time.Since(e.LastHeard), expiry.Sub(e.LastHeard))
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if n := a.metrics.Get("presence.expired"); n != 1 {
+			t.Fatalf("b counted expired %d times at the check due %v after it was last heard, want once", n, expiry.Sub(e.LastHeard))
+		}
+		if e, _ := a.own.Table().Get(bKey, time.Now()); e.State != proto.Offline {
+			t.Fatalf("b shown %v after the TTL", e.State)
+		}
+
+		nw.Heal(bubbleIP(0), bubbleIP(1))
+		limit := a.cfg.DialTimeout + a.cfg.DialBackoffMax
+		bubbleWaitFor(t, limit, "relinked and b online again", func() bool {
+			e, _ := a.own.Table().Get(bKey, time.Now())
+			return linked(a, bKey) && e.State == proto.Online
+		})
 	})
 }
