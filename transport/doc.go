@@ -8,6 +8,11 @@
 // about what frames mean, rosters or routing: the caller decides who may
 // connect through [Config.Admit].
 //
+// Listen and Dial open the host's TCP and Unix sockets, or, when
+// [Config.Net] is set, the listeners and connections of another
+// [Network]: transport/memnet is an in-memory one, on which tests build
+// whole nodes inside a testing/synctest bubble.
+//
 // # Wire format
 //
 // Record layer. Every Noise message on the stream, handshake or transport,
