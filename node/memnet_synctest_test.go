@@ -27,6 +27,13 @@ import (
 // 192.0.2.(i+1) of nw, listening on port 7946 there, seeded with seeds.
 func bubbleNode(t *testing.T, m *testMesh, nw *memnet.Network, i int, seeds ...transport.Addr) *Node {
 	t.Helper()
+	return bubbleNodeWith(t, m, nw, i, nil, seeds...)
+}
+
+// bubbleNodeWith is bubbleNode with the configuration changed by tweak
+// (nil: none).
+func bubbleNodeWith(t *testing.T, m *testMesh, nw *memnet.Network, i int, tweak func(*Config), seeds ...transport.Addr) *Node {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Home = m.home(i)
 	cfg.MDNS = false
@@ -35,6 +42,9 @@ func bubbleNode(t *testing.T, m *testMesh, nw *memnet.Network, i int, seeds ...t
 	cfg.Listen = []transport.Addr{bubbleAddr(i)}
 	cfg.Seeds = seeds
 	cfg.Logger = testLogger(t)
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatalf("start node %d: %v", i, err)
@@ -246,5 +256,51 @@ func TestSynctestSilentMemberOffline(t *testing.T) {
 			e, _ := a.own.Table().Get(bKey, time.Now())
 			return linked(a, bKey) && e.State == proto.Online
 		})
+	})
+}
+
+// TestSynctestDirectRetention: a DM is kept for DirectRetention and
+// removed, with its mailbox file, by the first retention pass after
+// that: passes run 5 s after the start, then every RetentionInterval
+// from it, and the one before the due pass keeps it.
+func TestSynctestDirectRetention(t *testing.T) {
+	m := newTestMesh(t, 2)
+	m.writeRoster(0, m.roster)
+	m.writeRoster(1, m.roster)
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New()
+		t0 := time.Now() // b's retention passes count from here
+		a := bubbleNode(t, m, nw, 0)
+		b := bubbleNodeWith(t, m, nw, 1, func(c *Config) { c.DirectRetention = time.Hour }, bubbleAddr(0))
+		bubbleWaitFor(t, time.Minute, "link", func() bool { return linked(a, m.ids[1].Pub) })
+		items, _, stop := b.q.SubscribeItems()
+		defer stop()
+		if _, err := a.out.Send(api.Send{To: "b", Body: "kept for an hour"}); err != nil {
+			t.Fatal(err)
+		}
+		sentMs := time.Now().UnixMilli()
+		nextItem(t, items, time.Minute, "the DM at b")
+		bubbleWaitFor(t, time.Minute, "the DM's mailbox file", func() bool { return len(mailboxFiles(t, m.home(1))) == 1 })
+
+		// The first pass whose cutoff (its time less the retention, in
+		// milliseconds) is past the DM's.
+		iv, keep := b.cfg.RetentionInterval, b.cfg.DirectRetention
+		due := t0.Add(5 * time.Second)
+		for due.Add(-keep).UnixMilli() <= sentMs {
+			due = t0.Add((due.Sub(t0)/iv + 1) * iv)
+		}
+		time.Sleep(time.Until(due) - time.Nanosecond)
+		synctest.Wait()
+		if n := b.metrics.Get("retention.pruned.direct"); n != 0 || len(mailboxFiles(t, m.home(1))) != 1 {
+			t.Fatalf("%d DMs pruned before the pass due %v after it came", n, due.Sub(time.UnixMilli(sentMs)))
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if n := b.metrics.Get("retention.pruned.direct"); n != 1 {
+			t.Fatalf("%d DMs pruned by the pass due %v after the DM came, want 1", n, due.Sub(time.UnixMilli(sentMs)))
+		}
+		if files := mailboxFiles(t, m.home(1)); len(files) != 0 {
+			t.Fatalf("the pruned DM's mailbox file stayed: %v", files)
+		}
 	})
 }
