@@ -43,8 +43,10 @@ func (h *dialClock) attempts() []time.Time {
 }
 
 // bubbleService starts a service of a one-member roster on host ip of
-// nw, with the node's default backoff (250 ms to 5 s), inside the calling
-// bubble; it stops with the test.
+// nw, with the node's default backoff (250 ms to 5 s) and a dial timeout
+// of 3 s (below the handshake's 5 s, so that it is the one a dial that
+// gets no answer waits out), inside the calling bubble; it stops with
+// the test.
 func bubbleService(t *testing.T, nw *memnet.Network, ip netip.Addr) (*Service, *dialClock) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(nil)
@@ -58,7 +60,7 @@ func bubbleService(t *testing.T, nw *memnet.Network, ip netip.Addr) (*Service, *
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	svc := NewService(h, ServiceConfig{Context: ctx, Group: &wg, BackoffMin: 250 * time.Millisecond,
-		BackoffMax: 5 * time.Second, DialTimeout: 5 * time.Second, ExchangeInterval: 30 * time.Second})
+		BackoffMax: 5 * time.Second, DialTimeout: 3 * time.Second, ExchangeInterval: 30 * time.Second})
 	lc := transport.DefaultConfig()
 	lc.Identity, lc.Org, lc.Net = priv, "acme", nw.Host(ip)
 	svc.SetLinkConfig(lc)
@@ -191,4 +193,36 @@ func mustParse(t *testing.T, s string) transport.Addr {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestSynctestDialUnreachable: a member whose host does not answer (the
+// way to it is cut: memnet.Cut) costs one dial per backoff, each held
+// for exactly DialTimeout before it fails; the next starts the backoff
+// after that failure, not after the dial's start.
+func TestSynctestDialUnreachable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New()
+		self, far := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+		nw.Cut(self, far)
+		svc, h := bubbleService(t, nw, self)
+		peer := proto.PubKeyOf(newPeerKey(t))
+		addMember(svc, h, peer, "tcp://192.0.2.2:7946")
+		time.Sleep(2 * time.Minute) // deliberate: two minutes of the bubble's clock
+		synctest.Wait()
+
+		dials := h.attempts()
+		if len(dials) < 5 {
+			t.Fatalf("%d dials in two minutes", len(dials))
+		}
+		timeout := svc.cfg.DialTimeout
+		for i := 1; i < len(dials); i++ {
+			d := min(250*time.Millisecond<<i, 5*time.Second)
+			if gap := dials[i].Sub(dials[i-1]); gap < timeout+d/2 || gap > timeout+d {
+				t.Errorf("dial %d came %v after the one before, want within [%v, %v]", i+1, gap, timeout+d/2, timeout+d)
+			}
+		}
+		if n := h.counts[DialFailed].Load(); n != uint64(len(dials)) && n != uint64(len(dials)-1) {
+			t.Errorf("%d failed dials counted for %d started", n, len(dials))
+		}
+	})
 }
