@@ -168,7 +168,7 @@ func (c *conn) Write(b []byte) (int, error) {
 		p.mu.Unlock()
 		select {
 		case <-changed:
-		case <-healed: // nil unless cut: a closed reader is seen once healed
+		case <-healed: // the way changed: across a cut, a closed reader is seen once healed
 		case <-c.closed:
 		case <-c.wd.wait():
 		}
