@@ -114,11 +114,15 @@ func TestSynctestMeshOverMemnet(t *testing.T) {
 			bi, ci = 2, 1
 		}
 		nw := memnet.New()
+		start := time.Now()
 		a := bubbleNode(t, m, nw, 0)
 		b := bubbleNode(t, m, nw, bi, bubbleAddr(0))
+		// c starts once b is linked, so that a's opening peer list to c
+		// names b while b hears of c only from a's batched changes.
+		bubbleWaitFor(t, time.Second, "b linked to a", func() bool { return linked(a, m.ids[bi].Pub) && linked(b, m.ids[0].Pub) })
 		c := bubbleNode(t, m, nw, ci, bubbleAddr(0))
 		nodes := map[int]*Node{0: a, bi: b, ci: c}
-		took := bubbleWaitFor(t, time.Minute, "full mesh", func() bool {
+		bubbleWaitFor(t, time.Minute, "full mesh", func() bool {
 			for i, n := range nodes {
 				for j := range nodes {
 					if i != j && !linked(n, m.ids[j].Pub) {
@@ -128,6 +132,7 @@ func TestSynctestMeshOverMemnet(t *testing.T) {
 			}
 			return true
 		})
+		took := time.Since(start)
 		// Seeds are dialled at once. c, linking a after b, hears of b in
 		// a's opening peer list; b hears of c from a's peer-list changes,
 		// which a batches for peers.ExchangeBatch after its link to c came
