@@ -46,7 +46,7 @@ func (h chanAdminHost) Roster() *roster.Roster  { return h.n.Roster() }
 func (h chanAdminHost) Self() proto.PubKey      { return h.n.id.Pub }
 func (h chanAdminHost) Key() ed25519.PrivateKey { return h.n.id.Key }
 func (h chanAdminHost) Links() []*peers.Link    { return h.n.linkList() }
-func (h chanAdminHost) ChannelsChanged()        { h.n.syncer.ChannelsChanged() }
+func (h chanAdminHost) ChannelsChanged()        { h.n.rx.Sync.ChannelsChanged() }
 func (h chanAdminHost) Count(c chanadmin.Counter) {
 	h.n.metrics.inc(chanAdminCounters[c])
 }

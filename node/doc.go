@@ -2,13 +2,14 @@
 // node/peers Service: the peer table, admission of links, one link per
 // peer pair, the listeners, mDNS discovery and the link settings, the
 // accept, dial, discovery and peer-exchange loops, seeds, link moves and
-// refusals), and owns what the links carry: the frame
-// dispatch, the receive pipeline (parse, verify, authorize, commit to
-// the history store, then the consumers), history sync through
-// node/syncer, retention and the feeding of the mailbox (a node/mailbox
-// Box: the mirror, its loop and the outbox, through its adapter in
-// mailboxhost.go). The service
-// calls the node through peers.Host (node/peerhost.go). The send side
+// refusals), and owns what the links carry: the frame dispatch,
+// retention and the feeding of the mailbox (a node/mailbox Box: the
+// mirror, its loop and the outbox, through its adapter in
+// mailboxhost.go). The service calls the node through peers.Host
+// (node/peerhost.go). The receive side (node/rx: the pipeline of one
+// envelope, parse, verify, authorize, commit to the history store, then
+// the consumers; its commit stage; history sync, node/syncer, which it
+// feeds and which feeds it through its history stage), the send side
 // (node/outbound: signing and numbering our envelopes, fan-out, the
 // store-and-forward queue and its flush, acks, delivery records, reply
 // depth, one final answer, the received requests), the current roster,
@@ -23,7 +24,7 @@
 // reports of itself (node/status) are components the node holds and
 // reaches through its frames, admission, link-up, receive pipeline,
 // commit stage and inbox; they call the node through their Host
-// interfaces (outboundhost.go, rosterhost.go, chanadminhost.go,
+// interfaces (rxhost.go, outboundhost.go, rosterhost.go, chanadminhost.go,
 // cardshost.go, ownpresencehost.go, claimshost.go, joinhost.go,
 // doctorhost.go, inboxqhost.go, statushost.go).
 // [New] also starts the control API that meshctl talks to over the

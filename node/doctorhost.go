@@ -65,10 +65,3 @@ func (h doctorHost) FailingMembers() []doctor.MemberDial {
 	}
 	return out
 }
-
-// fromSender reports whether an envelope from k came straight from its
-// sender over the sender's own link: only such a one shows the clock
-// difference to the sender.
-func (src rxSource) fromSender(k proto.PubKey) bool {
-	return src.link != nil && !src.history && src.link.Key.Equal(k)
-}

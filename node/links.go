@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -76,7 +77,7 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 			"peer", pl.Key.Fingerprint(), "reason", sanitize(payload))
 		n.peers.Goodbye(pl)
 	case proto.FrameEnvelope:
-		n.receive(payload, rxSource{link: pl})
+		n.rx.Receive(payload, rx.Source{Link: pl})
 	case proto.FramePolicy:
 		n.chans.HandleFrame(pl, payload)
 	case proto.FramePolicyDigest:

@@ -24,8 +24,8 @@ import (
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/rostergossip"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/node/status"
-	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -66,20 +66,21 @@ type Node struct {
 	own    *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
 	q      *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
 	status *status.Reporter       // what the node reports of itself (node/status)
-	syncer *syncer.Syncer         // history sync and serving
-	mail   *mailbox.Box           // the mirror, its loop and the outbox (node/mailbox; mailboxhost.go)
-	join   *join.Join             // invites this node made, knocks, adoption and the pending list (node/join)
-	doctor *doctor.Diagnosis      // what meshctl doctor reports (node/doctor)
-	cards  *cards.Book            // members' agent cards (node/cards)
-	attach *attachments           // blob store and transfers (attach*.go)
-	claims *claims.Leases         // workers' claims on inbox items (node/claims)
+	// rx is the receive side: the pipeline, its commit stage and queue,
+	// and history sync, which it feeds and which feeds it (node/rx).
+	rx     *rx.Pipeline
+	mail   *mailbox.Box      // the mirror, its loop and the outbox (node/mailbox; mailboxhost.go)
+	join   *join.Join        // invites this node made, knocks, adoption and the pending list (node/join)
+	doctor *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
+	cards  *cards.Book       // members' agent cards (node/cards)
+	attach *attachments      // blob store and transfers (attach*.go)
+	claims *claims.Leases    // workers' claims on inbox items (node/claims)
 
 	control *control.Server
 
 	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
-	rxq  chan rxItem // admitted envelopes for the commit stage
-	life runState    // its context, goroutines, home lock and Close (lifecycle.go)
+	life runState // its context, goroutines, home lock and Close (lifecycle.go)
 
 	logRL rateLog // repetitive log lines, per peer and reason
 
@@ -103,7 +104,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		log:     log,
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
-		rxq:     make(chan rxItem, rxQueueLen),
 	}
 	n.logRL = newRateLog()
 	n.roster = newRosterKeeper(n)
@@ -115,8 +115,8 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	if err := n.setup(); err != nil {
 		n.life.cancel()
 		n.teardown()
-		if n.syncer != nil {
-			n.syncer.Close()
+		if n.rx != nil {
+			n.rx.Close()
 		}
 		n.closeState()
 		if n.life.unlock != nil {
@@ -350,17 +350,13 @@ func readRosterFile(path string) (*roster.Roster, error) {
 func (n *Node) run() {
 	n.peers.Start()
 	n.life.wg.Go(func() { n.own.Run(n.life.ctx) })
-	n.life.wg.Add(1)
-	go n.commitLoop()
+	n.rx.Start(n.life.wg.Go)
 	mailboxHost{n}.start()
 	n.life.wg.Add(1)
 	go n.retentionLoop()
 	n.life.wg.Go(func() { n.out.Run(n.life.ctx) })
 	n.life.wg.Go(func() { n.cards.Run(n.life.ctx) })
 	n.life.wg.Go(func() { n.roster.Run(n.life.ctx) })
-	n.syncer.Start()
-	n.life.wg.Add(1)
-	go syncHost{n}.historyStage(n.syncer.Batches())
 	n.attach.start()
 	n.control.Start()
 }
@@ -380,8 +376,8 @@ func (n *Node) Close() error {
 		}
 		n.life.cancel()
 		n.life.closeErr = n.teardown()
-		if n.syncer != nil {
-			n.syncer.Close()
+		if n.rx != nil {
+			n.rx.Close()
 		}
 		n.attach.close()
 		n.life.wg.Wait()

@@ -6,6 +6,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -34,7 +35,7 @@ type ownPresenceHost struct{ n *Node }
 // presence table.
 func newOwnPresence(n *Node) *ownpresence.Announcer {
 	cfg := ownpresence.Config{PresenceTTL: n.cfg.PresenceTTL, PresenceAwayAfter: n.cfg.PresenceAwayAfter,
-		PresenceOfflineAfter: n.cfg.PresenceOfflineAfter, MaxTTL: maxTTL * time.Second}
+		PresenceOfflineAfter: n.cfg.PresenceOfflineAfter, MaxTTL: rx.MaxTTL * time.Second}
 	return ownpresence.New(ownPresenceHost{n}, cfg, presence.NewTable(n.cfg.PresenceTTL), n.log)
 }
 
@@ -66,7 +67,7 @@ func (n *Node) receivePresenceNote(pl *peers.Link, payload []byte) {
 			"peer", pl.Key.Fingerprint(), "kind", se.Kind.String())
 		return
 	}
-	n.receive(payload, rxSource{link: pl})
+	n.rx.Receive(payload, rx.Source{Link: pl})
 }
 
 // presenceVec is one counter per presence state, "<prefix><state>".

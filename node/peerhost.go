@@ -143,7 +143,7 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	n.own.SendTo(pl)
 	n.cards.SendAll(pl)
 	n.out.FlushQueue(pl)
-	n.syncer.OnLinkUp(pl)
+	n.rx.Sync.OnLinkUp(pl)
 	n.attach.onLinkUp()
 }
 

@@ -129,8 +129,8 @@ func (h rosterHost) Applied(cur, r *roster.Roster) {
 			n.log.Warn("channel policies affected by the roster update", "dropped", len(dropped), "stale", len(stale))
 		}
 	}
-	if n.syncer != nil {
-		n.syncer.ChannelsChanged() // the update may let us read a channel
+	if n.rx != nil {
+		n.rx.Sync.ChannelsChanged() // the update may let us read a channel
 	}
 	var gone []proto.PubKey
 	for _, m := range cur.Members {

@@ -89,7 +89,7 @@ func (n *Node) openState() error {
 	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
-	n.syncer = newSyncer(n.life.ctx, n)
+	n.rx = newRx(n, n.test.deliverObserver())
 	return nil
 }
 

@@ -61,7 +61,8 @@ func (h statusHost) Queues() (commitLen, commitCap, mirrorLen, mirrorCap int) {
 	if h.n.mail != nil {
 		mirrorLen, mirrorCap = h.n.mail.Loop.Queued()
 	}
-	return len(h.n.rxq), cap(h.n.rxq), mirrorLen, mirrorCap
+	commitLen, commitCap = h.n.rx.Queued()
+	return commitLen, commitCap, mirrorLen, mirrorCap
 }
 
 func (h statusHost) QuotaRefused(r *roster.Roster) []api.QuotaRefusal {

@@ -396,7 +396,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 		return len(d.status.PeerList()) == 3 && channelCount(d, p.ID) == 20
 	})
 	marked := time.Now()
-	d.syncer.MarkDue(p.ID, false)
+	d.rx.Sync.MarkDue(p.ID, false)
 	var r syncer.Round
 	waitFor(t, 10*time.Second, "a round with all three linked", func() bool {
 		for _, x := range roundsOf(d, p.ID) {
@@ -430,7 +430,7 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 	// Let the rounds the policy and the link started finish.
 	waitFor(t, 10*time.Second, "b's syncer idle", func() bool { return syncIdle(b) })
 	dups, held := b.metrics.Get("drop.duplicate"), b.metrics.Get("sync.already_held")
-	b.syncer.MarkDue(p.ID, true) // as after a join: asked without marks
+	b.rx.Sync.MarkDue(p.ID, true) // as after a join: asked without marks
 	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.metrics.Get("sync.already_held") >= held+5 })
 	if d := b.metrics.Get("drop.duplicate"); d != dups {
 		t.Fatalf("drop.duplicate went from %d to %d on a catch-up overlap", dups, d)

@@ -29,10 +29,12 @@ type testHooks struct {
 	legacyLinks bool
 }
 
-func (h *testHooks) onDeliver(se *proto.SignedEnvelope, at time.Time) {
-	if h != nil && h.deliver != nil {
-		h.deliver(se, at)
+// deliverObserver returns the deliver seam, or nil.
+func (h *testHooks) deliverObserver() func(*proto.SignedEnvelope, time.Time) {
+	if h == nil {
+		return nil
 	}
+	return h.deliver
 }
 
 func (h *testHooks) onQueue(linked bool) {
