@@ -27,11 +27,11 @@
 // interfaces (rxhost.go, outboundhost.go, rosterhost.go, chanadminhost.go,
 // cardshost.go, ownpresencehost.go, claimshost.go, joinhost.go,
 // doctorhost.go, inboxqhost.go, statushost.go).
-// [New] also starts the control API that meshctl talks to over the
-// owner-only Unix socket in the home; its HTTP handlers live in
-// node/control, its types in node/api. The control API, the status page
-// and the metrics endpoint serve a [Backend]: the node and the
-// components that answer their own routes.
+// The node serves no local face itself: meshd composes the control API
+// that meshctl talks to over the owner-only Unix socket in the home
+// (node/control's Serve, its types in node/api), the status page and the
+// metrics endpoint, each over a [Backend]: the node and the components
+// that answer their own routes.
 //
 // Trust flows from one place: the admin-signed roster. A link is admitted
 // only when the peer's identity (proved in the Noise handshake) is a

@@ -14,7 +14,6 @@ import (
 	"github.com/meshd/meshd/node/cards"
 	"github.com/meshd/meshd/node/chanadmin"
 	"github.com/meshd/meshd/node/claims"
-	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/doctor"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/inboxq"
@@ -76,8 +75,6 @@ type Node struct {
 	attach *attachments      // blob store and transfers (attach*.go)
 	claims *claims.Leases    // workers' claims on inbox items (node/claims)
 
-	control *control.Server
-
 	test *testHooks // tests' seams (testhooks.go); nil in a daemon
 
 	life runState // its context, goroutines, home lock and Close (lifecycle.go)
@@ -88,8 +85,10 @@ type Node struct {
 }
 
 // New starts a node: it locks the home, loads or creates the identity,
-// loads (or bootstraps) the roster, opens listeners, the control socket and
-// discovery, and starts dialling seeds.
+// loads (or bootstraps) the roster, opens listeners and discovery, and
+// starts dialling seeds. Its local faces (the control socket, the status
+// page, the metrics endpoint) are the caller's to serve, over
+// [Node.Backend]: see node/control's Serve.
 func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
 
 // newNode is New with the tests' seams (nil: none).
@@ -203,10 +202,6 @@ func (n *Node) setup() error {
 	}
 
 	n.peers.AddSeeds(n.cfg.Seeds)
-
-	if n.control, err = control.Listen(n.home.ControlSocket(), n.Backend(), n.log.With("component", "control")); err != nil {
-		return err
-	}
 
 	if n.cfg.MDNS {
 		port := 0
@@ -358,12 +353,12 @@ func (n *Node) run() {
 	n.life.wg.Go(func() { n.cards.Run(n.life.ctx) })
 	n.life.wg.Go(func() { n.roster.Run(n.life.ctx) })
 	n.attach.start()
-	n.control.Start()
 }
 
 // Close shuts the node down: it says goodbye to every peer, stops
-// discovery, listeners and the control socket, waits for every goroutine,
-// and releases the home lock. It is idempotent.
+// discovery and listeners, waits for every goroutine, and releases the
+// home lock. It is idempotent. Close the servers of its local faces
+// first.
 func (n *Node) Close() error {
 	n.life.closeOnce.Do(func() {
 		n.peers.Lock()
@@ -396,9 +391,6 @@ func (n *Node) Close() error {
 // teardown closes what setup opened; safe on a partly set-up node.
 func (n *Node) teardown() error {
 	var errs []error
-	if n.control != nil {
-		errs = append(errs, n.control.Close())
-	}
 	errs = append(errs, n.peers.CloseListeners())
 	for _, pl := range n.linkList() {
 		_ = pl.Conn.Close()
