@@ -67,10 +67,6 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FramePeers:
 		n.peers.HandlePeers(pl, payload)
 	case proto.FramePeerUpdate:
-		if n.test.oldPeerExchange() {
-			n.metrics.inc(cFrameUnknown) // as a node without them
-			return
-		}
 		n.peers.HandlePeerUpdate(pl, payload)
 	case proto.FrameGoodbye:
 		n.logRL.log(n.log, "peer said goodbye", pl.Key.Fingerprint(), "goodbye",
@@ -87,10 +83,6 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FrameCard:
 		n.cards.HandleFrame(pl, payload)
 	case proto.FrameLinkMove:
-		if n.test.oldLinkMoves() {
-			n.metrics.inc(cFrameUnknown) // as a node without them
-			return
-		}
 		n.peers.HandleLinkMove(pl, payload)
 	case proto.FramePresenceNote:
 		n.receivePresenceNote(pl, payload)

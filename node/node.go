@@ -75,8 +75,6 @@ type Node struct {
 	attach *attachments      // blob store and transfers (attach*.go)
 	claims *claims.Leases    // workers' claims on inbox items (node/claims)
 
-	test *testHooks // tests' seams (testhooks.go); nil in a daemon
-
 	life runState // its context, goroutines, home lock and Close (lifecycle.go)
 
 	logRL rateLog // repetitive log lines, per peer and reason
@@ -91,7 +89,8 @@ type Node struct {
 // [Node.Backend]: see node/control's Serve.
 func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
 
-// newNode is New with the tests' seams (nil: none).
+// newNode is New with the tests' seams (nil: none), which it hands to
+// the components they observe.
 func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -99,7 +98,6 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	}
 	n := &Node{
 		cfg:     cfg.withDefaults(),
-		test:    hooks,
 		log:     log,
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
@@ -108,10 +106,10 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	n.roster = newRosterKeeper(n)
 	n.cards = newCards(n)
 	n.life.ctx, n.life.cancel = context.WithCancel(context.Background())
-	n.peers = newPeerService(n)
+	n.peers = newPeerService(n, hooks.legacy())
 	n.join = newJoin(n)
 	n.doctor = newDoctor(n)
-	if err := n.setup(); err != nil {
+	if err := n.setup(hooks); err != nil {
 		n.life.cancel()
 		n.teardown()
 		if n.rx != nil {
@@ -127,7 +125,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) setup() error {
+func (n *Node) setup(hooks *testHooks) error {
 	var err error
 	if err = os.MkdirAll(n.cfg.Home, 0o700); err != nil {
 		return fmt.Errorf("create home: %w", err)
@@ -157,7 +155,7 @@ func (n *Node) setup() error {
 	n.peers.LoadFormer(n.home.Dir)
 	n.warnNotMember(r)
 
-	if err := n.openState(); err != nil {
+	if err := n.openState(hooks); err != nil {
 		return err
 	}
 

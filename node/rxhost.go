@@ -5,6 +5,7 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/rx"
+	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -36,11 +37,11 @@ type rxHost struct{ n *Node }
 
 // newRx makes the receive side of n, with its history sync, over the
 // components openState made; observe (nil: none) sees every envelope
-// that reaches the inbox.
-func newRx(n *Node, observe func(*proto.SignedEnvelope, time.Time)) *rx.Pipeline {
+// that reaches the inbox, rounds (nil: none) every catch-up round done.
+func newRx(n *Node, observe func(*proto.SignedEnvelope, time.Time), rounds func(syncer.Round)) *rx.Pipeline {
 	return rx.New(n.life.ctx, rxHost{n}, rx.Config{
 		Self: n.id.Pub, Store: n.store, Roster: n.roster, Presence: n.own.Table(), Clock: n.doctor,
-		Chans: n.chans, Acks: n.out, Sync: syncParams(n), Log: n.log, RateLog: n.logRL.l,
+		Chans: n.chans, Acks: n.out, Sync: syncParams(n, rounds), Log: n.log, RateLog: n.logRL.l,
 		SenderStoreBytes: n.cfg.SenderStoreBytes, SenderStoreEnvelopes: n.cfg.SenderStoreEnvelopes,
 		Observe: observe,
 	})

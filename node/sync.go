@@ -133,7 +133,7 @@ var syncCounters = [syncer.NumCounters]counter{
 
 // syncParams returns the parameters of the syncer of n, which node/rx
 // holds.
-func syncParams(n *Node) syncer.Params {
+func syncParams(n *Node, rounds func(syncer.Round)) syncer.Params {
 	c := &n.cfg
 	return syncer.Params{
 		Host: syncHost{n},
@@ -147,11 +147,12 @@ func syncParams(n *Node) syncer.Params {
 				return age
 			},
 		},
-		Self:     n.id.Pub,
-		Store:    n.store,
-		Channels: n.chans.Set(),
-		Subs:     n.chans.Subscriptions(),
-		Log:      n.log.With("component", "sync"),
+		Self:      n.id.Pub,
+		Store:     n.store,
+		Channels:  n.chans.Set(),
+		Subs:      n.chans.Subscriptions(),
+		Log:       n.log.With("component", "sync"),
+		RoundDone: rounds,
 	}
 }
 
@@ -177,13 +178,6 @@ func (h syncHost) CountRefused(serving bool, st proto.HistoryStatus) {
 		cHistRefused.count(h.n.metrics, st)
 	} else {
 		cSyncRefused.count(h.n.metrics, st)
-	}
-}
-
-// RoundDone hands a finished catch-up round to the tests' observer.
-func (h syncHost) RoundDone(r syncer.Round) {
-	if t := h.n.test; t != nil && t.syncRound != nil {
-		t.syncRound(r)
 	}
 }
 

@@ -94,7 +94,6 @@ func (h fakeSyncHost) Sign(proto.Destination, proto.Kind, time.Duration, func(*p
 func (h fakeSyncHost) Drop(syncer.Drop, *proto.SignedEnvelope, syncer.Source, error) {}
 func (h fakeSyncHost) Count(syncer.Counter, uint64)                                  {}
 func (h fakeSyncHost) CountRefused(bool, proto.HistoryStatus)                        {}
-func (h fakeSyncHost) RoundDone(syncer.Round)                                        {}
 
 func key(t *testing.T) ed25519.PrivateKey {
 	_, k, err := ed25519.GenerateKey(nil)
