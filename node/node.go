@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/cards"
@@ -24,7 +25,6 @@ import (
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/rostergossip"
 	"github.com/meshd/meshd/node/rx"
-	"github.com/meshd/meshd/node/status"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -61,10 +61,9 @@ type Node struct {
 	// chans is channel administration: the channel set and
 	// subscriptions, policies, their versions, the per-sender channel
 	// quota and the block list (node/chanadmin).
-	chans  *chanadmin.Admin
-	own    *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
-	q      *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
-	status *status.Reporter       // what the node reports of itself (node/status)
+	chans *chanadmin.Admin
+	own   *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
+	q     *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
 	// rx is the receive side: the pipeline, its commit stage and queue,
 	// and history sync, which it feeds and which feeds it (node/rx).
 	rx     *rx.Pipeline
@@ -102,6 +101,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
 	}
+	n.life.started = time.Now()
 	n.logRL = newRateLog()
 	n.roster = newRosterKeeper(n)
 	n.cards = newCards(n)

@@ -16,9 +16,10 @@ import (
 // statusHost is the node as node/status sees it.
 type statusHost struct{ n *Node }
 
-// newStatus makes the reporter of the node, started now.
+// newStatus makes the reporter of the node, a view over what other
+// owners hold; the node keeps none (see [Node.Backend]).
 func newStatus(n *Node) *status.Reporter {
-	cfg := status.Config{Self: n.id.Pub, Name: n.id.Name, Home: n.cfg.Home, Seeds: n.cfg.Seeds, Started: time.Now(),
+	cfg := status.Config{Self: n.id.Pub, Name: n.id.Name, Home: n.cfg.Home, Seeds: n.cfg.Seeds, Started: n.life.started,
 		PeerExchangeInterval: n.cfg.PeerExchangeInterval, SkewWarn: doctor.SkewWarn}
 	return status.New(statusHost{n}, cfg, n.store, n.own.Table())
 }

@@ -393,7 +393,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 
 	d := m.startWith(3, func(c *Config) { c.SyncInterval = -1 }, tcpAddr(t, a), tcpAddr(t, b), tcpAddr(t, c))
 	waitFor(t, 10*time.Second, "d linked to all and caught up", func() bool {
-		return len(d.status.PeerList()) == 3 && channelCount(d, p.ID) == 20
+		return len(d.Backend().PeerList()) == 3 && channelCount(d, p.ID) == 20
 	})
 	marked := time.Now()
 	d.rx.Sync.MarkDue(p.ID, false)
@@ -454,8 +454,8 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "went to 1 peers") {
 		t.Fatalf("send with a failing store: %v", err)
 	}
-	if a.status.Counters()["tx.store_failed"] != 1 {
-		t.Fatalf("tx.store_failed = %d", a.status.Counters()["tx.store_failed"])
+	if a.Backend().Counters()["tx.store_failed"] != 1 {
+		t.Fatalf("tx.store_failed = %d", a.Backend().Counters()["tx.store_failed"])
 	}
 	waitFor(t, 5*time.Second, "b has both", func() bool { return channelCount(b, p.ID) == 2 })
 }
