@@ -42,5 +42,5 @@ type Backend struct {
 // here: a view over what the other owners hold, which only these faces
 // ask for.
 func (n *Node) Backend() Backend {
-	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.join, n.doctor, n.q, newStatus(n), n.out}
+	return Backend{n, n.cards, n.own, n.q.Claims, n.chans, n.roster, n.join, n.doctor, n.q, newStatus(n), n.out}
 }

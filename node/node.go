@@ -14,7 +14,6 @@ import (
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/cards"
 	"github.com/meshd/meshd/node/chanadmin"
-	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/node/doctor"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/inboxq"
@@ -72,7 +71,6 @@ type Node struct {
 	doctor *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
 	cards  *cards.Book       // members' agent cards (node/cards)
 	attach *attachments      // blob store and transfers (attach*.go)
-	claims *claims.Leases    // workers' claims on inbox items (node/claims)
 
 	life runState // its context, goroutines, home lock and Close (lifecycle.go)
 

@@ -69,7 +69,7 @@ func (h outboundHost) MemberToSend() error                              { return
 func (h outboundHost) ResolvePeer(q string) (roster.Member, error)      { return h.n.resolvePeer(q) }
 func (h outboundHost) ResolveChannel(q string) (*channel.Policy, error) { return h.n.resolveChannel(q) }
 func (h outboundHost) MemberLabel(k proto.PubKey) string                { return h.n.memberLabel(k) }
-func (h outboundHost) Answered(from proto.PubKey, id uuid.UUID)         { h.n.claims.Answered(from, id) }
+func (h outboundHost) Answered(from proto.PubKey, id uuid.UUID)         { h.n.q.Claims.Answered(from, id) }
 func (h outboundHost) Sent(se *proto.SignedEnvelope)                    { mailboxHost(h).sent(se) }
 func (h outboundHost) Party(k proto.PubKey) api.Party                   { return h.n.party(k) }
 func (h outboundHost) DestText(d proto.Destination) string              { return h.n.destText(d) }

@@ -84,7 +84,6 @@ func (n *Node) openState(hooks *testHooks) error {
 	}
 	n.own = newOwnPresence(n)
 	n.q = newInboxq(n)
-	n.claims = newClaims(n)
 	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
