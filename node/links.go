@@ -47,12 +47,6 @@ var (
 	cLinkDownBy = newEventVec[linkDown]("link.down.", linkDownNames[:])
 )
 
-// sendFrame queues a frame of type t with payload on pl (see
-// peers.Service.Send).
-func (n *Node) sendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	n.peers.Send(pl, t, payload)
-}
-
 func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	n.own.Table().Touch(pl.Key, time.Now())
 	if len(frame) == 0 {

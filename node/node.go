@@ -388,17 +388,11 @@ func (n *Node) Close() error {
 func (n *Node) teardown() error {
 	var errs []error
 	errs = append(errs, n.peers.CloseListeners())
-	for _, pl := range n.linkList() {
+	for _, pl := range n.peers.Links() {
 		_ = pl.Conn.Close()
 	}
 	return errors.Join(errs...)
 }
-
-// linkTo returns the link to k, or nil.
-func (n *Node) linkTo(k proto.PubKey) *peers.Link { return n.peers.Linked(k) }
-
-// linkList returns every link.
-func (n *Node) linkList() []*peers.Link { return n.peers.Links() }
 
 // Identity returns this node's public key.
 func (n *Node) Identity() proto.PubKey { return n.id.Pub }

@@ -41,7 +41,7 @@ func newOwnPresence(n *Node) *ownpresence.Announcer {
 
 func (h ownPresenceHost) Roster() *roster.Roster         { return h.n.Roster() }
 func (h ownPresenceHost) Self() proto.PubKey             { return h.n.id.Pub }
-func (h ownPresenceHost) Links() []*peers.Link           { return h.n.linkList() }
+func (h ownPresenceHost) Links() []*peers.Link           { return h.n.peers.Links() }
 func (h ownPresenceHost) Party(k proto.PubKey) api.Party { return h.n.party(k) }
 func (h ownPresenceHost) Count(c ownpresence.Counter)    { h.n.metrics.inc(ownPresenceCounters[c]) }
 func (h ownPresenceHost) Changed(st proto.PresenceState) { h.n.metrics.inc(cPresenceChanged.of(st)) }
@@ -51,7 +51,7 @@ func (h ownPresenceHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Du
 }
 
 func (h ownPresenceHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	h.n.sendFrame(pl, t, payload)
+	h.n.peers.Send(pl, t, payload)
 }
 
 // cFrameNoteNotPresence counts presence-note frames that held another kind.

@@ -46,7 +46,7 @@ func (h rosterHost) CloseLink(pl *peers.Link, why string) { h.n.peers.CloseAsync
 func (h rosterHost) KeySwitched(prev proto.PubKey)        { h.n.cards.Carry(prev) }
 
 func (h rosterHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	h.n.sendFrame(pl, t, payload)
+	h.n.peers.Send(pl, t, payload)
 }
 
 func (h rosterHost) Refused(pl *peers.Link, reason string, err error, attrs ...any) {

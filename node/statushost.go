@@ -25,7 +25,7 @@ func newStatus(n *Node) *status.Reporter {
 }
 
 func (h statusHost) Roster() *roster.Roster           { return h.n.Roster() }
-func (h statusHost) Links() []*peers.Link             { return h.n.linkList() }
+func (h statusHost) Links() []*peers.Link             { return h.n.peers.Links() }
 func (h statusHost) Advertised() []string             { return h.n.peers.Advertised() }
 func (h statusHost) Former(k proto.PubKey) bool       { return h.n.peers.Former.Has(k) }
 func (h statusHost) Listeners() []*transport.Listener { return h.n.peers.Listeners() }

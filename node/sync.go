@@ -160,8 +160,8 @@ func syncParams(n *Node, rounds func(syncer.Round)) syncer.Params {
 type syncHost struct{ n *Node }
 
 func (h syncHost) Roster() *roster.Roster            { return h.n.Roster() }
-func (h syncHost) LinkTo(k proto.PubKey) *peers.Link { return h.n.linkTo(k) }
-func (h syncHost) Links() []*peers.Link              { return h.n.linkList() }
+func (h syncHost) LinkTo(k proto.PubKey) *peers.Link { return h.n.peers.Linked(k) }
+func (h syncHost) Links() []*peers.Link              { return h.n.peers.Links() }
 
 func (h syncHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
 	return h.n.out.Sign(to, kind, ttl, fill)
