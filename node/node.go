@@ -62,7 +62,7 @@ type Node struct {
 	// quota and the block list (node/chanadmin).
 	chans *chanadmin.Admin
 	own   *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
-	q     *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
+	q     *inboxq.Queries        // the inbox and history queries, wake-ups, event stream and workers' claims (node/inboxq)
 	// rx is the receive side: the pipeline, its commit stage and queue,
 	// and history sync, which it feeds and which feeds it (node/rx).
 	rx     *rx.Pipeline
@@ -72,7 +72,7 @@ type Node struct {
 	cards  *cards.Book       // members' agent cards (node/cards)
 	attach *attachments      // blob store and transfers (attach*.go)
 
-	life runState // its context, goroutines, home lock and Close (lifecycle.go)
+	life runState // its start, context, goroutines, home lock and Close (lifecycle.go)
 
 	logRL rateLog // repetitive log lines, per peer and reason
 
