@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -184,7 +185,7 @@ func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
 	b := rig.key(1)
 	raw := rig.signed(b, rig.env(b, proto.ToPeer(ak), proto.KindMessage, nil))
 	count := acks.count
-	metric := func(r dropReason) uint64 { return rig.a.metrics.Get("drop." + r.String()) }
+	metric := func(r rx.Drop) uint64 { return rig.a.metrics.Get("drop." + r.String()) }
 
 	rig.inject(raw)
 	waitFor(t, 5*time.Second, "ack for the DM", func() bool { return count() == 1 })
@@ -192,19 +193,19 @@ func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
 	for i, flip := range []int{len(raw) - 1, len(raw) - 40} { // two bytes of the signature
 		bad := append([]byte(nil), raw...)
 		bad[flip] ^= 0x80
-		sigs, dups := metric(dropBadSignature), metric(dropDuplicate)
+		sigs, dups := metric(rx.DropBadSignature), metric(rx.DropDuplicate)
 		rig.inject(bad)
-		waitFor(t, 5*time.Second, "drop.bad_signature", func() bool { return metric(dropBadSignature) == sigs+1 })
-		if got := metric(dropDuplicate); got != dups {
+		waitFor(t, 5*time.Second, "drop.bad_signature", func() bool { return metric(rx.DropBadSignature) == sigs+1 })
+		if got := metric(rx.DropDuplicate); got != dups {
 			t.Fatalf("forged copy %d counted as a duplicate: %d -> %d", i, dups, got)
 		}
 	}
 	// The exact copy is acked; frames and acks keep their order on the
 	// link, so an ack for a forged copy would have arrived before it.
-	dups := metric(dropDuplicate)
+	dups := metric(rx.DropDuplicate)
 	rig.inject(raw)
 	waitFor(t, 5*time.Second, "ack for the exact copy", func() bool { return count() >= 2 })
-	waitFor(t, 5*time.Second, "drop.duplicate", func() bool { return metric(dropDuplicate) == dups+1 })
+	waitFor(t, 5*time.Second, "drop.duplicate", func() bool { return metric(rx.DropDuplicate) == dups+1 })
 	if got := count(); got != 2 { // an ack for a forged copy would have come first
 		t.Fatalf("%d acks, want 2: one for the DM and one for its exact copy", got)
 	}

@@ -15,7 +15,7 @@ func addrNode(t *testing.T) (*Node, proto.PubKey) {
 	t.Helper()
 	m := newTestMesh(t, 2)
 	n := &Node{metrics: newMetrics()}
-	n.peers = newPeerService(n)
+	n.peers = newPeerService(n, peers.Legacy{})
 	n.id = m.ids[0]
 	n.roster = newRosterKeeper(n)
 	n.roster.Init(m.roster)

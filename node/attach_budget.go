@@ -3,6 +3,7 @@ package node
 import (
 	"log/slog"
 
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -57,17 +58,17 @@ func (at *attachments) overBudget(se *proto.SignedEnvelope, listed uint64, pendi
 // to the inbox. Our own, a blocked member's and those of channels we do
 // not subscribe to are never refused. A copy of an envelope already held
 // passes, to be acknowledged as a duplicate.
-func (n *Node) admitAttachments(batch []rxItem) []rxItem {
+func (n *Node) admitAttachments(batch []rx.Item) []rx.Item {
 	if n.attach == nil {
 		return batch
 	}
 	var pending map[proto.PubKey]uint64
 	out := batch[:0]
 	for _, it := range batch {
-		se := it.se
+		se := it.Env
 		listed := uint64(0)
 		if len(se.Attachments()) > 0 && !se.From.Equal(n.id.Pub) && !n.chans.Blocked(se.From) {
-			if _, _, inbox := n.classify(se); inbox {
+			if _, _, inbox := n.rx.Classify(se); inbox {
 				listed = n.attach.listedBytes(se)
 			}
 		}
@@ -96,10 +97,10 @@ func (n *Node) admitAttachments(batch []rxItem) []rxItem {
 
 // refuseAttachments counts and logs an envelope refused by its sender's
 // attachment budget; the log line at most once per 10 s per sender.
-func (n *Node) refuseAttachments(it rxItem, listed, used uint64) {
-	se := it.se
+func (n *Node) refuseAttachments(it rx.Item, listed, used uint64) {
+	se := it.Env
 	n.metrics.inc(cBlobQuota)
-	n.drop(dropQuota, se, it.src, nil)
+	n.rx.Drop(rx.DropQuota, se, it.Src, nil)
 	ok, suppressed := n.logRL.allow(n.log, slog.LevelWarn, se.From.Fingerprint(), "attachment_budget_warning")
 	if !ok {
 		return
@@ -109,7 +110,7 @@ func (n *Node) refuseAttachments(it rxItem, listed, used uint64) {
 		how = "catch-up offers it again later"
 	}
 	n.log.Warn("envelope refused: its attachments would take its sender past its attachment budget (attachment_sender_max_mib); "+how,
-		"from", se.From.Fingerprint(), "id", se.ID, "kind", se.Kind.String(), "history", it.src.history,
+		"from", se.From.Fingerprint(), "id", se.ID, "kind", se.Kind.String(), "history", it.Src.History,
 		"attachment_bytes", listed, "kept_bytes", used, "limit_bytes", n.cfg.AttachmentSenderMax,
 		"suppressed", suppressed)
 }

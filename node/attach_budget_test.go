@@ -51,7 +51,7 @@ func quotaGap(t *testing.T, n uint64, mod func(*Config), list func(seq uint64) [
 	}
 	for round := 1; round <= 2; round++ {
 		before := len(roundsOf(a, ch))
-		a.syncer.MarkDue(ch, true)
+		a.rx.Sync.MarkDue(ch, true)
 		waitFor(t, 10*time.Second, "a's round", func() bool { return len(roundsOf(a, ch)) > before })
 		if got := a.metrics.Get("drop.quota"); got < uint64(round) {
 			t.Fatalf("round %d: drop.quota = %d: nothing refused", round, got)

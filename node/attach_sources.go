@@ -115,7 +115,7 @@ func (s *swarm) refresh(now time.Time, force bool) {
 	if force || now.Sub(s.links) >= blobLinksRefresh {
 		s.links = now
 		for i, src := range s.srcs {
-			pl := s.at.n.linkTo(src.key)
+			pl := s.at.n.peers.Linked(src.key)
 			if src.link != nil && (pl != src.link || isDone(src.link.Conn.Done())) {
 				s.release(i)
 			}

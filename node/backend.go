@@ -38,7 +38,9 @@ type Backend struct {
 }
 
 // Backend returns the node and its components for the control API, the
-// status page and the metrics endpoint.
+// status page and the metrics endpoint. Its [status.Reporter] is made
+// here: a view over what the other owners hold, which only these faces
+// ask for.
 func (n *Node) Backend() Backend {
-	return Backend{n, n.cards, n.own, n.claims, n.chans, n.roster, n.join, n.doctor, n.q, n.status, n.out}
+	return Backend{n, n.cards, n.own, n.q.Claims, n.chans, n.roster, n.join, n.doctor, n.q, newStatus(n), n.out}
 }

@@ -49,7 +49,7 @@ func newFanoutRig(tb testing.TB, n int) *fanoutRig {
 	}
 	waitFor(tb, 30*time.Second, "full mesh", func() bool {
 		for _, nd := range rig.nodes {
-			if len(nd.status.PeerList()) != n-1 {
+			if len(nd.Backend().PeerList()) != n-1 {
 				return false
 			}
 		}

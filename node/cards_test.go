@@ -84,7 +84,7 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 func TestCardReceiveChecks(t *testing.T) {
 	m, a, b := linkedPair(t)
 	var pl *peers.Link
-	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.linkTo(m.ids[0].Pub); return pl != nil })
+	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.peers.Linked(m.ids[0].Pub); return pl != nil })
 	frame := func(raw []byte) []byte { return append([]byte{byte(proto.FrameCard)}, raw...) }
 	good := &proto.Card{Version: 100, Description: "v100", Intents: []proto.CardIntent{{Name: "run-tests"}}}
 	b.handleFrame(pl, frame(signedCard(t, good, m.ids[0].Key)))
@@ -176,7 +176,7 @@ func bigCard(v uint64) *proto.Card {
 func TestCardFloodPaced(t *testing.T) {
 	m, _, b := linkedPair(t)
 	var pl *peers.Link
-	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.linkTo(m.ids[0].Pub); return pl != nil })
+	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.peers.Linked(m.ids[0].Pub); return pl != nil })
 	const n = 2000
 	frames := make([][]byte, n)
 	size := 0

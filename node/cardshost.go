@@ -37,7 +37,7 @@ func newCards(n *Node) *cards.Book {
 func (h cardsHost) Roster() *roster.Roster         { return h.n.Roster() }
 func (h cardsHost) Self() proto.PubKey             { return h.n.id.Pub }
 func (h cardsHost) SignCard(c *proto.Card) error   { return proto.SignCard(c, h.n.id.Key) }
-func (h cardsHost) Links() []*peers.Link           { return h.n.linkList() }
+func (h cardsHost) Links() []*peers.Link           { return h.n.peers.Links() }
 func (h cardsHost) Party(k proto.PubKey) api.Party { return h.n.party(k) }
 func (h cardsHost) Count(c cards.Counter)          { h.n.metrics.inc(cardCounters[c]) }
 func (h cardsHost) ResolvePeer(q string) (proto.PubKey, error) {
@@ -46,7 +46,7 @@ func (h cardsHost) ResolvePeer(q string) (proto.PubKey, error) {
 }
 
 func (h cardsHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	h.n.sendFrame(pl, t, payload)
+	h.n.peers.Send(pl, t, payload)
 }
 
 func (h cardsHost) Presence(k proto.PubKey, now time.Time) (proto.PresenceState, bool) {

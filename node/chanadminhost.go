@@ -45,8 +45,8 @@ func newChanAdmin(n *Node, set *channel.Set, subs *channel.Subscriptions) (*chan
 func (h chanAdminHost) Roster() *roster.Roster  { return h.n.Roster() }
 func (h chanAdminHost) Self() proto.PubKey      { return h.n.id.Pub }
 func (h chanAdminHost) Key() ed25519.PrivateKey { return h.n.id.Key }
-func (h chanAdminHost) Links() []*peers.Link    { return h.n.linkList() }
-func (h chanAdminHost) ChannelsChanged()        { h.n.syncer.ChannelsChanged() }
+func (h chanAdminHost) Links() []*peers.Link    { return h.n.peers.Links() }
+func (h chanAdminHost) ChannelsChanged()        { h.n.rx.Sync.ChannelsChanged() }
 func (h chanAdminHost) Count(c chanadmin.Counter) {
 	h.n.metrics.inc(chanAdminCounters[c])
 }
@@ -55,7 +55,7 @@ func (h chanAdminHost) Rejected(reason string) { h.n.metrics.Inc("policy.rejecte
 func (h chanAdminHost) ResolvePeer(q string) (roster.Member, error) { return h.n.resolvePeer(q) }
 
 func (h chanAdminHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	h.n.sendFrame(pl, t, payload)
+	h.n.peers.Send(pl, t, payload)
 }
 
 func (h chanAdminHost) Refused(pl *peers.Link, err error) {

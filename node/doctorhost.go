@@ -29,7 +29,7 @@ func newDoctor(n *Node) *doctor.Diagnosis {
 
 func (h doctorHost) Roster() *roster.Roster                             { return h.n.Roster() }
 func (h doctorHost) Self() proto.PubKey                                 { return h.n.id.Pub }
-func (h doctorHost) Links() []*peers.Link                               { return h.n.linkList() }
+func (h doctorHost) Links() []*peers.Link                               { return h.n.peers.Links() }
 func (h doctorHost) RemovedSelf() bool                                  { return h.n.peers.RemovedSelf() }
 func (h doctorHost) MDNSRuns() bool                                     { return h.n.peers.Discovery() != nil }
 func (h doctorHost) Count(c doctor.Counter)                             { h.n.metrics.inc(doctorCounters[c]) }
@@ -64,11 +64,4 @@ func (h doctorHost) FailingMembers() []doctor.MemberDial {
 		}
 	}
 	return out
-}
-
-// fromSender reports whether an envelope from k came straight from its
-// sender over the sender's own link: only such a one shows the clock
-// difference to the sender.
-func (src rxSource) fromSender(k proto.PubKey) bool {
-	return src.link != nil && !src.history && src.link.Key.Equal(k)
 }

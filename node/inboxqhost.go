@@ -31,6 +31,18 @@ var (
 	}
 )
 
+// The counters of node/claims, which inboxq holds.
+var (
+	famClaims = newFamily("meshd_inbox_claims_total", "Inbox claims by workers of a pool, by result.", "result")
+
+	// claimCounters maps each counter of node/claims to its metric.
+	claimCounters = [claims.NumCounters]counter{
+		claims.Released: newCounter("claim.released", famClaims, "released"),
+		claims.Conflict: newCounter("claim.conflict", famClaims, "conflict"),
+		claims.Taken:    newCounter("claim.taken", famClaims, "taken"),
+	}
+)
+
 // inboxqHost is the node as node/inboxq sees it.
 type inboxqHost struct{ n *Node }
 
@@ -56,16 +68,10 @@ func (h inboxqHost) Attachments(se *proto.SignedEnvelope, delivered time.Time) [
 	return h.n.renderAttachments(se, delivered)
 }
 
-func (h inboxqHost) Claim(from proto.PubKey, id uuid.UUID, now time.Time) *api.ItemClaim {
-	return h.n.claims.Of(claims.Key{From: from, ID: id}, now)
-}
+// Read moves the mailbox file of the item read to read/.
+func (h inboxqHost) Read(from proto.PubKey, id uuid.UUID) { mailboxHost(h).read(from, id) }
 
-// Read releases a worker's claim on the item read and moves its mailbox
-// file to read/.
-func (h inboxqHost) Read(from proto.PubKey, id uuid.UUID) {
-	h.n.claims.ReleaseRead(claims.Key{From: from, ID: id})
-	mailboxHost(h).read(from, id)
-}
+func (h inboxqHost) CountClaim(c claims.Counter, d uint64) { h.n.metrics.add(claimCounters[c], d) }
 
 func (h inboxqHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
 	return h.n.out.Sign(to, kind, ttl, fill)

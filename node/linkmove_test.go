@@ -12,7 +12,7 @@ import (
 
 // linkNetwork returns the network of n's link to k, or "".
 func linkNetwork(n *Node, k proto.PubKey) string {
-	for _, p := range n.status.PeerList() {
+	for _, p := range n.Backend().PeerList() {
 		if p.Key.Equal(k) {
 			return p.Network
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -46,12 +47,6 @@ var (
 	cLinkDownBy = newEventVec[linkDown]("link.down.", linkDownNames[:])
 )
 
-// sendFrame queues a frame of type t with payload on pl (see
-// peers.Service.Send).
-func (n *Node) sendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	n.peers.Send(pl, t, payload)
-}
-
 func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	n.own.Table().Touch(pl.Key, time.Now())
 	if len(frame) == 0 {
@@ -66,17 +61,13 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FramePeers:
 		n.peers.HandlePeers(pl, payload)
 	case proto.FramePeerUpdate:
-		if n.test.oldPeerExchange() {
-			n.metrics.inc(cFrameUnknown) // as a node without them
-			return
-		}
 		n.peers.HandlePeerUpdate(pl, payload)
 	case proto.FrameGoodbye:
 		n.logRL.log(n.log, "peer said goodbye", pl.Key.Fingerprint(), "goodbye",
 			"peer", pl.Key.Fingerprint(), "reason", sanitize(payload))
 		n.peers.Goodbye(pl)
 	case proto.FrameEnvelope:
-		n.receive(payload, rxSource{link: pl})
+		n.rx.Receive(payload, rx.Source{Link: pl})
 	case proto.FramePolicy:
 		n.chans.HandleFrame(pl, payload)
 	case proto.FramePolicyDigest:
@@ -86,10 +77,6 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FrameCard:
 		n.cards.HandleFrame(pl, payload)
 	case proto.FrameLinkMove:
-		if n.test.oldLinkMoves() {
-			n.metrics.inc(cFrameUnknown) // as a node without them
-			return
-		}
 		n.peers.HandleLinkMove(pl, payload)
 	case proto.FramePresenceNote:
 		n.receivePresenceNote(pl, payload)

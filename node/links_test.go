@@ -140,12 +140,12 @@ func TestRestartedPeerReplacesStaleLink(t *testing.T) {
 			return channelCount(a, p.ID) == round
 		})
 		// The new process's first link was the one kept.
-		if d := b.status.Counters()["link.down"]; d != 0 {
+		if d := b.Backend().Counters()["link.down"]; d != 0 {
 			t.Fatalf("round %d: the restarted b lost %d links before one stuck", round, d)
 		}
 		b.Close()
 	}
-	if a.status.Counters()["link.duplicate"] < 3 {
-		t.Fatalf("link.duplicate = %d, want the three stale links replaced", a.status.Counters()["link.duplicate"])
+	if a.Backend().Counters()["link.duplicate"] < 3 {
+		t.Fatalf("link.duplicate = %d, want the three stale links replaced", a.Backend().Counters()["link.duplicate"])
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport/logrl"
 )
 
@@ -52,16 +51,4 @@ func (r rateLog) allow(lg *slog.Logger, lvl slog.Level, peer, reason string) (ok
 		return false, 0
 	}
 	return r.l.Allow(peer+"|"+reason, time.Now())
-}
-
-// rxPeer names whom a received envelope's log lines are limited by: the
-// link it came on, else its sender.
-func rxPeer(src rxSource, se *proto.SignedEnvelope) string {
-	switch {
-	case src.link != nil:
-		return src.link.Key.Fingerprint()
-	case se != nil:
-		return se.From.Fingerprint()
-	}
-	return ""
 }

@@ -49,11 +49,9 @@ func bubbleNodeWith(t *testing.T, m *testMesh, nw *memnet.Network, i int, tweak 
 	if err != nil {
 		t.Fatalf("start node %d: %v", i, err)
 	}
-	// The control server listens on a Unix socket of the host: a
-	// goroutine blocked in its accept would keep the clock still.
-	if err := n.control.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// No control server: it listens on a Unix socket of the host, and a
+	// goroutine blocked in its accept would keep the clock still (New
+	// does not start one; cmd/meshd and newTestNode do).
 	t.Cleanup(func() { n.Close() })
 	return n
 }
@@ -142,7 +140,7 @@ func TestSynctestMeshOverMemnet(t *testing.T) {
 		if took < lo || took > hi {
 			t.Errorf("the mesh took %v of the clock to form, want within [%v, %v]", took, lo, hi)
 		}
-		for _, p := range b.status.PeerList() {
+		for _, p := range newStatus(b).PeerList() {
 			if p.Key.Equal(m.ids[0].Pub) && p.Address != bubbleAddr(0).Address {
 				t.Errorf("b's link to a runs from %s, want %s", p.Address, bubbleAddr(0).Address)
 			}

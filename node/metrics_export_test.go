@@ -18,14 +18,14 @@ func TestExportAccessors(t *testing.T) {
 	b := m.startWith(1, tcpOnly, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) && linked(b, m.ids[0].Pub) })
 
-	if got := a.status.LinkCounts(); len(got) != 1 || got[status.LinkClass{Network: "tcp", Direction: "inbound"}] != 1 {
+	if got := a.Backend().LinkCounts(); len(got) != 1 || got[status.LinkClass{Network: "tcp", Direction: "inbound"}] != 1 {
 		t.Errorf("a links = %v, want one inbound tcp", got)
 	}
-	if got := b.status.LinkCounts(); len(got) != 1 || got[status.LinkClass{Network: "tcp", Direction: "outbound"}] != 1 {
+	if got := b.Backend().LinkCounts(); len(got) != 1 || got[status.LinkClass{Network: "tcp", Direction: "outbound"}] != 1 {
 		t.Errorf("b links = %v, want one outbound tcp", got)
 	}
 
-	qs := a.status.QueueDepths()
+	qs := a.Backend().QueueDepths()
 	if len(qs) != 3 || qs[0].Name != status.QueueRxCommit || qs[1].Name != status.QueueMirror || qs[2].Name != status.QueueLinkSend {
 		t.Fatalf("queues = %+v", qs)
 	}
@@ -36,8 +36,8 @@ func TestExportAccessors(t *testing.T) {
 	}
 
 	// Each node announces itself at start, so both see at least themselves.
-	waitFor(t, 5*time.Second, "presence", func() bool { return a.status.PresenceCounts()["online"] >= 1 })
-	for s := range a.status.PresenceCounts() {
+	waitFor(t, 5*time.Second, "presence", func() bool { return a.Backend().PresenceCounts()["online"] >= 1 })
+	for s := range a.Backend().PresenceCounts() {
 		known := false
 		for _, k := range status.PresenceStates() {
 			known = known || k == s
@@ -47,7 +47,7 @@ func TestExportAccessors(t *testing.T) {
 		}
 	}
 
-	before, err := b.status.HistoryStats()
+	before, err := b.Backend().HistoryStats()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +55,11 @@ func TestExportAccessors(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "stored", func() bool {
-		st, err := b.status.HistoryStats()
+		st, err := b.Backend().HistoryStats()
 		return err == nil && st.Envelopes == before.Envelopes+1 && st.FileSize > 0
 	})
 
-	if s := a.status.Started(); s.IsZero() || time.Since(s) < 0 || time.Since(s) > time.Minute {
+	if s := a.Backend().Started(); s.IsZero() || time.Since(s) < 0 || time.Since(s) > time.Minute {
 		t.Errorf("started %v", s)
 	}
 }
@@ -82,11 +82,11 @@ func TestExportAccessorsConcurrent(t *testing.T) {
 					return
 				default:
 				}
-				a.status.LinkCounts()
-				a.status.QueueDepths()
-				a.status.PresenceCounts()
-				a.status.HistoryStats()
-				a.status.Counters()
+				a.Backend().LinkCounts()
+				a.Backend().QueueDepths()
+				a.Backend().PresenceCounts()
+				a.Backend().HistoryStats()
+				a.Backend().Counters()
 			}
 		})
 	}
@@ -97,7 +97,7 @@ func TestExportAccessorsConcurrent(t *testing.T) {
 		}
 	}
 	b.Close()
-	waitFor(t, 5*time.Second, "unlink", func() bool { return len(a.status.LinkCounts()) == 0 })
+	waitFor(t, 5*time.Second, "unlink", func() bool { return len(a.Backend().LinkCounts()) == 0 })
 	close(stop)
 	wg.Wait()
 }

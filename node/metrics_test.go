@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/meshd/meshd/node/outbound"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -13,13 +14,13 @@ import (
 func TestMetricsTypedAndNamed(t *testing.T) {
 	m := newMetrics()
 	m.Inc("rx.envelopes")
-	m.inc(cRxEnvelopes)
+	m.inc(rxCounters[rx.Received])
 	m.Add("drop.bad_signature", 3)
 	m.add(outboundCounters[outbound.Copies], 9)
 	if got := m.Get("rx.envelopes"); got != 2 {
 		t.Fatalf("rx.envelopes = %d, want 2", got)
 	}
-	if got := m.typed[cRxEnvelopes].Load(); got != 2 {
+	if got := m.typed[rxCounters[rx.Received]].Load(); got != 2 {
 		t.Fatalf("rx.envelopes by name did not reach the typed counter: %d", got)
 	}
 	want := map[string]uint64{"rx.envelopes": 2, "drop.bad_signature": 3, "tx.envelopes": 9}
@@ -47,7 +48,7 @@ func TestMetricsConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 1000 {
-				m.inc(cRxEnvelopes)
+				m.inc(rxCounters[rx.Received])
 				m.Inc("drop.expired")
 				_ = m.Snapshot()
 			}
@@ -73,7 +74,7 @@ func BenchmarkMetricsInc(b *testing.B) {
 	b.Run("typed", func(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				m.inc(cRxEnvelopes)
+				m.inc(rxCounters[rx.Received])
 			}
 		})
 	})
@@ -83,7 +84,7 @@ func BenchmarkMetricsInc(b *testing.B) {
 // pipeline's drop does: one atomic add per drop, no string built.
 func BenchmarkDropCount(b *testing.B) {
 	m := newMetrics()
-	reasons := [4]dropReason{dropExpired, dropBadSignature, dropNotMember, dropDuplicate}
+	reasons := [4]rx.Drop{rx.DropExpired, rx.DropBadSignature, rx.DropNotMember, rx.DropDuplicate}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -96,7 +97,7 @@ func BenchmarkDropCount(b *testing.B) {
 // it by the vector reads back by name, in Get and in the snapshot.
 func TestDropReasonsCountByName(t *testing.T) {
 	m := newMetrics()
-	for r := dropNone + 1; r < numDropReasons; r++ {
+	for r := rx.DropNone + 1; r < rx.NumDrops; r++ {
 		name := r.String()
 		if name == "" || name == "unknown" {
 			t.Fatalf("drop reason %d has no name", r)
@@ -109,10 +110,10 @@ func TestDropReasonsCountByName(t *testing.T) {
 		m.Inc("drop." + name)
 	}
 	snap := m.Snapshot()
-	if len(snap) != int(numDropReasons-1) {
-		t.Fatalf("snapshot has %d counters, want %d: %v", len(snap), numDropReasons-1, snap)
+	if len(snap) != int(rx.NumDrops-1) {
+		t.Fatalf("snapshot has %d counters, want %d: %v", len(snap), rx.NumDrops-1, snap)
 	}
-	for r := dropNone + 1; r < numDropReasons; r++ {
+	for r := rx.DropNone + 1; r < rx.NumDrops; r++ {
 		if got := snap["drop."+r.String()]; got != 2 {
 			t.Errorf("drop.%s = %d, want 2", r, got)
 		}

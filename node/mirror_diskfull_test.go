@@ -74,7 +74,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "disk full counted", func() bool { return b.status.Counters()["mirror.disk_full"] > 0 })
+	waitFor(t, 10*time.Second, "disk full counted", func() bool { return b.Backend().Counters()["mirror.disk_full"] > 0 })
 	if n := len(mailboxFiles(t, m.home(1))); n >= dms {
 		t.Fatalf("%d files written on a full disk", n)
 	}
@@ -101,7 +101,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 	// No restart: the retries write the missing files.
 	if !testwait.Until(40*time.Second, func() bool { return len(mailboxFiles(t, m.home(1))) >= dms+more }) {
 		items, err := b.store.Inbox(history.InboxFilter{})
-		t.Fatalf("after 40s: %d files, %d inbox items (%v), counters %v", len(mailboxFiles(t, m.home(1))), len(items), err, b.status.Counters())
+		t.Fatalf("after 40s: %d files, %d inbox items (%v), counters %v", len(mailboxFiles(t, m.home(1))), len(items), err, b.Backend().Counters())
 	}
 	// The retries end with a pass that writes every missing file and
 	// says so; no retry runs after it, so none can write a duplicate.
@@ -132,7 +132,7 @@ func TestMirrorResumesAfterDiskFull(t *testing.T) {
 	if got := logs.count("mailbox mirror: writing files again; the files that failed are written"); got != 1 {
 		t.Errorf("the recovery was logged %d times, want once", got)
 	}
-	c := b.status.Counters()
+	c := b.Backend().Counters()
 	if c["mirror.files_failed"] == 0 || c["mirror.retries"] == 0 {
 		t.Errorf("counters: files_failed %d retries %d", c["mirror.files_failed"], c["mirror.retries"])
 	}

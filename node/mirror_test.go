@@ -78,8 +78,8 @@ func TestOutboxToMirrorAcrossNodes(t *testing.T) {
 	if !strings.Contains(string(reason), "nope") {
 		t.Fatalf("error file does not name the channel: %s", reason)
 	}
-	if a.status.Counters()["outbox.files_failed"] != 1 {
-		t.Fatalf("counters: %v", a.status.Counters())
+	if a.Backend().Counters()["outbox.files_failed"] != 1 {
+		t.Fatalf("counters: %v", a.Backend().Counters())
 	}
 }
 
@@ -97,8 +97,8 @@ func TestMirrorReconcilesMissingFiles(t *testing.T) {
 	}
 	b2 := m.start(1, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "reconciled file", func() bool { return len(mailboxFiles(t, m.home(1))) == 1 })
-	if b2.status.Counters()["mirror.reconciled"] != 1 {
-		t.Fatalf("counters: %v", b2.status.Counters())
+	if b2.Backend().Counters()["mirror.reconciled"] != 1 {
+		t.Fatalf("counters: %v", b2.Backend().Counters())
 	}
 }
 
@@ -175,7 +175,7 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 		}
 		return true
 	})
-	if c := b2.status.Counters(); c["mirror.torn_rewritten"] != 2 || c["mirror.reconciled"] != 2 {
+	if c := b2.Backend().Counters(); c["mirror.torn_rewritten"] != 2 || c["mirror.reconciled"] != 2 {
 		t.Fatalf("counters: torn_rewritten %d reconciled %d, want 2 and 2", c["mirror.torn_rewritten"], c["mirror.reconciled"])
 	}
 	for _, f := range mailboxFiles(t, m.home(1)) {
@@ -222,7 +222,7 @@ func TestMirrorRestoresIndexLines(t *testing.T) {
 	}
 	os.Remove(filepath.Join(m.home(1), "mailbox", mailbox.CheckpointFile))
 	b2 := m.start(1, tcpAddr(t, a))
-	waitFor(t, 5*time.Second, "index lines restored", func() bool { return b2.status.Counters()["mirror.reindexed"] == 2 })
+	waitFor(t, 5*time.Second, "index lines restored", func() bool { return b2.Backend().Counters()["mirror.reindexed"] == 2 })
 	got, _ := os.ReadFile(idx)
 	for _, f := range files {
 		if !strings.Contains(string(got), "\tinbox/"+filepath.Base(f)+"\t") {
@@ -232,7 +232,7 @@ func TestMirrorRestoresIndexLines(t *testing.T) {
 	if n := strings.Count(string(got), "\n"); n != 3 {
 		t.Errorf("index has %d lines, want 3:\n%s", n, got)
 	}
-	if c := b2.status.Counters(); c["mirror.reconciled"] != 0 || c["mirror.torn_rewritten"] != 0 {
+	if c := b2.Backend().Counters(); c["mirror.reconciled"] != 0 || c["mirror.torn_rewritten"] != 0 {
 		t.Errorf("files rewritten: %v", c)
 	}
 }
@@ -254,15 +254,15 @@ func TestMirrorCheckpointFailureCounted(t *testing.T) {
 		}
 	}
 	send("one")
-	waitFor(t, 5*time.Second, "failed checkpoint counted", func() bool { return b.status.Counters()["mirror.sync_failed"] >= 1 })
-	ok := b.status.Counters()["mirror.checkpoints"]
+	waitFor(t, 5*time.Second, "failed checkpoint counted", func() bool { return b.Backend().Counters()["mirror.sync_failed"] >= 1 })
+	ok := b.Backend().Counters()["mirror.checkpoints"]
 	if err := os.RemoveAll(ckpt); err != nil {
 		t.Fatal(err)
 	}
 	send("two")
 	waitFor(t, 5*time.Second, "checkpoint recorded", func() bool {
 		_, err := os.Stat(ckpt)
-		return err == nil && b.status.Counters()["mirror.checkpoints"] > ok
+		return err == nil && b.Backend().Counters()["mirror.checkpoints"] > ok
 	})
 	if got := mailbox.ReadCheckpoint(b.home.MailboxDir()); got.IsZero() {
 		t.Fatal("checkpoint file unreadable after recovery")
@@ -308,7 +308,7 @@ func TestMirrorReconcilesSharedID(t *testing.T) {
 	}
 	b2 := m.start(1, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "reconciled file", func() bool { return len(mailboxFiles(t, m.home(1))) == 2 })
-	if c := b2.status.Counters()["mirror.reconciled"]; c != 1 {
+	if c := b2.Backend().Counters()["mirror.reconciled"]; c != 1 {
 		t.Fatalf("mirror.reconciled %d, want 1", c)
 	}
 	var all string

@@ -54,17 +54,17 @@ func TestMirrorWatermarkPausesAndResumes(t *testing.T) {
 		items, err := b.store.Inbox(history.InboxFilter{})
 		return err == nil && len(items) == dms
 	})
-	waitFor(t, 10*time.Second, "the pause", func() bool { return b.status.StatusInfo().Mailbox.Paused == mailbox.PauseFree })
+	waitFor(t, 10*time.Second, "the pause", func() bool { return b.Backend().StatusInfo().Mailbox.Paused == mailbox.PauseFree })
 	if n := len(mailboxFiles(t, m.home(1))); n != 0 {
 		t.Fatalf("%d files written below the watermark", n)
 	}
 	free.Store(1 << 30)
 	waitFor(t, 10*time.Second, "the files held back", func() bool { return len(mailboxFiles(t, m.home(1))) == dms })
-	waitFor(t, 5*time.Second, "the resume", func() bool { return b.status.StatusInfo().Mailbox.Paused == "" })
+	waitFor(t, 5*time.Second, "the resume", func() bool { return b.Backend().StatusInfo().Mailbox.Paused == "" })
 	// The loop counts a batch's files once the batch is written: the files
 	// can be on disk a moment before the count has them.
-	waitFor(t, 5*time.Second, "the files counted", func() bool { return b.status.StatusInfo().Mailbox.Files == dms })
-	if st := b.status.StatusInfo().Mailbox; st.Files != dms || st.FreeBytes != 1<<30 {
+	waitFor(t, 5*time.Second, "the files counted", func() bool { return b.Backend().StatusInfo().Mailbox.Files == dms })
+	if st := b.Backend().StatusInfo().Mailbox; st.Files != dms || st.FreeBytes != 1<<30 {
 		t.Errorf("status after the resume: %+v, want %d files and 1 GiB free", st, dms)
 	}
 	if got := logs.count("mailbox mirror paused: free disk space is below mailbox_min_free_mib; the envelopes stay in the store and their files are written once there is room"); got != 1 {
@@ -73,7 +73,7 @@ func TestMirrorWatermarkPausesAndResumes(t *testing.T) {
 	if got := logs.count("mailbox mirror resumed: there is room again; writing the files it held back"); got != 1 {
 		t.Errorf("the resume was logged %d times, want once", got)
 	}
-	if c := b.status.Counters(); c["mirror.paused.free_space"] != 1 || c["mirror.held_back"] == 0 {
+	if c := b.Backend().Counters(); c["mirror.paused.free_space"] != 1 || c["mirror.held_back"] == 0 {
 		t.Errorf("counters: paused %d, held back %d", c["mirror.paused.free_space"], c["mirror.held_back"])
 	}
 }

@@ -9,12 +9,11 @@ import (
 	"net"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/cards"
 	"github.com/meshd/meshd/node/chanadmin"
-	"github.com/meshd/meshd/node/claims"
-	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/doctor"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/inboxq"
@@ -24,8 +23,7 @@ import (
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/rostergossip"
-	"github.com/meshd/meshd/node/status"
-	"github.com/meshd/meshd/node/syncer"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -62,24 +60,19 @@ type Node struct {
 	// chans is channel administration: the channel set and
 	// subscriptions, policies, their versions, the per-sender channel
 	// quota and the block list (node/chanadmin).
-	chans  *chanadmin.Admin
-	own    *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
-	q      *inboxq.Queries        // the inbox and history queries, wake-ups and event stream (node/inboxq)
-	status *status.Reporter       // what the node reports of itself (node/status)
-	syncer *syncer.Syncer         // history sync and serving
-	mail   *mailbox.Box           // the mirror, its loop and the outbox (node/mailbox; mailboxhost.go)
-	join   *join.Join             // invites this node made, knocks, adoption and the pending list (node/join)
-	doctor *doctor.Diagnosis      // what meshctl doctor reports (node/doctor)
-	cards  *cards.Book            // members' agent cards (node/cards)
-	attach *attachments           // blob store and transfers (attach*.go)
-	claims *claims.Leases         // workers' claims on inbox items (node/claims)
+	chans *chanadmin.Admin
+	own   *ownpresence.Announcer // this node's presence, following its agent, and the presence table (node/ownpresence)
+	q     *inboxq.Queries        // the inbox and history queries, wake-ups, event stream and workers' claims (node/inboxq)
+	// rx is the receive side: the pipeline, its commit stage and queue,
+	// and history sync, which it feeds and which feeds it (node/rx).
+	rx     *rx.Pipeline
+	mail   *mailbox.Box      // the mirror, its loop and the outbox (node/mailbox; mailboxhost.go)
+	join   *join.Join        // invites this node made, knocks, adoption and the pending list (node/join)
+	doctor *doctor.Diagnosis // what meshctl doctor reports (node/doctor)
+	cards  *cards.Book       // members' agent cards (node/cards)
+	attach *attachments      // blob store and transfers (attach*.go)
 
-	control *control.Server
-
-	test *testHooks // tests' seams (testhooks.go); nil in a daemon
-
-	rxq  chan rxItem // admitted envelopes for the commit stage
-	life runState    // its context, goroutines, home lock and Close (lifecycle.go)
+	life runState // its start, context, goroutines, home lock and Close (lifecycle.go)
 
 	logRL rateLog // repetitive log lines, per peer and reason
 
@@ -87,11 +80,14 @@ type Node struct {
 }
 
 // New starts a node: it locks the home, loads or creates the identity,
-// loads (or bootstraps) the roster, opens listeners, the control socket and
-// discovery, and starts dialling seeds.
+// loads (or bootstraps) the roster, opens listeners and discovery, and
+// starts dialling seeds. Its local faces (the control socket, the status
+// page, the metrics endpoint) are the caller's to serve, over
+// [Node.Backend]: see node/control's Serve.
 func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
 
-// newNode is New with the tests' seams (nil: none).
+// newNode is New with the tests' seams (nil: none), which it hands to
+// the components they observe.
 func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -99,24 +95,23 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	}
 	n := &Node{
 		cfg:     cfg.withDefaults(),
-		test:    hooks,
 		log:     log,
 		home:    home.Home{Dir: cfg.Home},
 		metrics: newMetrics(),
-		rxq:     make(chan rxItem, rxQueueLen),
 	}
+	n.life.started = time.Now()
 	n.logRL = newRateLog()
 	n.roster = newRosterKeeper(n)
 	n.cards = newCards(n)
 	n.life.ctx, n.life.cancel = context.WithCancel(context.Background())
-	n.peers = newPeerService(n)
+	n.peers = newPeerService(n, hooks.legacy())
 	n.join = newJoin(n)
 	n.doctor = newDoctor(n)
-	if err := n.setup(); err != nil {
+	if err := n.setup(hooks); err != nil {
 		n.life.cancel()
 		n.teardown()
-		if n.syncer != nil {
-			n.syncer.Close()
+		if n.rx != nil {
+			n.rx.Close()
 		}
 		n.closeState()
 		if n.life.unlock != nil {
@@ -128,7 +123,7 @@ func newNode(cfg Config, hooks *testHooks) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) setup() error {
+func (n *Node) setup(hooks *testHooks) error {
 	var err error
 	if err = os.MkdirAll(n.cfg.Home, 0o700); err != nil {
 		return fmt.Errorf("create home: %w", err)
@@ -158,7 +153,7 @@ func (n *Node) setup() error {
 	n.peers.LoadFormer(n.home.Dir)
 	n.warnNotMember(r)
 
-	if err := n.openState(); err != nil {
+	if err := n.openState(hooks); err != nil {
 		return err
 	}
 
@@ -203,10 +198,6 @@ func (n *Node) setup() error {
 	}
 
 	n.peers.AddSeeds(n.cfg.Seeds)
-
-	if n.control, err = control.Listen(n.home.ControlSocket(), n.Backend(), n.log.With("component", "control")); err != nil {
-		return err
-	}
 
 	if n.cfg.MDNS {
 		port := 0
@@ -350,24 +341,20 @@ func readRosterFile(path string) (*roster.Roster, error) {
 func (n *Node) run() {
 	n.peers.Start()
 	n.life.wg.Go(func() { n.own.Run(n.life.ctx) })
-	n.life.wg.Add(1)
-	go n.commitLoop()
+	n.rx.Start(n.life.wg.Go)
 	mailboxHost{n}.start()
 	n.life.wg.Add(1)
 	go n.retentionLoop()
 	n.life.wg.Go(func() { n.out.Run(n.life.ctx) })
 	n.life.wg.Go(func() { n.cards.Run(n.life.ctx) })
 	n.life.wg.Go(func() { n.roster.Run(n.life.ctx) })
-	n.syncer.Start()
-	n.life.wg.Add(1)
-	go syncHost{n}.historyStage(n.syncer.Batches())
 	n.attach.start()
-	n.control.Start()
 }
 
 // Close shuts the node down: it says goodbye to every peer, stops
-// discovery, listeners and the control socket, waits for every goroutine,
-// and releases the home lock. It is idempotent.
+// discovery and listeners, waits for every goroutine, and releases the
+// home lock. It is idempotent. Close the servers of its local faces
+// first.
 func (n *Node) Close() error {
 	n.life.closeOnce.Do(func() {
 		n.peers.Lock()
@@ -380,8 +367,8 @@ func (n *Node) Close() error {
 		}
 		n.life.cancel()
 		n.life.closeErr = n.teardown()
-		if n.syncer != nil {
-			n.syncer.Close()
+		if n.rx != nil {
+			n.rx.Close()
 		}
 		n.attach.close()
 		n.life.wg.Wait()
@@ -400,21 +387,12 @@ func (n *Node) Close() error {
 // teardown closes what setup opened; safe on a partly set-up node.
 func (n *Node) teardown() error {
 	var errs []error
-	if n.control != nil {
-		errs = append(errs, n.control.Close())
-	}
 	errs = append(errs, n.peers.CloseListeners())
-	for _, pl := range n.linkList() {
+	for _, pl := range n.peers.Links() {
 		_ = pl.Conn.Close()
 	}
 	return errors.Join(errs...)
 }
-
-// linkTo returns the link to k, or nil.
-func (n *Node) linkTo(k proto.PubKey) *peers.Link { return n.peers.Linked(k) }
-
-// linkList returns every link.
-func (n *Node) linkList() []*peers.Link { return n.peers.Links() }
 
 // Identity returns this node's public key.
 func (n *Node) Identity() proto.PubKey { return n.id.Pub }

@@ -192,7 +192,7 @@ func linkedPair(t testing.TB) (m *testMesh, a, b *Node) {
 }
 
 func linked(n *Node, k proto.PubKey) bool {
-	for _, p := range n.status.PeerList() {
+	for _, p := range n.Backend().PeerList() {
 		if p.Key.Equal(k) {
 			return true
 		}
@@ -210,12 +210,12 @@ func TestMeshFormsThroughOneSeed(t *testing.T) {
 	c := m.start(2, tcpAddr(t, a))
 	// b and c only know a; peer exchange must link them to each other.
 	waitFor(t, 10*time.Second, "full mesh", func() bool {
-		return len(a.status.PeerList()) == 2 && len(b.status.PeerList()) == 2 && len(c.status.PeerList()) == 2
+		return len(a.Backend().PeerList()) == 2 && len(b.Backend().PeerList()) == 2 && len(c.Backend().PeerList()) == 2
 	})
 	// Exactly one link per pair, on both ends.
 	for _, n := range []*Node{a, b, c} {
 		seen := map[proto.PubKey]bool{}
-		for _, p := range n.status.PeerList() {
+		for _, p := range n.Backend().PeerList() {
 			if seen[p.Key] {
 				t.Fatalf("duplicate link to %s", p.Fingerprint)
 			}
@@ -246,10 +246,10 @@ func TestSimultaneousDialKeepsOneLink(t *testing.T) {
 		return m.Get("dial.attempt") >= 1 && (m.Get("link.up") >= 2 || m.Get("link.duplicate") >= 1 || m.Get("dial.failed") >= 1)
 	})
 	waitFor(t, 5*time.Second, "one link, the same at both ends", func() bool {
-		pa, pb := a.status.PeerList(), b.status.PeerList()
+		pa, pb := a.Backend().PeerList(), b.Backend().PeerList()
 		return len(pa) == 1 && len(pb) == 1 && (pa[0].Direction == "outbound") != (pb[0].Direction == "outbound")
 	})
-	pa, pb := a.status.PeerList(), b.status.PeerList()
+	pa, pb := a.Backend().PeerList(), b.Backend().PeerList()
 	if len(pa) != 1 || len(pb) != 1 {
 		t.Fatalf("links: a has %d, b has %d; want 1 each", len(pa), len(pb))
 	}
@@ -342,7 +342,7 @@ func TestPublishSpreadsAndRemovedMemberDisconnected(t *testing.T) {
 	b := m.start(1, tcpAddr(t, a))
 	c := m.start(2, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "full mesh", func() bool {
-		return len(a.status.PeerList()) == 2 && len(b.status.PeerList()) == 2 && len(c.status.PeerList()) == 2
+		return len(a.Backend().PeerList()) == 2 && len(b.Backend().PeerList()) == 2 && len(c.Backend().PeerList()) == 2
 	})
 	next := m.roster.Next()
 	if err := next.Remove(m.ids[2].Pub); err != nil {
@@ -366,7 +366,7 @@ func TestPublishSpreadsAndRemovedMemberDisconnected(t *testing.T) {
 	// a member pushes when it refuses c's redial) that it was removed, and
 	// holds no link then.
 	waitFor(t, 10*time.Second, "c knows it was removed and holds no link", func() bool {
-		return c.peers.RemovedSelf() && len(c.status.PeerList()) == 0
+		return c.peers.RemovedSelf() && len(c.Backend().PeerList()) == 0
 	})
 	if linked(a, m.ids[2].Pub) || linked(b, m.ids[2].Pub) {
 		t.Fatal("removed member relinked")
@@ -411,7 +411,7 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 	b.peers.Unlock()
 	b.peers.Wake()
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(b, m.ids[0].Pub) })
-	p := b.status.PeerList()[0]
+	p := b.Backend().PeerList()[0]
 	if p.Network != "unix" {
 		t.Fatalf("link via %s, want unix", p.Network)
 	}

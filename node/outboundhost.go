@@ -52,13 +52,14 @@ var (
 type outboundHost struct{ n *Node }
 
 // newOutbound makes the send side over the node's store, sender counter
-// and links.
-func newOutbound(n *Node, counter *history.SendCounter) *outbound.Sender {
+// and links; queueing (tests) observes the queue.
+func newOutbound(n *Node, counter *history.SendCounter, queueing func(linked bool)) *outbound.Sender {
 	return outbound.New(outboundHost{n}, outbound.Config{
 		Self: n.id.Pub, Key: n.id.Key, Counter: counter, Store: n.store, Peers: n.peers,
 		Log: n.log, RateLog: n.logRL.l,
 		EnvelopeTTL: n.cfg.EnvelopeTTL, OfflineWindow: n.cfg.OfflineWindow,
 		DirectRetention: n.cfg.DirectRetention, MaxReplyDepth: n.cfg.MaxReplyDepth,
+		Queueing: queueing,
 	})
 }
 
@@ -68,9 +69,8 @@ func (h outboundHost) MemberToSend() error                              { return
 func (h outboundHost) ResolvePeer(q string) (roster.Member, error)      { return h.n.resolvePeer(q) }
 func (h outboundHost) ResolveChannel(q string) (*channel.Policy, error) { return h.n.resolveChannel(q) }
 func (h outboundHost) MemberLabel(k proto.PubKey) string                { return h.n.memberLabel(k) }
-func (h outboundHost) Answered(from proto.PubKey, id uuid.UUID)         { h.n.claims.Answered(from, id) }
+func (h outboundHost) Answered(from proto.PubKey, id uuid.UUID)         { h.n.q.Claims.Answered(from, id) }
 func (h outboundHost) Sent(se *proto.SignedEnvelope)                    { mailboxHost(h).sent(se) }
-func (h outboundHost) Queueing(linked bool)                             { h.n.test.onQueue(linked) }
 func (h outboundHost) Party(k proto.PubKey) api.Party                   { return h.n.party(k) }
 func (h outboundHost) DestText(d proto.Destination) string              { return h.n.destText(d) }
 func (h outboundHost) IsLocalItem(se *proto.SignedEnvelope) bool {

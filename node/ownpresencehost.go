@@ -6,6 +6,7 @@ import (
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/ownpresence"
 	"github.com/meshd/meshd/node/peers"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/presence"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -34,13 +35,13 @@ type ownPresenceHost struct{ n *Node }
 // presence table.
 func newOwnPresence(n *Node) *ownpresence.Announcer {
 	cfg := ownpresence.Config{PresenceTTL: n.cfg.PresenceTTL, PresenceAwayAfter: n.cfg.PresenceAwayAfter,
-		PresenceOfflineAfter: n.cfg.PresenceOfflineAfter, MaxTTL: maxTTL * time.Second}
+		PresenceOfflineAfter: n.cfg.PresenceOfflineAfter, MaxTTL: rx.MaxTTL * time.Second}
 	return ownpresence.New(ownPresenceHost{n}, cfg, presence.NewTable(n.cfg.PresenceTTL), n.log)
 }
 
 func (h ownPresenceHost) Roster() *roster.Roster         { return h.n.Roster() }
 func (h ownPresenceHost) Self() proto.PubKey             { return h.n.id.Pub }
-func (h ownPresenceHost) Links() []*peers.Link           { return h.n.linkList() }
+func (h ownPresenceHost) Links() []*peers.Link           { return h.n.peers.Links() }
 func (h ownPresenceHost) Party(k proto.PubKey) api.Party { return h.n.party(k) }
 func (h ownPresenceHost) Count(c ownpresence.Counter)    { h.n.metrics.inc(ownPresenceCounters[c]) }
 func (h ownPresenceHost) Changed(st proto.PresenceState) { h.n.metrics.inc(cPresenceChanged.of(st)) }
@@ -50,7 +51,7 @@ func (h ownPresenceHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Du
 }
 
 func (h ownPresenceHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	h.n.sendFrame(pl, t, payload)
+	h.n.peers.Send(pl, t, payload)
 }
 
 // cFrameNoteNotPresence counts presence-note frames that held another kind.
@@ -66,7 +67,7 @@ func (n *Node) receivePresenceNote(pl *peers.Link, payload []byte) {
 			"peer", pl.Key.Fingerprint(), "kind", se.Kind.String())
 		return
 	}
-	n.receive(payload, rxSource{link: pl})
+	n.rx.Receive(payload, rx.Source{Link: pl})
 }
 
 // presenceVec is one counter per presence state, "<prefix><state>".

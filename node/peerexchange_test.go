@@ -35,7 +35,7 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	all := []*Node{a, b, c, old}
 	waitFor(t, 15*time.Second, "full mesh", func() bool {
 		for _, n := range all {
-			if len(n.status.PeerList()) != 3 {
+			if len(n.Backend().PeerList()) != 3 {
 				return false
 			}
 		}
@@ -58,7 +58,7 @@ func TestIncrementalPeerExchange(t *testing.T) {
 	if grown > (intervals+2)*oldList {
 		t.Errorf("b received %d bytes of whole lists over %d intervals: more than the older node's", grown, intervals)
 	}
-	if got := b.status.Counters()["rx.frame_bytes.peer-update"]; got == 0 {
+	if got := b.Backend().Counters()["rx.frame_bytes.peer-update"]; got == 0 {
 		t.Error("peer-update bytes not counted as such")
 	}
 	if d := b.metrics.Get("peers.digest_mismatch"); d != 0 {

@@ -44,6 +44,7 @@ var (
 		peers.SeedsSkippedUnixNotLocal:  newCounter("seeds.skipped.unix_not_local", famSeedsSkipped, "unix_not_local"),
 		peers.SeedsSkippedRemovedMember: newCounter("seeds.skipped.removed_member", famSeedsSkipped, "removed_member"),
 		peers.RosterPushedRefused:       newCounter("roster.pushed_refused", famRosterRefused),
+		peers.FrameUnknown:              cFrameUnknown,
 	}
 )
 
@@ -54,8 +55,9 @@ type peerHost Node
 
 var _ peers.Host = (*peerHost)(nil)
 
-// newPeerService returns n's connection management, calling n.
-func newPeerService(n *Node) *peers.Service {
+// newPeerService returns n's connection management, calling n; legacy
+// (tests) makes it behave as older nodes.
+func newPeerService(n *Node, legacy peers.Legacy) *peers.Service {
 	return peers.NewService((*peerHost)(n), peers.ServiceConfig{
 		Context:          n.life.ctx,
 		Group:            &n.life.wg,
@@ -67,7 +69,7 @@ func newPeerService(n *Node) *peers.Service {
 		SeedsFile:        filepath.Join(n.cfg.Home, seedsFile),
 		OwnSocket:        n.home.LinkSocket(),
 		RateLog:          n.logRL.l,
-		Legacy:           peers.Legacy{PeerUpdates: n.test.oldPeerExchange(), LinkMoves: n.test.oldLinkMoves()},
+		Legacy:           legacy,
 	})
 }
 
@@ -143,7 +145,7 @@ func (h *peerHost) LinkUp(u peers.Up) {
 	n.own.SendTo(pl)
 	n.cards.SendAll(pl)
 	n.out.FlushQueue(pl)
-	n.syncer.OnLinkUp(pl)
+	n.rx.Sync.OnLinkUp(pl)
 	n.attach.onLinkUp()
 }
 

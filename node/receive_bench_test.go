@@ -44,7 +44,7 @@ func BenchmarkReceive(b *testing.B) {
 	waitFor(b, 10*time.Second, "join round", func() bool { return rd.metrics.Get("sync.responses") > 0 })
 	// Counted where the commit stage puts an envelope in the inbox.
 	delivered := func() int64 { return int64(rd.metrics.Get("inbox.items")) }
-	pl := rd.linkTo(m.ids[0].Pub)
+	pl := rd.peers.Linked(m.ids[0].Pub)
 	if pl == nil {
 		b.Fatal("no link")
 	}

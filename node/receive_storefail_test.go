@@ -42,9 +42,9 @@ func TestStoreFailureLoggedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		// One envelope a commit: wait for each to be refused.
-		waitFor(t, 5*time.Second, "store failure counted", func() bool { return b.status.Counters()["drop.store_failed"] > uint64(i) })
+		waitFor(t, 5*time.Second, "store failure counted", func() bool { return b.Backend().Counters()["drop.store_failed"] > uint64(i) })
 	}
 	if got := logs.count("store envelopes"); got != 1 {
-		t.Fatalf("the store failure was logged %d times for %d failed commits, want once", got, b.status.Counters()["drop.store_failed"])
+		t.Fatalf("the store failure was logged %d times for %d failed commits, want once", got, b.Backend().Counters()["drop.store_failed"])
 	}
 }

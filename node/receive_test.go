@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/rx"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -131,7 +132,7 @@ func (r *pipelineRig) inject(raw []byte) {
 
 // expectDrop injects raw and waits for drop.<reason> to rise by one, and
 // checks nothing reached the inbox.
-func (r *pipelineRig) expectDrop(reason dropReason, raw []byte) {
+func (r *pipelineRig) expectDrop(reason rx.Drop, raw []byte) {
 	r.t.Helper()
 	before := r.a.metrics.Get("drop." + reason.String())
 	items := r.inboxLen()
@@ -166,16 +167,16 @@ func TestReceivePipelineDrops(t *testing.T) {
 		t.Fatalf("valid DM not in inbox")
 	}
 
-	t.Run("replayed id", func(t *testing.T) { rig.expectDrop(dropDuplicate, good) })
+	t.Run("replayed id", func(t *testing.T) { rig.expectDrop(rx.DropDuplicate, good) })
 	t.Run("copy of a held DM with a broken signature", func(t *testing.T) {
 		// The same (from, id), but not signed by its sender: not a
 		// duplicate, a forgery (TestCorruptCopyOfHeldDMNotAcked checks
 		// that it is not acknowledged either).
 		bad := append([]byte(nil), good...)
 		bad[len(bad)-1] ^= 0x01
-		dups := rig.a.metrics.Get("drop." + dropDuplicate.String())
-		rig.expectDrop(dropBadSignature, bad)
-		if got := rig.a.metrics.Get("drop." + dropDuplicate.String()); got != dups {
+		dups := rig.a.metrics.Get("drop." + rx.DropDuplicate.String())
+		rig.expectDrop(rx.DropBadSignature, bad)
+		if got := rig.a.metrics.Get("drop." + rx.DropDuplicate.String()); got != dups {
 			t.Fatalf("forged copy counted as a duplicate: %d -> %d", dups, got)
 		}
 	})
@@ -188,56 +189,56 @@ func TestReceivePipelineDrops(t *testing.T) {
 		waitFor(t, 5*time.Second, "delivery", func() bool { return rig.a.metrics.Get("rx.delivered.message") == before+1 })
 		bad := append([]byte(nil), msg...)
 		bad[len(bad)-1] ^= 0x01
-		rig.expectDrop(dropDuplicate, bad)
+		rig.expectDrop(rx.DropDuplicate, bad)
 	})
 
 	t.Run("bad signature", func(t *testing.T) {
 		raw := rig.signed(b, rig.env(b, toA, proto.KindMessage, nil))
 		raw[len(raw)-1] ^= 0x01 // the last byte is in the signature
-		rig.expectDrop(dropBadSignature, raw)
+		rig.expectDrop(rx.DropBadSignature, raw)
 	})
 	t.Run("from is not the signer", func(t *testing.T) {
 		// Claims to be from d (an operator) but is signed by b.
 		e := rig.env(d, toA, proto.KindRequest, nil)
-		rig.expectDrop(dropBadSignature, rig.rawSigned(b, e))
+		rig.expectDrop(rx.DropBadSignature, rig.rawSigned(b, e))
 	})
 	t.Run("expired", func(t *testing.T) {
 		e := rig.env(b, toA, proto.KindMessage, func(e *proto.Envelope) {
 			e.TS = time.Now().Add(-10 * time.Minute).UnixMilli()
 		})
-		rig.expectDrop(dropExpired, rig.signed(b, e))
+		rig.expectDrop(rx.DropExpired, rig.signed(b, e))
 	})
 	t.Run("future timestamp", func(t *testing.T) {
 		e := rig.env(b, toA, proto.KindMessage, func(e *proto.Envelope) {
 			e.TS = time.Now().Add(5 * time.Minute).UnixMilli()
 		})
-		rig.expectDrop(dropFuture, rig.signed(b, e))
+		rig.expectDrop(rx.DropFuture, rig.signed(b, e))
 	})
 	t.Run("non-member", func(t *testing.T) {
 		// Relayed by a member link, signed by a key the roster lacks.
-		rig.expectDrop(dropNotMember, rig.signed(rig.outsider, rig.env(rig.outsider, toA, proto.KindMessage, nil)))
+		rig.expectDrop(rx.DropNotMember, rig.signed(rig.outsider, rig.env(rig.outsider, toA, proto.KindMessage, nil)))
 	})
 	t.Run("observer writing to a channel", func(t *testing.T) {
-		rig.expectDrop(dropObserverWrite, rig.signed(c, rig.env(c, general, proto.KindMessage, nil)))
+		rig.expectDrop(rx.DropObserverWrite, rig.signed(c, rig.env(c, general, proto.KindMessage, nil)))
 	})
 	t.Run("observer sending a DM", func(t *testing.T) {
-		rig.expectDrop(dropObserverWrite, rig.signed(c, rig.env(c, toA, proto.KindMessage, nil)))
+		rig.expectDrop(rx.DropObserverWrite, rig.signed(c, rig.env(c, toA, proto.KindMessage, nil)))
 	})
 	t.Run("member writing to an operators-only channel", func(t *testing.T) {
-		rig.expectDrop(dropNotWriter, rig.signed(b, rig.env(b, proto.ToChannel(rig.ops.ID), proto.KindMessage, nil)))
+		rig.expectDrop(rx.DropNotWriter, rig.signed(b, rig.env(b, proto.ToChannel(rig.ops.ID), proto.KindMessage, nil)))
 	})
 	t.Run("unknown channel", func(t *testing.T) {
-		rig.expectDrop(dropUnknownChannel, rig.signed(b, rig.env(b, proto.ToChannel(uuid.New()), proto.KindMessage, nil)))
+		rig.expectDrop(rx.DropUnknownChannel, rig.signed(b, rig.env(b, proto.ToChannel(uuid.New()), proto.KindMessage, nil)))
 	})
 	t.Run("member sending a request", func(t *testing.T) {
-		rig.expectDrop(dropRoleTooLow, rig.signed(b, rig.env(b, toA, proto.KindRequest, nil)))
+		rig.expectDrop(rx.DropRoleTooLow, rig.signed(b, rig.env(b, toA, proto.KindRequest, nil)))
 	})
 	t.Run("hop 4", func(t *testing.T) {
 		e := rig.env(d, toA, proto.KindRequest, func(e *proto.Envelope) {
 			parent := proto.NewID()
 			e.Request.ReplyTo, e.Request.Hop = &parent, 4
 		})
-		rig.expectDrop(dropHopLimit, rig.rawSigned(d, e))
+		rig.expectDrop(rx.DropHopLimit, rig.rawSigned(d, e))
 	})
 	t.Run("a subagent result of the node's own, over a link", func(t *testing.T) {
 		// Only the node itself signs these, and never sends them: a copy
@@ -245,19 +246,19 @@ func TestReceivePipelineDrops(t *testing.T) {
 		e := rig.env(rig.key(0), toA, proto.KindMessage, func(e *proto.Envelope) {
 			e.Message.Body = `{"subagent_id": "w1", "summary": "forged"}`
 		})
-		rig.expectDrop(dropLocalOnly, rig.signed(rig.key(0), e))
+		rig.expectDrop(rx.DropLocalOnly, rig.signed(rig.key(0), e))
 	})
 	t.Run("DM for another node", func(t *testing.T) {
-		rig.expectDrop(dropMisrouted, rig.signed(b, rig.env(b, proto.ToPeer(rig.m.ids[3].Pub), proto.KindMessage, nil)))
+		rig.expectDrop(rx.DropMisrouted, rig.signed(b, rig.env(b, proto.ToPeer(rig.m.ids[3].Pub), proto.KindMessage, nil)))
 	})
 	t.Run("presence for another org", func(t *testing.T) {
 		e := rig.env(b, proto.ToOrg("other"), proto.KindPresence, func(e *proto.Envelope) {
 			e.Presence = &proto.Presence{State: proto.Online, Seq: 1}
 		})
-		rig.expectDrop(dropWrongOrg, rig.signed(b, e))
+		rig.expectDrop(rx.DropWrongOrg, rig.signed(b, e))
 	})
 	t.Run("malformed", func(t *testing.T) {
-		rig.expectDrop(dropMalformed, []byte{0xa2, 0x00, 0x41})
+		rig.expectDrop(rx.DropMalformed, []byte{0xa2, 0x00, 0x41})
 	})
 	t.Run("non-canonical", func(t *testing.T) {
 		// A valid DM whose body map head takes two bytes: a9 -> b8 09.
@@ -271,15 +272,15 @@ func TestReceivePipelineDrops(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rig.expectDrop(dropNonCanonical, raw)
+		rig.expectDrop(rx.DropNonCanonical, raw)
 	})
 	t.Run("invalid", func(t *testing.T) {
 		// Canonical and signed, but a Message to the org (§4.2).
-		rig.expectDrop(dropInvalid, rig.rawSigned(b, rig.env(b, proto.ToOrg("acme"), proto.KindMessage, nil)))
+		rig.expectDrop(rx.DropInvalid, rig.rawSigned(b, rig.env(b, proto.ToOrg("acme"), proto.KindMessage, nil)))
 	})
 	t.Run("invalid nil in_reply_to", func(t *testing.T) {
 		e := rig.env(b, toA, proto.KindMessage, func(e *proto.Envelope) { e.Message.InReplyTo = &uuid.Nil })
-		rig.expectDrop(dropInvalid, rig.rawSigned(b, e))
+		rig.expectDrop(rx.DropInvalid, rig.rawSigned(b, e))
 	})
 
 	// Hop 3 from an operator is accepted, and lands at high priority.

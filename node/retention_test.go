@@ -120,7 +120,7 @@ func TestRetentionByAgeAndCount(t *testing.T) {
 		// the setup on a loaded host: count what both passes removed.
 		if g := a.metrics.Get; g("retention.pruned.channel") != 70+35 || g("retention.pruned.direct") != 3 ||
 			g("retention.expired.queued") != 1 || g("retention.failed") != 0 {
-			t.Fatalf("report %+v; counters %v", rep, a.status.Counters())
+			t.Fatalf("report %+v; counters %v", rep, a.Backend().Counters())
 		}
 		if a.metrics.Get("retention.pruned.channel") != 105 {
 			t.Fatalf("retention.pruned.channel = %d", a.metrics.Get("retention.pruned.channel"))
@@ -140,7 +140,7 @@ func TestRetentionByAgeAndCount(t *testing.T) {
 			t.Fatalf("archive #aged keeps %d, want 50 (only the 40-day-old 5 pruned)", got)
 		}
 		if a.metrics.Get("retention.pruned.channel") != 5 { // both passes, as above
-			t.Fatalf("report %+v; counters %v", rep, a.status.Counters())
+			t.Fatalf("report %+v; counters %v", rep, a.Backend().Counters())
 		}
 	})
 }
@@ -209,7 +209,7 @@ func TestCompactAtStart(t *testing.T) {
 
 	// Above the threshold: left alone.
 	a = m.startWith(0, func(c *Config) { c.CompactAtStart = before + 1 })
-	if a.status.Counters()["store.compacted"] != 0 {
+	if a.Backend().Counters()["store.compacted"] != 0 {
 		t.Fatal("compacted a store below the size threshold")
 	}
 	a.Close()
@@ -218,8 +218,8 @@ func TestCompactAtStart(t *testing.T) {
 	}
 
 	a = m.startWith(0, func(c *Config) { c.CompactAtStart = 1 << 20 })
-	if a.status.Counters()["store.compacted"] != 1 {
-		t.Fatalf("counters: %v", a.status.Counters())
+	if a.Backend().Counters()["store.compacted"] != 1 {
+		t.Fatalf("counters: %v", a.Backend().Counters())
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Size()*2 > before {

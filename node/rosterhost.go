@@ -46,7 +46,7 @@ func (h rosterHost) CloseLink(pl *peers.Link, why string) { h.n.peers.CloseAsync
 func (h rosterHost) KeySwitched(prev proto.PubKey)        { h.n.cards.Carry(prev) }
 
 func (h rosterHost) SendFrame(pl *peers.Link, t proto.FrameType, payload []byte) {
-	h.n.sendFrame(pl, t, payload)
+	h.n.peers.Send(pl, t, payload)
 }
 
 func (h rosterHost) Refused(pl *peers.Link, reason string, err error, attrs ...any) {
@@ -129,8 +129,8 @@ func (h rosterHost) Applied(cur, r *roster.Roster) {
 			n.log.Warn("channel policies affected by the roster update", "dropped", len(dropped), "stale", len(stale))
 		}
 	}
-	if n.syncer != nil {
-		n.syncer.ChannelsChanged() // the update may let us read a channel
+	if n.rx != nil {
+		n.rx.Sync.ChannelsChanged() // the update may let us read a channel
 	}
 	var gone []proto.PubKey
 	for _, m := range cur.Members {

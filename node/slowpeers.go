@@ -78,7 +78,7 @@ func (h *peerHost) linkClosed(pl *peers.Link) {
 // addLinkStats adds the open links' pacing and queue refusals to c;
 // linkClosed adds those of closed links to the node's counters.
 func (n *Node) addLinkStats(c map[string]uint64) {
-	for _, pl := range n.linkList() {
+	for _, pl := range n.peers.Links() {
 		st := pl.Conn.Stats()
 		for name, v := range map[string]uint64{
 			"link.recv_throttled":      st.RecvThrottled,

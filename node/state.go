@@ -25,7 +25,7 @@ var (
 // openState opens what the message plane keeps on disk: the history store
 // (envelopes, dedupe, inbox state, send counters, offline queues), the
 // channel policies and the subscriptions.
-func (n *Node) openState() error {
+func (n *Node) openState(hooks *testHooks) error {
 	hc := history.DefaultConfig()
 	hc.Logger = n.log.With("component", "history")
 	hc.MaxSenderBytes, hc.MaxSenderEnvelopes = n.cfg.SenderStoreBytes, n.cfg.SenderStoreEnvelopes
@@ -56,7 +56,7 @@ func (n *Node) openState() error {
 	if counter.Fresh() {
 		n.log.Info("new sender epoch", "epoch", counter.Epoch())
 	}
-	n.out = newOutbound(n, counter)
+	n.out = newOutbound(n, counter, hooks.queueObserver())
 	st.OnDeliveryFailed(n.out.OnDeliveryFailed)
 	set := channel.NewSet()
 	dir := n.channelsDir()
@@ -84,12 +84,10 @@ func (n *Node) openState() error {
 	}
 	n.own = newOwnPresence(n)
 	n.q = newInboxq(n)
-	n.status = newStatus(n)
-	n.claims = newClaims(n)
 	if err := (mailboxHost{n}).open(); err != nil {
 		return err
 	}
-	n.syncer = newSyncer(n.life.ctx, n)
+	n.rx = newRx(n, hooks.deliverObserver(), hooks.roundObserver())
 	return nil
 }
 

@@ -16,15 +16,16 @@ import (
 // statusHost is the node as node/status sees it.
 type statusHost struct{ n *Node }
 
-// newStatus makes the reporter of the node, started now.
+// newStatus makes the reporter of the node, a view over what other
+// owners hold; the node keeps none (see [Node.Backend]).
 func newStatus(n *Node) *status.Reporter {
-	cfg := status.Config{Self: n.id.Pub, Name: n.id.Name, Home: n.cfg.Home, Seeds: n.cfg.Seeds, Started: time.Now(),
+	cfg := status.Config{Self: n.id.Pub, Name: n.id.Name, Home: n.cfg.Home, Seeds: n.cfg.Seeds, Started: n.life.started,
 		PeerExchangeInterval: n.cfg.PeerExchangeInterval, SkewWarn: doctor.SkewWarn}
 	return status.New(statusHost{n}, cfg, n.store, n.own.Table())
 }
 
 func (h statusHost) Roster() *roster.Roster           { return h.n.Roster() }
-func (h statusHost) Links() []*peers.Link             { return h.n.linkList() }
+func (h statusHost) Links() []*peers.Link             { return h.n.peers.Links() }
 func (h statusHost) Advertised() []string             { return h.n.peers.Advertised() }
 func (h statusHost) Former(k proto.PubKey) bool       { return h.n.peers.Former.Has(k) }
 func (h statusHost) Listeners() []*transport.Listener { return h.n.peers.Listeners() }
@@ -61,7 +62,8 @@ func (h statusHost) Queues() (commitLen, commitCap, mirrorLen, mirrorCap int) {
 	if h.n.mail != nil {
 		mirrorLen, mirrorCap = h.n.mail.Loop.Queued()
 	}
-	return len(h.n.rxq), cap(h.n.rxq), mirrorLen, mirrorCap
+	commitLen, commitCap = h.n.rx.Queued()
+	return commitLen, commitCap, mirrorLen, mirrorCap
 }
 
 func (h statusHost) QuotaRefused(r *roster.Roster) []api.QuotaRefusal {

@@ -26,20 +26,20 @@ func TestStatusPageAccessors(t *testing.T) {
 	b := start(1, tcpAddr(t, a))
 	c := start(2, tcpAddr(t, a))
 	waitFor(t, 10*time.Second, "full mesh", func() bool {
-		return len(a.status.PeerList()) == 2 && len(b.status.PeerList()) == 2 && len(c.status.PeerList()) == 2
+		return len(a.Backend().PeerList()) == 2 && len(b.Backend().PeerList()) == 2 && len(c.Backend().PeerList()) == 2
 	})
 
 	// a hears from b that b is linked to c, and from c that c is linked to b
 	// (in peer updates, batched for a second and sent on the clock's
 	// whole intervals, so allow for a busy machine).
 	waitFor(t, 15*time.Second, "link reports", func() bool {
-		r := a.status.LinkReports()
+		r := a.Backend().LinkReports()
 		return slices.ContainsFunc(r[b.Identity()], c.Identity().Equal) &&
 			slices.ContainsFunc(r[c.Identity()], b.Identity().Equal)
 	})
 	// The reports name members only, never a itself (peers leave the
 	// receiver out of the list they send it).
-	for from, tos := range a.status.LinkReports() {
+	for from, tos := range a.Backend().LinkReports() {
 		if slices.ContainsFunc(tos, a.Identity().Equal) {
 			t.Errorf("%s reported a link to the receiver", from.Fingerprint())
 		}
@@ -53,13 +53,13 @@ func TestStatusPageAccessors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := a.status.StatusInfo()
+	got := a.Backend().StatusInfo()
 	if !got.Key.Equal(want.Key) || got.Name != want.Name || got.Role != want.Role || got.Org != want.Org ||
 		got.RosterVersion != want.RosterVersion || got.Links != want.Links || got.Home != want.Home ||
 		!slices.Equal(got.Listen, want.Listen) || !got.Started.Equal(want.Started) {
 		t.Fatalf("StatusInfo %+v\nGET /v1/status %+v", got, *want)
 	}
-	if r := a.status.RosterInfo(); r.Version != m.roster.Version || len(r.Members) != 3 {
+	if r := a.Backend().RosterInfo(); r.Version != m.roster.Version || len(r.Members) != 3 {
 		t.Fatalf("RosterInfo %+v", r)
 	}
 	if ch := a.ChannelList(); ch == nil || len(ch) != 0 {
@@ -93,7 +93,7 @@ func TestStatusPageAccessors(t *testing.T) {
 	// A peer that goes away takes its report with it.
 	c.Close()
 	waitFor(t, 5*time.Second, "c's report dropped", func() bool {
-		_, ok := a.status.LinkReports()[c.Identity()]
+		_, ok := a.Backend().LinkReports()[c.Identity()]
 		return !ok
 	})
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"strconv"
 	"time"
 
@@ -12,9 +11,9 @@ import (
 	"github.com/meshd/meshd/roster"
 )
 
-// History sync runs in the syncer package; this file is the node's side
-// of it: the metrics it counts, the drop reasons it reports, and
-// syncHost, what the syncer sees of the node.
+// History sync runs in the syncer package, held by the receive side
+// (node/rx); this file is the node's side of it: the metrics it counts
+// and syncHost, what the syncer sees of the node.
 
 // The catch-up rounds' counters.
 var (
@@ -132,23 +131,11 @@ var syncCounters = [syncer.NumCounters]counter{
 	syncer.ServeNoRoom:     cHistNoRoom,
 }
 
-// syncDrops maps each drop reason of the syncer to the node's.
-var syncDrops = [...]dropReason{
-	syncer.DropNone:               dropNone,
-	syncer.DropShutdown:           dropShutdown,
-	syncer.DropMalformed:          dropMalformed,
-	syncer.DropDuplicate:          dropDuplicate,
-	syncer.DropHistoryUnsolicited: dropHistoryUnsolicited,
-	syncer.DropHistoryForeign:     dropHistoryForeign,
-	syncer.DropHistoryOverLimit:   dropHistoryOverLimit,
-	syncer.DropHistoryBusy:        dropHistoryBusy,
-	syncer.DropHistoryNoLink:      dropHistoryNoLink,
-}
-
-// newSyncer returns the syncer of n; ctx bounds its life.
-func newSyncer(ctx context.Context, n *Node) *syncer.Syncer {
+// syncParams returns the parameters of the syncer of n, which node/rx
+// holds.
+func syncParams(n *Node, rounds func(syncer.Round)) syncer.Params {
 	c := &n.cfg
-	return syncer.New(ctx, syncer.Params{
+	return syncer.Params{
 		Host: syncHost{n},
 		Config: syncer.Config{
 			SyncInterval: c.SyncInterval, SyncDelay: c.SyncDelay, SyncPeers: c.SyncPeers,
@@ -160,27 +147,28 @@ func newSyncer(ctx context.Context, n *Node) *syncer.Syncer {
 				return age
 			},
 		},
-		Self:     n.id.Pub,
-		Store:    n.store,
-		Channels: n.chans.Set(),
-		Subs:     n.chans.Subscriptions(),
-		Log:      n.log.With("component", "sync"),
-	})
+		Self:      n.id.Pub,
+		Store:     n.store,
+		Channels:  n.chans.Set(),
+		Subs:      n.chans.Subscriptions(),
+		Log:       n.log.With("component", "sync"),
+		RoundDone: rounds,
+	}
 }
 
 // syncHost is what the syncer sees of the node ([syncer.Host]).
 type syncHost struct{ n *Node }
 
 func (h syncHost) Roster() *roster.Roster            { return h.n.Roster() }
-func (h syncHost) LinkTo(k proto.PubKey) *peers.Link { return h.n.linkTo(k) }
-func (h syncHost) Links() []*peers.Link              { return h.n.linkList() }
+func (h syncHost) LinkTo(k proto.PubKey) *peers.Link { return h.n.peers.Linked(k) }
+func (h syncHost) Links() []*peers.Link              { return h.n.peers.Links() }
 
 func (h syncHost) Sign(to proto.Destination, kind proto.Kind, ttl time.Duration, fill func(*proto.Envelope)) (*proto.SignedEnvelope, error) {
 	return h.n.out.Sign(to, kind, ttl, fill)
 }
 
 func (h syncHost) Drop(reason syncer.Drop, se *proto.SignedEnvelope, src syncer.Source, err error) {
-	h.n.drop(syncDrops[reason], se, rxOf(src), err)
+	h.n.rx.SyncDrop(reason, se, src, err)
 }
 
 func (h syncHost) Count(c syncer.Counter, d uint64) { h.n.metrics.add(syncCounters[c], d) }
@@ -193,73 +181,8 @@ func (h syncHost) CountRefused(serving bool, st proto.HistoryStatus) {
 	}
 }
 
-// RoundDone hands a finished catch-up round to the tests' observer.
-func (h syncHost) RoundDone(r syncer.Round) {
-	if t := h.n.test; t != nil && t.syncRound != nil {
-		t.syncRound(r)
-	}
-}
-
-// rxOf is the node's form of a syncer source; srcOf the syncer's of a
-// node's.
-func rxOf(s syncer.Source) rxSource  { return rxSource{link: s.Link, history: s.History} }
-func srcOf(s rxSource) syncer.Source { return syncer.Source{Link: s.link, History: s.history} }
-
 // isArchive reports whether r marks k as an archive.
 func isArchive(r *roster.Roster, k proto.PubKey) bool {
 	m, ok := r.Member(k)
 	return ok && m.Archive
-}
-
-// historyStage runs the catch-up pages the syncer hands over through the
-// receive pipeline, as history, and reports each page handed; a marker
-// queued behind its envelopes has the commit stage report it stored.
-func (h syncHost) historyStage(pages <-chan *syncer.Batch) {
-	n := h.n
-	defer n.life.wg.Done()
-	for {
-		var b *syncer.Batch
-		select {
-		case b = <-pages:
-		case <-n.life.ctx.Done():
-			return
-		}
-		src := rxOf(b.Src)
-		src.page = b
-		fresh := 0
-		for _, se := range b.Envelopes {
-			if n.receive(se.Raw, src) {
-				fresh++
-			}
-		}
-		b.Handed(fresh)
-		select {
-		case n.rxq <- rxItem{page: b}:
-		case <-n.life.ctx.Done():
-			b.Stored()
-			return
-		}
-	}
-}
-
-// takePages removes the page markers from a commit batch, in place, and
-// returns the envelopes and the pages.
-func takePages(batch []rxItem) ([]rxItem, []*syncer.Batch) {
-	var pages []*syncer.Batch
-	out := batch[:0]
-	for _, it := range batch {
-		if it.page != nil {
-			pages = append(pages, it.page)
-			continue
-		}
-		out = append(out, it)
-	}
-	return out, pages
-}
-
-// pagesStored reports the pages of a commit batch stored.
-func pagesStored(pages []*syncer.Batch) {
-	for _, b := range pages {
-		b.Stored()
-	}
 }

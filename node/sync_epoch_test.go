@@ -128,5 +128,5 @@ func syncIdle(n *Node) bool {
 		finished = len(l.rounds)
 		l.mu.Unlock()
 	}
-	return finished > 0 && n.metrics.Get("sync.rounds") == uint64(finished) && n.syncer.Idle()
+	return finished > 0 && n.metrics.Get("sync.rounds") == uint64(finished) && n.rx.Sync.Idle()
 }

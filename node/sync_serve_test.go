@@ -212,7 +212,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 	waitFor(t, 5*time.Second, "replayed answer dropped", func() bool { return a.metrics.Get("drop.history_unsolicited") == 3 })
 
 	// An answer over the limits asked for is dropped whole.
-	a.syncer.MarkDue(p.ID, false)
+	a.rx.Sync.MarkDue(p.ID, false)
 	var five []*proto.SignedEnvelope
 	for range 5 {
 		five = append(five, msg(proto.ToChannel(p.ID), time.Now()))
@@ -275,7 +275,7 @@ func TestServeHistoryLimitsPerPeer(t *testing.T) {
 	req := proto.HistoryRequest{ChannelID: p.ID, SinceTS: time.Now().Add(-time.Hour).UnixMilli(), MaxMessages: 100, MaxBytes: proto.MaxHistoryBytes}
 	// One answered: it takes the only token.
 	rp.ask(req)
-	waitFor(t, 5*time.Second, "the slot released", func() bool { return a.syncer.Serving(m.ids[1].Pub) == 0 })
+	waitFor(t, 5*time.Second, "the slot released", func() bool { return a.rx.Sync.Serving(m.ids[1].Pub) == 0 })
 	// Now a burst: the first waits for a token holding the one slot, the
 	// rest are dropped.
 	var sent []*proto.SignedEnvelope

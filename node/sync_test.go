@@ -393,10 +393,10 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 
 	d := m.startWith(3, func(c *Config) { c.SyncInterval = -1 }, tcpAddr(t, a), tcpAddr(t, b), tcpAddr(t, c))
 	waitFor(t, 10*time.Second, "d linked to all and caught up", func() bool {
-		return len(d.status.PeerList()) == 3 && channelCount(d, p.ID) == 20
+		return len(d.Backend().PeerList()) == 3 && channelCount(d, p.ID) == 20
 	})
 	marked := time.Now()
-	d.syncer.MarkDue(p.ID, false)
+	d.rx.Sync.MarkDue(p.ID, false)
 	var r syncer.Round
 	waitFor(t, 10*time.Second, "a round with all three linked", func() bool {
 		for _, x := range roundsOf(d, p.ID) {
@@ -430,7 +430,7 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 	// Let the rounds the policy and the link started finish.
 	waitFor(t, 10*time.Second, "b's syncer idle", func() bool { return syncIdle(b) })
 	dups, held := b.metrics.Get("drop.duplicate"), b.metrics.Get("sync.already_held")
-	b.syncer.MarkDue(p.ID, true) // as after a join: asked without marks
+	b.rx.Sync.MarkDue(p.ID, true) // as after a join: asked without marks
 	waitFor(t, 10*time.Second, "overlap counted", func() bool { return b.metrics.Get("sync.already_held") >= held+5 })
 	if d := b.metrics.Get("drop.duplicate"); d != dups {
 		t.Fatalf("drop.duplicate went from %d to %d on a catch-up overlap", dups, d)
@@ -454,8 +454,8 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "went to 1 peers") {
 		t.Fatalf("send with a failing store: %v", err)
 	}
-	if a.status.Counters()["tx.store_failed"] != 1 {
-		t.Fatalf("tx.store_failed = %d", a.status.Counters()["tx.store_failed"])
+	if a.Backend().Counters()["tx.store_failed"] != 1 {
+		t.Fatalf("tx.store_failed = %d", a.Backend().Counters()["tx.store_failed"])
 	}
 	waitFor(t, 5*time.Second, "b has both", func() bool { return channelCount(b, p.ID) == 2 })
 }

@@ -18,15 +18,15 @@ import (
 func TestSyncerCloseIsIdempotent(t *testing.T) {
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, nil)
-	a.syncer.Close()
-	a.syncer.Close()
+	a.rx.Sync.Close()
+	a.rx.Sync.Close()
 	se, err := a.out.Sign(proto.ToPeer(a.Identity()), proto.KindHistoryRequest, time.Minute, func(e *proto.Envelope) {
 		e.HistoryRequest = &proto.HistoryRequest{ChannelID: uuid.New(), MaxMessages: 1, MaxBytes: 1024}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.syncer.Handle(se, syncer.Source{}, time.Now()) {
+	if a.rx.Sync.Handle(se, syncer.Source{}, time.Now()) {
 		t.Fatal("a closed syncer took a HistoryRequest")
 	}
 	if got := a.metrics.Get("drop.shutdown"); got != 1 {
@@ -115,10 +115,10 @@ func TestResumedCursorStillFillsHoles(t *testing.T) {
 	}
 	// Paging with b stopped after a page that held seq 5: its cursor
 	// asks for what follows 5.
-	a.syncer.ResumeFrom(m.ids[1].Pub, &proto.HistoryRequest{ChannelID: ch, SinceTS: envs[4].TS,
+	a.rx.Sync.ResumeFrom(m.ids[1].Pub, &proto.HistoryRequest{ChannelID: ch, SinceTS: envs[4].TS,
 		MaxMessages: uint32(a.cfg.SyncPageMessages), MaxBytes: uint32(a.cfg.SyncPageBytes),
 		SinceSeqBySender: []proto.SeqMark{{Sender: m.ids[2].Pub, Epoch: ep, LastSeq: 5}}})
-	a.syncer.MarkDue(ch, false)
+	a.rx.Sync.MarkDue(ch, false)
 	waitFor(t, 10*time.Second, "a fetched s's 4 from b", func() bool {
 		ok, err := a.store.Seen(m.ids[2].Pub, envs[3].ID)
 		return err == nil && ok

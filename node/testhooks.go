@@ -3,23 +3,26 @@ package node
 import (
 	"time"
 
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 )
 
 // testHooks are the seams that only tests use: observers of internal
-// steps and behaviours of older nodes. Tests pass them to newNode; a
-// node made by New has none (nil), so the production structs carry no
-// field that only tests set, and each seam costs a nil check.
+// steps and behaviours of older nodes. Tests pass them to newNode, which
+// hands each to the component it concerns when it makes it (the
+// receive side, the send side, history sync, the peers service); the
+// node keeps none, and a node made by New has none.
 type testHooks struct {
 	// deliver is called on the commit goroutine for every envelope that
-	// reaches the inbox, with the time of its commit.
+	// reaches the inbox, with the time of its commit (rx.Config.Observe).
 	deliver func(se *proto.SignedEnvelope, at time.Time)
-	// queue runs in the sender's sendDirect (node/outbound, through
-	// the host's Queueing) between the check for a link and the store
-	// of the envelope in the peer's queue.
+	// queue runs in the sender's sendDirect between the check for a link
+	// and the store of the envelope in the peer's queue
+	// (outbound.Config.Queueing).
 	queue func(linked bool)
-	// syncRound observes every finished catch-up round.
+	// syncRound observes every finished catch-up round
+	// (syncer.Params.RoundDone).
 	syncRound func(r syncer.Round)
 	// legacyPeers makes the node exchange peers as nodes did before
 	// peer-update frames: whole lists only (tests of interoperation).
@@ -29,22 +32,32 @@ type testHooks struct {
 	legacyLinks bool
 }
 
-func (h *testHooks) onDeliver(se *proto.SignedEnvelope, at time.Time) {
-	if h != nil && h.deliver != nil {
-		h.deliver(se, at)
+// The seams of each component; each is nil (or zero) without hooks.
+
+func (h *testHooks) deliverObserver() func(*proto.SignedEnvelope, time.Time) {
+	if h == nil {
+		return nil
 	}
+	return h.deliver
 }
 
-func (h *testHooks) onQueue(linked bool) {
-	if h != nil && h.queue != nil {
-		h.queue(linked)
+func (h *testHooks) queueObserver() func(linked bool) {
+	if h == nil {
+		return nil
 	}
+	return h.queue
 }
 
-// oldPeerExchange reports whether the node exchanges peers as nodes did
-// before peer-update frames.
-func (h *testHooks) oldPeerExchange() bool { return h != nil && h.legacyPeers }
+func (h *testHooks) roundObserver() func(syncer.Round) {
+	if h == nil {
+		return nil
+	}
+	return h.syncRound
+}
 
-// oldLinkMoves reports whether the node ignores link-move frames as nodes
-// did before them.
-func (h *testHooks) oldLinkMoves() bool { return h != nil && h.legacyLinks }
+func (h *testHooks) legacy() peers.Legacy {
+	if h == nil {
+		return peers.Legacy{}
+	}
+	return peers.Legacy{PeerUpdates: h.legacyPeers, LinkMoves: h.legacyLinks}
+}

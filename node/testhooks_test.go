@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/syncer"
 )
 
@@ -44,8 +45,9 @@ func roundsOf(n *Node, ch uuid.UUID) []syncer.Round {
 	return out
 }
 
-// newTestNode starts a node with the seams h (nil: none) and records its
-// catch-up rounds for roundsOf; the test's cleanup closes it.
+// newTestNode starts a node with the seams h (nil: none), serves its
+// control socket and records its catch-up rounds for roundsOf; the
+// test's cleanup closes both.
 func newTestNode(t testing.TB, cfg Config, h *testHooks) (*Node, error) {
 	if h == nil {
 		h = &testHooks{}
@@ -56,8 +58,15 @@ func newTestNode(t testing.TB, cfg Config, h *testHooks) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The control socket, served as meshd serves it.
+	ctl, err := control.Serve(n.ControlSocket(), n.Backend(), n.log.With("component", "control"))
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
 	roundLogs.Store(n, l)
 	t.Cleanup(func() {
+		ctl.Close()
 		n.Close()
 		roundLogs.Delete(n)
 	})

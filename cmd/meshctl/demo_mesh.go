@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	meshnode "github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -32,6 +34,7 @@ type demoNode struct {
 	home string
 	id   home.Identity
 	n    *meshnode.Node
+	ctl  *control.Server // n's control socket, which c talks to
 	c    *api.Client
 }
 
@@ -106,6 +109,9 @@ func startDemoMesh(dir, org string, members []demoMember) (m *demoMesh, err erro
 		if d.n, err = meshnode.New(cfg); err != nil {
 			return nil, fmt.Errorf("start %s: %w", d.name, err)
 		}
+		if d.ctl, err = control.Serve(d.n.ControlSocket(), d.n.Backend(), slog.New(slog.DiscardHandler)); err != nil {
+			return nil, fmt.Errorf("start %s: %w", d.name, err)
+		}
 		if i == 0 {
 			a, err := tcpListenAddr(d.n)
 			if err != nil {
@@ -150,7 +156,12 @@ func (m *demoMesh) close() error {
 		if d.n == nil {
 			continue
 		}
-		wg.Go(func() { errs[i] = d.n.Close() })
+		wg.Go(func() {
+			if d.ctl != nil {
+				d.ctl.Close()
+			}
+			errs[i] = d.n.Close()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

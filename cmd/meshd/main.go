@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node"
+	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/node/join"
 	"github.com/meshd/meshd/node/promexport"
@@ -188,6 +189,13 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		}
 		return 1
 	}
+	// The control socket meshctl talks to; up before "ready".
+	ctl, err := control.Serve(n.ControlSocket(), n.Backend(), log.With("component", "control"))
+	if err != nil {
+		fmt.Fprintf(stderr, "meshd: %v\n", err)
+		n.Close()
+		return 1
+	}
 	r := n.Roster()
 	log.Info("meshd running", "version", version(), "key", n.Identity().String(),
 		"fingerprint", n.Identity().Fingerprint(), "org", r.Org, "roster_version", r.Version,
@@ -215,6 +223,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			if page != nil {
 				page.Close()
 			}
+			ctl.Close()
 			n.Close()
 			return 1
 		}
@@ -236,6 +245,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			if page != nil {
 				page.Close()
 			}
+			ctl.Close()
 			n.Close()
 			return 1
 		}
@@ -282,6 +292,9 @@ wait:
 			if err := metrics.Close(); err != nil {
 				log.Warn("metrics endpoint shutdown", "err", err)
 			}
+		}
+		if err := ctl.Close(); err != nil {
+			log.Warn("control socket shutdown", "err", err)
 		}
 		if err := n.Close(); err != nil {
 			log.Warn("shutdown", "err", err)

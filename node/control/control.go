@@ -131,6 +131,18 @@ func Listen(path string, b Backend, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// Serve creates the control socket at path and serves it ([Listen], then
+// [Server.Start]). meshd calls it once its node is up, before it reports
+// ready; [Server.Close] stops it, before the node closes.
+func Serve(path string, b Backend, log *slog.Logger) (*Server, error) {
+	s, err := Listen(path, b, log)
+	if err != nil {
+		return nil, err
+	}
+	s.Start()
+	return s, nil
+}
+
 // seen tells the backend of every request: a local client is there.
 func (s *Server) seen(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

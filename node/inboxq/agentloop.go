@@ -262,7 +262,7 @@ func (q *Queries) Conversation(peer string, since time.Time, limit int) (*api.Co
 			}
 		} else if it, err := q.store.InboxEntry(st.From, st.ID); err == nil {
 			e.Item = q.RenderEnvelope(se, it)
-			e.Item.Claim = q.host.Claim(it.From, it.ID, time.Now())
+			e.Item.Claim = q.claimOf(it.From, it.ID)
 		} else {
 			e.Item = q.RenderEnvelope(se, history.InboxItem{Meta: st.Meta, Delivered: st.Received})
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -34,9 +35,8 @@ type Host interface {
 	// MarkFailed marks x, the rendering of this node's own envelope se
 	// back in its inbox, with the failure of its delivery.
 	MarkFailed(x *api.Item, se *proto.SignedEnvelope)
-	// Claim returns the live claim of a worker on inbox item (from, id).
-	Claim(from proto.PubKey, id uuid.UUID, now time.Time) *api.ItemClaim
-	// Read runs after the store marked inbox item (from, id) read.
+	// Read runs after the store marked inbox item (from, id) read (and
+	// its claim, if any, was released).
 	Read(from proto.PubKey, id uuid.UUID)
 	// Acted records a request of the agent; ClientWaiting one that waits
 	// on the inbox until end is called (its presence follows them).
@@ -52,6 +52,8 @@ type Host interface {
 	Delivered(se *proto.SignedEnvelope, prio history.Priority, wakes bool, at time.Time)
 	// Count counts one event c.
 	Count(c Counter)
+	// CountClaim adds d to the claims' counter c.
+	CountClaim(c claims.Counter, d uint64)
 }
 
 // Counter is an event the queries count; the node defines the metric of

@@ -12,6 +12,7 @@ import (
 	"github.com/meshd/meshd/history"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/apierr"
+	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/roster"
 )
 
@@ -36,6 +37,7 @@ func (q *Queries) MarkRead(id uuid.UUID, from string) (api.Item, error) {
 	if err := q.store.MarkRead(item.From, id); err != nil && !errors.Is(err, history.ErrNotFound) {
 		return api.Item{}, err
 	}
+	q.Claims.ReleaseRead(claims.Key{From: item.From, ID: id})
 	q.host.Read(item.From, id)
 	it, err := q.store.InboxEntry(item.From, id)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/node/claims"
 )
 
 // Queries answers the read side of the inbox and the history store.
@@ -19,13 +20,20 @@ type Queries struct {
 	wake    *notifier
 	events  *broadcaster
 	counter *history.SendCounter
+
+	// Claims are the workers' claims on the inbox's items: they take
+	// items under the inbox's read state and wait on its wake-ups.
+	Claims *claims.Leases
 }
 
 // New returns the queries over store (and the send counter, for
-// [Queries.Sequence]); waits end when done is closed.
+// [Queries.Sequence]), with the claims on its items; waits end when done
+// is closed.
 func New(host Host, store *history.Store, counter *history.SendCounter, cfg Config, log *slog.Logger, done <-chan struct{}) *Queries {
-	return &Queries{host: host, store: store, counter: counter, cfg: cfg, log: log, done: done,
+	q := &Queries{host: host, store: store, counter: counter, cfg: cfg, log: log, done: done,
 		wake: &notifier{ch: make(chan struct{})}, events: newBroadcaster()}
+	q.Claims = claims.New(claimsHost{q}, store, claims.Config{PageItems: MaxAnswer, PageBytes: MaxBytes}, log, done)
+	return q
 }
 
 // notifier wakes waiters when a waking item arrives.

@@ -19,6 +19,7 @@ import (
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/apierr"
+	"github.com/meshd/meshd/node/claims"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 )
@@ -36,6 +37,7 @@ type fakeHost struct {
 	acted     int
 	waiting   int // waits begun and not ended
 	delivered []*proto.SignedEnvelope
+	claims    [claims.NumCounters]uint64
 }
 
 func (h *fakeHost) Roster() *roster.Roster { return h.roster }
@@ -55,8 +57,17 @@ func (h *fakeHost) ResolveChannel(q string) (*channel.Policy, error) {
 func (h *fakeHost) Channel(uuid.UUID) (*channel.Policy, bool)                     { return nil, false }
 func (h *fakeHost) Attachments(*proto.SignedEnvelope, time.Time) []api.Attachment { return nil }
 func (h *fakeHost) MarkFailed(*api.Item, *proto.SignedEnvelope)                   {}
-func (h *fakeHost) Claim(proto.PubKey, uuid.UUID, time.Time) *api.ItemClaim       { return nil }
-func (h *fakeHost) Send(api.Send) (*api.Sent, error)                              { return &api.Sent{}, nil }
+func (h *fakeHost) CountClaim(c claims.Counter, d uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.claims[c] += d
+}
+func (h *fakeHost) claimCount(c claims.Counter) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.claims[c]
+}
+func (h *fakeHost) Send(api.Send) (*api.Sent, error) { return &api.Sent{}, nil }
 func (h *fakeHost) Read(from proto.PubKey, _ uuid.UUID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -115,7 +126,8 @@ func deliver(t *testing.T, s *history.Store, key ed25519.PrivateKey, to proto.Pu
 
 // TestQueriesOverHost: the queries work over their Host and the store
 // alone: a wait on an empty inbox ends at the next waking item, with the
-// agent away while it waits; an id two senders share is refused
+// agent away while it waits; a claimed item renders with its claim,
+// which its read releases; an id two senders share is refused
 // without the sender (409, counted) and read with it (the read hook
 // told); a filter of an unknown kind is refused and counted; a search
 // finds the text; a subagent result is kept, handed on and rendered as
@@ -181,6 +193,23 @@ func TestQueriesOverHost(t *testing.T) {
 	x, err := q.MarkRead(shared, "p2")
 	if err != nil || !x.Read || x.Body != "hello from p2" || len(h.read) != 1 || !h.read[0].Equal(proto.PubKeyOf(p2)) {
 		t.Fatalf("read with the sender: %+v %v (hook %v)", x, err, h.read)
+	}
+
+	// The claims on the inbox's items are the queries': a claimed item
+	// renders with its claim, which its read releases (counted through
+	// the host).
+	claimed := uuid.New()
+	deliver(t, store, p1, me, claimed, "work for a worker")
+	if c, err := q.Claims.ClaimItem(claimed, "", api.Claim{Worker: "w1"}); err != nil || c.Claim == nil || c.Claim.Worker != "w1" {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	if it, err := q.Item(claimed, ""); err != nil {
+		t.Fatal(err)
+	} else if x, err := q.Render(it); err != nil || x.Claim == nil || x.Claim.Worker != "w1" {
+		t.Fatalf("claimed item renders %+v %v", x, err)
+	}
+	if x, err := q.MarkRead(claimed, ""); err != nil || x.Claim != nil || h.claimCount(claims.Taken) != 1 || h.claimCount(claims.Released) != 1 {
+		t.Fatalf("read of a claimed item: %+v %v (taken %d, released %d)", x, err, h.claimCount(claims.Taken), h.claimCount(claims.Released))
 	}
 
 	// A filter of an unknown kind is refused and counted.

@@ -37,7 +37,7 @@ func (q *Queries) Render(it history.InboxItem) (api.Item, error) {
 	}
 	x := q.RenderEnvelope(se, it)
 	q.host.MarkFailed(&x, se)
-	x.Claim = q.host.Claim(it.From, it.ID, time.Now())
+	x.Claim = q.claimOf(it.From, it.ID)
 	return x, nil
 }
 

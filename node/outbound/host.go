@@ -37,9 +37,6 @@ type Host interface {
 	Answered(from proto.PubKey, id uuid.UUID)
 	// Sent runs for each envelope this node sent (the sent folder).
 	Sent(se *proto.SignedEnvelope)
-	// Queueing runs before a direct envelope is kept, with whether its
-	// peer looked linked.
-	Queueing(linked bool)
 	// PreviousKey returns the key k replaced, if k's member rotated.
 	PreviousKey(k proto.PubKey) (proto.PubKey, bool)
 	// Party, DestText and AttachmentNote render delivery records.
@@ -117,4 +114,9 @@ type Config struct {
 	OfflineWindow   time.Duration // the TTL of direct envelopes (store-and-forward)
 	DirectRetention time.Duration // how long delivery records are kept
 	MaxReplyDepth   int           // the deepest reply sent; 0: no limit
+
+	// Queueing, if set, runs before a direct envelope is kept, with
+	// whether its peer looked linked (a seam for tests of the race
+	// between a link and the queue).
+	Queueing func(linked bool)
 }

@@ -140,7 +140,9 @@ func (s *Sender) sendDirect(to string, kind proto.Kind, fill func(*proto.Envelop
 	if err != nil {
 		return nil, err
 	}
-	s.host.Queueing(linked)
+	if s.cfg.Queueing != nil {
+		s.cfg.Queueing(linked)
+	}
 	// Keep it durably until the peer acknowledges it (FrameAck), linked
 	// or not: a link can die with the envelope still in its send queue.
 	if err := s.cfg.Store.Enqueue(m.Key, se); err != nil {

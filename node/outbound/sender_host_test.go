@@ -63,7 +63,6 @@ func (h *fakeHost) Answered(_ proto.PubKey, id uuid.UUID) {
 	h.lock(func() { h.answered = append(h.answered, id) })
 }
 func (h *fakeHost) Sent(se *proto.SignedEnvelope) { h.lock(func() { h.sent = append(h.sent, se.ID) }) }
-func (h *fakeHost) Queueing(linked bool)          { h.lock(func() { h.queueing = append(h.queueing, linked) }) }
 func (h *fakeHost) Count(c Counter, d uint64)     { h.lock(func() { h.counts[c] += d }) }
 func (h *fakeHost) CountSent(k proto.Kind)        { h.lock(func() { h.kinds[k]++ }) }
 func (h *fakeHost) count(c Counter) uint64 {
@@ -126,7 +125,8 @@ func TestSenderOverHost(t *testing.T) {
 	rid := uuid.New()
 	h := &fakeHost{r: r, kinds: map[proto.Kind]int{}}
 	s := New(h, Config{Self: self, Key: selfKey, Counter: counter, Store: st, Peers: &noLinks{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), EnvelopeTTL: time.Hour, OfflineWindow: time.Hour,
+		Queueing: func(linked bool) { h.lock(func() { h.queueing = append(h.queueing, linked) }) },
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)), EnvelopeTTL: time.Hour, OfflineWindow: time.Hour,
 		DirectRetention: time.Hour, MaxReplyDepth: 1})
 	s.NoteRequest(&proto.SignedEnvelope{Envelope: proto.Envelope{From: peer, Request: &proto.Request{RequestID: rid, Hop: 3}}})
 

@@ -93,6 +93,7 @@ const (
 	SeedsSkippedUnixNotLocal                 // seeds-file Unix sockets not on this host
 	SeedsSkippedRemovedMember                // seeds dropped for reaching removed members
 	RosterPushedRefused                      // rosters sent to a refused former member
+	FrameUnknown                             // frames of an addition the service behaves as without (Legacy)
 	NumCounters
 )
 

@@ -115,6 +115,10 @@ func (s *Service) sendLinkMove(pl *Link, step uint8) {
 
 // HandleLinkMove answers a link-move frame from pl.
 func (s *Service) HandleLinkMove(pl *Link, payload []byte) {
+	if s.cfg.Legacy.LinkMoves {
+		s.host.Count(FrameUnknown, 1) // as a node without them
+		return
+	}
 	m, err := proto.ParseLinkMove(payload)
 	if err != nil {
 		s.host.Count(LinkMoveMalformed, 1)

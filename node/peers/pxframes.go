@@ -131,6 +131,10 @@ func (s *Service) HandlePeers(pl *Link, payload []byte) {
 // HandlePeerUpdate applies a peer-update to the link's copy of the
 // peer's list and takes the addresses as a peers frame's are taken.
 func (s *Service) HandlePeerUpdate(pl *Link, payload []byte) {
+	if s.cfg.Legacy.PeerUpdates {
+		s.host.Count(FrameUnknown, 1) // as a node without them
+		return
+	}
 	u, err := proto.ParsePeerUpdate(payload)
 	if err != nil {
 		s.host.Count(PeersMalformed, 1)

@@ -32,8 +32,6 @@ type Host interface {
 	// CountRefused counts a refusal with status st: of a request we
 	// served (serving), or of one of ours.
 	CountRefused(serving bool, st proto.HistoryStatus)
-	// RoundDone observes a finished catch-up round (tests do).
-	RoundDone(r Round)
 }
 
 // Source is where an envelope came from.
@@ -111,6 +109,9 @@ type Params struct {
 	Channels *channel.Set
 	Subs     *channel.Subscriptions
 	Log      *slog.Logger
+	// RoundDone, if set, observes every finished catch-up round (a seam
+	// for tests).
+	RoundDone func(r Round)
 }
 
 // drop hands a drop to the host.

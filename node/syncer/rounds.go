@@ -381,7 +381,9 @@ func (s *Syncer) syncChannel(ch uuid.UUID, full bool) {
 	}
 	s.log.Debug("history sync round", "channel", p.Name, "peers", len(round.Peers), "delivered", delivered,
 		"gaps", round.Gaps, "took", round.Ended.Sub(round.Started))
-	s.host.RoundDone(round)
+	if s.roundDone != nil {
+		s.roundDone(round)
+	}
 }
 
 // holesFrom asks pl for the channel's envelopes above the stored marks

@@ -43,6 +43,8 @@ type Syncer struct {
 	channels *channel.Set
 	subs     *channel.Subscriptions
 	log      *slog.Logger
+	// roundDone observes every finished catch-up round (Params.RoundDone).
+	roundDone func(Round)
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -108,24 +110,25 @@ type serveBudget struct {
 // that arrives over a link later, however early, is then a join.
 func New(ctx context.Context, p Params) *Syncer {
 	s := &Syncer{
-		host:     p.Host,
-		cfg:      p.Config,
-		self:     p.Self,
-		store:    p.Store,
-		channels: p.Channels,
-		subs:     p.Subs,
-		log:      p.Log,
-		kick:     make(chan struct{}, 1),
-		recheck:  make(chan struct{}, 1),
-		lateKick: make(chan struct{}, 1),
-		batches:  make(chan *Batch),
-		cursors:  map[cursorKey]*cursor{},
-		known:    map[uuid.UUID]channelReadState{},
-		pending:  map[uuid.UUID]*outstanding{},
-		due:      map[uuid.UUID]bool{},
-		joins:    map[uuid.UUID]bool{},
-		serving:  map[proto.PubKey]*serveBudget{},
-		served:   fifo.New[ref, struct{}](servedMemory),
+		host:      p.Host,
+		cfg:       p.Config,
+		self:      p.Self,
+		store:     p.Store,
+		channels:  p.Channels,
+		subs:      p.Subs,
+		log:       p.Log,
+		roundDone: p.RoundDone,
+		kick:      make(chan struct{}, 1),
+		recheck:   make(chan struct{}, 1),
+		lateKick:  make(chan struct{}, 1),
+		batches:   make(chan *Batch),
+		cursors:   map[cursorKey]*cursor{},
+		known:     map[uuid.UUID]channelReadState{},
+		pending:   map[uuid.UUID]*outstanding{},
+		due:       map[uuid.UUID]bool{},
+		joins:     map[uuid.UUID]bool{},
+		serving:   map[proto.PubKey]*serveBudget{},
+		served:    fifo.New[ref, struct{}](servedMemory),
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.checkJoins(true)
