@@ -321,6 +321,37 @@ func (s *Store) InboxEntry(from proto.PubKey, id uuid.UUID) (InboxItem, error) {
 	return out, err
 }
 
+// ItemKey names an inbox item: its sender and envelope id.
+type ItemKey struct {
+	From proto.PubKey
+	ID   uuid.UUID
+}
+
+// InboxRead reports which of the inbox items keys are marked read, in
+// one read transaction: the mailbox mirror asks for a whole batch of
+// files at once, not one transaction per file. An item not in the inbox
+// is not read.
+func (s *Store) InboxRead(keys []ItemKey) ([]bool, error) {
+	read := make([]bool, len(keys))
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketInbox)
+		for i, k := range keys {
+			ek := envKey(k.ID, k.From)
+			v := b.Get(ek[:])
+			if v == nil {
+				continue
+			}
+			r, err := decodeInbox(v)
+			if err != nil {
+				return err
+			}
+			read[i] = r.read
+		}
+		return nil
+	})
+	return read, err
+}
+
 // InboxByID returns the inbox items whose envelope id is id, of any
 // sender, in bytewise order of sender: usually one, none when no item
 // has that id.

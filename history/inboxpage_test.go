@@ -128,3 +128,44 @@ func TestInboxPage(t *testing.T) {
 		t.Fatalf("bad cursor: %v, want ErrBadCursor", err)
 	}
 }
+
+// TestInboxRead reads the read state of a batch in one call: read items,
+// unread ones, and keys with no inbox item (another sender's id, an id
+// never stored) agree with InboxEntry.
+func TestInboxRead(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t, Config{})
+	alice, bob, us := newSender(t, "alice"), newSender(t, "bob"), newSender(t, "us")
+	var keys []ItemKey
+	for i := range 4 {
+		se := alice.env(t, proto.ToPeer(us.pub), t0.UnixMilli()+int64(i), "hello")
+		mustPut(t, s, se)
+		if err := s.SetInbox(alice.pub, se.ID, PriorityNormal, true); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, ItemKey{From: alice.pub, ID: se.ID})
+	}
+	for _, i := range []int{1, 3} {
+		if err := s.MarkRead(alice.pub, keys[i].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys = append(keys, ItemKey{From: bob.pub, ID: keys[1].ID}, ItemKey{From: alice.pub, ID: uuid.New()})
+	got, err := s.InboxRead(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{false, true, false, true, false, false}
+	if !slices.Equal(got, want) {
+		t.Fatalf("InboxRead = %v, want %v", got, want)
+	}
+	for i, k := range keys[:4] {
+		it, err := s.InboxEntry(k.From, k.ID)
+		if err != nil || it.Read != want[i] {
+			t.Fatalf("item %d: InboxEntry read %v (%v), InboxRead %v", i, it.Read, err, want[i])
+		}
+	}
+	if got, err := s.InboxRead(nil); err != nil || len(got) != 0 {
+		t.Fatalf("InboxRead(nil) = %v, %v", got, err)
+	}
+}

@@ -192,6 +192,10 @@ func (h mailboxHost) InboxEntry(from proto.PubKey, id uuid.UUID) (history.InboxI
 	return h.n.store.InboxEntry(from, id)
 }
 
+func (h mailboxHost) InboxRead(keys []history.ItemKey) ([]bool, error) {
+	return h.n.store.InboxRead(keys)
+}
+
 func (h mailboxHost) Envelope(from proto.PubKey, id uuid.UUID) (*proto.SignedEnvelope, error) {
 	st, err := h.n.store.Get(from, id)
 	if err != nil {

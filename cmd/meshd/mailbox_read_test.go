@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/mailbox"
 )
 
 // folderFiles lists the mirror files of one folder (inbox, read or sent)
@@ -121,6 +122,14 @@ func TestMailboxReadStateAndSent(t *testing.T) {
 	if b, _ := os.ReadFile(folderFiles(t, bob, "sent")[reply.ID]); !strings.Contains(string(b), "To: @alice") || !strings.Contains(string(b), "In-Reply-To: "+ids[2]) {
 		t.Fatalf("bob's sent file:\n%s", b)
 	}
+
+	// The quota counts the bytes the mirror wrote, not a stat of each
+	// file: they are the files' sizes on disk, in inbox/, read/ and sent/.
+	waitFor(t, "bob's mailbox bytes to match his files", 10*time.Second, func() bool {
+		_, size, err := mailbox.Usage(filepath.Join(bob, "mailbox"))
+		st := m.status(1)
+		return err == nil && st.Mailbox != nil && size > 0 && st.Mailbox.Bytes == size
+	})
 
 	// A restart moves nothing back and writes nothing twice.
 	if err := m.ds[1].stop(syscall.SIGTERM); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // bodyText is a message body as the file shows it: every control
@@ -13,7 +14,7 @@ import (
 // no overwritten lines and no reordered text. The envelope in the armor
 // block keeps the exact text.
 func bodyText(s string) string {
-	if !strings.ContainsFunc(s, bodyEscaped) {
+	if plainText(s) || !strings.ContainsFunc(s, bodyEscaped) {
 		return s
 	}
 	var b strings.Builder
@@ -26,6 +27,19 @@ func bodyText(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// plainText reports whether s is ASCII that bodyText leaves as it is:
+// no control character but tab and line feed. A byte loop, for the common
+// body: the rune-by-rune check through the unicode tables took most of
+// the time of rendering a mailbox file.
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || c == 0x7f || (c < 0x20 && c != '\n' && c != '\t') {
+			return false
+		}
+	}
+	return true
 }
 
 // bodyEscaped reports whether bodyText may escape r.

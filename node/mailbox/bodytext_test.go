@@ -1,6 +1,9 @@
 package mailbox
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestBodyText(t *testing.T) {
 	for in, want := range map[string]string{
@@ -15,6 +18,26 @@ func TestBodyText(t *testing.T) {
 	} {
 		if got := bodyText(in); got != want {
 			t.Errorf("bodyText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPlainTextAgreesWithBodyEscaped: the byte loop that lets plain ASCII
+// through unchanged says plain for exactly the ASCII strings in which
+// bodyEscaped finds nothing, byte by byte and for whole strings.
+func TestPlainTextAgreesWithBodyEscaped(t *testing.T) {
+	for c := 0; c < 0x80; c++ {
+		s := "ab" + string(rune(c)) + "cd"
+		if plainText(s) == strings.ContainsFunc(s, bodyEscaped) {
+			t.Errorf("byte %#x: plainText %v, bodyEscaped finds %v", c, plainText(s), strings.ContainsFunc(s, bodyEscaped))
+		}
+	}
+	for _, s := range []string{"", "plain\ttext\nlines", "é", "\u202e", "a\r\nb", "\x1b[31m"} {
+		if plainText(s) && strings.ContainsFunc(s, bodyEscaped) {
+			t.Errorf("%q: plain, but bodyEscaped finds a character to escape", s)
+		}
+		if want := !strings.ContainsFunc(s, bodyEscaped); want && bodyText(s) != s {
+			t.Errorf("%q: changed to %q", s, bodyText(s))
 		}
 	}
 }

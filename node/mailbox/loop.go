@@ -65,6 +65,9 @@ type Host interface {
 	Inbox(since time.Time) ([]history.InboxItem, error)
 	// InboxEntry returns one inbox item, for its read state.
 	InboxEntry(from proto.PubKey, id uuid.UUID) (history.InboxItem, error)
+	// InboxRead reports which of the inbox items keys are marked read,
+	// in one lookup for a whole batch.
+	InboxRead(keys []history.ItemKey) ([]bool, error)
 	// Envelope returns a stored envelope.
 	Envelope(from proto.PubKey, id uuid.UUID) (*proto.SignedEnvelope, error)
 	// Sent returns the delivery records of what the node sent, newest

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/meshd/meshd/history"
 )
 
 // Read state in the mailbox. An inbox item's file lives in <day>/inbox/
@@ -52,16 +54,27 @@ func (l *Loop) move(p string) {
 }
 
 // readFolders sends the files of queued items that were read before the
-// mirror wrote them to read/.
+// mirror wrote them to read/. It asks the host once for the batch: one
+// lookup per file cost the loop a read transaction for each.
 func (l *Loop) readFolders(batch []Item) {
+	var keys []history.ItemKey
+	var at []int // the index in batch of each key
 	for i := range batch {
-		it := &batch[i]
-		if it.Folder != "" {
-			continue
+		if batch[i].Folder == "" {
+			keys = append(keys, history.ItemKey{From: batch[i].Env.From, ID: batch[i].Env.ID})
+			at = append(at, i)
 		}
-		e, err := l.cfg.Host.InboxEntry(it.Env.From, it.Env.ID)
-		if err == nil && e.Read {
-			it.Folder = FolderRead
+	}
+	if len(keys) == 0 {
+		return
+	}
+	read, err := l.cfg.Host.InboxRead(keys)
+	if err != nil {
+		return // written to inbox/; a later read moves it
+	}
+	for j, i := range at {
+		if read[j] {
+			batch[i].Folder = FolderRead
 		}
 	}
 }

@@ -65,6 +65,15 @@ func (h *fakeHost) InboxEntry(from proto.PubKey, id uuid.UUID) (history.InboxIte
 	return history.InboxItem{}, os.ErrNotExist
 }
 
+func (h *fakeHost) InboxRead(keys []history.ItemKey) ([]bool, error) {
+	read := make([]bool, len(keys))
+	for i, k := range keys {
+		it, err := h.InboxEntry(k.From, k.ID)
+		read[i] = err == nil && it.Read
+	}
+	return read, nil
+}
+
 func (h *fakeHost) Envelope(from proto.PubKey, id uuid.UUID) (*proto.SignedEnvelope, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -253,6 +262,55 @@ func TestLoopRunWritesQueuedAndReadItems(t *testing.T) {
 	if h.counts[CountFiles] != 1 || h.counts[CountMovedRead] != 1 || h.counts[CountCheckpoints] == 0 {
 		t.Errorf("counts %v", h.counts)
 	}
+}
+
+// TestLoopWritesReadItemsToRead: items of one batch that were marked
+// read before the loop wrote them go straight to read/, the others to
+// inbox/, and the host is asked once for the batch.
+func TestLoopWritesReadItemsToRead(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "mailbox")
+	m, err := Open(root, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	h := &countingHost{fakeHost: newFakeHost()}
+	l := NewLoop(LoopConfig{Root: root, Mirror: m, Host: h})
+	now := time.Now()
+	var batch []Item
+	for i := range 4 {
+		se := sign(t, alice, i+1, proto.ToPeer(pub(bob)), msg(fmt.Sprintf("dm %d", i), nil))
+		h.deliver(se, now)
+		batch = append(batch, h.InboxItem(se, history.PriorityNormal, false, now))
+	}
+	h.mu.Lock()
+	h.inbox[1].Read, h.inbox[2].Read = true, true
+	h.mu.Unlock()
+	l.write(batch, false)
+	read, _ := filepath.Glob(filepath.Join(root, "*", FolderRead, "*.txt"))
+	if len(read) != 2 || len(inboxFiles(t, root)) != 2 {
+		t.Fatalf("%d files in read/ and %d in inbox/, want 2 and 2", len(read), len(inboxFiles(t, root)))
+	}
+	for _, p := range read {
+		data, _ := os.ReadFile(p)
+		if !strings.Contains(string(data), "dm 1\n") && !strings.Contains(string(data), "dm 2\n") {
+			t.Errorf("%s in read/ is not a read item:\n%s", p, data)
+		}
+	}
+	if h.lookups != 1 {
+		t.Errorf("%d read-state lookups for one batch, want 1", h.lookups)
+	}
+}
+
+// countingHost counts the read-state lookups of the loop.
+type countingHost struct {
+	*fakeHost
+	lookups int
+}
+
+func (h *countingHost) InboxRead(keys []history.ItemKey) ([]bool, error) {
+	h.lookups++
+	return h.fakeHost.InboxRead(keys)
 }
 
 type testDelivery struct{ it Item }

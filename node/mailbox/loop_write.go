@@ -194,9 +194,9 @@ func (l *Loop) put(batch []Item, rewrite bool) (newest time.Time, written []Item
 		return time.Time{}, nil
 	}
 	l.onPause("")
-	paths, err := l.writeFiles(rewrite, batch)
+	paths, bytes, err := l.writeFiles(rewrite, batch)
 	h.Count(CountFiles, uint64(len(paths)))
-	l.g.wrote(len(paths), filesSize(paths))
+	l.g.wrote(len(paths), bytes)
 	if err == nil {
 		h.Count(CountBatches, 1)
 		if l.failing && !l.armed {
@@ -236,15 +236,22 @@ func (l *Loop) put(batch []Item, rewrite bool) (newest time.Time, written []Item
 	return newest, written
 }
 
-// writeFiles writes the files of batch through cfg.files, or the mirror.
-func (l *Loop) writeFiles(rewrite bool, batch []Item) ([]string, error) {
-	switch {
-	case l.cfg.files != nil:
-		return l.cfg.files(rewrite, batch...)
-	case rewrite:
-		return l.cfg.Mirror.Rewrite(batch...)
+// writeFiles writes the files of batch through cfg.files, or the mirror,
+// and returns the paths written and their bytes. The mirror counts the
+// bytes it wrote; a stat of each file cost the loop a system call per
+// file.
+func (l *Loop) writeFiles(rewrite bool, batch []Item) (paths []string, bytes int64, err error) {
+	if l.cfg.files != nil {
+		paths, err = l.cfg.files(rewrite, batch...)
+		return paths, filesSize(paths), err
 	}
-	return l.cfg.Mirror.Write(batch...)
+	before := l.cfg.Mirror.Written()
+	if rewrite {
+		paths, err = l.cfg.Mirror.Rewrite(batch...)
+	} else {
+		paths, err = l.cfg.Mirror.Write(batch...)
+	}
+	return paths, l.cfg.Mirror.Written() - before, err
 }
 
 // writtenItems returns the items of batch whose files are among paths.

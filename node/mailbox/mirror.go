@@ -65,6 +65,9 @@ type Mirror struct {
 	// unsynced are the files and directories written since the last
 	// [Mirror.Sync], where the system has no syncfs and Sync fsyncs each.
 	unsynced dirSet
+	// written is the bytes of the files Write and Rewrite have put in
+	// place ([Mirror.Written]).
+	written int64
 
 	// write writes to a file; tests replace it to inject failures.
 	write func(f *os.File, b []byte) (int, error)

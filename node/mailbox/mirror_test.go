@@ -525,3 +525,46 @@ func TestMirrorSurvivesRemovedIndexAndDirectory(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// TestMirrorWritten: Written counts the bytes of the files Write and
+// Rewrite put in place, their sizes on disk, and not an item that failed
+// to render; the mirror loop counts the mailbox's bytes from it rather
+// than a stat per file.
+func TestMirrorWritten(t *testing.T) {
+	m, _ := openMirror(t, testConfig())
+	good := Item{Env: sign(t, alice, 1, proto.ToChannel(chanGeneral), msg("ok", nil))}
+	bad := Item{Env: good.Env, ToText: "@bob"} // the wrong sigil for a channel
+	other := Item{Env: sign(t, alice, 2, proto.ToChannel(chanGeneral), msg(strings.Repeat("long ", 100), nil))}
+	if m.Written() != 0 {
+		t.Fatalf("Written %d before any write", m.Written())
+	}
+	paths, err := m.Write(bad, good, other)
+	if err == nil || len(paths) != 2 {
+		t.Fatalf("paths %q, err %v: want two files and an error", paths, err)
+	}
+	var sum int64
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += fi.Size()
+	}
+	if m.Written() != sum {
+		t.Fatalf("Written %d, the files hold %d bytes", m.Written(), sum)
+	}
+	if err := os.Remove(paths[1]); err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.Rewrite(other)
+	if err != nil || len(again) != 1 {
+		t.Fatalf("Rewrite: %q, %v", again, err)
+	}
+	fi, err := os.Stat(again[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Written() != sum+fi.Size() {
+		t.Fatalf("Written %d after the rewrite, want %d", m.Written(), sum+fi.Size())
+	}
+}
