@@ -206,6 +206,12 @@ func TestCloseAndDrainBothEnds(t *testing.T) {
 	// write in that time is lost by design. Small queues keep the test on
 	// the side of the bound it checks, even on a loaded machine.
 	a.SendQueueBytes, b.SendQueueBytes = 128<<10, 128<<10
+	checked, bounded := 0, 0
+	defer func() {
+		if !t.Failed() && checked == 0 {
+			t.Fatalf("all %d rounds ran into the flush bound: nothing was checked", bounded)
+		}
+	}()
 	for round := range 10 {
 		out, in := pair(t, listen(t, "tcp", b), a, nil)
 		type end struct {
@@ -248,6 +254,7 @@ func TestCloseAndDrainBothEnds(t *testing.T) {
 		time.Sleep(time.Duration(1+round%3) * time.Millisecond) // deliberate: the closes fall at a point that varies by round
 		returned := make([][][]byte, 2)
 		var wg sync.WaitGroup
+		closeStart := time.Now()
 		for i, e := range ends {
 			wg.Add(1)
 			go func() {
@@ -259,12 +266,24 @@ func TestCloseAndDrainBothEnds(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		for _, e := range ends {
+			waitDone(t, e.l, 5*time.Second)
+		}
+		// Each end writes and lingers for at most closeFlushTimeout. On a
+		// machine too loaded to move the queues in that time, the bound
+		// ends a close with frames unread, by design: such a round proves
+		// nothing about the accounting, and is counted, not checked.
+		if took := time.Since(closeStart); took >= closeFlushTimeout*7/8 {
+			bounded++
+			t.Logf("round %d: the closes took %v, at the flush bound; not checked", round, took)
+			continue
+		}
+		checked++
 		for i, e := range ends {
 			peer := ends[1-i]
 			sent := <-e.accepted
-			// The peer reads until our stream ends: our final frame, or
+			// The peer read until our stream ended: our final frame, or
 			// the end of our flush if the peer closed first.
-			waitDone(t, peer.l, 5*time.Second)
 			peer.mu.Lock()
 			all := append([]int(nil), peer.got...)
 			peer.mu.Unlock()
@@ -281,5 +300,55 @@ func TestCloseAndDrainBothEnds(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLingerReadsOnWhilePaced: a link that closed with CloseAndDrain
+// lingers for the frames its peer wrote before it saw the goodbye, and
+// those frames may be over the receive rate: the lingering reader waits
+// for them, within its close deadline, instead of stopping at the first
+// wait (which lost the rest: every frame past the receive burst).
+func TestLingerReadsOnWhilePaced(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	// 64 KiB pass at once (the least burst: one record); the next 64 KiB
+	// take a quarter of a second at this rate.
+	a.RecvRate, a.RecvBurst = 256<<10, 1
+	out, in := pair(t, listen(t, "tcp", b), a, nil)
+	var mu sync.Mutex
+	var got []int
+	out.Start(func(f []byte) {
+		mu.Lock()
+		got = append(got, frameNo(f))
+		mu.Unlock()
+	})
+	in.Start(func([]byte) {})
+	const frames = 128
+	for i := range frames {
+		if err := in.Send(numbered(i, 1<<10)); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	start := time.Now()
+	if fs := out.CloseAndDrain(nil); len(fs) != 0 {
+		t.Fatalf("%d frames handed back; none was queued", len(fs))
+	}
+	waitDone(t, out, 5*time.Second)
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != frames {
+		if took >= closeFlushTimeout*7/8 {
+			t.Skipf("the linger took %v, at its bound: the machine is too loaded to check", took)
+		}
+		t.Fatalf("the lingering end read %d of the %d frames its peer wrote (in %v)", len(got), frames, took)
+	}
+	for i, no := range got {
+		if no != i {
+			t.Fatalf("frame %d is number %d", i, no)
+		}
+	}
+	if st := out.Stats(); st.RecvThrottled == 0 {
+		t.Fatal("the reader never waited: the test did not pace the linger")
 	}
 }

@@ -795,6 +795,22 @@ func (l *Link) pace(n int) (bool, error) {
 	case <-t.C:
 		return true, nil
 	case <-l.closing:
+	}
+	// A lingering link reads on until the peer's stream ends, within
+	// its close deadline: the wait goes on, or the frames the peer wrote
+	// before it saw our goodbye would be lost (CloseAndDrain's promise).
+	l.mu.Lock()
+	linger, deadline := l.lingering, l.closeDeadline
+	l.mu.Unlock()
+	if !linger {
+		return true, ErrClosed
+	}
+	dt := time.NewTimer(time.Until(deadline))
+	defer dt.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-dt.C:
 		return true, ErrClosed
 	}
 }
