@@ -179,7 +179,7 @@ func (s *Store) Chunks(a proto.Attachment) ([]proto.Hash, error) {
 }
 
 // ReadChunk reads chunk i of the complete blob a into buf (which must
-// hold proto.ChunkSize bytes) and returns it.
+// hold the chunk: proto.ChunkLen bytes) and returns it.
 func (s *Store) ReadChunk(a proto.Attachment, i int, buf []byte) ([]byte, error) {
 	if i < 0 || i >= a.Chunks() {
 		return nil, fmt.Errorf("blob store: chunk %d of %d", i, a.Chunks())

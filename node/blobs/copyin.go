@@ -88,23 +88,36 @@ type storedHashes struct {
 	err    error
 }
 
+// readBlock is one block of the stored copy read back (readBack), and
+// the buffer it holds it in where readBack copies.
+type readBlock struct {
+	b, buf []byte
+	done   func()
+}
+
 // hashStored reads f back, up to each offset received on pieces in turn,
 // and hashes it: the chunk hashes here, the whole's SHA-256 in a
-// goroutine of its own on the same blocks. It drains pieces whatever
-// happens, so the copy never waits on a hasher that stopped.
+// goroutine of its own on the same blocks, at most three blocks in hand.
+// It drains pieces whatever happens, so the copy never waits on a hasher
+// that stopped.
 func hashStored(f *os.File, pieces <-chan int64) (out storedHashes) {
-	const bufs = 3
-	free := make(chan []byte, bufs)
-	for range bufs {
-		free <- make([]byte, copyInBlock)
+	const blocks = 3
+	free := make(chan []byte, blocks)
+	for range blocks {
+		var buf []byte
+		if readBackBuf {
+			buf = make([]byte, copyInBlock)
+		}
+		free <- buf
 	}
-	full := make(chan []byte, bufs)
+	full := make(chan readBlock, blocks)
 	whole := make(chan proto.Hash, 1)
 	go func() {
 		h := sha256.New()
-		for b := range full {
-			h.Write(b)
-			free <- b[:cap(b)]
+		for rb := range full {
+			h.Write(rb.b)
+			rb.done()
+			free <- rb.buf
 		}
 		var s proto.Hash
 		h.Sum(s[:0])
@@ -114,8 +127,8 @@ func hashStored(f *os.File, pieces <-chan int64) (out storedHashes) {
 	for end := range pieces {
 		for hashed < end && out.err == nil {
 			buf := <-free
-			b := buf[:min(int64(len(buf)), end-hashed)]
-			if _, err := f.ReadAt(b, hashed); err != nil {
+			b, done, err := readBack(f, hashed, int(min(copyInBlock, end-hashed)), buf)
+			if err != nil {
 				out.err = err
 				free <- buf
 				break
@@ -123,11 +136,19 @@ func hashStored(f *os.File, pieces <-chan int64) (out storedHashes) {
 			for i := 0; i < len(b); i += proto.ChunkSize {
 				out.chunks = append(out.chunks, sha256.Sum256(b[i:min(i+proto.ChunkSize, len(b))]))
 			}
-			full <- b
+			full <- readBlock{b: b, buf: buf, done: done}
 			hashed += int64(len(b))
 		}
 	}
 	close(full)
 	out.sum = <-whole
 	return out
+}
+
+// readBackCopy reads n bytes of f from off into buf, which holds them.
+func readBackCopy(f *os.File, off int64, n int, buf []byte) ([]byte, func(), error) {
+	if _, err := f.ReadAt(buf[:n], off); err != nil {
+		return nil, nil, err
+	}
+	return buf[:n], func() {}, nil
 }

@@ -239,8 +239,9 @@ func (p *Part) WriteChunk(i int, data []byte) error {
 const hashRun = 4
 
 // hashLoop adds to the whole content's hash the chunks present from
-// p.hashed on, in order, reading them back from the part file without
-// the store's lock, until every chunk is in it or the part closes.
+// p.hashed on, in order, reading them back from the part file (mapped
+// where it can: readBack) without the store's lock, until every chunk is
+// in it or the part closes.
 func (p *Part) hashLoop() {
 	defer close(p.hashDone)
 	var buf []byte
@@ -262,16 +263,17 @@ func (p *Part) hashLoop() {
 			}
 			continue
 		}
-		if buf == nil {
+		if buf == nil && readBackBuf {
 			buf = make([]byte, hashRun*proto.ChunkSize)
 		}
 		off := int64(next) * proto.ChunkSize
-		b := buf[:min(int64(end-next)*proto.ChunkSize, int64(p.a.Size)-off)]
-		if _, err := p.f.ReadAt(b, off); err != nil {
+		b, done, err := readBack(p.f, off, int(min(int64(end-next)*proto.ChunkSize, int64(p.a.Size)-off)), buf)
+		if err != nil {
 			p.hashErr = err // or the part closed meanwhile
 			return
 		}
 		p.whole.Write(b)
+		done()
 		p.s.mu.Lock()
 		p.hashed = end
 		p.s.mu.Unlock()
