@@ -50,7 +50,14 @@ type Part struct {
 	// The whole content's SHA-256 is taken in order by a goroutine of
 	// the part (hashLoop), which reads the chunks back from the part
 	// file as they become present, beside the writes rather than in
-	// their way; Finish then waits for the last few.
+	// their way; Finish then waits for the last few. Each byte is
+	// hashed twice, and neither hash is redundant: a chunk's hash
+	// rejects a bad chunk as it arrives, before it is written or served
+	// on, and passes over the peer that sent it; the whole's is what the
+	// store is named by and the signature covers, and the chunks can all
+	// match a chunk root whose content does not match it (a sender that
+	// signed a wrong SHA-256), which the store must never hold under
+	// that name.
 	whole    hash.Hash     // owned by hashLoop until hashDone
 	hashErr  error         // why hashLoop stopped short; read after hashDone
 	hashWake chan struct{} // capacity 1: a chunk was written
