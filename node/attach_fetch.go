@@ -256,13 +256,14 @@ func (at *attachments) candidates(w want) (keys, owners []proto.PubKey) {
 	return keys, owners
 }
 
-// handleChunk takes a blob-chunk frame: a chunk list, a chunk, a "not
-// yet" or a refusal for a fetch under way. Chunks go to the fetch's
-// writer (attach_write.go), which verifies each before it is written;
-// one that fails is dropped and counted, and asked for again.
-func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
+// handleChunk takes a blob-chunk frame (type byte included): a chunk
+// list, a chunk, a "not yet" or a refusal for a fetch under way. Chunks
+// go to the fetch's writer (attach_write.go), which verifies each before
+// it is written, and then hands the frame back to the link's pool; one
+// that fails is dropped and counted, and asked for again.
+func (at *attachments) handleChunk(pl *peers.Link, frame []byte) {
 	n := at.n
-	c, err := proto.ParseBlobChunk(payload)
+	c, err := proto.ParseBlobChunk(frame[1:])
 	if err != nil {
 		n.metrics.inc(cBlobMalformed)
 		n.logRL.warn(n.log, "bad blob-chunk frame", pl.Key.Fingerprint(), "blob.malformed", "peer", pl.Key.Fingerprint(), "err", err)
@@ -289,7 +290,7 @@ func (at *attachments) handleChunk(pl *peers.Link, payload []byte) {
 	case proto.BlobChunkList:
 		err = p.SetChunks(c.Data)
 	case proto.BlobChunkData:
-		cw.put(chunkJob{from: pl.Key, index: c.Index, data: c.Data})
+		cw.put(chunkJob{from: pl.Key, index: c.Index, data: c.Data, frame: frame})
 		return // the writer signals f
 	}
 	if errors.Is(err, blobs.ErrBadChunk) {

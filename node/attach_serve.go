@@ -128,14 +128,19 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 		at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobChunkList, Data: encodeList(list)})
 		return
 	}
-	buf := make([]byte, proto.ChunkSize)
+	var spare []byte // a frame built and not sent (its chunk not held yet)
 	for _, i := range chunks {
 		if int(i) >= a.Chunks() {
 			continue
 		}
-		data, fromPart, err := at.store.ReadVerifiedChunk(a, int(i), buf)
+		// The chunk is read straight into its frame, which the link then
+		// owns: no copy of it, and no buffer of the serve's.
+		frame, data := proto.BlobChunkDataFrame(spare, a.SHA256, i, proto.ChunkLen(a.Size, int(i)))
+		spare = nil
+		_, fromPart, err := at.store.ReadVerifiedChunk(a, int(i), data)
 		switch {
 		case errors.Is(err, blobs.ErrNotYet):
+			spare = frame
 			at.n.metrics.inc(cBlobNotYetSent)
 			if !at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobNotYet, Index: i}) {
 				return
@@ -149,7 +154,7 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 			at.n.log.Warn("attachments: chunk not served", "sha256", a.SHA256, "index", i, "err", err)
 			return
 		}
-		if !at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobChunkData, Index: i, Data: data}) {
+		if pl.Conn.SendBulkWait(ctx, frame) != nil {
 			return
 		}
 		at.n.metrics.inc(cBlobServed)

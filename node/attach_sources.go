@@ -42,6 +42,14 @@ const blobNotYetRetry = 400 * time.Millisecond
 // chunks of the one before still arrive.
 const blobPerSource = 2 * wantChunks
 
+// minWantChunks is the fewest chunks asked in one want of a source that
+// still owes chunks: as chunks arrive one by one, a fetch waits until a
+// source has room for half a want rather than asking it for each chunk
+// in a want of its own. A want costs the source a lookup of the envelope
+// it names (to check who may read it) and a goroutine; with a want a
+// chunk, on loopback, the 256 MiB DM asked 1,024 of them.
+const minWantChunks = wantChunks / 2
+
 // blobSourcesRefresh is how often a fetch looks again at who may hold
 // its blob (the channel's readers, the envelopes listing it) and at its
 // links.
@@ -339,6 +347,9 @@ func (s *swarm) wants(missing []int, now time.Time) map[int][]uint32 {
 		i := s.pick(c, now)
 		if i < 0 || s.srcs[i].inflight >= blobPerSource || len(out[i]) >= wantChunks {
 			continue
+		}
+		if len(out[i]) == 0 && s.srcs[i].inflight > 0 && blobPerSource-s.srcs[i].inflight < minWantChunks {
+			continue // it owes chunks enough: ask once it has room for more
 		}
 		total++
 		out[i] = append(out[i], uint32(c))

@@ -196,3 +196,36 @@ func TestSwarmLostAnswer(t *testing.T) {
 		t.Fatalf("%d chunks outstanding, want 1", n)
 	}
 }
+
+// TestSwarmWantsCoalesce: a source that owes chunks is not asked for each
+// chunk that arrives in a want of its own, but once it has room for
+// minWantChunks; one that owes nothing is asked whatever is left.
+func TestSwarmWantsCoalesce(t *testing.T) {
+	sender := keyN(1)
+	now := time.Now()
+	s := testSwarm(100, sender, nil, keyN(2))
+	missing := make([]int, 100)
+	for i := range missing {
+		missing[i] = i
+	}
+	for range 2 {
+		if got := s.wants(missing, now)[s.sender]; len(got) != wantChunks {
+			t.Fatalf("asked %d chunks, want %d", len(got), wantChunks)
+		}
+	}
+	for n := 1; n <= minWantChunks; n++ { // chunks 0..n-1 arrive
+		s.settle(missing[n:], now)
+		got := s.wants(missing[n:], now)[s.sender]
+		switch {
+		case n < minWantChunks && len(got) != 0:
+			t.Fatalf("with %d chunks of room, asked %v: want nothing yet", n, got)
+		case n == minWantChunks && len(got) != minWantChunks:
+			t.Fatalf("with %d chunks of room, asked %v: want %d", n, got, minWantChunks)
+		}
+	}
+	rest := missing[blobPerSource+minWantChunks:]
+	s.settle(rest[:1], now) // all arrived but the last chunk, never asked yet
+	if got := s.wants(rest[:1], now)[s.sender]; len(got) != 1 {
+		t.Fatalf("asked %v for the last chunk of a source that owes none", got)
+	}
+}

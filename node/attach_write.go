@@ -35,7 +35,8 @@ const chunkQueue = fetchInFlight
 type chunkJob struct {
 	from  proto.PubKey
 	index uint32
-	data  []byte // aliases the frame the link handed over
+	data  []byte // aliases frame
+	frame []byte // the frame the link handed over, recycled once written
 }
 
 // chunkWriter verifies and writes a fetch's chunks in a goroutine of its
@@ -94,6 +95,9 @@ func (w *chunkWriter) run() {
 func (w *chunkWriter) write(j chunkJob) {
 	n := w.at.n
 	err := w.p.WriteChunk(int(j.index), j.data)
+	// WriteChunk has hashed and written the data and keeps no reference
+	// to it: the frame's buffer goes back for the link to read into.
+	transport.RecycleChunkFrame(j.frame)
 	if errors.Is(err, blobs.ErrBadChunk) {
 		n.metrics.inc(cBlobBadChunk)
 		n.logRL.warn(n.log, "attachment chunk does not match its hash; dropped", j.from.Fingerprint(), "blob.bad_chunk",

@@ -83,7 +83,7 @@ func (n *Node) handleFrame(pl *peers.Link, frame []byte) {
 	case proto.FrameBlobWant:
 		n.attach.handleWant(pl, payload)
 	case proto.FrameBlobChunk:
-		n.attach.handleChunk(pl, payload)
+		n.attach.handleChunk(pl, frame)
 	default:
 		n.metrics.inc(cFrameUnknown)
 		n.logRL.debug(n.log, "unhandled frame", pl.Key.Fingerprint(), "frame.unknown", "peer", pl.Key.Fingerprint(), "type", t.String(), "len", len(payload))

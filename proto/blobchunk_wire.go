@@ -77,11 +77,17 @@ const (
 // AppendBlobChunk appends the canonical encoding of c (what [Marshal]
 // gives) to dst, copying c.Data once.
 func AppendBlobChunk(dst []byte, c *BlobChunk) []byte {
+	return append(appendBlobChunkHead(dst, c, len(c.Data)), c.Data...)
+}
+
+// appendBlobChunkHead appends the canonical encoding of c, taking its
+// data to be dataLen bytes, up to where those bytes go.
+func appendBlobChunkHead(dst []byte, c *BlobChunk, dataLen int) []byte {
 	n := uint64(2)
 	if c.Index != 0 {
 		n++
 	}
-	if len(c.Data) > 0 {
+	if dataLen > 0 {
 		n++
 	}
 	dst = cborHead(dst, cborMap, n)
@@ -94,10 +100,9 @@ func AppendBlobChunk(dst []byte, c *BlobChunk) []byte {
 		dst = cborHead(dst, cborUint, 2)
 		dst = cborHead(dst, cborUint, uint64(c.Index))
 	}
-	if len(c.Data) > 0 {
+	if dataLen > 0 {
 		dst = cborHead(dst, cborUint, 3)
-		dst = cborHead(dst, cborBytes, uint64(len(c.Data)))
-		dst = append(dst, c.Data...)
+		dst = cborHead(dst, cborBytes, uint64(dataLen))
 	}
 	return dst
 }
@@ -116,6 +121,23 @@ func BlobChunkFrame(c *BlobChunk) []byte {
 	b := make([]byte, 1, 1+blobChunkOverhead+len(c.Data))
 	b[0] = byte(FrameBlobChunk)
 	return AppendBlobChunk(b, c)
+}
+
+// BlobChunkDataFrame returns the frame of chunk index of blob h, n bytes
+// long, with data, the last n bytes of the frame, left for the caller to
+// fill: a chunk read from a file straight into its frame is never copied
+// on the way. The frame is BlobChunkFrame's once data is filled. It is
+// built in buf when buf has room (a frame never sent), else in a new
+// slice.
+func BlobChunkDataFrame(buf []byte, h Hash, index uint32, n int) (frame, data []byte) {
+	b := buf[:0]
+	if cap(b) < 1+blobChunkOverhead+n {
+		b = make([]byte, 0, 1+blobChunkOverhead+n)
+	}
+	b = append(b, byte(FrameBlobChunk))
+	b = appendBlobChunkHead(b, &BlobChunk{SHA256: h, What: BlobChunkData, Index: index}, n)
+	b = b[:len(b)+n]
+	return b, b[len(b)-n:]
 }
 
 // decodeBlobChunk decodes b if it is exactly the canonical form of a

@@ -96,3 +96,26 @@ func FuzzBlobChunkWire(f *testing.F) {
 		}
 	})
 }
+
+// TestBlobChunkDataFrame: a data frame filled in place is the frame
+// BlobChunkFrame builds of the same chunk, at sizes around the heads'
+// lengths, built anew or in the buffer of a frame of another index.
+func TestBlobChunkDataFrame(t *testing.T) {
+	h := Hash{7, 8, 9}
+	var spare []byte
+	for _, n := range []int{1, 23, 24, 255, 256, 65535, 65536, ChunkSize} {
+		for _, index := range []uint32{0, 1, 24, 1 << 20, 300} {
+			data := bytes.Repeat([]byte{byte(n)}, n)
+			frame, slot := BlobChunkDataFrame(spare, h, index, n)
+			spare = frame
+			if len(slot) != n {
+				t.Fatalf("%d bytes: a slot of %d", n, len(slot))
+			}
+			copy(slot, data)
+			want := BlobChunkFrame(&BlobChunk{SHA256: h, What: BlobChunkData, Index: index, Data: data})
+			if !bytes.Equal(frame, want) {
+				t.Fatalf("%d bytes, chunk %d: frame %x, want %x", n, index, frame[:min(len(frame), 64)], want[:min(len(want), 64)])
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/proto"
@@ -18,6 +19,28 @@ const creditedFrame = byte(proto.FrameBlobChunk)
 // chunkFrameCap is the size of a full blob-chunk frame, with room to
 // spare: the chunk and its encoding's few dozen bytes.
 const chunkFrameCap = proto.ChunkSize + 256
+
+// chunkFrames holds the buffers of blob-chunk frames handed back with
+// [RecycleChunkFrame], for the next ones a link reads: a transfer then
+// takes the same few buffers over and over rather than a new 256 KiB
+// one per chunk (half of the receiver's garbage). Like any sync.Pool it
+// lets go of what it holds over two garbage collections.
+var chunkFrames = sync.Pool{New: func() any { b := make([]byte, 0, chunkFrameCap); return &b }}
+
+func getChunkFrame() []byte { return (*chunkFrames.Get().(*[]byte))[:0] }
+
+// RecycleChunkFrame hands back the buffer of frame, a blob-chunk frame
+// a link's handler was given, for a later one to be read into. The
+// caller must hold the only reference to frame and its data, and drop
+// it: what frame holds will be overwritten. A frame of any other size is
+// left to the garbage collector.
+func RecycleChunkFrame(frame []byte) {
+	if cap(frame) != chunkFrameCap {
+		return
+	}
+	b := frame[:0]
+	chunkFrames.Put(&b)
+}
 
 // LastOther returns when a frame other than an attachment transfer's
 // (blob-want, blob-chunk) was last received or written on the link: the

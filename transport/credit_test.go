@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -136,5 +137,68 @@ func TestLastOther(t *testing.T) {
 	got.next(t)
 	if out.LastOther().Before(before) || in.LastOther().Before(before) {
 		t.Fatalf("an envelope frame not noted: sent %v, received %v, sent after %v", out.LastOther(), in.LastOther(), before)
+	}
+}
+
+// assembleChunkFrame feeds a's assembler a blob-chunk frame of n bytes
+// filled with fill, in records as a link carries it (built in rec, which
+// holds one), and returns it.
+func assembleChunkFrame(t *testing.T, a *assembler, rec []byte, n int, fill byte) []byte {
+	t.Helper()
+	first := true
+	for n > 0 {
+		k := min(n, maxChunk)
+		n -= k
+		rec = rec[:1+k]
+		rec[0] = hdrChunk
+		if n == 0 {
+			rec[0] = hdrFinal
+		}
+		for j := 1; j < len(rec); j++ {
+			rec[j] = fill
+		}
+		if first {
+			rec[1], first = creditedFrame, false
+		}
+		if n == 0 {
+			break
+		}
+		if m, err := a.add(rec); err != nil || m.kind != 0 {
+			t.Fatalf("a part of the frame: %v, %v", m.kind, err)
+		}
+	}
+	m, err := a.add(rec)
+	if err != nil || m.kind != hdrFinal {
+		t.Fatalf("the frame's end: %v, %v", m.kind, err)
+	}
+	return m.frame
+}
+
+// TestChunkFramesRecycled: a blob-chunk frame handed back with
+// RecycleChunkFrame is read into again, so a transfer does not allocate
+// a new frame per chunk, and the next frame read into a recycled buffer
+// holds its own bytes only; a frame of another size is not taken.
+func TestChunkFramesRecycled(t *testing.T) {
+	const n = proto.ChunkSize + 60
+	a := &assembler{max: proto.MaxFrameSize}
+	RecycleChunkFrame(make([]byte, 10)) // another size: ignored
+	rec := make([]byte, 1+maxChunk)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const rounds = 100
+	for i := range rounds {
+		f := assembleChunkFrame(t, a, rec, n-i, byte(i))
+		if len(f) != n-i || cap(f) != chunkFrameCap || f[0] != creditedFrame || f[len(f)-1] != byte(i) ||
+			bytes.Count(f[1:], []byte{byte(i)}) != len(f)-1 {
+			t.Fatalf("frame %d: %d bytes (cap %d), not its own content", i, len(f), cap(f))
+		}
+		RecycleChunkFrame(f)
+	}
+	runtime.ReadMemStats(&after)
+	// A frame allocated per round would be rounds*chunkFrameCap; the
+	// pool's boxes, and the buffers the race detector's pool drops at
+	// random, take far less.
+	if got := after.TotalAlloc - before.TotalAlloc; got > rounds*chunkFrameCap/2 {
+		t.Fatalf("%d rounds allocated %d bytes: the frames are not reused", rounds, got)
 	}
 }

@@ -112,11 +112,17 @@ func (a *assembler) add(pt []byte) (message, error) {
 			// always that size, and doubling would copy it three times
 			// and leave it in twice the memory.
 			c := min(max(2*cap(a.buf), need), a.max)
+			var nb []byte
 			if len(a.buf) == 0 && len(body) > 0 && body[0] == creditedFrame {
 				c = min(max(c, chunkFrameCap), a.max)
+				if c == chunkFrameCap {
+					nb = getChunkFrame() // handed back by RecycleChunkFrame
+				}
 			}
-			nb := make([]byte, len(a.buf), c)
-			copy(nb, a.buf)
+			if nb == nil {
+				nb = make([]byte, len(a.buf), c)
+				copy(nb, a.buf)
+			}
 			a.buf = nb
 		}
 		a.buf = append(a.buf, body...)

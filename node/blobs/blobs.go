@@ -119,8 +119,7 @@ func (s *Store) Add(r io.Reader, name, mediaType string) (proto.Attachment, erro
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	defer tmp.Close()
-	lim := &io.LimitedReader{R: r, N: int64(s.max) + 1}
-	size, sum, chunks, err := copyIn(lim, tmp)
+	size, sum, chunks, err := copyIn(r, int64(s.max)+1, tmp)
 	if err != nil {
 		return proto.Attachment{}, fmt.Errorf("blob store: read %s: %w", name, err)
 	}
@@ -180,7 +179,7 @@ func (s *Store) Chunks(a proto.Attachment) ([]proto.Hash, error) {
 }
 
 // ReadChunk reads chunk i of the complete blob a into buf (which must
-// hold proto.ChunkSize bytes) and returns it.
+// hold the chunk: proto.ChunkLen bytes) and returns it.
 func (s *Store) ReadChunk(a proto.Attachment, i int, buf []byte) ([]byte, error) {
 	if i < 0 || i >= a.Chunks() {
 		return nil, fmt.Errorf("blob store: chunk %d of %d", i, a.Chunks())
@@ -201,10 +200,14 @@ func (s *Store) ReadChunk(a proto.Attachment, i int, buf []byte) ([]byte, error)
 // is not there is not an error.
 func (s *Store) Remove(h proto.Hash) error {
 	s.mu.Lock()
-	if p := s.parts[h]; p != nil {
+	p := s.parts[h]
+	if p != nil {
 		p.discardLocked()
 	}
 	s.mu.Unlock()
+	if p != nil {
+		<-p.hashDone
+	}
 	for _, p := range []string{s.dataPath(h), s.chunksPath(h)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("blob store: %w", err)

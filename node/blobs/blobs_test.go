@@ -3,11 +3,14 @@ package blobs
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -382,8 +385,9 @@ func TestCheckpointAfterInterval(t *testing.T) {
 
 // TestFinishOutOfOrder: chunks that arrive in any order (here in
 // reverse, in two halves, and the middle one last) still make the whole
-// content, which Finish checks against the signed SHA-256; chunks that
-// arrive in order are hashed as they come, so Finish has none left.
+// content, which Finish checks against the signed SHA-256; the part's
+// hasher takes the chunks present in order as they come, stops at a gap
+// and goes on once it is filled, so Finish has none left.
 func TestFinishOutOfOrder(t *testing.T) {
 	data := content(9*proto.ChunkSize+11, 8)
 	src, a := source(t, data)
@@ -400,14 +404,14 @@ func TestFinishOutOfOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if p.hashed != 4 {
-		t.Fatalf("hashed %d chunks in order, want 4", p.hashed)
+	if got := waitHashed(p, 4); got != 4 {
+		t.Fatalf("hashed %d chunks in order, want 4", got)
 	}
 	if err := p.WriteChunk(4, readChunk(t, src, a, 4)); err != nil {
 		t.Fatal(err)
 	}
-	if p.hashed != 10 {
-		t.Fatalf("hashed %d chunks once the gap filled, want all 10", p.hashed)
+	if got := waitHashed(p, 10); got != 10 {
+		t.Fatalf("hashed %d chunks once the gap filled, want all 10", got)
 	}
 	if err := p.Finish(); err != nil {
 		t.Fatal(err)
@@ -418,32 +422,69 @@ func TestFinishOutOfOrder(t *testing.T) {
 	}
 }
 
+// waitHashed waits until p's hasher has taken n chunks (at most 10 s),
+// and returns how many it has taken.
+func waitHashed(p *Part, n int) int {
+	hashed := func() int {
+		p.s.mu.Lock()
+		defer p.s.mu.Unlock()
+		return p.hashed
+	}
+	testwait.Until(10*time.Second, func() bool { return hashed() >= n })
+	return hashed()
+}
+
 // TestCopyInDigest: the store's one-pass copy gives what proto.Digest
 // gives, and the bytes it copied, at sizes around its block and chunk
 // boundaries.
 func TestCopyInDigest(t *testing.T) {
-	for _, n := range []int{0, 1, proto.ChunkSize, copyInBlock - 1, copyInBlock, copyInBlock + 1, 3*copyInBlock + 5} {
-		data := content(n, uint64(n))
-		f, err := os.Create(filepath.Join(t.TempDir(), "c"))
+	sizes := []int{0, 1, proto.ChunkSize, copyInBlock - 1, copyInBlock, copyInBlock + 1, 3*copyInBlock + 5,
+		copyInPiece - 1, copyInPiece, copyInPiece + 1, 2*copyInPiece + copyInBlock + 3}
+	for _, fromFile := range []bool{false, true} {
+		for _, n := range sizes {
+			testCopyIn(t, n, fromFile)
+		}
+	}
+}
+
+// testCopyIn copies n bytes from a reader, or from a file (the kernel's
+// copy), and checks the copy and its hashes.
+func testCopyIn(t *testing.T, n int, fromFile bool) {
+	t.Helper()
+	data := content(n, uint64(n))
+	dir := t.TempDir()
+	var r io.Reader = bytes.NewReader(data)
+	if fromFile {
+		src := filepath.Join(dir, "src")
+		if err := os.WriteFile(src, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sf, err := os.Open(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		size, sum, chunks, err := copyIn(bytes.NewReader(data), f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
+		defer sf.Close()
+		r = sf
+	}
+	f, err := os.Create(filepath.Join(dir, "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, sum, chunks, err := copyIn(r, int64(n)+1, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsize, wsum, _, wchunks, _ := proto.Digest(bytes.NewReader(data))
+	if size != wsize || sum != wsum || len(chunks) != len(wchunks) {
+		t.Fatalf("%d bytes: copyIn %d %s %d chunks, Digest %d %s %d", n, size, sum, len(chunks), wsize, wsum, len(wchunks))
+	}
+	for i := range chunks {
+		if chunks[i] != wchunks[i] {
+			t.Fatalf("%d bytes: chunk %d hash differs", n, i)
 		}
-		wsize, wsum, _, wchunks, _ := proto.Digest(bytes.NewReader(data))
-		if size != wsize || sum != wsum || len(chunks) != len(wchunks) {
-			t.Fatalf("%d bytes: copyIn %d %s %d chunks, Digest %d %s %d", n, size, sum, len(chunks), wsize, wsum, len(wchunks))
-		}
-		for i := range chunks {
-			if chunks[i] != wchunks[i] {
-				t.Fatalf("%d bytes: chunk %d hash differs", n, i)
-			}
-		}
-		if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, data) {
-			t.Fatalf("%d bytes: copy differs", n)
-		}
+	}
+	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, data) {
+		t.Fatalf("%d bytes: copy differs", n)
 	}
 }

@@ -45,11 +45,24 @@ type Part struct {
 	dirty   int
 	closed  bool
 	synced  time.Time // the last checkpoint, or the part's start
+	hashed  int       // chunks [0, hashed) are in whole
 
-	// whole hashes the content in order as chunks arrive: chunks
-	// [0, hashed) are in it. Finish reads only the chunks after them.
-	whole  hash.Hash
-	hashed int
+	// The whole content's SHA-256 is taken in order by a goroutine of
+	// the part (hashLoop), which reads the chunks back from the part
+	// file as they become present, beside the writes rather than in
+	// their way; Finish then waits for the last few. Each byte is
+	// hashed twice, and neither hash is redundant: a chunk's hash
+	// rejects a bad chunk as it arrives, before it is written or served
+	// on, and passes over the peer that sent it; the whole's is what the
+	// store is named by and the signature covers, and the chunks can all
+	// match a chunk root whose content does not match it (a sender that
+	// signed a wrong SHA-256), which the store must never hold under
+	// that name.
+	whole    hash.Hash     // owned by hashLoop until hashDone
+	hashErr  error         // why hashLoop stopped short; read after hashDone
+	hashWake chan struct{} // capacity 1: a chunk was written
+	hashStop chan struct{} // closed when the part closes
+	hashDone chan struct{} // closed when hashLoop has ended
 }
 
 // Begin starts the fetch of attachment a, or resumes it where an earlier
@@ -75,11 +88,13 @@ func (s *Store) Begin(a proto.Attachment) (*Part, error) {
 		}
 		return p, nil
 	}
-	p := &Part{s: s, a: a, synced: time.Now(), whole: sha256.New()}
+	p := &Part{s: s, a: a, synced: time.Now(), whole: sha256.New(),
+		hashWake: make(chan struct{}, 1), hashStop: make(chan struct{}), hashDone: make(chan struct{})}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
 	s.parts[a.SHA256] = p
+	go p.hashLoop()
 	return p, nil
 }
 
@@ -215,8 +230,11 @@ func (p *Part) WriteChunk(i int, data []byte) error {
 	startWriteback(p.f, int64(i)*proto.ChunkSize, len(data))
 	p.have[i] = true
 	p.missing--
-	if err := p.hashOnLocked(i, data); err != nil {
-		return err
+	if i == p.hashed {
+		select {
+		case p.hashWake <- struct{}{}:
+		default:
+		}
 	}
 	if p.dirty++; p.dirty >= checkpointEvery || time.Since(p.synced) >= checkpointInterval {
 		return p.checkpointLocked()
@@ -224,35 +242,49 @@ func (p *Part) WriteChunk(i int, data []byte) error {
 	return nil
 }
 
-// hashOnLocked adds chunk i (data) to the whole content's hash if it is
-// the next in order, then the chunks after it that arrived before it
-// (out of order: read back from the part file).
-func (p *Part) hashOnLocked(i int, data []byte) error {
-	if i != p.hashed {
-		return nil
-	}
-	p.whole.Write(data)
-	p.hashed++
-	return p.hashPresentLocked()
-}
+// hashRun is how many chunks hashLoop reads back at a time.
+const hashRun = 4
 
-// hashPresentLocked adds to the whole content's hash the chunks present
-// from p.hashed on, reading them back from the part file, up to the
-// first one missing.
-func (p *Part) hashPresentLocked() error {
+// hashLoop adds to the whole content's hash the chunks present from
+// p.hashed on, in order, reading them back from the part file (mapped
+// where it can: readBack) without the store's lock, until every chunk is
+// in it or the part closes.
+func (p *Part) hashLoop() {
+	defer close(p.hashDone)
 	var buf []byte
-	for p.hashed < len(p.have) && p.have[p.hashed] {
-		if buf == nil {
-			buf = make([]byte, proto.ChunkSize)
+	for {
+		p.s.mu.Lock()
+		next, end, total := p.hashed, p.hashed, len(p.have)
+		for end < total && end-next < hashRun && p.have[end] {
+			end++
 		}
-		n := proto.ChunkLen(p.a.Size, p.hashed)
-		if _, err := p.f.ReadAt(buf[:n], int64(p.hashed)*proto.ChunkSize); err != nil {
-			return fmt.Errorf("blob store: %w", err)
+		over := p.closed || (p.chunks != nil && next == total)
+		p.s.mu.Unlock()
+		switch {
+		case over:
+			return
+		case end == next:
+			select {
+			case <-p.hashWake:
+			case <-p.hashStop:
+			}
+			continue
 		}
-		p.whole.Write(buf[:n])
-		p.hashed++
+		if buf == nil && readBackBuf {
+			buf = make([]byte, hashRun*proto.ChunkSize)
+		}
+		off := int64(next) * proto.ChunkSize
+		b, done, err := readBack(p.f, off, int(min(int64(end-next)*proto.ChunkSize, int64(p.a.Size)-off)), buf)
+		if err != nil {
+			p.hashErr = err // or the part closed meanwhile
+			return
+		}
+		p.whole.Write(b)
+		done()
+		p.s.mu.Lock()
+		p.hashed = end
+		p.s.mu.Unlock()
 	}
-	return nil
 }
 
 // checkpointLocked makes the chunks written so far durable, then
@@ -281,18 +313,26 @@ func (p *Part) checkpointLocked() error {
 // Finish checks the whole content against the attachment's SHA-256 and,
 // if it matches, makes the blob visible in the store and ends the part.
 // If it does not (ErrCorrupt), the part is thrown away and the fetch
-// starts again from nothing.
+// starts again from nothing. The fsync of the part and the hashing of
+// its last chunks overlap.
 func (p *Part) Finish() error {
 	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
 	if p.closed || p.chunks == nil || p.missing > 0 {
+		p.s.mu.Unlock()
 		return fmt.Errorf("blob store: %s is not complete", p.a.SHA256)
 	}
-	if err := p.f.Sync(); err != nil {
+	p.s.mu.Unlock()
+	if err := p.f.Sync(); err != nil { // closed meanwhile: an error, nothing worse
 		return fmt.Errorf("blob store: %w", err)
 	}
-	if err := p.hashPresentLocked(); err != nil {
-		return err
+	<-p.hashDone // every chunk is present: it hashes them all, or the part closed
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	switch {
+	case p.closed:
+		return fmt.Errorf("blob store: fetch of %s closed", p.a.SHA256)
+	case p.hashErr != nil:
+		return fmt.Errorf("blob store: %w", p.hashErr)
 	}
 	if p.hashed != len(p.chunks) || !bytes.Equal(p.whole.Sum(nil), p.a.SHA256[:]) {
 		p.discardLocked()
@@ -301,8 +341,7 @@ func (p *Part) Finish() error {
 	if err := p.f.Truncate(int64(p.a.Size)); err != nil {
 		return fmt.Errorf("blob store: %w", err)
 	}
-	_ = p.f.Close()
-	p.closed = true
+	p.closeLocked()
 	delete(p.s.parts, p.a.SHA256)
 	base := p.s.partPath(p.a.SHA256)
 	if err := p.s.publish(base, p.a, p.chunks); err != nil {
@@ -317,23 +356,32 @@ func (p *Part) Finish() error {
 // Close is idempotent.
 func (p *Part) Close() error {
 	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
 	if p.closed {
+		p.s.mu.Unlock()
+		<-p.hashDone
 		return nil
 	}
 	err := p.checkpointLocked()
-	_ = p.f.Close()
-	p.closed = true
+	p.closeLocked()
 	delete(p.s.parts, p.a.SHA256)
+	p.s.mu.Unlock()
+	<-p.hashDone
 	return err
+}
+
+// closeLocked closes the part's file and stops its hashLoop (which ends
+// soon after; Close waits for it, a caller holding the lock cannot).
+func (p *Part) closeLocked() {
+	if !p.closed {
+		_ = p.f.Close()
+		p.closed = true
+		close(p.hashStop)
+	}
 }
 
 // discardLocked closes the part and removes its files.
 func (p *Part) discardLocked() {
-	if !p.closed {
-		_ = p.f.Close()
-		p.closed = true
-	}
+	p.closeLocked()
 	delete(p.s.parts, p.a.SHA256)
 	base := p.s.partPath(p.a.SHA256)
 	for _, f := range []string{base, base + ".chunks", base + ".have"} {

@@ -68,8 +68,8 @@ func (s *Store) ChunkList(a proto.Attachment) ([]proto.Hash, error) {
 	return list, err
 }
 
-// ReadVerifiedChunk reads chunk i of a into buf (which must hold
-// proto.ChunkSize bytes): from the complete blob, or from a part that
+// ReadVerifiedChunk reads chunk i of a into buf (which must hold the
+// chunk: proto.ChunkLen bytes): from the complete blob, or from a part that
 // holds the chunk verified and written (then fromPart is true). It
 // returns ErrNotYet when a part lacks the chunk, and ErrNotFound when
 // the store holds neither.
