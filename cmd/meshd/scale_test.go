@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,8 @@ import (
 // TestScaleMesh measures a full mesh of N real meshd processes, for the
 // scale figures in docs/BENCHMARKS.md. Each node runs on a host of its own
 // (a network namespace on one bridge, as on a LAN) when namespaces can be
-// made here, else all on loopback (MESHD_SCALE_NET=loopback forces that;
+// made here, else all on loopback (MESHD_SCALE_NET=loopback forces that,
+// and MESHD_SCALE_NET=loopback-tcp too, without Unix link sockets;
 // there, all nodes dial from 127.0.0.1 and the listeners' 8 handshakes
 // per source shed some of their dials). It runs only with
 // MESHD_SCALE set to the sizes to measure, one mesh after the other:
@@ -218,8 +220,23 @@ func runScale(t *testing.T, n int) {
 	listen := func(int) string { return "tcp://127.0.0.1:0" }
 	seed := "unix://" + filepath.Join(homes[0], "link.sock")
 	ok, why := netnstest.Available()
-	if os.Getenv("MESHD_SCALE_NET") == "loopback" {
+	switch os.Getenv("MESHD_SCALE_NET") {
+	case "loopback":
 		ok, why = false, "MESHD_SCALE_NET=loopback"
+	case "loopback-tcp":
+		// No link sockets: every link stays on TCP, as between hosts,
+		// with no move to a Unix socket (PROTOCOL.md §14.12).
+		ok, why = false, "MESHD_SCALE_NET=loopback-tcp, no Unix sockets"
+		port := freeTCPPort(t)
+		listen = func(i int) string {
+			if i == 0 {
+				return fmt.Sprintf("tcp://127.0.0.1:%d", port)
+			}
+			return "tcp://127.0.0.1:0"
+		}
+		seed = listen(0)
+		plain := start
+		start = func(i int, args ...string) *daemon { return plain(i, append(args, "--no-unix")...) }
 	}
 	if ok {
 		raiseNeighbourTable(t, n)
@@ -408,6 +425,16 @@ func runScale(t *testing.T, n int) {
 			t.Error(err)
 		}
 	}
+}
+
+// freeTCPPort returns a port on 127.0.0.1 that was free a moment ago.
+func freeTCPPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // parallel runs f(0..n-1), at most width at a time, and waits.
