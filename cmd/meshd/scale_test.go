@@ -113,6 +113,10 @@ type scaleResult struct {
 	// FormationCounters sums, over all nodes, the link, dial, peer
 	// exchange, handshake and address counters once formation ended.
 	FormationCounters map[string]uint64 `json:"formation_counters"`
+	// IdleCounters is what those counters grew by from just before the
+	// idle window to its end (link moves or redials left from formation
+	// would show here, and cost the window CPU).
+	IdleCounters map[string]uint64 `json:"idle_counters"`
 }
 
 // prefixTotals sums, over every node, the counters whose names start
@@ -318,6 +322,7 @@ func runScale(t *testing.T, n int) {
 	traffic := []string{"link.pings_in", "link.pings_out", "rx.presence_bytes", "rx.frame_bytes.peers", "rx.frame_bytes.peer-update", "rx.frame_bytes.envelope",
 		"rx.frame_bytes.roster", "rx.frame_bytes.policy", "rx.frame_bytes.policy-digest", "rx.frame_bytes.ack", "rx.frame_bytes.goodbye", "rx.frame_bytes.unknown",
 		"rx.presence", "peers.updates", "link.keepalive_wakeups"}
+	idleBefore := prefixTotals(clients, "link.", "dial.", "peers.", "handshake.", "addr.")
 	cb := counterTotals(clients, traffic...)
 	parallel(n, 16, func(i int) { before[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
 	t0 := time.Now()
@@ -325,6 +330,13 @@ func runScale(t *testing.T, n int) {
 	parallel(n, 16, func(i int) { after[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
 	res.IdleSeconds = time.Since(t0).Seconds()
 	ca := counterTotals(clients, traffic...)
+	res.IdleCounters = map[string]uint64{}
+	for k, v := range prefixTotals(clients, "link.", "dial.", "peers.", "handshake.", "addr.") {
+		if d := v - idleBefore[k]; v > idleBefore[k] && !strings.HasPrefix(k, "link.pings") && k != "link.keepalive_wakeups" {
+			res.IdleCounters[k] = d
+		}
+	}
+	t.Logf("N=%d counters that grew over the idle window, all nodes: %v", n, res.IdleCounters)
 	per := func(names ...string) float64 {
 		var d float64
 		for _, name := range names {
