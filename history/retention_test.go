@@ -356,3 +356,37 @@ func TestFindRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestIdlePruneWritesNothing: retention passes with nothing due (an idle
+// node's, every minute) commit no transaction: nothing is written or
+// synced. A pass that removes something still commits.
+func TestIdlePruneWritesNothing(t *testing.T) {
+	s, _ := openTest(t, Config{})
+	now := time.Now()
+	before, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneSeen(now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneDirect(time.Hour, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ExpireQueues(now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneDeliveries(now, 10); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Commits != before.Commits {
+		t.Errorf("%d commits for passes with nothing to prune", after.Commits-before.Commits)
+	}
+	if after.Unwritten-before.Unwritten != 4 {
+		t.Errorf("%d batches rolled back as unwritten, want 4", after.Unwritten-before.Unwritten)
+	}
+}

@@ -36,6 +36,10 @@ type Stats struct {
 	EnvelopesPerCommit float64
 	// FailedTx counts transactions rolled back (and retried in halves).
 	FailedTx uint64
+	// Unwritten counts batches that changed nothing (a retention pass
+	// with nothing due), rolled back instead of committed and synced;
+	// they are not in Commits.
+	Unwritten uint64
 
 	Stored     uint64 // envelopes added by Put
 	Duplicates uint64 // envelopes Put refused as already seen
@@ -64,6 +68,7 @@ func (s *Store) Stats() (Stats, error) {
 		Commits:         s.st.commits.Load(),
 		Requests:        s.st.requests.Load(),
 		FailedTx:        s.st.failedTx.Load(),
+		Unwritten:       s.st.emptyTx.Load(),
 		Stored:          s.st.envelopes.Load(),
 		Duplicates:      s.st.duplicates.Load(),
 		OverBudget:      s.st.overBudget.Load(),

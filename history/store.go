@@ -86,6 +86,7 @@ type storeCounters struct {
 	envelopes    atomic.Uint64
 	duplicates   atomic.Uint64
 	failedTx     atomic.Uint64
+	emptyTx      atomic.Uint64 // batches that changed nothing, rolled back
 	queueExpired atomic.Uint64
 	pruned       atomic.Uint64
 	seenPruned   atomic.Uint64
@@ -365,8 +366,25 @@ func (s *Store) commit(batch []*request) {
 			}
 			r.result = res
 		}
+		if st := tx.Stats(); st.GetNodeCount() == 0 {
+			// Nothing was put or deleted (bbolt materializes a node for
+			// every change): roll back rather than write and sync the
+			// meta and freelist pages for nothing. Retention's passes
+			// on an idle node are such batches, once a minute.
+			return errNothingWritten
+		}
 		return nil
 	})
+	if errors.Is(err, errNothingWritten) {
+		s.st.emptyTx.Add(1)
+		for _, r := range batch {
+			if r.onCommit != nil {
+				r.onCommit()
+			}
+			r.done <- r.result
+		}
+		return
+	}
 	if err != nil {
 		s.st.failedTx.Add(1)
 		if len(batch) == 1 {
@@ -395,6 +413,9 @@ func (s *Store) commit(batch []*request) {
 		r.done <- r.result
 	}
 }
+
+// errNothingWritten rolls back a write transaction that changed nothing.
+var errNothingWritten = errors.New("history: nothing written")
 
 // txError turns a bbolt error into one of ours.
 func (s *Store) txError(err error) error {

@@ -87,6 +87,7 @@ func (n *Node) addLinkStats(c map[string]uint64) {
 			"link.send_queue_full":     st.QueueFull,
 			"link.pings_in":            st.PingsIn,
 			"link.pings_out":           st.PingsOut,
+			"link.keepalive_wakeups":   st.KeepaliveWakes,
 		} {
 			if v > 0 {
 				c[name] += v

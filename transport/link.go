@@ -122,6 +122,7 @@ type linkCounters struct {
 	queueFull           atomic.Uint64
 	tooLarge            atomic.Uint64
 	pingsIn, pingsOut   atomic.Uint64
+	keepaliveWakes      atomic.Uint64
 	recvThrottled       atomic.Uint64
 	recvThrottledNanos  atomic.Int64
 	recvCredited        atomic.Uint64
@@ -134,6 +135,10 @@ type LinkStats struct {
 	QueueFull           uint64 // frames refused by Send with ErrQueueFull
 	FrameTooLarge       uint64 // frames refused by Send, or torn down on receipt, as too large
 	PingsIn, PingsOut   uint64 // keepalive pings received and sent
+	// KeepaliveWakes counts the wake-ups of the writer's keepalive
+	// timer: each either pings or finds the link heard from and sleeps
+	// again. An idle link's cost is mostly these and its pings.
+	KeepaliveWakes uint64
 	// RecvThrottled counts the times the reader stopped reading to keep
 	// within [Config.RecvRate]; RecvThrottledTime is how long in all.
 	RecvThrottled     uint64
@@ -230,14 +235,15 @@ func (l *Link) LastRecv() time.Time { return time.Unix(0, l.lastRecv.Load()) }
 // Stats returns a snapshot of the link's counters.
 func (l *Link) Stats() LinkStats {
 	return LinkStats{
-		FramesIn:      l.stats.framesIn.Load(),
-		FramesOut:     l.stats.framesOut.Load(),
-		BytesIn:       l.stats.bytesIn.Load(),
-		BytesOut:      l.stats.bytesOut.Load(),
-		QueueFull:     l.stats.queueFull.Load(),
-		FrameTooLarge: l.stats.tooLarge.Load(),
-		PingsIn:       l.stats.pingsIn.Load(),
-		PingsOut:      l.stats.pingsOut.Load(),
+		FramesIn:       l.stats.framesIn.Load(),
+		FramesOut:      l.stats.framesOut.Load(),
+		BytesIn:        l.stats.bytesIn.Load(),
+		BytesOut:       l.stats.bytesOut.Load(),
+		QueueFull:      l.stats.queueFull.Load(),
+		FrameTooLarge:  l.stats.tooLarge.Load(),
+		PingsIn:        l.stats.pingsIn.Load(),
+		PingsOut:       l.stats.pingsOut.Load(),
+		KeepaliveWakes: l.stats.keepaliveWakes.Load(),
 
 		RecvThrottled:     l.stats.recvThrottled.Load(),
 		RecvThrottledTime: time.Duration(l.stats.recvThrottledNanos.Load()),
@@ -868,6 +874,7 @@ func (l *Link) writeLoop() {
 				err = w.flush()
 			}
 		case now := <-timer.C:
+			l.stats.keepaliveWakes.Add(1)
 			// Ping when nothing has been received for the interval: the
 			// pong keeps our reader's idle timer fed, and the ping the
 			// peer's. A link whose peer pings first then carries one ping
@@ -896,7 +903,12 @@ func (l *Link) writeLoop() {
 			if err = w.seal(hdrPing, nil); err == nil {
 				err = w.flush()
 			}
-			timer.Reset(l.keepalive)
+			// The pong comes back within a step, so the receive rule is
+			// next due at the first grid step an interval after the
+			// ping went out: wake then, once. (At the fire time plus an
+			// interval the pong has not aged an interval yet, and that
+			// wake-up only re-armed the timer.)
+			timer.Reset(clockgrid.Wait(time.Now(), recvIdle, step))
 		}
 	}
 	l.shutdown(l.writeErr(err), closeAbort)

@@ -21,6 +21,23 @@ import (
 func bubblePair(t *testing.T, a, b Config) (out, in *Link) {
 	t.Helper()
 	c1, c2 := net.Pipe()
+	return bubblePairOver(t, c1, c2, a, b)
+}
+
+// slowConn delays each write by a one-way latency, on the bubble's clock.
+type slowConn struct {
+	net.Conn
+	delay time.Duration
+}
+
+func (c slowConn) Write(b []byte) (int, error) {
+	time.Sleep(c.delay) // deliberate: the simulated latency, on synctest's clock
+	return c.Conn.Write(b)
+}
+
+// bubblePairOver is bubblePair over the given ends, c1 the dialing side's.
+func bubblePairOver(t *testing.T, c1, c2 net.Conn, a, b Config) (out, in *Link) {
+	t.Helper()
 	ctx := context.Background()
 	type res struct {
 		l   *Link
@@ -90,6 +107,35 @@ func TestSynctestIdleLinkKeepalive(t *testing.T) {
 		}
 		if si.PingsOut != 0 {
 			t.Errorf("the accepting side pinged %d times while the dialing side pinged on time", si.PingsOut)
+		}
+	})
+}
+
+// TestSynctestKeepaliveWakesOncePerPing: on an idle link the dialing
+// side's keepalive timer wakes once per ping it sends, and the accepting
+// side's about once per ping it receives: a wake-up that neither pings
+// nor falls a step after the peer's ping is wasted on every link of an
+// idle node. (The dialing side used to wake an interval after each ping,
+// a moment before the pong had aged an interval, only to re-arm.)
+func TestSynctestKeepaliveWakesOncePerPing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A millisecond each way, as between two processes: the pong
+		// comes back after the ping went out, not at the same instant.
+		c1, c2 := net.Pipe()
+		ms := time.Millisecond
+		out, in := bubblePairOver(t, slowConn{c1, ms}, slowConn{c2, ms}, testConfig(t, testOrg), testConfig(t, testOrg))
+		time.Sleep(time.Hour) // deliberate: synctest's clock, an hour of idle link
+		synctest.Wait()
+		so, si := out.Stats(), in.Stats()
+		if so.PingsOut < 100 {
+			t.Fatalf("%d pings in an hour", so.PingsOut)
+		}
+		// One extra wake-up each: the first timer, set at link up.
+		if so.KeepaliveWakes > so.PingsOut+1 {
+			t.Errorf("dialing side: %d keepalive wake-ups for %d pings sent", so.KeepaliveWakes, so.PingsOut)
+		}
+		if si.KeepaliveWakes > si.PingsIn+1 {
+			t.Errorf("accepting side: %d keepalive wake-ups for %d pings received", si.KeepaliveWakes, si.PingsIn)
 		}
 	})
 }

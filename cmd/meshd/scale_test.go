@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,8 @@ import (
 // TestScaleMesh measures a full mesh of N real meshd processes, for the
 // scale figures in docs/BENCHMARKS.md. Each node runs on a host of its own
 // (a network namespace on one bridge, as on a LAN) when namespaces can be
-// made here, else all on loopback (MESHD_SCALE_NET=loopback forces that;
+// made here, else all on loopback (MESHD_SCALE_NET=loopback forces that,
+// and MESHD_SCALE_NET=loopback-tcp too, without Unix link sockets;
 // there, all nodes dial from 127.0.0.1 and the listeners' 8 handshakes
 // per source shed some of their dials). It runs only with
 // MESHD_SCALE set to the sizes to measure, one mesh after the other:
@@ -70,7 +72,8 @@ type scaleResult struct {
 	IdleSeconds     float64   `json:"idle_seconds"`
 	RSSMeanMiB      float64   `json:"rss_mean_mib"`
 	RSSMaxMiB       float64   `json:"rss_max_mib"`
-	IdleCPUPercent  float64   `json:"idle_cpu_percent_of_one_core"` // all nodes together
+	IdleCPUPercent  float64   `json:"idle_cpu_percent_of_one_core"`     // all nodes together
+	WakeupsPerS     float64   `json:"idle_wakeups_per_second_per_node"` // context switches, all threads
 	WriteBytesPerS  float64   `json:"write_bytes_per_second_per_node"`
 	ReadBytesPerS   float64   `json:"read_bytes_per_second_per_node"`
 	FanoutSeconds   []float64 `json:"fanout_seconds"` // per message: send to the last reader's file; -1 if not all within 10 s
@@ -93,6 +96,13 @@ type scaleResult struct {
 	PresenceBytesPerS  float64 `json:"presence_bytes_per_second_per_node"`
 	PeersBytesPerS     float64 `json:"peers_bytes_per_second_per_node"`
 	OtherBytesPerS     float64 `json:"other_frame_bytes_per_second_per_node"`
+	// The same traffic in units per node per second: pings (in and out;
+	// each has its pong), presence envelopes and peer-update frames
+	// received, and the wake-ups of the links' keepalive timers.
+	KeepalivesPerS     float64 `json:"pings_per_second_per_node"`
+	KeepaliveWakesPerS float64 `json:"keepalive_wakeups_per_second_per_node"`
+	PresencePerS       float64 `json:"presence_per_second_per_node"`
+	PeerUpdatesPerS    float64 `json:"peer_updates_per_second_per_node"`
 
 	// ScanOnly counts nodes whose outbox could not be watched (inotify
 	// instances used up) and scans instead; ScanWarned those that logged
@@ -103,6 +113,10 @@ type scaleResult struct {
 	// FormationCounters sums, over all nodes, the link, dial, peer
 	// exchange, handshake and address counters once formation ended.
 	FormationCounters map[string]uint64 `json:"formation_counters"`
+	// IdleCounters is what those counters grew by from just before the
+	// idle window to its end (link moves or redials left from formation
+	// would show here, and cost the window CPU).
+	IdleCounters map[string]uint64 `json:"idle_counters"`
 }
 
 // prefixTotals sums, over every node, the counters whose names start
@@ -210,8 +224,23 @@ func runScale(t *testing.T, n int) {
 	listen := func(int) string { return "tcp://127.0.0.1:0" }
 	seed := "unix://" + filepath.Join(homes[0], "link.sock")
 	ok, why := netnstest.Available()
-	if os.Getenv("MESHD_SCALE_NET") == "loopback" {
+	switch os.Getenv("MESHD_SCALE_NET") {
+	case "loopback":
 		ok, why = false, "MESHD_SCALE_NET=loopback"
+	case "loopback-tcp":
+		// No link sockets: every link stays on TCP, as between hosts,
+		// with no move to a Unix socket (PROTOCOL.md §14.12).
+		ok, why = false, "MESHD_SCALE_NET=loopback-tcp, no Unix sockets"
+		port := freeTCPPort(t)
+		listen = func(i int) string {
+			if i == 0 {
+				return fmt.Sprintf("tcp://127.0.0.1:%d", port)
+			}
+			return "tcp://127.0.0.1:0"
+		}
+		seed = listen(0)
+		plain := start
+		start = func(i int, args ...string) *daemon { return plain(i, append(args, "--no-unix")...) }
 	}
 	if ok {
 		raiseNeighbourTable(t, n)
@@ -291,7 +320,9 @@ func runScale(t *testing.T, n int) {
 	before := make([]procSample, n)
 	after := make([]procSample, n)
 	traffic := []string{"link.pings_in", "link.pings_out", "rx.presence_bytes", "rx.frame_bytes.peers", "rx.frame_bytes.peer-update", "rx.frame_bytes.envelope",
-		"rx.frame_bytes.roster", "rx.frame_bytes.policy", "rx.frame_bytes.policy-digest", "rx.frame_bytes.ack", "rx.frame_bytes.goodbye", "rx.frame_bytes.unknown"}
+		"rx.frame_bytes.roster", "rx.frame_bytes.policy", "rx.frame_bytes.policy-digest", "rx.frame_bytes.ack", "rx.frame_bytes.goodbye", "rx.frame_bytes.unknown",
+		"rx.presence", "peers.updates", "link.keepalive_wakeups"}
+	idleBefore := prefixTotals(clients, "link.", "dial.", "peers.", "handshake.", "addr.")
 	cb := counterTotals(clients, traffic...)
 	parallel(n, 16, func(i int) { before[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
 	t0 := time.Now()
@@ -299,6 +330,13 @@ func runScale(t *testing.T, n int) {
 	parallel(n, 16, func(i int) { after[i] = sampleProc(t, ds[i].cmd.Process.Pid) })
 	res.IdleSeconds = time.Since(t0).Seconds()
 	ca := counterTotals(clients, traffic...)
+	res.IdleCounters = map[string]uint64{}
+	for k, v := range prefixTotals(clients, "link.", "dial.", "peers.", "handshake.", "addr.") {
+		if d := v - idleBefore[k]; v > idleBefore[k] && !strings.HasPrefix(k, "link.pings") && k != "link.keepalive_wakeups" {
+			res.IdleCounters[k] = d
+		}
+	}
+	t.Logf("N=%d counters that grew over the idle window, all nodes: %v", n, res.IdleCounters)
 	per := func(names ...string) float64 {
 		var d float64
 		for _, name := range names {
@@ -311,9 +349,13 @@ func runScale(t *testing.T, n int) {
 	res.PeersBytesPerS = per("rx.frame_bytes.peers", "rx.frame_bytes.peer-update")
 	// Presence rides in envelope frames; the two counters are read at
 	// slightly different moments, so the difference may dip below zero.
-	res.OtherBytesPerS = max(0, per(traffic[5:]...)-res.PresenceBytesPerS)
+	res.OtherBytesPerS = max(0, per(traffic[5:12]...)-res.PresenceBytesPerS)
+	res.KeepalivesPerS, res.PresencePerS, res.PeerUpdatesPerS = per("link.pings_in", "link.pings_out"), per("rx.presence"), per("peers.updates")
 	t.Logf("N=%d idle control traffic received per node: keepalive %.0f B/s, presence %.0f B/s, peer exchange %.0f B/s, other frames %.0f B/s",
 		n, res.KeepaliveBytesPerS, res.PresenceBytesPerS, res.PeersBytesPerS, res.OtherBytesPerS)
+	res.KeepaliveWakesPerS = per("link.keepalive_wakeups")
+	t.Logf("N=%d idle units per node: %.1f pings/s (in and out), %.1f keepalive timer wake-ups/s, %.2f presence envelopes/s, %.2f peer-updates/s",
+		n, res.KeepalivesPerS, res.KeepaliveWakesPerS, res.PresencePerS, res.PeerUpdatesPerS)
 	so := counterTotals(clients, "outbox.scan_only")
 	for i := range n {
 		if so[i]["outbox.scan_only"] > 0 {
@@ -327,9 +369,10 @@ func runScale(t *testing.T, n int) {
 	if res.ScanOnly != res.ScanWarned {
 		t.Errorf("%d outboxes scan instead of watching, but %d said so", res.ScanOnly, res.ScanWarned)
 	}
-	var cpu, wr, rd, rss float64
+	var cpu, wr, rd, rss, wake float64
 	for i := range n {
 		cpu += after[i].cpuSeconds - before[i].cpuSeconds
+		wake += float64(after[i].switches - before[i].switches)
 		wr += float64(after[i].wchar - before[i].wchar)
 		rd += float64(after[i].rchar - before[i].rchar)
 		rss += after[i].rssMiB
@@ -337,10 +380,11 @@ func runScale(t *testing.T, n int) {
 	}
 	res.RSSMeanMiB = rss / float64(n)
 	res.IdleCPUPercent = 100 * cpu / res.IdleSeconds
+	res.WakeupsPerS = wake / res.IdleSeconds / float64(n)
 	res.WriteBytesPerS = wr / res.IdleSeconds / float64(n)
 	res.ReadBytesPerS = rd / res.IdleSeconds / float64(n)
-	t.Logf("N=%d idle over %.0f s: RSS mean %.1f MiB max %.1f MiB; CPU of all nodes %.0f%% of a core; per node %.0f B/s written, %.0f B/s read",
-		n, res.IdleSeconds, res.RSSMeanMiB, res.RSSMaxMiB, res.IdleCPUPercent, res.WriteBytesPerS, res.ReadBytesPerS)
+	t.Logf("N=%d idle over %.0f s: RSS mean %.1f MiB max %.1f MiB; CPU of all nodes %.0f%% of a core (%.2f ms/s per node); per node %.0f wake-ups/s, %.0f B/s written, %.0f B/s read",
+		n, res.IdleSeconds, res.RSSMeanMiB, res.RSSMaxMiB, res.IdleCPUPercent, 10*res.IdleCPUPercent/float64(n), res.WakeupsPerS, res.WriteBytesPerS, res.ReadBytesPerS)
 
 	// Fan-out: one channel every node reads, then five messages from n000,
 	// each timed to the last reader's mailbox file.
@@ -395,6 +439,16 @@ func runScale(t *testing.T, n int) {
 	}
 }
 
+// freeTCPPort returns a port on 127.0.0.1 that was free a moment ago.
+func freeTCPPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // parallel runs f(0..n-1), at most width at a time, and waits.
 func parallel(n, width int, f func(i int)) {
 	sem := make(chan struct{}, width)
@@ -433,6 +487,7 @@ type procSample struct {
 	cpuSeconds   float64 // utime + stime
 	rssMiB       float64
 	wchar, rchar uint64
+	switches     uint64 // context switches of all threads: wake-ups, mostly
 }
 
 func sampleProc(t *testing.T, pid int) procSample {
@@ -449,6 +504,10 @@ func sampleProc(t *testing.T, pid int) procSample {
 	s.rssMiB = procField(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:") / 1024
 	s.wchar = uint64(procField(fmt.Sprintf("/proc/%d/io", pid), "wchar:"))
 	s.rchar = uint64(procField(fmt.Sprintf("/proc/%d/io", pid), "rchar:"))
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, st := range tasks {
+		s.switches += uint64(procField(st, "voluntary_ctxt_switches:") + procField(st, "nonvoluntary_ctxt_switches:"))
+	}
 	return s
 }
 

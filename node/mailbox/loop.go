@@ -207,7 +207,8 @@ func (l *Loop) Read(ctx context.Context, from proto.PubKey, id uuid.UUID) {
 func (l *Loop) Queued() (n, capacity int) { return len(l.q), cap(l.q) }
 
 // Run writes queued items, as many as are waiting per batch, and
-// checkpoints the files with one syncfs per syncInterval, until ctx is
+// checkpoints the files with one syncfs syncInterval after the first file
+// a checkpoint has not covered (not at all while none is), until ctx is
 // done; then it writes what is queued and checkpoints. After a write that
 // leaves files missing it retries with backoff, writing them from the
 // store (see retryMissing), so a disk that fills up and is freed again
@@ -230,7 +231,10 @@ func (l *Loop) Run(ctx context.Context) {
 		}
 	}
 	batch := make([]Item, 0, 256)
-	tick := time.NewTicker(syncInterval)
+	// The checkpoint timer runs only while files wait for one: an idle
+	// mailbox's loop does not wake.
+	tick := time.NewTimer(syncInterval)
+	tick.Stop()
 	defer tick.Stop()
 	var newest time.Time // delivery time of the newest file written, not yet checkpointed
 	for {
@@ -272,6 +276,9 @@ func (l *Loop) Run(ctx context.Context) {
 			}
 		}
 		if last := l.write(batch, false); last.After(newest) {
+			if newest.IsZero() {
+				tick.Reset(syncInterval)
+			}
 			newest = last
 		}
 	}

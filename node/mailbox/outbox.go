@@ -14,6 +14,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/clockgrid"
 	"github.com/meshd/meshd/internal/fsutil"
 )
 
@@ -272,7 +273,10 @@ func (o *Outbox) Run(ctx context.Context, send func(*OutgoingMessage) (Result, e
 
 	o.recover(ctx, send)
 	o.scan(ctx, send)
-	tick := time.NewTicker(every)
+	// Scans fall on multiples of every on the clock, where the node's
+	// other idle timers fall (internal/clockgrid): one wake-up, not one
+	// more per interval at the phase of the node's start.
+	tick := time.NewTimer(clockgrid.Next(time.Now(), every))
 	defer tick.Stop()
 	for {
 		select {
@@ -294,7 +298,8 @@ func (o *Outbox) Run(ctx context.Context, send func(*OutgoingMessage) (Result, e
 			// An overflow loses events; the scan finds their files.
 			o.log.Warn("mailbox: outbox: fsnotify", "err", err)
 			o.scan(ctx, send)
-		case <-tick.C:
+		case now := <-tick.C:
+			tick.Reset(clockgrid.Next(now, every))
 			o.scan(ctx, send)
 		}
 	}

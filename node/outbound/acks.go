@@ -121,6 +121,9 @@ type readerAcks struct {
 	mu      sync.Mutex
 	pending map[proto.PubKey][]uuid.UUID // guarded by mu
 	n       int                          // ids in pending; guarded by mu
+	// ready (capacity 1) says the batch is no longer empty: the loop
+	// waits on it, so an idle node's loop never wakes.
+	ready chan struct{}
 }
 
 // readerAckInterval is how often collected reader acks are counted, and
@@ -131,7 +134,7 @@ const (
 )
 
 func newReaderAcks() *readerAcks {
-	return &readerAcks{pending: map[proto.PubKey][]uuid.UUID{}}
+	return &readerAcks{pending: map[proto.PubKey][]uuid.UUID{}, ready: make(chan struct{}, 1)}
 }
 
 // add queues ids acked by reader; it reports how many did not fit.
@@ -141,6 +144,12 @@ func (r *readerAcks) add(reader proto.PubKey, ids []uuid.UUID) (dropped int) {
 	room := maxReaderAcks - r.n
 	if room < len(ids) {
 		dropped, ids = len(ids)-max(room, 0), ids[:max(room, 0)]
+	}
+	if r.n == 0 && len(ids) > 0 {
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
 	}
 	r.pending[reader] = append(r.pending[reader], ids...)
 	r.n += len(ids)
@@ -158,9 +167,12 @@ func (r *readerAcks) take() map[proto.PubKey][]uuid.UUID {
 	return out
 }
 
-// Run counts collected reader acks until ctx ends, and once more then.
+// Run counts collected reader acks, readerAckInterval after the first
+// of a batch arrived, until ctx ends, and once more then. With no acks
+// it sleeps: an idle node's loop does not wake.
 func (s *Sender) Run(ctx context.Context) {
-	t := time.NewTicker(readerAckInterval)
+	t := time.NewTimer(readerAckInterval)
+	t.Stop()
 	defer t.Stop()
 	flush := func() {
 		if err := s.cfg.Store.CountReaderAcks(s.acks.take()); err != nil {
@@ -168,6 +180,13 @@ func (s *Sender) Run(ctx context.Context) {
 		}
 	}
 	for {
+		select {
+		case <-s.acks.ready:
+		case <-ctx.Done():
+			flush()
+			return
+		}
+		t.Reset(readerAckInterval)
 		select {
 		case <-t.C:
 			flush()

@@ -36,3 +36,43 @@ func TestReaderAcksBounded(t *testing.T) {
 		t.Fatalf("%d dropped after a take emptied the batch", d)
 	}
 }
+
+// TestReaderAcksWakeOnlyWithAcks: the loop that counts reader acks is
+// woken by the first ack of a batch and by nothing else, so an idle node
+// never wakes for it (it used to tick twice a second). Acks added to a
+// batch already waiting do not wake it again; the first after a take
+// does.
+func TestReaderAcksWakeOnlyWithAcks(t *testing.T) {
+	r := newReaderAcks()
+	woken := func() bool {
+		select {
+		case <-r.ready:
+			return true
+		default:
+			return false
+		}
+	}
+	if woken() {
+		t.Fatal("an empty batch woke the loop")
+	}
+	var a proto.PubKey
+	a[0] = 1
+	r.add(a, make([]uuid.UUID, 2))
+	if !woken() {
+		t.Fatal("the first ack did not wake the loop")
+	}
+	r.add(a, make([]uuid.UUID, 3))
+	if woken() {
+		t.Fatal("an ack added to a waiting batch woke the loop again")
+	}
+	if got := r.take(); len(got[a]) != 5 {
+		t.Fatalf("took %d ids, want 5", len(got[a]))
+	}
+	if r.take() != nil || woken() {
+		t.Fatal("an empty take returned ids or woke the loop")
+	}
+	r.add(a, make([]uuid.UUID, 1))
+	if !woken() {
+		t.Fatal("the first ack after a take did not wake the loop")
+	}
+}

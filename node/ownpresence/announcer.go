@@ -44,7 +44,10 @@ func (s *Announcer) Run(ctx context.Context) {
 	// node receives its peers' refreshes together (see the node's
 	// exchangeLoop).
 	rt := time.NewTimer(clockgrid.Next(time.Now(), refresh))
-	ct := time.NewTicker(check)
+	// Checks too, so that they share the wake-ups of the node's other
+	// idle timers (keepalives, outbox scans), not wake it at the phase
+	// of its start.
+	ct := time.NewTimer(clockgrid.Next(time.Now(), check))
 	defer rt.Stop()
 	defer ct.Stop()
 	for {
@@ -57,6 +60,7 @@ func (s *Announcer) Run(ctx context.Context) {
 		case <-s.act.kick:
 			s.follow(time.Now())
 		case now := <-ct.C:
+			ct.Reset(clockgrid.Next(now, check))
 			s.follow(now)
 			for _, k := range s.table.Expire(now) {
 				s.host.Count(Expired)

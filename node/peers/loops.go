@@ -14,8 +14,14 @@ func (s *Service) dialLoop() {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		// Sleep until the next dial is due, or something changes.
-		wait := min(max(time.Until(s.dialDue()), 10*time.Millisecond), DialIdleWait)
+		// Sleep until the next dial is due, or something changes. With
+		// nothing due, the idle check falls on a whole second of the
+		// clock, with the node's other idle timers (internal/clockgrid).
+		now := time.Now()
+		wait := min(max(s.dialDue().Sub(now), 10*time.Millisecond), DialIdleWait)
+		if wait == DialIdleWait {
+			wait = clockgrid.Wait(now, wait, time.Second)
+		}
 		t.Reset(wait)
 		select {
 		case <-ctx.Done():
