@@ -204,7 +204,14 @@ type result struct {
 
 func meshctlRun(t testing.TB, bin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return meshctlRunWithin(t, 30*time.Second, bin, args...)
+}
+
+// meshctlRunWithin is meshctlRun with a bound of d: for the commands that
+// move tens of megabytes while other tests run.
+func meshctlRunWithin(t testing.TB, d time.Duration, bin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = cleanEnv()

@@ -98,6 +98,7 @@ func (o *histOrg) storedFrom(node, ch string) (map[string]int, int) {
 // stores, bob still has them unread, and carol's store was cut to
 // 10,000 by removing mal's oldest.
 func TestChannelFloodKeepsOthers(t *testing.T) {
+	t.Parallel()
 	const flood = 10_200
 	mal := newRawMember(t)
 	o := newHistOrgWith(t, map[string]proto.PubKey{"mal": mal.pub}, "alice", "bob", "carol")
