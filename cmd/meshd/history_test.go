@@ -404,7 +404,18 @@ func TestCatchUpConvergence(t *testing.T) {
 		stored = h.Stored
 		return stored >= total
 	}) {
-		t.Fatalf("bob holds %d of %d after a minute", stored, total)
+		// What the catch-up missed, and what its rounds did, for the
+		// open defect this once showed (see BENCHMARKS.md "Test suite").
+		missing := missingFrom(want, o.historyIDs("bob", "conv"))
+		c := counters(t, o.meshctl, o.homes["bob"])
+		sync := map[string]uint64{}
+		for k, v := range c {
+			if strings.HasPrefix(k, "sync.") || strings.HasPrefix(k, "history.") {
+				sync[k] = v
+			}
+		}
+		t.Fatalf("bob holds %d of %d after a minute; %d missing, e.g. %v; bob's counters %v",
+			stored, total, len(missing), missing[:min(len(missing), 10)], sync)
 	}
 	took := time.Since(start)
 	got := o.historyIDs("bob", "conv")
