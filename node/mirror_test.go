@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/mailbox"
 	"github.com/meshd/meshd/proto"
@@ -188,12 +189,20 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 		t.Fatal("empty file after the repair")
 	}
 	// Each file is listed once: the rewrite keeps the line already there
-	// and adds the one the crash lost.
-	got, _ := os.ReadFile(idx)
-	for _, f := range mailboxFiles(t, m.home(1)) {
-		if c := strings.Count(string(got), "\tinbox/"+filepath.Base(f)+"\t"); c != 1 {
-			t.Errorf("index lists %s %d times:\n%s", filepath.Base(f), c, got)
+	// and adds the one the crash lost. The loop appends the lines after it
+	// writes a batch's files, so the index may lag the files a moment.
+	var got []byte
+	listedOnce := func() bool {
+		got, _ = os.ReadFile(idx)
+		for _, f := range mailboxFiles(t, m.home(1)) {
+			if strings.Count(string(got), "\tinbox/"+filepath.Base(f)+"\t") != 1 {
+				return false
+			}
 		}
+		return true
+	}
+	if !testwait.Until(5*time.Second, listedOnce) {
+		t.Errorf("the index does not list each file once:\n%s", got)
 	}
 	if n := strings.Count(string(got), "\n"); n != 3 {
 		t.Errorf("index has %d lines, want 3:\n%s", n, got)

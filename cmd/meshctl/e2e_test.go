@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/meshd/meshd/internal/testpar"
+	"github.com/meshd/meshd/internal/testtmp"
 )
 
 // moduleRoot finds the directory holding go.mod above the test's directory.
@@ -74,6 +75,7 @@ func buildMeshctl(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	testpar.Default()
+	testtmp.Use()
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

@@ -28,6 +28,7 @@ const reviewPatch = `--- a/hello.txt
 // git's check of the patch. The exchange ends: alice's commands exit,
 // bob's inbox is empty and his loop is back in its wait.
 func TestPatchReviewLoop(t *testing.T) {
+	t.Parallel()
 	needTools(t, "bash", "jq", "git")
 	o := newHistOrgArgs(t, nil, nil, "alice", "bob")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -21,6 +21,7 @@ import (
 // line naming each file's local path once it is in the mailbox, and the
 // files at those paths match their signed hashes.
 func TestAttachmentEventStreamPaths(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	dir := t.TempDir()
 	file1, data1 := randomFile(t, dir, "change.patch", 300<<10, 21)

@@ -23,6 +23,7 @@ import (
 // change the stored blob through the link. A file replaced by meshd's own
 // user (or root) is caught by meshctl verify.
 func TestAttachmentMailboxGroup(t *testing.T) {
+	t.Parallel()
 	requireSetpriv(t)
 	const gid = 64996
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--mailbox-group", strconv.Itoa(gid))

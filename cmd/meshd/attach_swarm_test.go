@@ -23,6 +23,7 @@ import (
 // for theirs, so readers serve one another chunks, most of them from a
 // part they are still fetching; all three hold verified copies.
 func TestAttachmentReadersServeEachOther(t *testing.T) {
+	t.Parallel()
 	names := []string{"alice", "bob", "carol", "dave"}
 	m := newLoopbackFaultMesh(t, names, "--attachment-channel-eager-max-kib", "2048")
 	m.channel("data")
@@ -57,6 +58,7 @@ func TestAttachmentReadersServeEachOther(t *testing.T) {
 // and answers unavailable, with no chunk, to the same member asking
 // under a channel message it may not read.
 func TestAttachmentPartNotServedToNonReader(t *testing.T) {
+	t.Parallel()
 	r := startRawTarget(t, "", "mallory")
 	meshctlOK(t, r.meshctl, "--home", r.home, "channel", "create", "drop", "--readers", "role:admin")
 	var show struct {

@@ -71,6 +71,7 @@ func (m *faultMesh) counter(i int, name string) uint64 { return m.status(i).Coun
 // arrives with the attachment listed in the mailbox file's Attachments
 // header, and the file appears beside it, byte for byte, once verified.
 func TestAttachmentDMArrivesVerified(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	file, data := randomFile(t, t.TempDir(), "build.log", 2*256<<10+1000, 1)
 	var sent api.Sent
@@ -119,6 +120,7 @@ func TestAttachmentDMArrivesVerified(t *testing.T) {
 // TestAttachmentSendRefusals: meshctl refuses a path it cannot read, and
 // meshd a file over attachment_max_mib, before anything is signed.
 func TestAttachmentSendRefusals(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-max-mib", "1")
 	r := meshctlRun(t, m.meshctl, "--home", m.homes[0], "dm", "bob", "x", "--attach", filepath.Join(t.TempDir(), "missing"))
 	if r.code == 0 || !strings.Contains(r.stderr, "no such file") {
@@ -138,6 +140,7 @@ func TestAttachmentSendRefusals(t *testing.T) {
 // attachment_channel_eager_max_kib is not fetched as the message
 // arrives; meshctl fetch fetches it, verified.
 func TestAttachmentChannelFetchOnDemand(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-channel-eager-max-kib", "256")
 	m.channel("data")
 	file, data := randomFile(t, t.TempDir(), "sample.csv", 300<<10, 3)
@@ -179,6 +182,7 @@ func TestAttachmentChannelFetchOnDemand(t *testing.T) {
 // had made durable, the file is complete and verified, and no partial
 // file was ever in the mailbox.
 func TestAttachmentResumesAfterKill(t *testing.T) {
+	t.Parallel()
 	// bob asks for at most 4 MiB/s of chunks, so the 24 MiB take seconds.
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-fetch-rate-mib", "4")
 	file, data := randomFile(t, t.TempDir(), "dataset.bin", 24<<20, 5)
@@ -215,6 +219,7 @@ func TestAttachmentResumesAfterKill(t *testing.T) {
 // hash and the message's id; with a DM addressed to it that names the
 // same blob, it gets the chunk list.
 func TestAttachmentNotServedToNonReader(t *testing.T) {
+	t.Parallel()
 	r := startRawTarget(t, "", "mallory")
 	meshctlOK(t, r.meshctl, "--home", r.home, "channel", "create", "admins", "--readers", "role:admin")
 	file, data := randomFile(t, t.TempDir(), "secret.txt", 1000, 6)
@@ -269,6 +274,7 @@ func TestAttachmentNotServedToNonReader(t *testing.T) {
 // TestAttachmentRequestAndResponse: a request carries an input file and
 // its answer a result file, each fetched verified by the other end.
 func TestAttachmentRequestAndResponse(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	in, inData := randomFile(t, t.TempDir(), "fix.patch", 1000, 7)
 	out, outData := randomFile(t, t.TempDir(), "report.txt", 300<<10, 8)
@@ -290,6 +296,7 @@ func TestAttachmentRequestAndResponse(t *testing.T) {
 // space (here: more than any disk has), fetches pause with a warning
 // instead of filling the disk.
 func TestAttachmentFetchPausesOnLowDisk(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--mailbox-min-free-mib", "1073741824")
 	file, _ := randomFile(t, t.TempDir(), "big.bin", 1000, 10)
 	var sent api.Sent
@@ -307,6 +314,7 @@ func TestAttachmentFetchPausesOnLowDisk(t *testing.T) {
 // TestAttachmentFromOutbox: an outbox file's Attach lines attach files;
 // a relative path is refused with the file's .error.
 func TestAttachmentFromOutbox(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	file, data := randomFile(t, t.TempDir(), "trace.txt", 5000, 11)
 	outbox := filepath.Join(m.homes[0], "mailbox", "outbox")
@@ -344,6 +352,7 @@ func TestAttachmentFromOutbox(t *testing.T) {
 // attachment, gets the message by history sync from bob once alice is
 // gone, and fetches the file from bob, who holds it.
 func TestAttachmentFromAnotherReader(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob", "carol"})
 	m.channel("data")
 	if err := m.ds[2].stop(syscall.SIGTERM); err != nil {
@@ -375,6 +384,7 @@ func TestAttachmentFromAnotherReader(t *testing.T) {
 // Once retention removes her channel message (read, past the channel's
 // one-message count), the budget frees and her next re-send lands.
 func TestAttachmentSenderBudget(t *testing.T) {
+	t.Parallel()
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1", "--retention-interval", "1s")
 	m.channel("data", "--retention-messages", "1")
 	dir := t.TempDir()

@@ -380,6 +380,7 @@ func (m *floodMember) send(ch uuid.UUID, epoch uuid.UUID, seq uint64, ts time.Ti
 // at most 16 places before other senders'), so bob sends carol's numbers
 // above 900 rather than her whole stream by time.
 func TestEpochFloodKeepsRealGap(t *testing.T) {
+	t.Parallel()
 	const before, flood = 900, 5000
 	carol, mallory := newFloodMember(t), newFloodMember(t)
 	carol.silent = true

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/internal/testpar"
+	"github.com/meshd/meshd/internal/testtmp"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -62,16 +64,19 @@ func buildBinaries(t testing.TB) (meshd, meshctl string) {
 			bins.err = err
 			return
 		}
-		for _, b := range []string{"meshd", "meshctl"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(bins.dir, b), "./cmd/"+b)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				bins.err = fmt.Errorf("go build %s: %v\n%s", b, err, out)
-				return
-			}
+		// One go build for both: it links them in parallel.
+		cmd := exec.Command("go", "build", "-o", bins.dir+string(filepath.Separator), "./cmd/meshd", "./cmd/meshctl")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			bins.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
 		}
-		bins.meshd = filepath.Join(bins.dir, "meshd")
-		bins.meshctl = filepath.Join(bins.dir, "meshctl")
+		exe := ""
+		if runtime.GOOS == "windows" {
+			exe = ".exe" // go build -o DIR/ names them as the system does
+		}
+		bins.meshd = filepath.Join(bins.dir, "meshd"+exe)
+		bins.meshctl = filepath.Join(bins.dir, "meshctl"+exe)
 	})
 	if bins.err != nil {
 		t.Fatal(bins.err)
@@ -81,6 +86,7 @@ func buildBinaries(t testing.TB) (meshd, meshctl string) {
 
 func TestMain(m *testing.M) {
 	testpar.Default()
+	testtmp.Use()
 	code := m.Run()
 	if bins.dir != "" {
 		os.RemoveAll(bins.dir)
@@ -198,7 +204,14 @@ type result struct {
 
 func meshctlRun(t testing.TB, bin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return meshctlRunWithin(t, 30*time.Second, bin, args...)
+}
+
+// meshctlRunWithin is meshctlRun with a bound of d: for the commands that
+// move tens of megabytes while other tests run.
+func meshctlRunWithin(t testing.TB, d time.Duration, bin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = cleanEnv()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -420,24 +421,36 @@ func TestLogFloodBounded(t *testing.T) {
 
 	const presences, forged = 50000, 10000
 	epoch := proto.NewEpoch()
-	frames := make([][]byte, 0, presences+forged)
-	for i := range presences + forged {
-		state := proto.Online
-		if i%2 == 1 {
-			state = proto.Away
-		}
-		se, err := proto.SignEnvelope(key, &proto.Envelope{ID: proto.NewID(), From: me, To: proto.ToOrg("acme"),
-			Kind: proto.KindPresence, TS: time.Now().UnixMilli(), TTL: 300, Seq: uint64(i + 1), Epoch: epoch,
-			Presence: &proto.Presence{State: state, Seq: uint64(i + 1)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw := se.Raw
-		if i >= presences {
-			raw = append([]byte(nil), raw...)
-			raw[len(raw)-1] ^= 1 // in the signature
-		}
-		frames = append(frames, append([]byte{byte(proto.FrameEnvelope)}, raw...))
+	// Signed on every core: the node is idle until the link comes up.
+	frames := make([][]byte, presences+forged)
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(frames); i += workers {
+				state := proto.Online
+				if i%2 == 1 {
+					state = proto.Away
+				}
+				se, err := proto.SignEnvelope(key, &proto.Envelope{ID: proto.NewID(), From: me, To: proto.ToOrg("acme"),
+					Kind: proto.KindPresence, TS: time.Now().UnixMilli(), TTL: 300, Seq: uint64(i + 1), Epoch: epoch,
+					Presence: &proto.Presence{State: state, Seq: uint64(i + 1)}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				raw := se.Raw
+				if i >= presences {
+					raw = append([]byte(nil), raw...)
+					raw[len(raw)-1] ^= 1 // in the signature
+				}
+				frames[i] = append([]byte{byte(proto.FrameEnvelope)}, raw...)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

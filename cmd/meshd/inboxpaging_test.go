@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,8 +26,19 @@ import (
 // every item, in delivery order, in the format of one answer; --limit
 // lists the newest N across pages; the text listing holds every item.
 func TestLargeInboxListsFully(t *testing.T) {
+	// Parallel: its one time bound is a floor (the receive cap), and its
+	// listings, some 70 MB each, have bounds for a hang, not a speed.
+	t.Parallel()
 	rt := startRawTarget(t, "", "sender", "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--link-recv-rate-mib", "16")
 	meshctl, h, key, me, target := rt.meshctl, rt.home, rt.key, rt.pub, rt.target
+	list := func(args ...string) string {
+		t.Helper()
+		r := meshctlRunWithin(t, 3*time.Minute, meshctl, append([]string{"--home", h}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("meshctl %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
+		}
+		return r.stdout
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := rt.dial(t, 10*time.Second)
@@ -85,12 +95,7 @@ func TestLargeInboxListsFully(t *testing.T) {
 	}
 
 	// Every item, through meshctl's paging.
-	out := exec.Command(meshctl, "--home", h, "inbox", "--json")
-	out.Env = cleanEnv()
-	raw, err := out.Output()
-	if err != nil {
-		t.Fatalf("meshctl inbox --json: %v", err)
-	}
+	raw := []byte(list("inbox", "--json"))
 	if len(raw) <= 64<<20 {
 		t.Fatalf("the listing is %d bytes, not beyond the old 64 MiB cap", len(raw))
 	}
@@ -119,7 +124,9 @@ func TestLargeInboxListsFully(t *testing.T) {
 
 	// The newest 1,100: beyond one answer's 1,000 items and 4 MiB.
 	var newest api.Inbox
-	meshctlJSON(t, meshctl, &newest, "--home", h, "inbox", "--limit", "1100")
+	if err := json.Unmarshal([]byte(list("inbox", "--limit", "1100", "--json")), &newest); err != nil {
+		t.Fatalf("meshctl inbox --limit 1100 --json: %v", err)
+	}
 	if len(newest.Items) != 1100 {
 		t.Fatalf("--limit 1100 listed %d items", len(newest.Items))
 	}
@@ -135,7 +142,7 @@ func TestLargeInboxListsFully(t *testing.T) {
 	}
 
 	// The text listing: a header line an item.
-	text := meshctlOK(t, meshctl, "--home", h, "inbox")
+	text := list("inbox")
 	if n := len(regexp.MustCompile(`(?m)^\* \[\w+\] .* dm from `).FindAllStringIndex(text, -1)); n != big+small {
 		t.Errorf("text listing holds %d items, want %d", n, big+small)
 	}

@@ -1,0 +1,18 @@
+package node
+
+import (
+	"flag"
+	"os"
+	"testing"
+
+	"github.com/meshd/meshd/internal/testtmp"
+)
+
+// TestMain puts the tests' temporary directories on a memory file system
+// when there is one (see internal/testtmp): the stores' fsyncs and the
+// removal of their files wait on the disk otherwise.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	testtmp.Use()
+	os.Exit(m.Run())
+}
