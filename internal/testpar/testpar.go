@@ -37,8 +37,20 @@ func Default() int {
 	set := false
 	flag.Visit(func(v *flag.Flag) { set = set || v.Name == "test.parallel" })
 	if !set {
-		_ = f.Value.Set(strconv.Itoa(max(Min, PerCPU*runtime.GOMAXPROCS(0))))
+		_ = f.Value.Set(strconv.Itoa(Want()))
 	}
 	n, _ := strconv.Atoi(f.Value.String())
+	return n
+}
+
+// Want is the value Default sets: max(Min, PerCPU*GOMAXPROCS), halved
+// under the race detector, which multiplies each daemon's CPU several
+// times over, so that the waits the tests bound stay on a loaded
+// 2-core machine what they were when four ran at once.
+func Want() int {
+	n := max(Min, PerCPU*runtime.GOMAXPROCS(0))
+	if raceEnabled {
+		n /= 2
+	}
 	return n
 }

@@ -26,6 +26,9 @@ func TestDefault(t *testing.T) {
 		t.Skip("-test.parallel was given; Default keeps it")
 	}
 	want := max(Min, PerCPU*runtime.GOMAXPROCS(0))
+	if raceEnabled {
+		want /= 2
+	}
 	if got != want || f.Value.String() != strconv.Itoa(want) {
 		t.Fatalf("Default() = %d, -test.parallel %s; want %d", got, f.Value, want)
 	}
