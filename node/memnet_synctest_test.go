@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshd/meshd/internal/bubble"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
@@ -75,7 +76,7 @@ func bubbleWaitFor(t *testing.T, limit time.Duration, what string, cond func() b
 		if time.Since(start) >= limit {
 			t.Fatalf("%s: not within %v", what, limit)
 		}
-		time.Sleep(10 * time.Millisecond) // deliberate: a step of the bubble's clock
+		bubble.Advance(10 * time.Millisecond) // a step of the bubble's clock
 	}
 }
 
@@ -239,12 +240,12 @@ func TestSynctestSilentMemberOffline(t *testing.T) {
 		check := min(ttl/4, 2*time.Second)
 		ticks := (e.LastHeard.Add(ttl).Sub(t0))/check + 1
 		expiry := t0.Add(ticks * check) // the first check that finds it silent for longer than ttl
-		time.Sleep(time.Until(expiry) - time.Nanosecond)
+		bubble.Advance(time.Until(expiry) - time.Nanosecond)
 		synctest.Wait()
 		if n := a.metrics.Get("presence.expired"); n != 0 {
 			t.Fatalf("b counted expired %v after it was last heard, before the check due at %v", time.Since(e.LastHeard), expiry.Sub(e.LastHeard))
 		}
-		time.Sleep(time.Nanosecond)
+		bubble.Advance(time.Nanosecond)
 		synctest.Wait()
 		if n := a.metrics.Get("presence.expired"); n != 1 {
 			t.Fatalf("b counted expired %d times at the check due %v after it was last heard, want once", n, expiry.Sub(e.LastHeard))
@@ -292,12 +293,12 @@ func TestSynctestDirectRetention(t *testing.T) {
 		for due.Add(-keep).UnixMilli() <= sentMs {
 			due = t0.Add((due.Sub(t0)/iv + 1) * iv)
 		}
-		time.Sleep(time.Until(due) - time.Nanosecond)
+		bubble.Advance(time.Until(due) - time.Nanosecond)
 		synctest.Wait()
 		if n := b.metrics.Get("retention.pruned.direct"); n != 0 || len(mailboxFiles(t, m.home(1))) != 1 {
 			t.Fatalf("%d DMs pruned before the pass due %v after it came", n, due.Sub(time.UnixMilli(sentMs)))
 		}
-		time.Sleep(time.Nanosecond)
+		bubble.Advance(time.Nanosecond)
 		synctest.Wait()
 		if n := b.metrics.Get("retention.pruned.direct"); n != 1 {
 			t.Fatalf("%d DMs pruned by the pass due %v after the DM came, want 1", n, due.Sub(time.UnixMilli(sentMs)))

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/meshd/meshd/internal/bubble"
 )
 
 // The link's timers (keepalive pings, the idle timeout, the bound on a
@@ -31,7 +33,7 @@ type slowConn struct {
 }
 
 func (c slowConn) Write(b []byte) (int, error) {
-	time.Sleep(c.delay) // deliberate: the simulated latency, on synctest's clock
+	bubble.Advance(c.delay) // the simulated latency, on synctest's clock
 	return c.Conn.Write(b)
 }
 
@@ -79,7 +81,7 @@ func TestSynctestIdleLinkKeepalive(t *testing.T) {
 		start := time.Now()
 		worst := time.Duration(0)
 		for time.Since(start) < time.Hour {
-			time.Sleep(time.Second) // deliberate: synctest's clock, a second of link time at once
+			bubble.Advance(time.Second) // synctest's clock, a second of link time at once
 			synctest.Wait()
 			for _, l := range []*Link{out, in} {
 				if err := l.Err(); err != nil {
@@ -124,7 +126,7 @@ func TestSynctestKeepaliveWakesOncePerPing(t *testing.T) {
 		c1, c2 := net.Pipe()
 		ms := time.Millisecond
 		out, in := bubblePairOver(t, slowConn{c1, ms}, slowConn{c2, ms}, testConfig(t, testOrg), testConfig(t, testOrg))
-		time.Sleep(time.Hour) // deliberate: synctest's clock, an hour of idle link
+		bubble.Advance(time.Hour) // synctest's clock, an hour of idle link
 		synctest.Wait()
 		so, si := out.Stats(), in.Stats()
 		if so.PingsOut < 100 {

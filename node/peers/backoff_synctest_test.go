@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshd/meshd/internal/bubble"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -90,7 +91,7 @@ func TestSynctestDialBackoff(t *testing.T) {
 			peer = proto.PubKeyOf(newPeerKey(t))
 		}
 		start := addMember(svc, h, peer, "tcp://192.0.2.2:7946")
-		time.Sleep(time.Hour) // deliberate: an hour of the bubble's clock
+		bubble.Advance(time.Hour) // an hour of the bubble's clock
 		synctest.Wait()
 
 		dials := h.attempts()
@@ -132,7 +133,7 @@ func TestSynctestDialBackoffRecovers(t *testing.T) {
 		addr := "tcp://192.0.2.2:7946"
 		addMember(svc, h, peer, addr)
 		for len(h.attempts()) < 5 {
-			time.Sleep(time.Millisecond) // deliberate: a step of the bubble's clock
+			bubble.Advance(time.Millisecond) // a step of the bubble's clock
 			synctest.Wait()
 		}
 		svc.Lock()
@@ -207,7 +208,7 @@ func TestSynctestDialUnreachable(t *testing.T) {
 		svc, h := bubbleService(t, nw, self)
 		peer := proto.PubKeyOf(newPeerKey(t))
 		addMember(svc, h, peer, "tcp://192.0.2.2:7946")
-		time.Sleep(2 * time.Minute) // deliberate: two minutes of the bubble's clock
+		bubble.Advance(2 * time.Minute) // two minutes of the bubble's clock
 		synctest.Wait()
 
 		dials := h.attempts()
