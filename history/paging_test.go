@@ -82,3 +82,69 @@ func TestPagingKeepsAHoleItsPeerHolds(t *testing.T) {
 	}
 	t.Logf("%d pages", pages)
 }
+
+// TestPagingPastAHoleItsPeerLacks: when the responder lacks the number
+// the mark waits for, the next page fills nothing and the mark rises past
+// the hole (as before), so paging still ends, with every envelope the
+// responder holds fetched and at most one page more than without the
+// hole.
+func TestPagingPastAHoleItsPeerLacks(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{t: t0}
+	a, _ := openTest(t, Config{Now: clk.now})
+	b, _ := openTest(t, Config{Now: clk.now})
+	alice := newSender(t, "alice")
+	ch := uuid.New()
+	const n = 1000
+	var held []*proto.SignedEnvelope
+	for seq := uint64(1); seq <= n; seq++ {
+		ts := t0.UnixMilli() + int64(seq)
+		if seq == 101 {
+			ts -= 2 // in the first page, above the hole at 100
+		}
+		se := alice.envSeq(t, proto.ToChannel(ch), ts, seq, "c")
+		if seq != 100 {
+			held = append(held, se)
+		}
+	}
+	mustPut(t, a, held...)
+	pages := pageAll(t, a, b, historyReq(ch, 0, 100, proto.MaxHistoryBytes), n/100+2)
+	for _, se := range held {
+		if _, err := b.Get(se.From, se.ID); err != nil {
+			t.Fatalf("seq %d not fetched: %v", se.Seq, err)
+		}
+	}
+	t.Logf("%d pages", pages)
+}
+
+// TestNextMark: the next page's mark of one stream.
+func TestNextMark(t *testing.T) {
+	t.Parallel()
+	set := func(ns ...uint64) map[uint64]bool {
+		m := map[uint64]bool{}
+		for _, n := range ns {
+			m[n] = true
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name   string
+		mark   uint64
+		marked bool
+		seqs   map[uint64]bool
+		page   int
+		want   uint64
+	}{
+		{"contiguous from the mark", 10, true, set(11, 12, 13), 3, 13},
+		{"hole below the last", 10, true, set(11, 12, 14), 3, 12},
+		{"unmarked, hole below the last", 0, false, set(5, 6, 8), 3, 6},
+		{"unmarked, contiguous", 0, false, set(5, 6, 7), 3, 7},
+		{"no progress from the mark", 10, true, set(12, 13), 2, 13},
+		{"more than half the page again", 10, true, set(11, 13, 14, 15), 4, 15},
+		{"half the page again", 10, true, set(11, 12, 14, 15), 4, 12},
+	} {
+		if got := nextMark(tc.mark, tc.marked, tc.seqs, tc.page); got != tc.want {
+			t.Errorf("%s: nextMark = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
