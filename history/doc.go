@@ -133,9 +133,16 @@
 // excluded by mark and what was not is still matched. Every page returns
 // only new envelopes, so paging ends, and because ties are ordered by seq
 // within a stream, no envelope is skipped even when thousands share one
-// timestamp. The one case a page boundary can skip an envelope is a
-// sender whose clock stepped back between two consecutive numbers; the
-// next catch-up round, which starts from the stored marks, fills it.
+// timestamp. A page cut can fall between two numbers of a stream whose
+// ts order crossed (a sender numbers an envelope before it stamps it, so
+// two sends at once can cross; or its clock stepped back): the next
+// request then keeps the stream's mark below the missing number, so the
+// next page fills it, and sends the few above it again. Only when that
+// page does not fill it either (the responder lacks it) does the mark
+// rise past it; the next catch-up round, which starts from the stored
+// marks, asks another peer. Without this, the numbers paged in above such
+// a hole overflowed Config.MaxPendingSeqs, which gave the hole up as
+// lost before any round asked for it again.
 //
 // # Retention
 //

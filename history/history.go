@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
+	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/meshd/meshd/proto"
@@ -118,11 +120,21 @@ func (s *Store) History(req *proto.HistoryRequest) (msgs [][]byte, more bool, er
 // envelopes received in answer to prev (parse them all, including any the
 // receive pipeline later rejects). SinceTS moves to the newest ts in the
 // page and each stream's mark moves to the highest seq the page held for
-// it, so the envelopes already received are never sent again, ties on ts
+// it, so the envelopes already received are not sent again, ties on ts
 // included. It returns nil when page is empty: nothing more can come.
 //
-// Raising a mark past a hole gives up filling that hole in this round of
-// paging; the next round starts again from [Store.SeqMarks].
+// A page is in time order, and a sender numbers an envelope before it
+// stamps its time, so two sent at once can cross: a page cut between
+// them holds number n+1 and not n, which comes in a later page. Raising
+// the mark past n would skip it for the rest of the paging, and the
+// numbers paged in above the hole could overflow the store's pending
+// bound (Config.MaxPendingSeqs), which gives the hole up as lost. So a
+// stream whose numbers in the page are not contiguous from its mark (from
+// the lowest it held, if unmarked) keeps its mark at the end of that
+// contiguous run, and the next page sends the few above it again with the
+// missing one (see nextMark). Where that does not move the mark on, or
+// would send more than half a page again, the mark rises past the hole,
+// and the next round fills it from [Store.SeqMarks].
 func NextHistoryRequest(prev *proto.HistoryRequest, page []*proto.SignedEnvelope) *proto.HistoryRequest {
 	if len(page) == 0 {
 		return nil
@@ -132,11 +144,20 @@ func NextHistoryRequest(prev *proto.HistoryRequest, page []*proto.SignedEnvelope
 	for _, m := range prev.SinceSeqBySender {
 		marks[markKey(m)] = m
 	}
+	held := make(map[[keyLen + idLen]byte]map[uint64]bool)
 	for _, se := range page {
 		next.SinceTS = max(next.SinceTS, se.TS)
-		m := proto.SeqMark{Sender: se.From, Epoch: se.Epoch, LastSeq: se.Seq}
-		k := markKey(m)
-		if old, ok := marks[k]; !ok || old.LastSeq < se.Seq {
+		k := markKey(proto.SeqMark{Sender: se.From, Epoch: se.Epoch})
+		if held[k] == nil {
+			held[k] = map[uint64]bool{}
+		}
+		held[k][se.Seq] = true
+	}
+	for k, seqs := range held {
+		old, marked := marks[k]
+		m := proto.SeqMark{Sender: proto.PubKey(k[:keyLen]), Epoch: uuid.UUID(k[keyLen:])}
+		m.LastSeq = nextMark(old.LastSeq, marked, seqs, len(page))
+		if !marked || old.LastSeq < m.LastSeq {
 			marks[k] = m
 		}
 	}
@@ -161,6 +182,40 @@ func NextHistoryRequest(prev *proto.HistoryRequest, page []*proto.SignedEnvelope
 		next.SinceSeqBySender = keep
 	}
 	return &next
+}
+
+// nextMark returns a stream's mark for the next page: the end of the
+// contiguous run of seqs from the mark (or, unmarked, from the lowest
+// of seqs) when the page left a hole above it, so the next page fills
+// it; otherwise, or when that run does not move the mark on or leaves
+// more than half of a page of pageLen envelopes to send again, the
+// highest of seqs.
+func nextMark(mark uint64, marked bool, seqs map[uint64]bool, pageLen int) uint64 {
+	top := uint64(0)
+	low := uint64(math.MaxUint64)
+	for n := range seqs {
+		top, low = max(top, n), min(low, n)
+	}
+	run := mark
+	if !marked {
+		run = low
+	}
+	for run < top && seqs[run+1] {
+		run++
+	}
+	if run == top || (marked && run == mark) {
+		return top
+	}
+	again := 0
+	for n := range seqs {
+		if n > run {
+			again++
+		}
+	}
+	if 2*again > pageLen {
+		return top
+	}
+	return run
 }
 
 func markKey(m proto.SeqMark) [keyLen + idLen]byte {
