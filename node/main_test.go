@@ -1,8 +1,6 @@
 package node
 
 import (
-	"flag"
-	"os"
 	"testing"
 
 	"github.com/meshd/meshd/internal/testtmp"
@@ -11,8 +9,4 @@ import (
 // TestMain puts the tests' temporary directories on a memory file system
 // when there is one (see internal/testtmp): the stores' fsyncs and the
 // removal of their files wait on the disk otherwise.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	testtmp.Use()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testtmp.Main(m) }

@@ -10,8 +10,10 @@
 package testtmp
 
 import (
+	"flag"
 	"os"
 	"strings"
+	"testing"
 )
 
 // EnvDir names the directory the tests' temporary files go in, when set;
@@ -64,4 +66,13 @@ func measuring() bool {
 		}
 	}
 	return false
+}
+
+// Main is the TestMain of a package whose tests need nothing more: it
+// parses the flags (Use asks whether benchmarks run), calls Use and runs
+// the tests.
+func Main(m *testing.M) {
+	flag.Parse()
+	Use()
+	os.Exit(m.Run())
 }
