@@ -433,7 +433,9 @@ func runScale(t *testing.T, n int) {
 
 	if dir := os.Getenv("MESHD_SCALE_OUT"); dir != "" {
 		out, _ := json.MarshalIndent(res, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("scale-%d.json", n)), out, 0o644); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Error(err)
+		} else if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("scale-%d.json", n)), out, 0o644); err != nil {
 			t.Error(err)
 		}
 	}
