@@ -74,11 +74,13 @@ type Config struct {
 	// at most 63 numbers.
 	SeqReserve uint64
 
-	// MaxPendingSeqs bounds the out-of-order sequence numbers remembered
-	// per (sender, destination, epoch) stream. When a stream exceeds it,
-	// its lowest gap is declared lost and the contiguous run moves past
-	// it. Default 1024: room for long reorderings, while a gap that no
-	// peer can fill (pruned everywhere) cannot hold a stream back forever.
+	// MaxPendingSeqs bounds the runs of out-of-order sequence numbers
+	// remembered per (sender, destination, epoch) stream, that is its
+	// holes: a hole followed by any number of later arrivals is one run.
+	// When a stream exceeds it, its lowest gap is declared lost and the
+	// contiguous run moves past it. Default 1024: room for many holes at
+	// once while catch-up fills them, while a sender that skips numbers
+	// (every other one, say) cannot make the store remember without bound.
 	MaxPendingSeqs int
 
 	// PruneChunk caps the deletions of one retention transaction. Default

@@ -47,7 +47,7 @@
 // byte followed by the channel id (16 bytes), the peer key (32 bytes) or
 // SHA-256 of the org id (32 bytes).
 //
-//	meta         "schema" → version (8), 2
+//	meta         "schema" → version (8), 3
 //	             "counters" → epoch(16) | n(4) | n × (destination | last(8))
 //	             "backfill" → 1 (present after meshctl repair, until history sync backfilled every channel)
 //	env          id(16) | from(32) → version(1) | flags(1) | received(8) |
@@ -60,9 +60,10 @@
 //	seen         from(32) | id(16) → ts(8)
 //	seen-age     ts(8) | from(32) | id(16) → 1
 //	marks        destination key | sender(32) | epoch(16) → stream record
-//	             (run first, run last, min, max, pending, lost, updated)
-//	seqs         destination key | sender(32) | epoch(16) | seq(8) → 1
-//	             numbers that arrived outside a stream's contiguous run
+//	             (run first, run last, min, max, pending, lost, updated, runs)
+//	seq-runs     destination key | sender(32) | epoch(16) | first(8) → last(8)
+//	             maximal runs of numbers that arrived outside a stream's
+//	             contiguous run (schema 2 kept one key per number, in seqs)
 //	queue        peer(32) | qseq(8) → expires(8) | id(16) | wire bytes
 //	queue-id     peer(32) | id(16) → qseq(8)
 //	queue-count  peer(32) → n(8)
@@ -140,9 +141,9 @@
 // next page fills it, and sends the few above it again. Only when that
 // page does not fill it either (the responder lacks it) does the mark
 // rise past it; the next catch-up round, which starts from the stored
-// marks, asks another peer. Without this, the numbers paged in above such
-// a hole overflowed Config.MaxPendingSeqs, which gave the hole up as
-// lost before any round asked for it again.
+// marks, asks another peer. Config.MaxPendingSeqs bounds a stream's
+// holes, not the numbers that arrive above a hole (schema 3 keeps them
+// as runs), so neither paging nor live traffic past a hole gives it up.
 //
 // # Retention
 //

@@ -21,7 +21,7 @@ var (
 	bucketSeen    = []byte("seen")
 	bucketSeenAge = []byte("seen-age")
 	bucketMarks   = []byte("marks")
-	bucketSeqs    = []byte("seqs")
+	bucketRuns    = []byte("seq-runs")
 	bucketQueue   = []byte("queue")
 	bucketQueueID = []byte("queue-id")
 	bucketQCount  = []byte("queue-count")
@@ -36,7 +36,7 @@ var (
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketEnv, bucketChanIdx, bucketDirIdx, bucketCounts,
-		bucketSeen, bucketSeenAge, bucketMarks, bucketSeqs, bucketQueue,
+		bucketSeen, bucketSeenAge, bucketMarks, bucketRuns, bucketQueue,
 		bucketQueueID, bucketQCount, bucketInbox, bucketInboxT, bucketSenders,
 		bucketDelivery, bucketDeliveryT, bucketDeliveryA, bucketReqOut,
 	}
@@ -51,9 +51,12 @@ var (
 
 // schemaVersion is the on-disk layout version stored under meta/schema.
 // Version 1 (meshd up to 9798b00) keyed envelopes and inbox state by id
-// alone; version 2 keys them by (id, sender) and adds the senders bucket.
-// [Open] upgrades a version 1 store in place (see migrate.go).
-const schemaVersion = 2
+// alone; version 2 keys them by (id, sender) and adds the senders bucket;
+// version 3 keeps a stream's pending sequence numbers as runs (seq-runs)
+// instead of one key per number (seqs), so Config.MaxPendingSeqs bounds
+// holes, not the numbers that arrived above a hole. [Open] upgrades an
+// older store in place (see migrate.go).
+const schemaVersion = 3
 
 // countDirect is the counts key of envelopes not addressed to a channel.
 var countDirect = []byte{0}

@@ -126,9 +126,8 @@ func (s *Store) History(req *proto.HistoryRequest) (msgs [][]byte, more bool, er
 // A page is in time order, and a sender numbers an envelope before it
 // stamps its time, so two sent at once can cross: a page cut between
 // them holds number n+1 and not n, which comes in a later page. Raising
-// the mark past n would skip it for the rest of the paging, and the
-// numbers paged in above the hole could overflow the store's pending
-// bound (Config.MaxPendingSeqs), which gives the hole up as lost. So a
+// the mark past n would skip it for the rest of the paging (the store
+// keeps the hole, but only a later round would ask for it). So a
 // stream whose numbers in the page are not contiguous from its mark (from
 // the lowest it held, if unmarked) keeps its mark at the end of that
 // contiguous run, and the next page sends the few above it again with the

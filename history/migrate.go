@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -39,18 +40,92 @@ func schemaOf(db *bolt.DB) (uint64, error) {
 // upgrade brings the store in db from schema version from to
 // schemaVersion in one transaction.
 func upgrade(db *bolt.DB, from uint64) (n int, err error) {
-	if from != 1 {
+	if from < 1 || from >= schemaVersion {
 		return 0, fmt.Errorf("%w: no upgrade from schema version %d", ErrCorrupt, from)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		var err error
-		n, err = upgradeV1(tx)
-		if err != nil {
-			return err
+		if from == 1 {
+			if n, err = upgradeV1(tx); err != nil {
+				return err
+			}
+		}
+		if err := upgradeV2(tx); err != nil {
+			return fmt.Errorf("upgrade sequence tracking: %w", err)
 		}
 		return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion))
 	})
 	return n, err
+}
+
+// upgradeV2 turns a version 2 store's pending sequence numbers, one key
+// per number in the seqs bucket, into maximal runs in the seq-runs
+// bucket, and gives each stream record the count of its runs.
+func upgradeV2(tx *bolt.Tx) error {
+	runs, err := tx.CreateBucketIfNotExists(bucketRuns)
+	if err != nil {
+		return err
+	}
+	marks := tx.Bucket(bucketMarks)
+	if marks == nil {
+		return fmt.Errorf("%w: no marks bucket", ErrCorrupt)
+	}
+	seqs := tx.Bucket([]byte("seqs"))
+	type stream struct {
+		key []byte
+		m   markRec
+	}
+	var all []stream
+	c := marks.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		switch len(v) {
+		case markRecLen: // already upgraded
+		case markRecLenV2:
+			all = append(all, stream{bytes.Clone(k), decodeMarkV2(v)})
+		default:
+			return fmt.Errorf("%w: stream record of %d bytes", ErrCorrupt, len(v))
+		}
+	}
+	for _, st := range all {
+		m := st.m
+		if seqs != nil && m.pending > 0 {
+			var first, last uint64
+			open := false
+			put := func() error {
+				m.runs++
+				return runs.Put(seqKey(st.key, first), binary.BigEndian.AppendUint64(nil, last))
+			}
+			sc := seqs.Cursor()
+			for k, _ := sc.Seek(st.key); k != nil && bytes.HasPrefix(k, st.key); k, _ = sc.Next() {
+				if len(k) != len(st.key)+8 {
+					continue
+				}
+				n := binary.BigEndian.Uint64(k[len(st.key):])
+				if open && n == last+1 {
+					last = n
+					continue
+				}
+				if open {
+					if err := put(); err != nil {
+						return err
+					}
+				}
+				first, last, open = n, n, true
+			}
+			if open {
+				if err := put(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := marks.Put(st.key, m.encode()); err != nil {
+			return err
+		}
+	}
+	if seqs != nil {
+		return tx.DeleteBucket([]byte("seqs"))
+	}
+	return nil
 }
 
 // upgradeV1 rekeys a version 1 store, whose envelopes and inbox state

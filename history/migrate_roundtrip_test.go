@@ -15,12 +15,13 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
-// downgradeToV1 rewrites a schema 2 store at path in the schema 1 layout
-// of meshd 9798b00 (envelopes and inbox state keyed by id alone, no
-// senders bucket), as that release would have written it. It needs ids
-// unique across senders, as schema 1 did.
+// downgradeToV1 rewrites a store at path in the schema 1 layout of meshd
+// 9798b00 (envelopes and inbox state keyed by id alone, no senders
+// bucket, pending numbers one key each), as that release would have
+// written it. It needs ids unique across senders, as schema 1 did.
 func downgradeToV1(tb testing.TB, path string) {
 	tb.Helper()
+	downgradeToV2(tb, path)
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		tb.Fatal(err)

@@ -83,7 +83,7 @@ func (s *Store) Restore(rs []Restored) (added []bool, err error) {
 // ([Store.SetBackfill]).
 func (s *Store) ForgetSeqMarks() error {
 	return s.write(func(w *wtx) (error, error) {
-		for _, name := range [][]byte{bucketMarks, bucketSeqs} {
+		for _, name := range [][]byte{bucketMarks, bucketRuns} {
 			if err := w.tx.DeleteBucket(name); err != nil {
 				return nil, err
 			}

@@ -446,7 +446,7 @@ type wtx struct {
 	tx  *bolt.Tx
 	now time.Time
 
-	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, seqs,
+	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, runs,
 	queue, queueID, qcount, inbox, inboxT, senders,
 	delivery, deliveryT, deliveryA, reqOut *bolt.Bucket
 
@@ -495,7 +495,7 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 		seen:    tx.Bucket(bucketSeen),
 		seenAge: tx.Bucket(bucketSeenAge),
 		marks:   tx.Bucket(bucketMarks),
-		seqs:    tx.Bucket(bucketSeqs),
+		runs:    tx.Bucket(bucketRuns),
 		queue:   tx.Bucket(bucketQueue),
 		queueID: tx.Bucket(bucketQueueID),
 		qcount:  tx.Bucket(bucketQCount),

@@ -16,24 +16,29 @@ import (
 )
 
 // markRec is the tracking state of one (sender, destination, epoch)
-// stream. Every number in [lo, hi] has arrived; numbers outside that run
-// that have arrived are listed in the seqs bucket (pending of them).
+// stream. Every number in [lo, hi] has arrived; the numbers outside that
+// run that have arrived are kept as maximal runs in the seq-runs bucket
+// (pending numbers in runs runs).
 type markRec struct {
 	lo, hi   uint64 // the contiguous run that holds the first number seen
 	min, max uint64 // lowest and highest number seen
 	pending  uint64 // numbers seen outside [lo, hi]
-	lost     uint64 // numbers declared lost when pending overflowed
+	lost     uint64 // numbers declared lost (Config.MaxPendingSeqs, ForgetGaps)
 	updated  int64  // Unix ms of the last arrival
+	runs     uint64 // runs of the pending numbers: the holes above or below
 }
 
-const markRecLen = 7 * 8
+const markRecLen = 8 * 8
+
+// markRecLenV2 is the stream record of schema 2, without runs.
+const markRecLenV2 = 7 * 8
 
 func (m *markRec) encode() []byte { return m.put(make([]byte, markRecLen)) }
 
 // put writes the record into b, which must be markRecLen bytes, and
 // returns b.
 func (m *markRec) put(b []byte) []byte {
-	for i, v := range [...]uint64{m.lo, m.hi, m.min, m.max, m.pending, m.lost, uint64(m.updated)} {
+	for i, v := range [...]uint64{m.lo, m.hi, m.min, m.max, m.pending, m.lost, uint64(m.updated), m.runs} {
 		binary.BigEndian.PutUint64(b[i*8:], v)
 	}
 	return b
@@ -44,20 +49,54 @@ func decodeMark(b []byte) (markRec, error) {
 	if len(b) != markRecLen {
 		return m, fmt.Errorf("%w: stream record of %d bytes", ErrCorrupt, len(b))
 	}
-	f := func(i int) uint64 { return binary.BigEndian.Uint64(b[i*8:]) }
-	m = markRec{lo: f(0), hi: f(1), min: f(2), max: f(3), pending: f(4), lost: f(5), updated: int64(f(6))}
+	m = decodeMarkV2(b)
+	m.runs = binary.BigEndian.Uint64(b[7*8:])
 	return m, nil
+}
+
+// decodeMarkV2 decodes the first markRecLenV2 bytes of b, which holds at
+// least that many.
+func decodeMarkV2(b []byte) markRec {
+	f := func(i int) uint64 { return binary.BigEndian.Uint64(b[i*8:]) }
+	return markRec{lo: f(0), hi: f(1), min: f(2), max: f(3), pending: f(4), lost: f(5), updated: int64(f(6))}
 }
 
 func seqKey(sk []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(bytes.Clone(sk), seq)
 }
 
+// A pending run is stored as stream key | first(8) → last(8): the numbers
+// first..last have arrived, outside the stream's run and not adjacent to
+// it or to another pending run (runs are kept maximal).
+
+// runAt returns the pending run of stream sk whose first number is the
+// greatest not above seq, if any.
+func runAt(c *bolt.Cursor, sk []byte, seq uint64) (first, last uint64, ok bool) {
+	target := seqKey(sk, seq)
+	k, v := c.Seek(target)
+	if !bytes.Equal(k, target) {
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+	}
+	if k == nil || !bytes.HasPrefix(k, sk) || len(k) != len(sk)+8 || len(v) != 8 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(sk):]), binary.BigEndian.Uint64(v), true
+}
+
+// putRun stores the pending run first..last of stream sk.
+func (w *wtx) putRun(sk []byte, first, last uint64) error {
+	return w.runs.Put(seqKey(sk, first), binary.BigEndian.AppendUint64(nil, last))
+}
+
 // observeSeq records the arrival of seq in the stream (from, d, epoch)
 // and keeps the run [lo, hi] as long as the arrivals allow.
 func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID, seq uint64) error {
-	// The stream key, destKey(d) | from | epoch, lives in w.key until the
-	// end: the keys made below are their own (seqKey copies sk).
+	// The key buffer is reused across calls; nothing may keep a slice of it
+	// past the end: the keys made below are their own (seqKey copies sk).
 	w.key = appendDestKey(w.key[:0], d)
 	w.key = append(append(w.key, from[:]...), epoch[:]...)
 	sk := w.key
@@ -86,14 +125,10 @@ func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID
 			return err
 		}
 	default:
-		k := seqKey(sk, seq)
-		if w.seqs.Get(k) == nil {
-			if err := w.seqs.Put(k, present); err != nil {
-				return err
-			}
-			m.pending++
+		if err := w.addPending(sk, &m, seq); err != nil {
+			return err
 		}
-		if m.pending > uint64(w.s.cfg.MaxPendingSeqs) {
+		if m.runs > uint64(w.s.cfg.MaxPendingSeqs) {
 			if err := w.giveUpGap(sk, &m); err != nil {
 				return err
 			}
@@ -102,62 +137,104 @@ func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID
 	return w.marks.Put(sk, m.put(w.value(markRecLen)))
 }
 
-// absorbUp extends the run over pending numbers directly above it.
-func (w *wtx) absorbUp(sk []byte, m *markRec) error {
-	for m.pending > 0 && m.hi < math.MaxUint64 {
-		k := seqKey(sk, m.hi+1)
-		if w.seqs.Get(k) == nil {
-			return nil
+// addPending adds seq, outside the stream's run and not adjacent to it,
+// to its pending runs: it joins the run that ends just below it and the
+// one that starts just above it, or starts a run of its own.
+func (w *wtx) addPending(sk []byte, m *markRec, seq uint64) error {
+	c := w.runs.Cursor()
+	first, last, below := runAt(c, sk, seq)
+	if below && seq <= last {
+		return nil // already pending
+	}
+	joinBelow := below && last == seq-1
+	var aboveLast uint64
+	joinAbove := false
+	if seq < math.MaxUint64 {
+		target := seqKey(sk, seq+1)
+		if k, v := c.Seek(target); bytes.Equal(k, target) && len(v) == 8 {
+			joinAbove, aboveLast = true, binary.BigEndian.Uint64(v)
 		}
-		if err := w.seqs.Delete(k); err != nil {
+	}
+	m.pending++
+	switch {
+	case joinBelow && joinAbove:
+		if err := w.runs.Delete(seqKey(sk, seq+1)); err != nil {
 			return err
 		}
-		m.hi++
-		m.pending--
+		m.runs--
+		return w.putRun(sk, first, aboveLast)
+	case joinBelow:
+		return w.putRun(sk, first, seq)
+	case joinAbove:
+		if err := w.runs.Delete(seqKey(sk, seq+1)); err != nil {
+			return err
+		}
+		return w.putRun(sk, seq, aboveLast)
 	}
-	return nil
+	m.runs++
+	return w.putRun(sk, seq, seq)
 }
 
-// absorbDown extends the run over pending numbers directly below it.
-func (w *wtx) absorbDown(sk []byte, m *markRec) error {
-	for m.pending > 0 && m.lo > 0 {
-		k := seqKey(sk, m.lo-1)
-		if w.seqs.Get(k) == nil {
-			return nil
-		}
-		if err := w.seqs.Delete(k); err != nil {
-			return err
-		}
-		m.lo--
-		m.pending--
+// absorbUp extends the run over the pending run that starts just above
+// it (pending runs are maximal, so there is at most one).
+func (w *wtx) absorbUp(sk []byte, m *markRec) error {
+	if m.runs == 0 || m.hi == math.MaxUint64 {
+		return nil
 	}
+	k := seqKey(sk, m.hi+1)
+	v := w.runs.Get(k)
+	if len(v) != 8 {
+		return nil
+	}
+	return w.takeRun(k, m, m.hi+1, binary.BigEndian.Uint64(v))
+}
+
+// absorbDown extends the run over the pending run that ends just below
+// it.
+func (w *wtx) absorbDown(sk []byte, m *markRec) error {
+	if m.runs == 0 || m.lo == 0 {
+		return nil
+	}
+	first, last, ok := runAt(w.runs.Cursor(), sk, m.lo-1)
+	if !ok || last != m.lo-1 {
+		return nil
+	}
+	return w.takeRun(seqKey(sk, first), m, first, last)
+}
+
+// takeRun moves the pending run first..last (key k), adjacent to the
+// stream's run, into it.
+func (w *wtx) takeRun(k []byte, m *markRec, first, last uint64) error {
+	if n := last - first + 1; last < first || n > m.pending || m.runs == 0 {
+		return fmt.Errorf("%w: pending run %d..%d against %d pending numbers in %d runs", ErrCorrupt, first, last, m.pending, m.runs)
+	}
+	if err := w.runs.Delete(k); err != nil {
+		return err
+	}
+	m.lo, m.hi = min(m.lo, first), max(m.hi, last)
+	m.pending -= last - first + 1
+	m.runs--
 	return nil
 }
 
 // giveUpGap declares the lowest gap above the run lost (or, with nothing
-// above it, the highest gap below it) and extends the run over it.
+// above it, the highest gap below it) and extends the run over it and
+// the pending run beyond it.
 func (w *wtx) giveUpGap(sk []byte, m *markRec) error {
-	c := w.seqs.Cursor()
-	k, _ := c.Seek(seqKey(sk, m.hi))
-	if k != nil && bytes.HasPrefix(k, sk) {
-		next := binary.BigEndian.Uint64(k[len(sk):])
-		m.lost += next - m.hi - 1
-		m.hi = next - 1
-		return w.absorbUp(sk, m)
+	c := w.runs.Cursor()
+	k, v := c.Seek(seqKey(sk, m.hi))
+	if k != nil && bytes.HasPrefix(k, sk) && len(k) == len(sk)+8 && len(v) == 8 {
+		first := binary.BigEndian.Uint64(k[len(sk):])
+		m.lost += first - m.hi - 1
+		m.hi = first - 1
+		return w.takeRun(bytes.Clone(k), m, first, binary.BigEndian.Uint64(v))
 	}
-	k, _ = c.Seek(seqKey(sk, m.lo))
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
+	if first, last, ok := runAt(c, sk, m.lo); ok && last < m.lo {
+		m.lost += m.lo - last - 1
+		m.lo = last + 1
+		return w.takeRun(seqKey(sk, first), m, first, last)
 	}
-	if k != nil && bytes.HasPrefix(k, sk) && len(k) == len(sk)+8 {
-		prev := binary.BigEndian.Uint64(k[len(sk):])
-		m.lost += m.lo - prev - 1
-		m.lo = prev + 1
-		return w.absorbDown(sk, m)
-	}
-	return fmt.Errorf("%w: stream records %d pending numbers but none are stored", ErrCorrupt, m.pending)
+	return fmt.Errorf("%w: stream records %d pending numbers in %d runs but none are stored", ErrCorrupt, m.pending, m.runs)
 }
 
 // SeqRange is an inclusive range of sequence numbers.
@@ -200,7 +277,7 @@ func (s *Store) Gaps(d proto.Destination) ([]Stream, error) {
 	var out []Stream
 	dk := destKey(d)
 	err := s.view(func(tx *bolt.Tx) error {
-		seqs := tx.Bucket(bucketSeqs)
+		runs := tx.Bucket(bucketRuns)
 		c := tx.Bucket(bucketMarks).Cursor()
 		for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
 			m, err := decodeMark(v)
@@ -209,7 +286,7 @@ func (s *Store) Gaps(d proto.Destination) ([]Stream, error) {
 			}
 			st := streamOf(k[len(dk):], m)
 			if m.pending > 0 {
-				st.Missing = missing(seqs, k, m)
+				st.Missing = missing(runs, k, m)
 			}
 			out = append(out, st)
 		}
@@ -229,29 +306,32 @@ func streamOf(senderEpoch []byte, m markRec) Stream {
 	return st
 }
 
-// missing walks the pending numbers of a stream in order and reports the
+// missing walks the pending runs of a stream in order and reports the
 // holes between them and the run.
-func missing(seqs *bolt.Bucket, sk []byte, m markRec) []SeqRange {
+func missing(runs *bolt.Bucket, sk []byte, m markRec) []SeqRange {
 	var out []SeqRange
-	prev, have := uint64(0), false
-	note := func(n uint64) {
-		if have && n > prev+1 && len(out) < MaxMissingRanges {
-			out = append(out, SeqRange{prev + 1, n - 1})
+	prev, have := uint64(0), false // the last number of the run before
+	note := func(first, last uint64) {
+		if have && first > prev+1 && len(out) < MaxMissingRanges {
+			out = append(out, SeqRange{prev + 1, first - 1})
 		}
+		prev, have = last, true
 	}
-	c := seqs.Cursor()
+	c := runs.Cursor()
 	runDone := false
-	for k, _ := c.Seek(sk); k != nil && bytes.HasPrefix(k, sk) && len(out) < MaxMissingRanges; k, _ = c.Next() {
-		n := binary.BigEndian.Uint64(k[len(sk):])
-		if !runDone && n > m.hi {
-			note(m.lo)
-			prev, have, runDone = m.hi, true, true
+	for k, v := c.Seek(sk); k != nil && bytes.HasPrefix(k, sk) && len(out) < MaxMissingRanges; k, v = c.Next() {
+		if len(k) != len(sk)+8 || len(v) != 8 {
+			continue
 		}
-		note(n)
-		prev, have = n, true
+		first := binary.BigEndian.Uint64(k[len(sk):])
+		if !runDone && first > m.hi {
+			note(m.lo, m.hi)
+			runDone = true
+		}
+		note(first, binary.BigEndian.Uint64(v))
 	}
 	if !runDone {
-		note(m.lo)
+		note(m.lo, m.hi)
 	}
 	return out
 }
@@ -394,8 +474,8 @@ func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) b
 				return nil, err
 			}
 			m.lost += (m.max - m.min + 1) - (m.hi - m.lo + 1) - m.pending
-			m.lo, m.hi, m.pending = m.min, m.max, 0
-			if err := deletePrefix(w.seqs, sk); err != nil {
+			m.lo, m.hi, m.pending, m.runs = m.min, m.max, 0, 0
+			if err := deletePrefix(w.runs, sk); err != nil {
 				return nil, err
 			}
 			if err := w.marks.Put(sk, m.encode()); err != nil {
@@ -423,7 +503,7 @@ func (w *wtx) pruneStreams(dk []byte, cutoff int64) error {
 		}
 	}
 	for _, sk := range old {
-		if err := deletePrefix(w.seqs, sk); err != nil {
+		if err := deletePrefix(w.runs, sk); err != nil {
 			return err
 		}
 		if err := w.marks.Delete(sk); err != nil {
