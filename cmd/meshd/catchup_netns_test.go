@@ -102,7 +102,14 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 	linked := time.Since(healed)
 
 	missing := 0
+	// What the polls saw, for a failure of the bound below: whether the
+	// messages came late or the polls themselves did.
+	var polls []string
 	if !testwait.Until(time.Until(healed.Add(30*time.Second)), func() bool {
+		start := time.Now()
+		defer func() {
+			polls = append(polls, fmt.Sprintf("%v+%v:%d", start.Sub(healed).Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond), missing))
+		}()
 		missing = 0
 		for i := range n {
 			got, err := m.historyIDsAPI(i, "ops")
@@ -138,6 +145,7 @@ func TestPartitionCatchUpOneRound(t *testing.T) {
 	// round (SyncInterval, 5 min). 1–4 s here; the bound leaves room for a
 	// loaded machine.
 	if took-linked > 15*time.Second {
-		t.Errorf("caught up %v after the links came back, want within one round (15 s)", (took - linked).Round(time.Millisecond))
+		t.Errorf("caught up %v after the links came back, want within one round (15 s); polls (start after the heal + duration: missing): %v",
+			(took - linked).Round(time.Millisecond), polls)
 	}
 }
