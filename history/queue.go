@@ -42,20 +42,20 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 	rec = append(rec, se.Raw...)
 	return s.write(func(w *wtx) (error, error) {
 		ik := queueIDKey(peer, se.ID)
-		if w.queueID.Get(ik) != nil {
+		if w.queueID().Get(ik) != nil {
 			return nil, nil
 		}
-		if n := getU64(w.qcount.Get(peer[:])); n >= uint64(w.s.cfg.MaxQueuePerPeer) {
+		if n := getU64(w.qcount().Get(peer[:])); n >= uint64(w.s.cfg.MaxQueuePerPeer) {
 			return fmt.Errorf("%w: %d envelopes queued for %s", ErrQueueFull, n, peer.Fingerprint()), nil
 		}
-		qseq, err := w.queue.NextSequence()
+		qseq, err := w.queue().NextSequence()
 		if err != nil {
 			return nil, err
 		}
-		if err := w.queue.Put(queueKey(peer, qseq), rec); err != nil {
+		if err := w.queue().Put(queueKey(peer, qseq), rec); err != nil {
 			return nil, err
 		}
-		if err := w.queueID.Put(ik, u64(qseq)); err != nil {
+		if err := w.queueID().Put(ik, u64(qseq)); err != nil {
 			return nil, err
 		}
 		r := DeliveryRecord{ID: se.ID, Peer: peer, Kind: se.Kind, State: DeliveryQueued,
@@ -72,7 +72,7 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 		if _, err := w.putEnv(se, false, false); err != nil {
 			return nil, err
 		}
-		return nil, w.addCount(w.qcount, peer[:], 1)
+		return nil, w.addCount(w.qcount(), peer[:], 1)
 	}, nil)
 }
 
@@ -137,7 +137,7 @@ func (s *Store) ack(peer proto.PubKey, ids []uuid.UUID) (removed int, err error)
 		removed = 0
 		for _, id := range ids {
 			ik := queueIDKey(peer, id)
-			v := w.queueID.Get(ik)
+			v := w.queueID().Get(ik)
 			if v == nil {
 				if err := w.ackChannel(id, peer); err != nil {
 					return nil, err
@@ -213,12 +213,12 @@ func (s *Store) expire(peer proto.PubKey, ids []uuid.UUID, nowMS int64) error {
 	err := s.write(func(w *wtx) (error, error) {
 		failed = failed[:0]
 		for _, id := range ids {
-			v := w.queueID.Get(queueIDKey(peer, id))
+			v := w.queueID().Get(queueIDKey(peer, id))
 			if v == nil {
 				continue
 			}
 			key := queueKey(peer, getU64(v))
-			rec := w.queue.Get(key)
+			rec := w.queue().Get(key)
 			if len(rec) < 8+idLen || int64(binary.BigEndian.Uint64(rec)) >= nowMS {
 				continue
 			}

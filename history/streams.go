@@ -61,10 +61,10 @@ func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID
 	w.key = appendDestKey(w.key[:0], d)
 	w.key = append(append(w.key, from[:]...), epoch[:]...)
 	sk := w.key
-	v := w.marks.Get(sk)
+	v := w.marks().Get(sk)
 	if v == nil {
 		m := markRec{lo: seq, hi: seq, min: seq, max: seq, updated: w.now.UnixMilli()}
-		return w.marks.Put(sk, m.put(w.value(markRecLen)))
+		return w.marks().Put(sk, m.put(w.value(markRecLen)))
 	}
 	m, err := decodeMark(v)
 	if err != nil {
@@ -87,8 +87,8 @@ func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID
 		}
 	default:
 		k := seqKey(sk, seq)
-		if w.seqs.Get(k) == nil {
-			if err := w.seqs.Put(k, present); err != nil {
+		if w.seqs().Get(k) == nil {
+			if err := w.seqs().Put(k, present); err != nil {
 				return err
 			}
 			m.pending++
@@ -99,17 +99,17 @@ func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID
 			}
 		}
 	}
-	return w.marks.Put(sk, m.put(w.value(markRecLen)))
+	return w.marks().Put(sk, m.put(w.value(markRecLen)))
 }
 
 // absorbUp extends the run over pending numbers directly above it.
 func (w *wtx) absorbUp(sk []byte, m *markRec) error {
 	for m.pending > 0 && m.hi < math.MaxUint64 {
 		k := seqKey(sk, m.hi+1)
-		if w.seqs.Get(k) == nil {
+		if w.seqs().Get(k) == nil {
 			return nil
 		}
-		if err := w.seqs.Delete(k); err != nil {
+		if err := w.seqs().Delete(k); err != nil {
 			return err
 		}
 		m.hi++
@@ -122,10 +122,10 @@ func (w *wtx) absorbUp(sk []byte, m *markRec) error {
 func (w *wtx) absorbDown(sk []byte, m *markRec) error {
 	for m.pending > 0 && m.lo > 0 {
 		k := seqKey(sk, m.lo-1)
-		if w.seqs.Get(k) == nil {
+		if w.seqs().Get(k) == nil {
 			return nil
 		}
-		if err := w.seqs.Delete(k); err != nil {
+		if err := w.seqs().Delete(k); err != nil {
 			return err
 		}
 		m.lo--
@@ -137,7 +137,7 @@ func (w *wtx) absorbDown(sk []byte, m *markRec) error {
 // giveUpGap declares the lowest gap above the run lost (or, with nothing
 // above it, the highest gap below it) and extends the run over it.
 func (w *wtx) giveUpGap(sk []byte, m *markRec) error {
-	c := w.seqs.Cursor()
+	c := w.seqs().Cursor()
 	k, _ := c.Seek(seqKey(sk, m.hi))
 	if k != nil && bytes.HasPrefix(k, sk) {
 		next := binary.BigEndian.Uint64(k[len(sk):])
@@ -374,7 +374,7 @@ func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) b
 	err := s.write(func(w *wtx) (error, error) {
 		given = 0
 		var streams [][]byte
-		c := w.marks.Cursor()
+		c := w.marks().Cursor()
 		for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
 			m, err := decodeMark(v)
 			if err != nil {
@@ -389,16 +389,16 @@ func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) b
 			streams = append(streams, bytes.Clone(k))
 		}
 		for _, sk := range streams {
-			m, err := decodeMark(w.marks.Get(sk))
+			m, err := decodeMark(w.marks().Get(sk))
 			if err != nil {
 				return nil, err
 			}
 			m.lost += (m.max - m.min + 1) - (m.hi - m.lo + 1) - m.pending
 			m.lo, m.hi, m.pending = m.min, m.max, 0
-			if err := deletePrefix(w.seqs, sk); err != nil {
+			if err := deletePrefix(w.seqs(), sk); err != nil {
 				return nil, err
 			}
-			if err := w.marks.Put(sk, m.encode()); err != nil {
+			if err := w.marks().Put(sk, m.encode()); err != nil {
 				return nil, err
 			}
 		}
@@ -412,7 +412,7 @@ func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) b
 // whose last arrival is older than cutoff, with their pending numbers.
 func (w *wtx) pruneStreams(dk []byte, cutoff int64) error {
 	var old [][]byte
-	c := w.marks.Cursor()
+	c := w.marks().Cursor()
 	for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
 		m, err := decodeMark(v)
 		if err != nil {
@@ -423,10 +423,10 @@ func (w *wtx) pruneStreams(dk []byte, cutoff int64) error {
 		}
 	}
 	for _, sk := range old {
-		if err := deletePrefix(w.seqs, sk); err != nil {
+		if err := deletePrefix(w.seqs(), sk); err != nil {
 			return err
 		}
-		if err := w.marks.Delete(sk); err != nil {
+		if err := w.marks().Delete(sk); err != nil {
 			return err
 		}
 	}
