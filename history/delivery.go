@@ -164,28 +164,37 @@ func (w *wtx) setDelivery(id uuid.UUID, peer proto.PubKey, st DeliveryState, rea
 	return r, true, w.delivery().Put(k, r.encode())
 }
 
-// ackChannel counts reader's ack of our channel Message id, once per
-// reader. An id that names no channel Message of ours is ignored.
-func (w *wtx) ackChannel(id uuid.UUID, reader proto.PubKey) error {
-	k := appendEnvKey(nil, id, zeroPeer)
-	v := w.delivery().Get(k)
+// ackChannel counts readers' acks of our channel Message id, once per
+// reader, reading and rewriting its record once. An id that names no
+// channel Message of ours is ignored.
+func (w *wtx) ackChannel(id uuid.UUID, readers ...proto.PubKey) error {
+	w.key = appendEnvKey(w.key[:0], id, zeroPeer)
+	v := w.delivery().Get(w.key)
 	if v == nil {
 		return nil
 	}
-	ak := appendEnvKey(nil, id, reader)
-	if w.deliveryA().Get(ak) != nil {
-		return nil
-	}
-	r, err := decodeDelivery(k, v)
+	r, err := decodeDelivery(w.key, v)
 	if err != nil {
 		return err
 	}
-	r.Acked++
-	r.At = w.now
-	if err := w.deliveryA().Put(ak, present); err != nil {
-		return err
+	n := 0
+	for _, reader := range readers {
+		w.key = appendEnvKey(w.key[:0], id, reader)
+		if w.deliveryA().Get(w.key) != nil {
+			continue
+		}
+		if err := w.deliveryA().Put(w.key, present); err != nil {
+			return err
+		}
+		n++
 	}
-	return w.delivery().Put(k, r.encode())
+	if n == 0 {
+		return nil
+	}
+	r.Acked += n
+	r.At = w.now
+	w.key = appendEnvKey(w.key[:0], id, zeroPeer)
+	return w.delivery().Put(w.key, r.encode())
 }
 
 // failQueued records that the queued envelope raw (ours, for peer) will

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
@@ -190,17 +191,42 @@ func (s *Store) AckQueued(peer proto.PubKey, ids []uuid.UUID) (acked int, rest [
 
 // CountReaderAcks counts, in one write, each reader's acks of channel
 // Messages of ours (ids that name none are ignored), once per reader.
+// The acks are taken per Message, so each record is read and rewritten
+// once however many readers acked it.
 func (s *Store) CountReaderAcks(acks map[proto.PubKey][]uuid.UUID) error {
-	if len(acks) == 0 {
+	n := 0
+	for _, ids := range acks {
+		n += len(ids)
+	}
+	if n == 0 {
 		return nil
 	}
+	type readerAck struct {
+		id     uuid.UUID
+		reader proto.PubKey
+	}
+	all := make([]readerAck, 0, n)
+	for reader, ids := range acks {
+		for _, id := range ids {
+			all = append(all, readerAck{id, reader})
+		}
+	}
+	slices.SortFunc(all, func(a, b readerAck) int { return bytes.Compare(a.id[:], b.id[:]) })
+	readers := make([]proto.PubKey, 0, 16)
 	return s.write(func(w *wtx) (error, error) {
-		for reader, ids := range acks {
-			for _, id := range ids {
-				if err := w.ackChannel(id, reader); err != nil {
-					return nil, err
-				}
+		for i := 0; i < len(all); {
+			j := i + 1
+			for j < len(all) && all[j].id == all[i].id {
+				j++
 			}
+			readers = readers[:0]
+			for _, a := range all[i:j] {
+				readers = append(readers, a.reader)
+			}
+			if err := w.ackChannel(all[i].id, readers...); err != nil {
+				return nil, err
+			}
+			i = j
 		}
 		return nil, nil
 	}, nil)

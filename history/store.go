@@ -508,7 +508,7 @@ var wtxBuckets = [...]struct {
 	{bucketCounts, false}, {bucketSeen, true}, {bucketSeenAge, true}, {bucketMarks, false},
 	{bucketSeqs, false}, {bucketQueue, true}, {bucketQueueID, true}, {bucketQCount, false},
 	{bucketInbox, true}, {bucketInboxT, true}, {bucketSenders, false},
-	{bucketDelivery, true}, {bucketDeliveryT, true}, {bucketDeliveryA, false}, {bucketReqOut, false},
+	{bucketDelivery, true}, {bucketDeliveryT, true}, {bucketDeliveryA, true}, {bucketReqOut, false},
 }
 
 // Indexes into wtxBuckets.
