@@ -41,19 +41,19 @@ func decodeUsage(v []byte) (usage, error) {
 // senderUsage reads from's usage; a damaged record reads as zero, and is
 // rewritten whole by the next put.
 func (w *wtx) senderUsage(from proto.PubKey) usage {
-	u, _ := decodeUsage(w.senders.Get(from[:]))
+	u, _ := decodeUsage(w.senders().Get(from[:]))
 	return u
 }
 
 func (w *wtx) putSenderUsage(from proto.PubKey, u usage) error {
 	w.key = append(w.key[:0], from[:]...)
 	if u.count == 0 {
-		return w.senders.Delete(w.key)
+		return w.senders().Delete(w.key)
 	}
 	v := w.value(usageRecLen)
 	binary.BigEndian.PutUint64(v, u.bytes)
 	binary.BigEndian.PutUint64(v[8:], u.count)
-	return w.senders.Put(w.key, v)
+	return w.senders().Put(w.key, v)
 }
 
 // withinBudget reports whether a sender using u may store size more bytes.
@@ -64,7 +64,7 @@ func (s *Store) withinBudget(u usage, size int) bool {
 // releaseBudget gives the stored peer-addressed envelope ek's bytes back
 // to its sender's budget. A missing envelope gives nothing back.
 func (w *wtx) releaseBudget(ek [envKLen]byte) error {
-	v := w.env.Get(ek[:])
+	v := w.env().Get(ek[:])
 	if v == nil {
 		return nil
 	}

@@ -65,7 +65,7 @@ func (s *Store) SaveCounters(epoch uuid.UUID, last map[proto.Destination]uint64)
 	}
 	rec := encodeCounters(epoch, last)
 	return s.write(func(w *wtx) (error, error) {
-		return nil, w.meta.Put(metaCounters, rec)
+		return nil, w.meta().Put(metaCounters, rec)
 	}, nil)
 }
 

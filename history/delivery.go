@@ -134,13 +134,13 @@ func deliveryTimeKey(sent int64, id uuid.UUID, peer proto.PubKey) []byte {
 // putDelivery writes a new record and its time index entry.
 func (w *wtx) putDelivery(r *DeliveryRecord) error {
 	k := appendEnvKey(nil, r.ID, r.Peer)
-	if w.delivery.Get(k) != nil {
+	if w.delivery().Get(k) != nil {
 		return nil
 	}
-	if err := w.delivery.Put(k, r.encode()); err != nil {
+	if err := w.delivery().Put(k, r.encode()); err != nil {
 		return err
 	}
-	return w.deliveryT.Put(deliveryTimeKey(r.Sent.UnixMilli(), r.ID, r.Peer), present)
+	return w.deliveryT().Put(deliveryTimeKey(r.Sent.UnixMilli(), r.ID, r.Peer), present)
 }
 
 // setDelivery moves the record (id, peer) to state at w.now, if it is
@@ -148,7 +148,7 @@ func (w *wtx) putDelivery(r *DeliveryRecord) error {
 // It returns the record as updated, and whether it changed.
 func (w *wtx) setDelivery(id uuid.UUID, peer proto.PubKey, st DeliveryState, reason string) (DeliveryRecord, bool, error) {
 	k := appendEnvKey(nil, id, peer)
-	v := w.delivery.Get(k)
+	v := w.delivery().Get(k)
 	if v == nil {
 		return DeliveryRecord{}, false, nil
 	}
@@ -161,31 +161,40 @@ func (w *wtx) setDelivery(id uuid.UUID, peer proto.PubKey, st DeliveryState, rea
 		reason = reason[:MaxReasonLen]
 	}
 	r.Reason = reason
-	return r, true, w.delivery.Put(k, r.encode())
+	return r, true, w.delivery().Put(k, r.encode())
 }
 
-// ackChannel counts reader's ack of our channel Message id, once per
-// reader. An id that names no channel Message of ours is ignored.
-func (w *wtx) ackChannel(id uuid.UUID, reader proto.PubKey) error {
-	k := appendEnvKey(nil, id, zeroPeer)
-	v := w.delivery.Get(k)
+// ackChannel counts readers' acks of our channel Message id, once per
+// reader, reading and rewriting its record once. An id that names no
+// channel Message of ours is ignored.
+func (w *wtx) ackChannel(id uuid.UUID, readers ...proto.PubKey) error {
+	w.key = appendEnvKey(w.key[:0], id, zeroPeer)
+	v := w.delivery().Get(w.key)
 	if v == nil {
 		return nil
 	}
-	ak := appendEnvKey(nil, id, reader)
-	if w.deliveryA.Get(ak) != nil {
-		return nil
-	}
-	r, err := decodeDelivery(k, v)
+	r, err := decodeDelivery(w.key, v)
 	if err != nil {
 		return err
 	}
-	r.Acked++
-	r.At = w.now
-	if err := w.deliveryA.Put(ak, present); err != nil {
-		return err
+	n := 0
+	for _, reader := range readers {
+		w.key = appendEnvKey(w.key[:0], id, reader)
+		if w.deliveryA().Get(w.key) != nil {
+			continue
+		}
+		if err := w.deliveryA().Put(w.key, present); err != nil {
+			return err
+		}
+		n++
 	}
-	return w.delivery.Put(k, r.encode())
+	if n == 0 {
+		return nil
+	}
+	r.Acked += n
+	r.At = w.now
+	w.key = appendEnvKey(w.key[:0], id, zeroPeer)
+	return w.delivery().Put(w.key, r.encode())
 }
 
 // failQueued records that the queued envelope raw (ours, for peer) will
@@ -302,7 +311,7 @@ func (s *Store) RefuseQueued(peer proto.PubKey, reason string) ([]DeliveryRecord
 			raw []byte
 		}
 		var es []entry
-		c := w.queue.Cursor()
+		c := w.queue().Cursor()
 		for k, v := c.Seek(peer[:]); k != nil && bytes.HasPrefix(k, peer[:]); k, v = c.Next() {
 			if len(v) < 8+idLen {
 				return nil, fmt.Errorf("%w: queue record of %d bytes", ErrCorrupt, len(v))
@@ -327,13 +336,13 @@ func (s *Store) RefuseQueued(peer proto.PubKey, reason string) ([]DeliveryRecord
 
 // dropQueued removes one queue entry and its index.
 func (w *wtx) dropQueued(peer proto.PubKey, key []byte, id uuid.UUID) error {
-	if err := w.queue.Delete(key); err != nil {
+	if err := w.queue().Delete(key); err != nil {
 		return err
 	}
-	if err := w.queueID.Delete(queueIDKey(peer, id)); err != nil {
+	if err := w.queueID().Delete(queueIDKey(peer, id)); err != nil {
 		return err
 	}
-	return w.addCount(w.qcount, peer[:], -1)
+	return w.addCount(w.qcount(), peer[:], -1)
 }
 
 // PruneDeliveries removes the records of envelopes sent before before
@@ -343,10 +352,10 @@ func (w *wtx) dropQueued(peer proto.PubKey, key []byte, id uuid.UUID) error {
 func (s *Store) PruneDeliveries(before time.Time, keep int) (removed int, err error) {
 	err = s.write(func(w *wtx) (error, error) {
 		removed = 0
-		total := w.deliveryT.Stats().KeyN
+		total := w.deliveryT().Stats().KeyN
 		cut := appendTS(nil, before.UnixMilli())
 		var victims [][]byte
-		c := w.deliveryT.Cursor()
+		c := w.deliveryT().Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if bytes.Compare(k[:min(len(k), tsLen)], cut) >= 0 && total-len(victims) <= keep {
 				break
@@ -355,17 +364,17 @@ func (s *Store) PruneDeliveries(before time.Time, keep int) (removed int, err er
 				continue
 			}
 			rk := k[tsLen:]
-			if v := w.delivery.Get(rk); len(v) > 1 && DeliveryState(v[1]) == DeliveryQueued {
+			if v := w.delivery().Get(rk); len(v) > 1 && DeliveryState(v[1]) == DeliveryQueued {
 				continue
 			}
 			victims = append(victims, bytes.Clone(k))
 		}
 		for _, k := range victims {
 			rk := k[tsLen:]
-			if err := w.deliveryT.Delete(k); err != nil {
+			if err := w.deliveryT().Delete(k); err != nil {
 				return nil, err
 			}
-			if err := w.delivery.Delete(rk); err != nil {
+			if err := w.delivery().Delete(rk); err != nil {
 				return nil, err
 			}
 			if proto.PubKey(rk[idLen:]).Equal(zeroPeer) {
@@ -382,12 +391,12 @@ func (s *Store) PruneDeliveries(before time.Time, keep int) (removed int, err er
 
 func (w *wtx) deleteChannelAcks(id uuid.UUID) error {
 	var ks [][]byte
-	c := w.deliveryA.Cursor()
+	c := w.deliveryA().Cursor()
 	for k, _ := c.Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]); k, _ = c.Next() {
 		ks = append(ks, bytes.Clone(k))
 	}
 	for _, k := range ks {
-		if err := w.deliveryA.Delete(k); err != nil {
+		if err := w.deliveryA().Delete(k); err != nil {
 			return err
 		}
 	}
@@ -406,7 +415,7 @@ func (w *wtx) putRequestOut(peer proto.PubKey, se *proto.SignedEnvelope) error {
 	v := make([]byte, 0, keyLen+8)
 	v = append(v, peer[:]...)
 	v = binary.BigEndian.AppendUint64(v, uint64(se.TS))
-	return w.reqOut.Put(bytes.Clone(se.Request.RequestID[:]), v)
+	return w.reqOut().Put(bytes.Clone(se.Request.RequestID[:]), v)
 }
 
 // RequestRecipient returns whom this node sent the Request requestID to,
@@ -429,14 +438,14 @@ func (s *Store) RequestRecipient(requestID uuid.UUID) (peer proto.PubKey, ok boo
 // pruneRequestsOut removes the outgoing request records sent before cut.
 func (w *wtx) pruneRequestsOut(cut int64) error {
 	var ks [][]byte
-	c := w.reqOut.Cursor()
+	c := w.reqOut().Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(v) != keyLen+8 || int64(binary.BigEndian.Uint64(v[keyLen:])) < cut {
 			ks = append(ks, bytes.Clone(k))
 		}
 	}
 	for _, k := range ks {
-		if err := w.reqOut.Delete(k); err != nil {
+		if err := w.reqOut().Delete(k); err != nil {
 			return err
 		}
 	}

@@ -145,6 +145,49 @@ func TestDeliveryChannelAcks(t *testing.T) {
 	checkDB(t, s)
 }
 
+// TestCountReaderAcksBatched: one batch of readers' acks, taken per
+// Message, counts each reader of each Message once (a reader listing an
+// id twice, or acking it again in a later batch, counts once), and
+// ignores ids that name no channel Message of ours.
+func TestCountReaderAcksBatched(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{t: t0}
+	s, _ := openTest(t, Config{Now: clk.now})
+	us, bob, carol, dave := newSender(t, "us"), newSender(t, "bob"), newSender(t, "carol"), newSender(t, "dave")
+	ch := uuid.New()
+	m1 := us.msg(t, ch, t0.UnixMilli(), "one")
+	m2 := us.msg(t, ch, t0.UnixMilli()+1, "two")
+	for _, se := range []*proto.SignedEnvelope{m1, m2} {
+		if err := s.PutSent(se, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.CountReaderAcks(map[proto.PubKey][]uuid.UUID{
+		bob.pub:   {m1.ID, m2.ID, m1.ID, uuid.New()},
+		carol.pub: {m2.ID},
+		dave.pub:  {uuid.New()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CountReaderAcks(map[proto.PubKey][]uuid.UUID{bob.pub: {m2.ID}, dave.pub: {m2.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id    uuid.UUID
+		acked int
+	}{{m1.ID, 1}, {m2.ID, 3}} {
+		rs, err := s.DeliveriesOf(c.id)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("deliveries: %v, %v", rs, err)
+		}
+		if rs[0].Acked != c.acked || rs[0].Readers != 3 {
+			t.Fatalf("record %+v: want %d acked of 3", rs[0], c.acked)
+		}
+	}
+	checkDB(t, s)
+}
+
 // BenchmarkEnqueueAck measures a DM's durable life in the store: queued
 // (with its delivery record) and acked (the record set delivered).
 func BenchmarkEnqueueAck(b *testing.B) {

@@ -156,11 +156,11 @@ func (o Outcome) String() string {
 // set, a peer-addressed envelope past its sender's budget.
 func (w *wtx) putEnv(se *proto.SignedEnvelope, fromHistory, budget bool) (Outcome, error) {
 	sk := seenKey(se.From, se.ID)
-	if w.seen.Get(sk[:]) != nil {
+	if w.seen().Get(sk[:]) != nil {
 		return Duplicate, nil
 	}
 	w.key = appendEnvKey(w.key[:0], se.ID, se.From)
-	if w.env.Get(w.key) != nil {
+	if w.env().Get(w.key) != nil {
 		// Stored, but its seen entry was pruned (archive retention can
 		// outlive SeenMaxAge).
 		return Duplicate, w.putSeen(sk, se.TS)
@@ -178,7 +178,7 @@ func (w *wtx) putEnv(se *proto.SignedEnvelope, fromHistory, budget bool) (Outcom
 		}
 	}
 	w.key = appendEnvKey(w.key[:0], se.ID, se.From)
-	if err := w.env.Put(w.key, encodeEnv(se, w.now.UnixMilli(), fromHistory)); err != nil {
+	if err := w.env().Put(w.key, encodeEnv(se, w.now.UnixMilli(), fromHistory)); err != nil {
 		return 0, err
 	}
 	var err error
@@ -186,15 +186,15 @@ func (w *wtx) putEnv(se *proto.SignedEnvelope, fromHistory, budget bool) (Outcom
 		l := w.value(4)
 		binary.BigEndian.PutUint32(l, uint32(len(se.Raw)))
 		w.key = appendChanKey(w.key[:0], se.To.Channel, se.TS, se.From, se.Epoch, se.Seq, se.ID)
-		err = w.chanIdx.Put(w.key, l)
+		err = w.chanIdx().Put(w.key, l)
 	} else {
 		w.key = appendDirectKey(w.key[:0], se.TS, se.ID, se.From)
-		err = w.dirIdx.Put(w.key, present)
+		err = w.dirIdx().Put(w.key, present)
 	}
 	if err != nil {
 		return 0, err
 	}
-	if err := w.addCount(w.counts, countKey(&se.To), 1); err != nil {
+	if err := w.addCount(w.counts(), countKey(&se.To), 1); err != nil {
 		return 0, err
 	}
 	if err := w.putSeen(sk, se.TS); err != nil {
@@ -211,11 +211,11 @@ func (w *wtx) putSeen(sk [seenKLen]byte, ts int64) error {
 	binary.BigEndian.PutUint64(v, uint64(ts))
 	// Through w.key: sk[:] would move sk to the heap.
 	w.key = append(w.key[:0], sk[:]...)
-	if err := w.seen.Put(w.key, v); err != nil {
+	if err := w.seen().Put(w.key, v); err != nil {
 		return err
 	}
 	w.key = appendSeenAgeKey(w.key[:0], ts, sk)
-	return w.seenAge.Put(w.key, present)
+	return w.seenAge().Put(w.key, present)
 }
 
 // deleteEnv removes an envelope, its index entry and its inbox state, and
@@ -225,9 +225,9 @@ func (w *wtx) deleteEnv(m *Stored) error {
 	ek := envKey(m.ID, m.From)
 	var err error
 	if m.To.Kind == proto.DestChannel {
-		err = w.chanIdx.Delete(chanKey(m.To.Channel, m.TS, m.From, m.Epoch, m.Seq, m.ID))
+		err = w.chanIdx().Delete(chanKey(m.To.Channel, m.TS, m.From, m.Epoch, m.Seq, m.ID))
 	} else {
-		err = w.dirIdx.Delete(directKey(m.TS, m.ID, m.From))
+		err = w.dirIdx().Delete(directKey(m.TS, m.ID, m.From))
 		if err == nil {
 			err = w.releaseBudget(ek)
 		}
@@ -235,10 +235,10 @@ func (w *wtx) deleteEnv(m *Stored) error {
 	if err != nil {
 		return err
 	}
-	if err := w.env.Delete(ek[:]); err != nil {
+	if err := w.env().Delete(ek[:]); err != nil {
 		return err
 	}
-	if err := w.addCount(w.counts, countKey(&m.To), -1); err != nil {
+	if err := w.addCount(w.counts(), countKey(&m.To), -1); err != nil {
 		return err
 	}
 	return w.deleteInbox(ek)

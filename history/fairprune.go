@@ -43,7 +43,7 @@ func (s *Store) pruneByCount(channel uuid.UUID, maxCount int) (int, error) {
 			left[k] = q
 		}
 		taken, last = taken[:0], last[:0]
-		c := w.chanIdx.Cursor()
+		c := w.chanIdx().Cursor()
 		k, _ := c.Seek(channel[:])
 		if after != nil {
 			k, _ = c.Seek(after)

@@ -121,7 +121,7 @@ func (s *Store) SetInbox(from proto.PubKey, id uuid.UUID, p Priority, wakes bool
 	}
 	ek := envKey(id, from)
 	return s.write(func(w *wtx) (error, error) {
-		if w.env.Get(ek[:]) == nil {
+		if w.env().Get(ek[:]) == nil {
 			return fmt.Errorf("set inbox: envelope %s: %w", id, ErrNotFound), nil
 		}
 		return nil, w.setInbox(ek, p, wakes)
@@ -132,7 +132,7 @@ func (s *Store) SetInbox(from proto.PubKey, id uuid.UUID, p Priority, wakes bool
 func (w *wtx) setInbox(ek [envKLen]byte, p Priority, wakes bool) error {
 	r := inboxRec{delivered: w.now.UnixMilli()}
 	w.key = append(w.key[:0], ek[:]...)
-	if v := w.inbox.Get(w.key); v != nil {
+	if v := w.inbox().Get(w.key); v != nil {
 		old, err := decodeInbox(v)
 		if err != nil {
 			return err
@@ -140,14 +140,14 @@ func (w *wtx) setInbox(ek [envKLen]byte, p Priority, wakes bool) error {
 		r = old
 	} else {
 		w.key = appendInboxTimeKey(w.key[:0], r.delivered, ek)
-		if err := w.inboxT.Put(w.key, present); err != nil {
+		if err := w.inboxT().Put(w.key, present); err != nil {
 			return err
 		}
 	}
 	r.priority, r.wakes = p, wakes
 	// Through w.key: ek[:] would move ek to the heap.
 	w.key = append(w.key[:0], ek[:]...)
-	return w.inbox.Put(w.key, r.put(w.value(inboxRecLen)))
+	return w.inbox().Put(w.key, r.put(w.value(inboxRecLen)))
 }
 
 // Delivery is one envelope for [Store.Deliver]: stored, and put in the
@@ -212,7 +212,7 @@ func (s *Store) Deliver(ds []Delivery) (out []Outcome, err error) {
 func (s *Store) MarkRead(from proto.PubKey, id uuid.UUID) error {
 	ek := envKey(id, from)
 	return s.write(func(w *wtx) (error, error) {
-		v := w.inbox.Get(ek[:])
+		v := w.inbox().Get(ek[:])
 		if v == nil {
 			return fmt.Errorf("mark read: inbox item %s: %w", id, ErrNotFound), nil
 		}
@@ -224,7 +224,7 @@ func (s *Store) MarkRead(from proto.PubKey, id uuid.UUID) error {
 			return nil, nil
 		}
 		r.read, r.readAt = true, w.now.UnixMilli()
-		return nil, w.inbox.Put(ek[:], r.encode())
+		return nil, w.inbox().Put(ek[:], r.encode())
 	}, nil)
 }
 
@@ -290,7 +290,7 @@ func inboxEnv(env *bolt.Bucket, ek [envKLen]byte) (Stored, error) {
 
 // deleteInbox removes ek's inbox state, if any.
 func (w *wtx) deleteInbox(ek [envKLen]byte) error {
-	v := w.inbox.Get(ek[:])
+	v := w.inbox().Get(ek[:])
 	if v == nil {
 		return nil
 	}
@@ -298,10 +298,10 @@ func (w *wtx) deleteInbox(ek [envKLen]byte) error {
 	if err != nil {
 		return err
 	}
-	if err := w.inboxT.Delete(inboxTimeKey(r.delivered, ek)); err != nil {
+	if err := w.inboxT().Delete(inboxTimeKey(r.delivered, ek)); err != nil {
 		return err
 	}
-	return w.inbox.Delete(ek[:])
+	return w.inbox().Delete(ek[:])
 }
 
 // InboxEntry returns the inbox item (from, id), or an error wrapping

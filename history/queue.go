@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
@@ -42,20 +43,20 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 	rec = append(rec, se.Raw...)
 	return s.write(func(w *wtx) (error, error) {
 		ik := queueIDKey(peer, se.ID)
-		if w.queueID.Get(ik) != nil {
+		if w.queueID().Get(ik) != nil {
 			return nil, nil
 		}
-		if n := getU64(w.qcount.Get(peer[:])); n >= uint64(w.s.cfg.MaxQueuePerPeer) {
+		if n := getU64(w.qcount().Get(peer[:])); n >= uint64(w.s.cfg.MaxQueuePerPeer) {
 			return fmt.Errorf("%w: %d envelopes queued for %s", ErrQueueFull, n, peer.Fingerprint()), nil
 		}
-		qseq, err := w.queue.NextSequence()
+		qseq, err := w.queue().NextSequence()
 		if err != nil {
 			return nil, err
 		}
-		if err := w.queue.Put(queueKey(peer, qseq), rec); err != nil {
+		if err := w.queue().Put(queueKey(peer, qseq), rec); err != nil {
 			return nil, err
 		}
-		if err := w.queueID.Put(ik, u64(qseq)); err != nil {
+		if err := w.queueID().Put(ik, u64(qseq)); err != nil {
 			return nil, err
 		}
 		r := DeliveryRecord{ID: se.ID, Peer: peer, Kind: se.Kind, State: DeliveryQueued,
@@ -72,7 +73,7 @@ func (s *Store) Enqueue(peer proto.PubKey, se *proto.SignedEnvelope) error {
 		if _, err := w.putEnv(se, false, false); err != nil {
 			return nil, err
 		}
-		return nil, w.addCount(w.qcount, peer[:], 1)
+		return nil, w.addCount(w.qcount(), peer[:], 1)
 	}, nil)
 }
 
@@ -137,7 +138,7 @@ func (s *Store) ack(peer proto.PubKey, ids []uuid.UUID) (removed int, err error)
 		removed = 0
 		for _, id := range ids {
 			ik := queueIDKey(peer, id)
-			v := w.queueID.Get(ik)
+			v := w.queueID().Get(ik)
 			if v == nil {
 				if err := w.ackChannel(id, peer); err != nil {
 					return nil, err
@@ -190,17 +191,42 @@ func (s *Store) AckQueued(peer proto.PubKey, ids []uuid.UUID) (acked int, rest [
 
 // CountReaderAcks counts, in one write, each reader's acks of channel
 // Messages of ours (ids that name none are ignored), once per reader.
+// The acks are taken per Message, so each record is read and rewritten
+// once however many readers acked it.
 func (s *Store) CountReaderAcks(acks map[proto.PubKey][]uuid.UUID) error {
-	if len(acks) == 0 {
+	n := 0
+	for _, ids := range acks {
+		n += len(ids)
+	}
+	if n == 0 {
 		return nil
 	}
+	type readerAck struct {
+		id     uuid.UUID
+		reader proto.PubKey
+	}
+	all := make([]readerAck, 0, n)
+	for reader, ids := range acks {
+		for _, id := range ids {
+			all = append(all, readerAck{id, reader})
+		}
+	}
+	slices.SortFunc(all, func(a, b readerAck) int { return bytes.Compare(a.id[:], b.id[:]) })
+	readers := make([]proto.PubKey, 0, 16)
 	return s.write(func(w *wtx) (error, error) {
-		for reader, ids := range acks {
-			for _, id := range ids {
-				if err := w.ackChannel(id, reader); err != nil {
-					return nil, err
-				}
+		for i := 0; i < len(all); {
+			j := i + 1
+			for j < len(all) && all[j].id == all[i].id {
+				j++
 			}
+			readers = readers[:0]
+			for _, a := range all[i:j] {
+				readers = append(readers, a.reader)
+			}
+			if err := w.ackChannel(all[i].id, readers...); err != nil {
+				return nil, err
+			}
+			i = j
 		}
 		return nil, nil
 	}, nil)
@@ -213,12 +239,12 @@ func (s *Store) expire(peer proto.PubKey, ids []uuid.UUID, nowMS int64) error {
 	err := s.write(func(w *wtx) (error, error) {
 		failed = failed[:0]
 		for _, id := range ids {
-			v := w.queueID.Get(queueIDKey(peer, id))
+			v := w.queueID().Get(queueIDKey(peer, id))
 			if v == nil {
 				continue
 			}
 			key := queueKey(peer, getU64(v))
-			rec := w.queue.Get(key)
+			rec := w.queue().Get(key)
 			if len(rec) < 8+idLen || int64(binary.BigEndian.Uint64(rec)) >= nowMS {
 				continue
 			}

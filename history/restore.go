@@ -53,10 +53,10 @@ func (s *Store) Restore(rs []Restored) (added []bool, err error) {
 				rec.readAt = rec.delivered
 			}
 			ek := envKey(r.Env.ID, r.Env.From)
-			if err := w.inboxT.Put(inboxTimeKey(rec.delivered, ek), present); err != nil {
+			if err := w.inboxT().Put(inboxTimeKey(rec.delivered, ek), present); err != nil {
 				return nil, err
 			}
-			if err := w.inbox.Put(ek[:], rec.encode()); err != nil {
+			if err := w.inbox().Put(ek[:], rec.encode()); err != nil {
 				return nil, err
 			}
 		}
@@ -103,9 +103,9 @@ func (s *Store) ForgetSeqMarks() error {
 func (s *Store) SetBackfill(on bool) error {
 	return s.write(func(w *wtx) (error, error) {
 		if !on {
-			return nil, w.meta.Delete(metaBackfill)
+			return nil, w.meta().Delete(metaBackfill)
 		}
-		return nil, w.meta.Put(metaBackfill, []byte{1})
+		return nil, w.meta().Put(metaBackfill, []byte{1})
 	}, nil)
 }
 

@@ -54,7 +54,7 @@ func (s *Store) pruneByAge(channel uuid.UUID, cutoff int64) (int, error) {
 	horizon := cutoff + proto.MaxClockSkew.Milliseconds()
 	return s.pruneInChunks(&s.st.pruned, func(w *wtx) (n int, done bool, err error) {
 		var victims []Stored
-		c := w.chanIdx.Cursor()
+		c := w.chanIdx().Cursor()
 		for k, _ := c.Seek(channel[:]); ; k, _ = c.Next() {
 			if len(victims) == w.s.cfg.PruneChunk {
 				break
@@ -97,7 +97,7 @@ func chanStored(channel uuid.UUID, e chanEntry) Stored {
 // received returns when m was stored (Unix ms), or its ts when the
 // record cannot be read.
 func (w *wtx) received(m *Stored) int64 {
-	v := w.env.Get(appendEnvKey(w.key[:0], m.ID, m.From))
+	v := w.env().Get(appendEnvKey(w.key[:0], m.ID, m.From))
 	if len(v) < 2+8 {
 		return m.TS
 	}
@@ -106,7 +106,7 @@ func (w *wtx) received(m *Stored) int64 {
 
 // unread reports whether (from, id) is an unread inbox item.
 func (w *wtx) unread(id uuid.UUID, from proto.PubKey) bool {
-	v := w.inbox.Get(appendEnvKey(w.key[:0], id, from))
+	v := w.inbox().Get(appendEnvKey(w.key[:0], id, from))
 	if v == nil {
 		return false
 	}
@@ -119,7 +119,7 @@ func (w *wtx) unread(id uuid.UUID, from proto.PubKey) bool {
 func (w *wtx) deleteVictims(victims []Stored) error {
 	for i := range victims {
 		m := &victims[i]
-		if v := w.inbox.Get(appendEnvKey(w.key[:0], m.ID, m.From)); v != nil {
+		if v := w.inbox().Get(appendEnvKey(w.key[:0], m.ID, m.From)); v != nil {
 			if r, err := decodeInbox(v); err == nil {
 				w.gone = append(w.gone, PrunedItem{ID: m.ID, From: m.From, Delivered: time.UnixMilli(r.delivered)})
 			}
@@ -144,7 +144,7 @@ func (s *Store) PruneDirect(maxAge time.Duration, now time.Time) (removed int, e
 	cutoff := now.Add(-maxAge).UnixMilli()
 	return s.pruneInChunks(&s.st.pruned, func(w *wtx) (n int, done bool, err error) {
 		var victims []Stored
-		c := w.dirIdx.Cursor()
+		c := w.dirIdx().Cursor()
 		for k, _ := c.First(); ; k, _ = c.Next() {
 			if len(victims) == w.s.cfg.PruneChunk {
 				break
@@ -181,7 +181,7 @@ func (s *Store) PruneSeen(now time.Time) (removed int, err error) {
 	cutoff := now.Add(-s.cfg.SeenMaxAge).UnixMilli()
 	return s.pruneInChunks(&s.st.seenPruned, func(w *wtx) (n int, done bool, err error) {
 		var keys [][]byte
-		c := w.seenAge.Cursor()
+		c := w.seenAge().Cursor()
 		for k, _ := c.First(); ; k, _ = c.Next() {
 			if len(keys) == w.s.cfg.PruneChunk {
 				break
@@ -193,10 +193,10 @@ func (s *Store) PruneSeen(now time.Time) (removed int, err error) {
 			keys = append(keys, bytes.Clone(k))
 		}
 		for _, k := range keys {
-			if err := w.seenAge.Delete(k); err != nil {
+			if err := w.seenAge().Delete(k); err != nil {
 				return 0, false, err
 			}
-			if err := w.seen.Delete(k[tsLen:]); err != nil {
+			if err := w.seen().Delete(k[tsLen:]); err != nil {
 				return 0, false, err
 			}
 		}
@@ -253,7 +253,7 @@ func (s *Store) ExpireQueues(now time.Time) (removed int, err error) {
 		removed, failed = 0, failed[:0]
 		type victim struct{ key, idKey, peer, raw []byte }
 		var victims []victim
-		c := w.queue.Cursor()
+		c := w.queue().Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if len(k) != keyLen+8 || len(v) < 8+idLen {
 				continue
@@ -265,13 +265,13 @@ func (s *Store) ExpireQueues(now time.Time) (removed int, err error) {
 			victims = append(victims, victim{bytes.Clone(k), append(bytes.Clone(peer), v[8:8+idLen]...), peer, bytes.Clone(v[8+idLen:])})
 		}
 		for _, vi := range victims {
-			if err := w.queue.Delete(vi.key); err != nil {
+			if err := w.queue().Delete(vi.key); err != nil {
 				return nil, err
 			}
-			if err := w.queueID.Delete(vi.idKey); err != nil {
+			if err := w.queueID().Delete(vi.idKey); err != nil {
 				return nil, err
 			}
-			if err := w.addCount(w.qcount, vi.peer, -1); err != nil {
+			if err := w.addCount(w.qcount(), vi.peer, -1); err != nil {
 				return nil, err
 			}
 			if err := w.failQueued(proto.PubKey(vi.peer), uuid.UUID(vi.idKey[keyLen:]), vi.raw, DeliveryExpired, "", &failed); err != nil {

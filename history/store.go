@@ -446,9 +446,11 @@ type wtx struct {
 	tx  *bolt.Tx
 	now time.Time
 
-	meta, env, chanIdx, dirIdx, counts, seen, seenAge, marks, runs,
-	queue, queueID, qcount, inbox, inboxT, senders,
-	delivery, deliveryT, deliveryA, reqOut *bolt.Bucket
+	// open holds the buckets this transaction has used, by wtxBucket
+	// index: each is opened on first use, since opening one costs a
+	// cursor search and some 25 allocations, and a commit of received
+	// envelopes uses fewer than half of them.
+	open [len(wtxBuckets)]*bolt.Bucket
 
 	// key is scratch space for one key at a time: bbolt copies the key of
 	// a Put and keeps no reference to the key of a Get, Seek or Delete.
@@ -485,42 +487,85 @@ func (w *wtx) value(n int) []byte {
 }
 
 func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
-	w := &wtx{
-		s: s, tx: tx, now: now,
-		meta:    tx.Bucket(bucketMeta),
-		env:     tx.Bucket(bucketEnv),
-		chanIdx: tx.Bucket(bucketChanIdx),
-		dirIdx:  tx.Bucket(bucketDirIdx),
-		counts:  tx.Bucket(bucketCounts),
-		seen:    tx.Bucket(bucketSeen),
-		seenAge: tx.Bucket(bucketSeenAge),
-		marks:   tx.Bucket(bucketMarks),
-		runs:    tx.Bucket(bucketRuns),
-		queue:   tx.Bucket(bucketQueue),
-		queueID: tx.Bucket(bucketQueueID),
-		qcount:  tx.Bucket(bucketQCount),
-		inbox:   tx.Bucket(bucketInbox),
-		inboxT:  tx.Bucket(bucketInboxT),
-		senders: tx.Bucket(bucketSenders),
-
-		delivery:  tx.Bucket(bucketDelivery),
-		deliveryT: tx.Bucket(bucketDeliveryT),
-		deliveryA: tx.Bucket(bucketDeliveryA),
-		reqOut:    tx.Bucket(bucketReqOut),
-	}
-	// Keys in these buckets grow with time (UUIDv7 ids, timestamps first,
-	// or per-sender and per-peer sequences), so inserts land at or near the
-	// right edge. bbolt splits a full page at FillPercent, 0.5 by default:
-	// pages left behind an append stay half empty for good. Filling them
-	// to appendFill halves the pages of the index buckets, and so the
-	// file, the mapped memory and the pages a commit rewrites.
-	for _, b := range []*bolt.Bucket{w.env, w.chanIdx, w.dirIdx, w.seen, w.seenAge, w.queue, w.queueID, w.inbox, w.inboxT, w.delivery, w.deliveryT} {
-		if b != nil {
-			b.FillPercent = appendFill
-		}
-	}
-	return w
+	return &wtx{s: s, tx: tx, now: now}
 }
+
+// wtxBuckets are the buckets a write transaction reaches through wtx,
+// and whether each is append-mostly.
+//
+// Keys in the append-mostly buckets grow with time (UUIDv7 ids,
+// timestamps first, or per-sender and per-peer sequences), so inserts
+// land at or near the right edge. bbolt splits a full page at
+// FillPercent, 0.5 by default: pages left behind an append stay half
+// empty for good. Filling them to appendFill halves the pages of the
+// index buckets, and so the file, the mapped memory and the pages a
+// commit rewrites.
+var wtxBuckets = [...]struct {
+	name   []byte
+	append bool
+}{
+	{bucketMeta, false}, {bucketEnv, true}, {bucketChanIdx, true}, {bucketDirIdx, true},
+	{bucketCounts, false}, {bucketSeen, true}, {bucketSeenAge, true}, {bucketMarks, false},
+	{bucketRuns, false}, {bucketQueue, true}, {bucketQueueID, true}, {bucketQCount, false},
+	{bucketInbox, true}, {bucketInboxT, true}, {bucketSenders, false},
+	{bucketDelivery, true}, {bucketDeliveryT, true}, {bucketDeliveryA, true}, {bucketReqOut, false},
+}
+
+// Indexes into wtxBuckets.
+const (
+	bMeta = iota
+	bEnv
+	bChanIdx
+	bDirIdx
+	bCounts
+	bSeen
+	bSeenAge
+	bMarks
+	bRuns
+	bQueue
+	bQueueID
+	bQCount
+	bInbox
+	bInboxT
+	bSenders
+	bDelivery
+	bDeliveryT
+	bDeliveryA
+	bReqOut
+)
+
+// bucket returns bucket i of wtxBuckets, opening it on first use.
+func (w *wtx) bucket(i int) *bolt.Bucket {
+	if b := w.open[i]; b != nil {
+		return b
+	}
+	b := w.tx.Bucket(wtxBuckets[i].name)
+	if b != nil && wtxBuckets[i].append {
+		b.FillPercent = appendFill
+	}
+	w.open[i] = b
+	return b
+}
+
+func (w *wtx) meta() *bolt.Bucket      { return w.bucket(bMeta) }
+func (w *wtx) env() *bolt.Bucket       { return w.bucket(bEnv) }
+func (w *wtx) chanIdx() *bolt.Bucket   { return w.bucket(bChanIdx) }
+func (w *wtx) dirIdx() *bolt.Bucket    { return w.bucket(bDirIdx) }
+func (w *wtx) counts() *bolt.Bucket    { return w.bucket(bCounts) }
+func (w *wtx) seen() *bolt.Bucket      { return w.bucket(bSeen) }
+func (w *wtx) seenAge() *bolt.Bucket   { return w.bucket(bSeenAge) }
+func (w *wtx) marks() *bolt.Bucket     { return w.bucket(bMarks) }
+func (w *wtx) runs() *bolt.Bucket      { return w.bucket(bRuns) }
+func (w *wtx) queue() *bolt.Bucket     { return w.bucket(bQueue) }
+func (w *wtx) queueID() *bolt.Bucket   { return w.bucket(bQueueID) }
+func (w *wtx) qcount() *bolt.Bucket    { return w.bucket(bQCount) }
+func (w *wtx) inbox() *bolt.Bucket     { return w.bucket(bInbox) }
+func (w *wtx) inboxT() *bolt.Bucket    { return w.bucket(bInboxT) }
+func (w *wtx) senders() *bolt.Bucket   { return w.bucket(bSenders) }
+func (w *wtx) delivery() *bolt.Bucket  { return w.bucket(bDelivery) }
+func (w *wtx) deliveryT() *bolt.Bucket { return w.bucket(bDeliveryT) }
+func (w *wtx) deliveryA() *bolt.Bucket { return w.bucket(bDeliveryA) }
+func (w *wtx) reqOut() *bolt.Bucket    { return w.bucket(bReqOut) }
 
 // appendFill is the FillPercent of the append-mostly buckets.
 const appendFill = 0.9

@@ -89,7 +89,7 @@ func runAt(c *bolt.Cursor, sk []byte, seq uint64) (first, last uint64, ok bool) 
 
 // putRun stores the pending run first..last of stream sk.
 func (w *wtx) putRun(sk []byte, first, last uint64) error {
-	return w.runs.Put(seqKey(sk, first), binary.BigEndian.AppendUint64(nil, last))
+	return w.runs().Put(seqKey(sk, first), binary.BigEndian.AppendUint64(nil, last))
 }
 
 // observeSeq records the arrival of seq in the stream (from, d, epoch)
@@ -100,10 +100,10 @@ func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID
 	w.key = appendDestKey(w.key[:0], d)
 	w.key = append(append(w.key, from[:]...), epoch[:]...)
 	sk := w.key
-	v := w.marks.Get(sk)
+	v := w.marks().Get(sk)
 	if v == nil {
 		m := markRec{lo: seq, hi: seq, min: seq, max: seq, updated: w.now.UnixMilli()}
-		return w.marks.Put(sk, m.put(w.value(markRecLen)))
+		return w.marks().Put(sk, m.put(w.value(markRecLen)))
 	}
 	m, err := decodeMark(v)
 	if err != nil {
@@ -134,14 +134,14 @@ func (w *wtx) observeSeq(d proto.Destination, from proto.PubKey, epoch uuid.UUID
 			}
 		}
 	}
-	return w.marks.Put(sk, m.put(w.value(markRecLen)))
+	return w.marks().Put(sk, m.put(w.value(markRecLen)))
 }
 
 // addPending adds seq, outside the stream's run and not adjacent to it,
 // to its pending runs: it joins the run that ends just below it and the
 // one that starts just above it, or starts a run of its own.
 func (w *wtx) addPending(sk []byte, m *markRec, seq uint64) error {
-	c := w.runs.Cursor()
+	c := w.runs().Cursor()
 	first, last, below := runAt(c, sk, seq)
 	if below && seq <= last {
 		return nil // already pending
@@ -158,7 +158,7 @@ func (w *wtx) addPending(sk []byte, m *markRec, seq uint64) error {
 	m.pending++
 	switch {
 	case joinBelow && joinAbove:
-		if err := w.runs.Delete(seqKey(sk, seq+1)); err != nil {
+		if err := w.runs().Delete(seqKey(sk, seq+1)); err != nil {
 			return err
 		}
 		m.runs--
@@ -166,7 +166,7 @@ func (w *wtx) addPending(sk []byte, m *markRec, seq uint64) error {
 	case joinBelow:
 		return w.putRun(sk, first, seq)
 	case joinAbove:
-		if err := w.runs.Delete(seqKey(sk, seq+1)); err != nil {
+		if err := w.runs().Delete(seqKey(sk, seq+1)); err != nil {
 			return err
 		}
 		return w.putRun(sk, seq, aboveLast)
@@ -182,7 +182,7 @@ func (w *wtx) absorbUp(sk []byte, m *markRec) error {
 		return nil
 	}
 	k := seqKey(sk, m.hi+1)
-	v := w.runs.Get(k)
+	v := w.runs().Get(k)
 	if len(v) != 8 {
 		return nil
 	}
@@ -195,7 +195,7 @@ func (w *wtx) absorbDown(sk []byte, m *markRec) error {
 	if m.runs == 0 || m.lo == 0 {
 		return nil
 	}
-	first, last, ok := runAt(w.runs.Cursor(), sk, m.lo-1)
+	first, last, ok := runAt(w.runs().Cursor(), sk, m.lo-1)
 	if !ok || last != m.lo-1 {
 		return nil
 	}
@@ -208,7 +208,7 @@ func (w *wtx) takeRun(k []byte, m *markRec, first, last uint64) error {
 	if n := last - first + 1; last < first || n > m.pending || m.runs == 0 {
 		return fmt.Errorf("%w: pending run %d..%d against %d pending numbers in %d runs", ErrCorrupt, first, last, m.pending, m.runs)
 	}
-	if err := w.runs.Delete(k); err != nil {
+	if err := w.runs().Delete(k); err != nil {
 		return err
 	}
 	m.lo, m.hi = min(m.lo, first), max(m.hi, last)
@@ -221,7 +221,7 @@ func (w *wtx) takeRun(k []byte, m *markRec, first, last uint64) error {
 // above it, the highest gap below it) and extends the run over it and
 // the pending run beyond it.
 func (w *wtx) giveUpGap(sk []byte, m *markRec) error {
-	c := w.runs.Cursor()
+	c := w.runs().Cursor()
 	k, v := c.Seek(seqKey(sk, m.hi))
 	if k != nil && bytes.HasPrefix(k, sk) && len(k) == len(sk)+8 && len(v) == 8 {
 		first := binary.BigEndian.Uint64(k[len(sk):])
@@ -454,7 +454,7 @@ func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) b
 	err := s.write(func(w *wtx) (error, error) {
 		given = 0
 		var streams [][]byte
-		c := w.marks.Cursor()
+		c := w.marks().Cursor()
 		for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
 			m, err := decodeMark(v)
 			if err != nil {
@@ -469,16 +469,16 @@ func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) b
 			streams = append(streams, bytes.Clone(k))
 		}
 		for _, sk := range streams {
-			m, err := decodeMark(w.marks.Get(sk))
+			m, err := decodeMark(w.marks().Get(sk))
 			if err != nil {
 				return nil, err
 			}
 			m.lost += (m.max - m.min + 1) - (m.hi - m.lo + 1) - m.pending
 			m.lo, m.hi, m.pending, m.runs = m.min, m.max, 0, 0
-			if err := deletePrefix(w.runs, sk); err != nil {
+			if err := deletePrefix(w.runs(), sk); err != nil {
 				return nil, err
 			}
-			if err := w.marks.Put(sk, m.encode()); err != nil {
+			if err := w.marks().Put(sk, m.encode()); err != nil {
 				return nil, err
 			}
 		}
@@ -492,7 +492,7 @@ func (s *Store) ForgetGaps(d proto.Destination, give func(sender proto.PubKey) b
 // whose last arrival is older than cutoff, with their pending numbers.
 func (w *wtx) pruneStreams(dk []byte, cutoff int64) error {
 	var old [][]byte
-	c := w.marks.Cursor()
+	c := w.marks().Cursor()
 	for k, v := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, v = c.Next() {
 		m, err := decodeMark(v)
 		if err != nil {
@@ -503,10 +503,10 @@ func (w *wtx) pruneStreams(dk []byte, cutoff int64) error {
 		}
 	}
 	for _, sk := range old {
-		if err := deletePrefix(w.runs, sk); err != nil {
+		if err := deletePrefix(w.runs(), sk); err != nil {
 			return err
 		}
-		if err := w.marks.Delete(sk); err != nil {
+		if err := w.marks().Delete(sk); err != nil {
 			return err
 		}
 	}

@@ -34,9 +34,10 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "card at b", func() bool {
+	// The card and a's presence are separate envelopes: wait for both.
+	waitFor(t, 5*time.Second, "card at b, a online", func() bool {
 		c, err := b.cards.CardOf(m.ids[0].Pub.String())
-		return err == nil && c.Version == set.Version
+		return err == nil && c.Version == set.Version && c.Presence == "online"
 	})
 	cs := b.cards.CardList("run-tests")
 	if len(cs.Cards) != 1 || cs.Cards[0].Name != "a" || string(cs.Cards[0].Intents[0].ParamsSchema) != `{"type":"object"}` || cs.Cards[0].Presence != "online" {

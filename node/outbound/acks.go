@@ -50,6 +50,15 @@ func (s *Sender) HandleAck(pl *peers.Link, payload []byte) {
 		s.log.Warn("bad ack", "peer", pl.Key.Fingerprint(), "err", err)
 		return
 	}
+	if s.acks.allSent(a.IDs) {
+		// A reader's acks of our recent channel Messages alone: none
+		// names a queue entry (our ids are unique and a channel Message
+		// is never queued), so no read transaction looks for one.
+		if d := s.acks.add(pl.Key, a.IDs); d > 0 {
+			s.host.Count(AckUncounted, uint64(d))
+		}
+		return
+	}
 	acked, rest, err := s.cfg.Store.AckQueued(pl.Key, a.IDs)
 	if err != nil {
 		s.log.Error("ack", "peer", pl.Key.Fingerprint(), "err", err)
@@ -124,6 +133,13 @@ type readerAcks struct {
 	// ready (capacity 1) says the batch is no longer empty: the loop
 	// waits on it, so an idle node's loop never wakes.
 	ready chan struct{}
+	// sent holds the ids of our last maxSentIDs channel Messages, and
+	// ring the same ids in the order they were noted (next: the slot
+	// the next one takes), so that their readers' acks skip the queue
+	// lookup. Guarded by mu.
+	sent map[uuid.UUID]struct{}
+	ring []uuid.UUID
+	next int
 }
 
 // readerAckInterval is how often collected reader acks are counted, and
@@ -131,10 +147,49 @@ type readerAcks struct {
 const (
 	readerAckInterval = 500 * time.Millisecond
 	maxReaderAcks     = 1 << 16
+	// maxSentIDs is how many of our latest channel Messages' ids are
+	// kept for [readerAcks.allSent] (64 KiB): an ack of an older one
+	// takes the queue lookup, and is counted the same.
+	maxSentIDs = 1 << 12
 )
 
 func newReaderAcks() *readerAcks {
-	return &readerAcks{pending: map[proto.PubKey][]uuid.UUID{}, ready: make(chan struct{}, 1)}
+	return &readerAcks{pending: map[proto.PubKey][]uuid.UUID{}, ready: make(chan struct{}, 1),
+		sent: make(map[uuid.UUID]struct{}, maxSentIDs), ring: make([]uuid.UUID, 0, maxSentIDs)}
+}
+
+// noteSent records id as one of our channel Messages, forgetting the
+// oldest beyond maxSentIDs.
+func (r *readerAcks) noteSent(id uuid.UUID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sent[id]; ok {
+		return
+	}
+	if len(r.ring) < maxSentIDs {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.sent, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % maxSentIDs
+	}
+	r.sent[id] = struct{}{}
+}
+
+// allSent reports whether every id names one of our recent channel
+// Messages (none for an empty list).
+func (r *readerAcks) allSent(ids []uuid.UUID) bool {
+	if len(ids) == 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := r.sent[id]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // add queues ids acked by reader; it reports how many did not fit.

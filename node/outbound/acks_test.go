@@ -76,3 +76,32 @@ func TestReaderAcksWakeOnlyWithAcks(t *testing.T) {
 		t.Fatal("the first ack after a take did not wake the loop")
 	}
 }
+
+// TestReaderAcksSentBounded: the ids of our latest maxSentIDs channel
+// Messages are known (an ack frame naming only them skips the queue
+// lookup); an older one is forgotten, and a frame that names any id not
+// known, or none, is not taken for reader acks alone.
+func TestReaderAcksSentBounded(t *testing.T) {
+	r := newReaderAcks()
+	ids := make([]uuid.UUID, maxSentIDs+1)
+	for i := range ids {
+		ids[i] = uuid.New()
+		r.noteSent(ids[i])
+	}
+	r.noteSent(ids[maxSentIDs]) // noted twice: kept once
+	if r.allSent(ids[:1]) {
+		t.Fatal("the oldest id is still known past the bound")
+	}
+	if !r.allSent(ids[1:]) {
+		t.Fatal("one of the latest ids is not known")
+	}
+	if r.allSent(nil) {
+		t.Fatal("an empty frame was taken for reader acks")
+	}
+	if r.allSent([]uuid.UUID{ids[5], uuid.New()}) {
+		t.Fatal("a frame naming an unknown id was taken for reader acks alone")
+	}
+	if len(r.sent) != maxSentIDs || len(r.ring) != maxSentIDs {
+		t.Fatalf("%d ids in the set, %d in the ring, want %d", len(r.sent), len(r.ring), maxSentIDs)
+	}
+}

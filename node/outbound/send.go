@@ -97,6 +97,7 @@ func (s *Sender) sendChannel(name string, msg *proto.Message) (*api.Sent, error)
 		}
 	}
 	linked := s.linkedCount(readers)
+	s.acks.noteSent(se.ID) // before any reader can ack it
 	stored := make(chan error, 1)
 	go func() { stored <- s.cfg.Store.PutSent(se, linked) }()
 	sent := s.fanOut(se, readers)
