@@ -314,13 +314,7 @@ func TestSenderStoreBudget(t *testing.T) {
 	)
 	flooding := window(4*time.Second, 10*time.Second)
 	mal := newRawMember(t)
-	o := newHistOrgWith(t, map[string]proto.PubKey{"mal": mal.pub}, "alice", "bob")
-	if err := o.ds["bob"].stop(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	o.args["bob"] = append(o.args["bob"], "--sender-store-mib", "8")
-	o.start("bob")
-	waitPeers(t, o.meshctl, o.homes["alice"], 1, 15*time.Second)
+	o := newHistOrgArgs(t, map[string]proto.PubKey{"mal": mal.pub}, []string{"--sender-store-mib", "8"}, "alice", "bob")
 	fileSize := func() int64 {
 		fi, err := os.Stat(filepath.Join(o.homes["bob"], "history.db"))
 		if err != nil {
