@@ -385,7 +385,8 @@ func TestAttachmentFromAnotherReader(t *testing.T) {
 // one-message count), the budget frees and her next re-send lands.
 func TestAttachmentSenderBudget(t *testing.T) {
 	t.Parallel()
-	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1", "--retention-interval", "1s")
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1", "--retention-interval", "1s",
+		"--peer-exchange-interval", "2s") // the round that re-sends the refused DM
 	m.channel("data", "--retention-messages", "1")
 	dir := t.TempDir()
 	first, _ := randomFile(t, dir, "one.bin", 600<<10, 13)

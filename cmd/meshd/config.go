@@ -43,6 +43,9 @@ type fileConfig struct {
 	// nothing for IdleTimeout is closed and redialled.
 	Keepalive   string
 	IdleTimeout string
+	// PeerExchangeInterval: the period of the peer-exchange round, which
+	// also re-sends what a linked peer has not acknowledged.
+	PeerExchangeInterval string
 	// Unauthenticated connections: at most HandshakesPerSource in
 	// handshake per remote IPv4 address or IPv6 /64, at most MaxHandshakes in all.
 	HandshakesPerSource int
@@ -221,6 +224,12 @@ var configKeys = []configKey{
 			ka := nc.Transport.KeepaliveInterval // keepalive applies first
 			nc.Transport.IdleTimeout, err = parseDuration("idle timeout", c.IdleTimeout, 2*ka,
 				fmt.Sprintf("at least twice the keepalive (%v), like 45s", ka))
+			return err
+		}},
+	{key: "peer_exchange_interval", field: func(c *fileConfig) any { return &c.PeerExchangeInterval }, fromNode: func(nc *node.Config) any { return durText(nc.PeerExchangeInterval) },
+		help: "how often linked peers exchange their peer lists and this node re-sends what a linked peer has not acknowledged",
+		apply: func(c *fileConfig, nc *node.Config) (err error) {
+			nc.PeerExchangeInterval, err = parseDuration("peer exchange interval", c.PeerExchangeInterval, time.Second, "at least 1s, like 30s")
 			return err
 		}},
 	{key: "handshakes_per_source", field: func(c *fileConfig) any { return &c.HandshakesPerSource }, fromNode: func(nc *node.Config) any { return nc.Transport.MaxHandshakesPerSource },

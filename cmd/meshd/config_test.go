@@ -116,18 +116,18 @@ func TestConfigLinkTimers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nc.Transport.KeepaliveInterval != 15*time.Second || nc.Transport.IdleTimeout != 45*time.Second {
-		t.Fatalf("default timers: keepalive %v idle %v", nc.Transport.KeepaliveInterval, nc.Transport.IdleTimeout)
+	if nc.Transport.KeepaliveInterval != 15*time.Second || nc.Transport.IdleTimeout != 45*time.Second || nc.PeerExchangeInterval != 30*time.Second {
+		t.Fatalf("default timers: keepalive %v idle %v peer exchange %v", nc.Transport.KeepaliveInterval, nc.Transport.IdleTimeout, nc.PeerExchangeInterval)
 	}
-	c, err = resolve(t, []string{"--home", home, "--keepalive", "20s"}, map[string]string{"MESH_IDLE_TIMEOUT": "1m"})
+	c, err = resolve(t, []string{"--home", home, "--keepalive", "20s", "--peer-exchange-interval", "2s"}, map[string]string{"MESH_IDLE_TIMEOUT": "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if nc, _, err = nodeConfig(c, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if nc.Transport.KeepaliveInterval != 20*time.Second || nc.Transport.IdleTimeout != time.Minute {
-		t.Fatalf("set timers: keepalive %v idle %v", nc.Transport.KeepaliveInterval, nc.Transport.IdleTimeout)
+	if nc.Transport.KeepaliveInterval != 20*time.Second || nc.Transport.IdleTimeout != time.Minute || nc.PeerExchangeInterval != 2*time.Second {
+		t.Fatalf("set timers: keepalive %v idle %v peer exchange %v", nc.Transport.KeepaliveInterval, nc.Transport.IdleTimeout, nc.PeerExchangeInterval)
 	}
 	for _, bad := range []struct {
 		args []string
@@ -136,6 +136,7 @@ func TestConfigLinkTimers(t *testing.T) {
 		{[]string{"--keepalive", "10ms"}, "keepalive"},
 		{[]string{"--keepalive", "soon"}, "keepalive"},
 		{[]string{"--idle-timeout", "8s"}, "at least twice the keepalive"},
+		{[]string{"--peer-exchange-interval", "100ms"}, "peer exchange interval"},
 	} {
 		c, err := resolve(t, append([]string{"--home", home}, bad.args...), nil)
 		if err != nil {
@@ -279,6 +280,7 @@ func TestPrintConfig(t *testing.T) {
   "reply_depth_max": 16,
   "keepalive": "15s",
   "idle_timeout": "45s",
+  "peer_exchange_interval": "30s",
   "handshakes_per_source": 8,
   "max_handshakes": 128,
   "link_send_queue_mib": 8,

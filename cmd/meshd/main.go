@@ -58,7 +58,7 @@ var flagPlaceholders = map[string]string{
 	"http": "HOST:PORT", "metrics": "HOST:PORT", "log-format": "FORMAT", "log-level": "LEVEL",
 	"mdns-interface": "IFACE", "mailbox-group": "GROUP", "keepalive": "D", "idle-timeout": "D",
 	"presence-ttl": "D", "archive-retention": "D", "retention-interval": "D",
-	"sync-timeout": "D",
+	"sync-timeout": "D", "peer-exchange-interval": "D",
 }
 
 // printUsage prints meshd's help as meshctl prints its own: double-dash

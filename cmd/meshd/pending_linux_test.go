@@ -78,7 +78,7 @@ func startPendingTarget(t *testing.T) (meshctl, home string, k knocker) {
 	return meshctl, a, knocker{addr: addr.Address, org: sa.Org}
 }
 
-// TestPendingFloodOneSource: an attacker knocks with 4 fresh keys a
+// TestPendingFloodOneSource: an attacker knocks with 8 fresh keys a
 // second from one address, long enough to have drained the old shared
 // budget of new entries (60, refilled at 1/s); a newcomer from another
 // address then knocks once and is listed. The attacker's address holds
@@ -92,7 +92,7 @@ func TestPendingFloodOneSource(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(250 * time.Millisecond)
+		tick := time.NewTicker(125 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; ; i++ {
 			select {
@@ -109,7 +109,7 @@ func TestPendingFloodOneSource(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); wg.Wait() }()
-	const before = 100 // 25 s at 4/s: the old budget is long gone
+	const before = 100 // 12.5 s at 8/s: the old budget (60 + 12) is gone
 	waitFor(t, "the flood to pass 100 knocks", 60*time.Second, func() bool { return sent.Load() >= before })
 	k.knock(t, "127.0.0.2", newKey(t), "newcomer")
 	names := pendingNames(t, meshctl, a)
@@ -130,7 +130,7 @@ func TestPendingFloodOneSource(t *testing.T) {
 	if cs["pending.refused.source_full"] == 0 {
 		t.Fatalf("no refusal counted: %v", cs)
 	}
-	t.Logf("%d fresh keys from one address at 4/s: it holds %d entries, %d refused (source_full); the newcomer from another address is listed",
+	t.Logf("%d fresh keys from one address at 8/s: it holds %d entries, %d refused (source_full); the newcomer from another address is listed",
 		sent.Load(), flood, cs["pending.refused.source_full"])
 }
 
@@ -168,12 +168,13 @@ func TestPendingRefreshKeepsListed(t *testing.T) {
 	wg.Wait()
 	waitCounter(t, meshctl, a, "pending.refused.full", 1)
 
-	// 20 s of refreshes at 11/s and new keys at 1.5/s.
+	// 8 s (20 s with MESHD_BENCH=1) of refreshes at 11/s and new keys at
+	// 1.5/s: on a list that evicted, the first new key would take a place.
 	refresh := time.NewTicker(time.Second / 11)
 	fresh := time.NewTicker(time.Second * 2 / 3)
 	defer refresh.Stop()
 	defer fresh.Stop()
-	end := time.After(20 * time.Second)
+	end := time.After(window(8*time.Second, 20*time.Second))
 	full0 := counters(t, meshctl, a)["pending.refused.full"]
 	n, news := 0, 0
 loop:

@@ -46,7 +46,8 @@ func procMemKiB(pid int) (rss, hwm int, err error) {
 // TestNonReadingMemberBoundedMemory is issue 15 §4 as an attacker runs
 // it: a roster member links to a real meshd, never reads its socket, and
 // keeps asking for the history of a channel of 200 messages of 200 KB.
-// The victim's resident memory stays under 160 MiB for 20 s; the link is
+// The victim's resident memory stays under 160 MiB through the attack
+// (20 s when measuring, else until every defence below has acted); the link is
 // closed when a write blocks past the write deadline (the idle timeout,
 // 4 s here), the member's reconnects are refused during the backoff, and
 // history pages are not read while its send queue is full.
@@ -147,10 +148,24 @@ func TestNonReadingMemberBoundedMemory(t *testing.T) {
 	attacked := make(chan struct{})
 	go func() { defer close(attacked); attack(stop) }()
 
-	const window, limitMiB = 20 * time.Second, 160
+	// RSS is sampled through the attack. The figures in SECURITY.md are
+	// over 20 s (MESHD_BENCH=1, or against another build); otherwise the
+	// attack ends once every defence has acted (a page served, one
+	// dropped unread for a full queue, the slow close and a refused
+	// reconnect), at least 6 s in and at most 20 s.
+	const longest, limitMiB = 20 * time.Second, 160
+	fixed := measuring() || other != ""
+	fought := func() bool {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return false
+		}
+		c := st.Counters
+		return c["history.served"] > 0 && c["history.serve_no_room"] > 0 && c["link.closed_slow"] > 0 && c["link.refused_slow"] > 0
+	}
 	maxRSS := 0
 	start := time.Now()
-	for time.Since(start) < window {
+	for k := 0; time.Since(start) < longest; k++ {
 		rss, _, err := procMemKiB(d.cmd.Process.Pid)
 		if err != nil {
 			close(stop)
@@ -158,8 +173,12 @@ func TestNonReadingMemberBoundedMemory(t *testing.T) {
 			t.Fatalf("victim gone: %v\n%s", err, d.stderr.String())
 		}
 		maxRSS = max(maxRSS, rss)
+		if !fixed && k%5 == 0 && time.Since(start) >= 6*time.Second && fought() {
+			break
+		}
 		time.Sleep(100 * time.Millisecond) // deliberate: RSS is sampled through the whole window
 	}
+	window := time.Since(start).Round(100 * time.Millisecond)
 	close(stop)
 	<-attacked
 	_, hwm, _ := procMemKiB(d.cmd.Process.Pid)

@@ -16,12 +16,15 @@ import (
 // PerCPU is how many parallel tests Default allows per CPU. At two per
 // CPU, a cmd/meshd run on 2 cores used 168 s of CPU in 627 s: its
 // parallel phase ran four at a time, each mostly waiting on daemons'
-// timers, for 930 s of tests in 246 s.
-const PerCPU = 4
+// timers, for 930 s of tests in 246 s. At four, a run used one core on
+// average (172 s of CPU in 175 s), and its parallel phase (92 s) ended
+// with tests that had waited half a minute for a place and then waited
+// out the protocol's clock allowance; at six, 52 s.
+const PerCPU = 6
 
 // Min is the least Default allows, so a 1- or 2-core machine still
 // overlaps the waits of several tests.
-const Min = 8
+const Min = 12
 
 // Default sets -test.parallel to max(Min, PerCPU*GOMAXPROCS) unless the
 // command line set it. Call it from TestMain before m.Run; it parses the
@@ -43,14 +46,14 @@ func Default() int {
 	return n
 }
 
-// Want is the value Default sets: max(Min, PerCPU*GOMAXPROCS), halved
-// under the race detector, which multiplies each daemon's CPU several
-// times over, so that the waits the tests bound stay on a loaded
-// 2-core machine what they were when four ran at once.
+// Want is the value Default sets: max(Min, PerCPU*GOMAXPROCS), a third
+// of it under the race detector, which multiplies each daemon's CPU
+// several times over, so that the waits the tests bound stay on a
+// loaded 2-core machine what they were when four ran at once.
 func Want() int {
 	n := max(Min, PerCPU*runtime.GOMAXPROCS(0))
 	if raceEnabled {
-		n /= 2
+		n /= 3
 	}
 	return n
 }

@@ -27,7 +27,7 @@ func TestDefault(t *testing.T) {
 	}
 	want := max(Min, PerCPU*runtime.GOMAXPROCS(0))
 	if raceEnabled {
-		want /= 2
+		want /= 3
 	}
 	if got != want || f.Value.String() != strconv.Itoa(want) {
 		t.Fatalf("Default() = %d, -test.parallel %s; want %d", got, f.Value, want)
