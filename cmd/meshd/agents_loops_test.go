@@ -228,9 +228,7 @@ func TestAgentLoopsEnd(t *testing.T) {
 		outs, runs := map[string]*syncBuffer{}, map[string]string{}
 		for _, n := range o.names {
 			bin := t.TempDir()
-			if err := os.WriteFile(filepath.Join(bin, "claude"), []byte(claudeStub), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			writeExec(t, filepath.Join(bin, "claude"), []byte(claudeStub))
 			runs[n] = filepath.Join(bin, "runs")
 			outs[n], _ = o.startLoop(t, ctx, n, "bash", "PATH="+bin+":$PATH\n"+script, "RUNS="+runs[n])
 		}

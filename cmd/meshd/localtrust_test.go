@@ -221,14 +221,8 @@ func TestStatusPageOtherUser(t *testing.T) {
 // meshctlCopy copies meshctl where every user may run it.
 func meshctlCopy(t *testing.T, meshctl string) string {
 	t.Helper()
-	b, err := os.ReadFile(meshctl)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(sharedTempDir(t), "meshctl")
-	if err := os.WriteFile(p, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	installExec(t, meshctl, p)
 	return p
 }
 

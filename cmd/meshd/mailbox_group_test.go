@@ -163,14 +163,8 @@ func TestMailboxGroupAttacks(t *testing.T) {
 	meshd, meshctl := buildBinaries(t)
 	shared := sharedTempDir(t)
 	copyExec := func(src, name string) string {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
 		p := filepath.Join(shared, name)
-		if err := os.WriteFile(p, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		installExec(t, src, p)
 		return p
 	}
 	g := &groupHost{t: t, home: filepath.Join(shared, "bob"),
