@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -83,10 +84,21 @@ func TestRepairCatchesUpWhatWasSentWhileStopped(t *testing.T) {
 	want = append(want, sendMany(t, o.client("alice"), "ops", 2, "while stopped")...)
 
 	var rep struct {
-		Taken   int `json:"taken"`
-		Refused int `json:"refused"`
+		Taken   int   `json:"taken"`
+		Refused int   `json:"refused"`
+		TookMS  int64 `json:"took_ms"`
 	}
-	meshctlJSON(t, o.meshctl, &rep, "--home", o.homes["bob"], "repair", "--force")
+	// The repair parses and verifies 1,000 files: seconds, but past
+	// meshctlRun's 30 s under -race beside other tests; the bound here is
+	// a hang guard.
+	r := meshctlRunWithin(t, 3*time.Minute, o.meshctl, "--home", o.homes["bob"], "repair", "--force", "--json")
+	if r.code != 0 {
+		t.Fatalf("meshctl repair: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("meshctl repair --json: %v\n%s", err, r.stdout)
+	}
+	t.Logf("repair of %d files took %d ms", held, rep.TookMS)
 	if rep.Taken != held || rep.Refused != 0 {
 		t.Fatalf("repair took %d and refused %d of %d files", rep.Taken, rep.Refused, held)
 	}
