@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meshd/meshd/internal/testwait"
@@ -314,6 +315,31 @@ func TestBeginMismatch(t *testing.T) {
 	if q, err := s.Begin(a); err != nil || q != p {
 		t.Fatalf("begin again: %v", err)
 	}
+}
+
+// TestEmptyBlobHashLoopWaiting: the part's hash loop looked before the
+// chunk list was known and waits for a chunk to be written; an empty blob
+// has none, so setting its (empty) list must wake the loop, or Finish
+// waits forever (it hung a README run).
+func TestEmptyBlobHashLoopWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, a := source(t, nil)
+		s := open(t, t.TempDir(), 0)
+		p, err := s.Begin(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the hash loop is parked, waiting for a chunk
+		if err := p.SetChunks(nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if !s.Has(a.SHA256) {
+			t.Fatal("empty blob not stored")
+		}
+	})
 }
 
 // TestEmptyBlob: an empty attachment has no chunk and finishes at once.

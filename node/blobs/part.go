@@ -128,6 +128,12 @@ func (p *Part) load() error {
 
 func (p *Part) setChunks(list []proto.Hash) {
 	p.chunks, p.have, p.missing = list, make([]bool, len(list)), len(list)
+	// hashLoop may be waiting, having looked before the list was known:
+	// an empty blob has no chunk whose write would wake it.
+	select {
+	case p.hashWake <- struct{}{}:
+	default:
+	}
 }
 
 // Attachment is the attachment being fetched.
