@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -92,6 +93,59 @@ func TestPendingRunsJoin(t *testing.T) {
 		t.Fatalf("pending runs %v, want [30 30]", r)
 	}
 	checkDB(t, s)
+}
+
+// TestPendingRunsRandomOrder puts 1,000 numbers in random order, in
+// batches of several sizes, and checks after each batch that the pending
+// runs add up to the stream record (count and numbers), that none touches
+// the stream's run, and that all of them end as one run. A cursor's Prev
+// in a transaction that had deleted runs once left a run beside the
+// stream's run unmerged.
+func TestPendingRunsRandomOrder(t *testing.T) {
+	t.Parallel()
+	for _, bs := range []int{1, 7, 256} {
+		s, _ := openTest(t, Config{})
+		alice := newSender(t, "alice")
+		d := proto.ToChannel(uuid.New())
+		perm := rand.Perm(1000)
+		t.Logf("batch %d, order %v...", bs, perm[:8])
+		check := func(after int) {
+			t.Helper()
+			var m markRec
+			if err := s.db.View(func(tx *bolt.Tx) error {
+				_, v := tx.Bucket(bucketMarks).Cursor().First()
+				var err error
+				m, err = decodeMark(v)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var sum uint64
+			runs := runsOf(t, s)
+			for _, r := range runs {
+				sum += r[1] - r[0] + 1
+				if r[1]+1 == m.lo || r[0] == m.hi+1 {
+					t.Fatalf("batch %d, after %d: run %v beside the stream's run %d..%d", bs, after, r, m.lo, m.hi)
+				}
+			}
+			if sum != m.pending || uint64(len(runs)) != m.runs {
+				t.Fatalf("batch %d, after %d: record %+v, but %d runs of %d numbers", bs, after, m, len(runs), sum)
+			}
+		}
+		var batch []*proto.SignedEnvelope
+		for k, i := range perm {
+			n := uint64(i + 1)
+			batch = append(batch, alice.envSeq(t, d, t0.UnixMilli()+int64(n), n, "s"))
+			if len(batch) == bs || k == len(perm)-1 {
+				mustPut(t, s, batch...)
+				batch = batch[:0]
+				check(k + 1)
+			}
+		}
+		if g, err := s.Gaps(d); err != nil || !g[0].Contiguous() || g[0].Count != 1000 || g[0].Lost != 0 {
+			t.Fatalf("batch %d: %+v %v, want 1..1000 contiguous", bs, g, err)
+		}
+	}
 }
 
 // runsOf lists the pending runs in s.

@@ -70,21 +70,23 @@ func seqKey(sk []byte, seq uint64) []byte {
 // it or to another pending run (runs are kept maximal).
 
 // runAt returns the pending run of stream sk whose first number is the
-// greatest not above seq, if any.
+// greatest not above seq, if any. It walks the stream's runs forward from
+// the first (at most Config.MaxPendingSeqs of them): a bbolt cursor's
+// Prev and Last, in a transaction that has deleted keys of the bucket,
+// returned wrong neighbours here and left a run beside the stream's run
+// unmerged (TestPendingRunsRandomOrder).
 func runAt(c *bolt.Cursor, sk []byte, seq uint64) (first, last uint64, ok bool) {
-	target := seqKey(sk, seq)
-	k, v := c.Seek(target)
-	if !bytes.Equal(k, target) {
-		if k == nil {
-			k, v = c.Last()
-		} else {
-			k, v = c.Prev()
+	for k, v := c.Seek(sk); k != nil && bytes.HasPrefix(k, sk); k, v = c.Next() {
+		if len(k) != len(sk)+8 || len(v) != 8 {
+			continue
 		}
+		f := binary.BigEndian.Uint64(k[len(sk):])
+		if f > seq {
+			break
+		}
+		first, last, ok = f, binary.BigEndian.Uint64(v), true
 	}
-	if k == nil || !bytes.HasPrefix(k, sk) || len(k) != len(sk)+8 || len(v) != 8 {
-		return 0, 0, false
-	}
-	return binary.BigEndian.Uint64(k[len(sk):]), binary.BigEndian.Uint64(v), true
+	return first, last, ok
 }
 
 // putRun stores the pending run first..last of stream sk.
