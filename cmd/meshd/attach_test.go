@@ -67,6 +67,21 @@ func (m *faultMesh) attachedPath(i int, id, name string, within time.Duration) s
 
 func (m *faultMesh) counter(i int, name string) uint64 { return m.status(i).Counters[name] }
 
+// TestAttachmentEmptyFile: an empty file attached to a DM (no chunk at
+// all) arrives and is placed, empty. Its fetch's hash loop once waited
+// for a chunk that never comes, so the fetch hung and kept its slot.
+func TestAttachmentEmptyFile(t *testing.T) {
+	t.Parallel()
+	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
+	file, _ := randomFile(t, t.TempDir(), "empty.txt", 0, 1)
+	var sent api.Sent
+	meshctlJSON(t, m.meshctl, &sent, "--home", m.homes[0], "dm", "bob", "nothing in it", "--attach", file)
+	path := m.attachedPath(1, sent.ID, "empty.txt", 30*time.Second)
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Fatalf("empty attachment at %s: %v %v", path, fi, err)
+	}
+}
+
 // TestAttachmentDMArrivesVerified: a DM with a three-chunk attachment
 // arrives with the attachment listed in the mailbox file's Attachments
 // header, and the file appears beside it, byte for byte, once verified.
