@@ -59,7 +59,7 @@ func TestAttachmentReadersServeEachOther(t *testing.T) {
 // under a channel message it may not read.
 func TestAttachmentPartNotServedToNonReader(t *testing.T) {
 	t.Parallel()
-	r := startRawTarget(t, "", "mallory")
+	r := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, r.meshctl, "--home", r.home, "channel", "create", "drop", "--readers", "role:admin")
 	var show struct {
 		ID string `json:"id"`

@@ -235,7 +235,7 @@ func TestAttachmentResumesAfterKill(t *testing.T) {
 // same blob, it gets the chunk list.
 func TestAttachmentNotServedToNonReader(t *testing.T) {
 	t.Parallel()
-	r := startRawTarget(t, "", "mallory")
+	r := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, r.meshctl, "--home", r.home, "channel", "create", "admins", "--readers", "role:admin")
 	file, data := randomFile(t, t.TempDir(), "secret.txt", 1000, 6)
 	var toAdmins, toMallory api.Sent

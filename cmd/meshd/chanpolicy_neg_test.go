@@ -19,7 +19,7 @@ import (
 // claiming a name that is taken.
 func TestPolicyReceiveChecks(t *testing.T) {
 	t.Parallel()
-	rt := startRawTarget(t, "", "mallory")
+	rt := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
 	var ch struct {
 		ID string `json:"id"`

@@ -62,7 +62,11 @@ func TestNamesImpersonation(t *testing.T) {
 			ClaimedName string `json:"claimed_name"`
 		}
 	}
-	meshctlJSON(t, meshctl, &peers, "--home", a, "peers")
+	// The claimed name comes with the joiner's card, after the link.
+	waitFor(t, "the joiner's claimed name at alice", 15*time.Second, func() bool {
+		meshctlJSON(t, meshctl, &peers, "--home", a, "peers")
+		return len(peers.Peers) == 1 && peers.Peers[0].ClaimedName != ""
+	})
 	if len(peers.Peers) != 1 || peers.Peers[0].Name != "" || peers.Peers[0].ClaimedName != "car\u043el" {
 		t.Fatalf("peers: %+v", peers)
 	}
