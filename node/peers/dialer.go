@@ -103,7 +103,8 @@ func (s *Service) dial(a transport.Addr, expect *proto.PubKey) (*transport.Link,
 // Send queues a frame of type t with payload on pl. A frame that moves
 // to the winner of a duplicate pair (Rehomed) goes on the peer's link of
 // the moment when pl has closed since it was picked; one that cannot be
-// queued is reported to the host (SendFailed).
+// queued is reported to the host (SendFailed), unless pl lost a duplicate
+// pair and the frame is one the winner's link-up sends afresh.
 func (s *Service) Send(pl *Link, t proto.FrameType, payload []byte) {
 	f := make([]byte, 0, 1+len(payload))
 	f = append(f, byte(t))
@@ -117,7 +118,7 @@ func (s *Service) Send(pl *Link, t proto.FrameType, payload []byte) {
 			err = cur.Conn.Send(f)
 		}
 	}
-	if err != nil {
+	if err != nil && !sessionFrameSuperseded(pl, t, err) {
 		s.host.SendFailed(pl, t, err)
 	}
 }

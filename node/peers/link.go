@@ -28,6 +28,8 @@ type Link struct {
 	// at most one, so a goodbye received is answered only by a node that
 	// has not said its own (PROTOCOL.md §14.8).
 	byeSent atomic.Bool
+	// retired is set once the link lost a duplicate pair (retire.go).
+	retired atomic.Bool
 	PX      Exchange // incremental peer exchange on this link
 }
 
@@ -50,6 +52,10 @@ func (pl *Link) SayGoodbye(reason string) bool {
 	_ = pl.Conn.Send(GoodbyeFrame(reason))
 	return true
 }
+
+// Retired reports whether the link lost a duplicate pair: it is closing,
+// and the winner's link-up sends the frames of a session afresh.
+func (pl *Link) Retired() bool { return pl.retired.Load() }
 
 // SaidGoodbye reports whether this node sent the link its goodbye.
 func (pl *Link) SaidGoodbye() bool { return pl.byeSent.Load() }

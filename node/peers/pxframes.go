@@ -75,7 +75,7 @@ func (s *Service) sendLocked(pl *Link, t proto.FrameType, payload []byte) {
 	f := make([]byte, 0, 1+len(payload))
 	f = append(f, byte(t))
 	f = append(f, payload...)
-	if err := pl.Conn.Send(f); err != nil {
+	if err := pl.Conn.Send(f); err != nil && !sessionFrameSuperseded(pl, t, err) {
 		s.host.SendFailed(pl, t, err)
 	}
 }

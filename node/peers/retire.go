@@ -1,10 +1,12 @@
 package peers
 
 import (
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
 )
 
 // retireLoser closes loser, the link of a duplicate pair that lost to
@@ -21,6 +23,7 @@ import (
 // Frames about the mesh's content move (Rehomed); frames about the
 // link's own session do not: winner's link-up sends them afresh.
 func (s *Service) retireLoser(loser, winner *Link) {
+	loser.retired.Store(true)
 	s.sendRehomed(loser.Conn.CloseAndDrain(GoodbyeFrame("duplicate link")), loser, winner)
 }
 
@@ -53,6 +56,7 @@ func (s *Service) sendRehomed(fs [][]byte, loser, winner *Link) {
 // rosters, policies) is for a session that never started; the peer sends
 // it again on the kept link.
 func (s *Service) retireNewLoser(pl *Link) {
+	pl.retired.Store(true)
 	pl.Conn.Start(func(frame []byte) {
 		if len(frame) == 0 {
 			return
@@ -73,6 +77,17 @@ func (s *Service) retireNewLoser(pl *Link) {
 		}
 	}
 	s.cfg.Group.Go(func() { <-pl.Conn.Done() })
+}
+
+// sessionFrameSuperseded reports whether a frame of type t that pl
+// refused with err needs no report: pl lost a duplicate pair, and t is a
+// frame of the link's own session (not Rehomed), which the winner's
+// link-up sends afresh. The host's link-up for pl may still be running
+// when the winner replaces it (a move to a Unix socket that the peer
+// made as soon as our TCP link reached it), and its frames then find pl
+// closed.
+func sessionFrameSuperseded(pl *Link, t proto.FrameType, err error) bool {
+	return pl.Retired() && !Rehomed(t) && errors.Is(err, transport.ErrClosed)
 }
 
 // AckVia returns the link to acknowledge on for envelopes that came on

@@ -26,6 +26,7 @@ type fakeHost struct {
 	rejected chan Rejection
 	roster   *roster.Roster
 	counts   [NumCounters]atomic.Uint64
+	failed   atomic.Int64 // frames reported refused (SendFailed)
 }
 
 func newFakeHost(self proto.PubKey) *fakeHost {
@@ -52,7 +53,7 @@ func (h *fakeHost) LinkDown(d Down)                          { h.downs <- d }
 func (h *fakeHost) Rejected(_ *transport.Link, r Rejection)  { h.rejected <- r }
 func (h *fakeHost) Rehomed(*Link, int, []proto.FrameType)    {}
 func (h *fakeHost) Roster() *roster.Roster                   { return h.roster }
-func (h *fakeHost) SendFailed(*Link, proto.FrameType, error) {}
+func (h *fakeHost) SendFailed(*Link, proto.FrameType, error) { h.failed.Add(1) }
 func (h *fakeHost) Count(c Counter, n uint64)                { h.counts[c].Add(n) }
 func (h *fakeHost) Resend(*Link)                             {}
 func (h *fakeHost) OtherOrg(OtherOrg)                        {}
@@ -215,5 +216,32 @@ func TestServiceNewProcessWins(t *testing.T) {
 	}
 	if r.linked() != up.Link {
 		t.Fatal("the retired link's end cleared the winner")
+	}
+}
+
+// TestSessionFrameOnRetiredLink: a frame of a link's own session (a peer
+// list) that finds the link closed because it lost a duplicate pair is
+// not reported refused: the winner's link-up sends it afresh. The same
+// frame on a link closed for any other reason is.
+func TestSessionFrameOnRetiredLink(t *testing.T) {
+	r := newServiceRig(t)
+	r.host.setMember(r.peerPub, true)
+	_, firstEnd := r.link(t)
+	first := recv(t, r.host.ups, "first link up").Link
+	r.link(t)
+	second := recv(t, r.host.ups, "second link up").Link
+	<-firstEnd.Done()
+	if !first.Retired() || second.Retired() {
+		t.Fatalf("retired: loser %v, winner %v", first.Retired(), second.Retired())
+	}
+	r.svc.Send(first, proto.FramePeers, []byte{0xa0})
+	if n := r.host.failed.Load(); n != 0 {
+		t.Fatalf("a session frame on the retired loser reported refused (%d)", n)
+	}
+	second.Conn.CloseWithError(nil)
+	<-second.Conn.Done()
+	r.svc.Send(second, proto.FramePeers, []byte{0xa0})
+	if n := r.host.failed.Load(); n != 1 {
+		t.Fatalf("a session frame on a closed link reported %d times, want 1", n)
 	}
 }
