@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
@@ -37,7 +39,20 @@ type attachments struct {
 	listSem  chan struct{}           // bounds the chunk list wants served at once
 	fetchLim *rate.Limiter           // attachment_fetch_rate_mib; nil without a limit
 	busyLim  *rate.Limiter           // the fetch rate while envelopes move (busyFetchRate)
+	wrote    atomic.Int64            // when a chunk was last written (Unix ns); see bulk
 	wg       sync.WaitGroup
+}
+
+// bulkWindow is how long after a chunk is written the node counts an
+// attachment as being written (attachments.bulk).
+const bulkWindow = time.Second
+
+// bulk reports whether a fetch wrote a chunk within bulkWindow: the
+// mailbox's checkpoint waits meanwhile (mailbox.LoopConfig.Bulk), since
+// its syncfs would write the part file back under the chunk writer.
+func (a *attachments) bulk() bool {
+	t := a.wrote.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) < bulkWindow
 }
 
 // The attachment counters.

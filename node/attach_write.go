@@ -94,6 +94,7 @@ func (w *chunkWriter) run() {
 // is dropped and counted, its sender passed over, and asked for again.
 func (w *chunkWriter) write(j chunkJob) {
 	n := w.at.n
+	w.at.wrote.Store(time.Now().UnixNano())
 	err := w.p.WriteChunk(int(j.index), j.data)
 	// WriteChunk has hashed and written the data and keeps no reference
 	// to it: the frame's buffer goes back for the link to read into.

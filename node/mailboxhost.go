@@ -68,7 +68,8 @@ func (h mailboxHost) open() error {
 	oc.Logger = n.log.With("component", "outbox")
 	b, err := mailbox.OpenBox(n.home.MailboxDir(), mc, mailbox.LoopConfig{Host: h, Self: n.id.Pub,
 		MaxFiles: n.cfg.MailboxMaxFiles, MaxBytes: n.cfg.MailboxMaxBytes, MinFree: n.cfg.MailboxMinFree,
-		DiskSpace: func(p string) (uint64, uint64, error) { return diskSpace(p) }, Logger: mc.Logger}, oc)
+		DiskSpace: func(p string) (uint64, uint64, error) { return diskSpace(p) }, Logger: mc.Logger,
+		Bulk: func() bool { return n.attach != nil && n.attach.bulk() }}, oc)
 	if err != nil {
 		return err
 	}

@@ -188,7 +188,12 @@
 // file of the file system, not only the mailbox's: on a host where other
 // programs write much to the same file system, that writeback joins the
 // checkpoint (it runs on the mirror's goroutine and delays files, never
-// deliveries).
+// deliveries). So while meshd writes an attachment's chunks
+// ([LoopConfig].Bulk), a due checkpoint waits, for at most 30 s: its
+// syncfs would write the part file back under the chunk writer, and the
+// loop would wait on it (a 256 MiB DM between two nodes of one host spent
+// about a second blocked in syncfs, and its chunk writer half a second
+// throttled behind that writeback; half as long with the wait).
 //
 // Every envelope is in the history store before it is mirrored, so a
 // failed write loses nothing: the caller logs it and counts it (a full

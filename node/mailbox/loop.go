@@ -51,6 +51,7 @@ type Loop struct {
 	// ckptFailing is set while checkpoints fail, so that the failure
 	// logs once.
 	ckptFailing bool
+	heldSince   time.Time // when a due checkpoint first waited for a bulk write; zero when none waits
 	// created is when the loop was made: nothing delivered before can
 	// be in its queue.
 	created time.Time
@@ -133,7 +134,13 @@ type LoopConfig struct {
 	// DiskSpace returns the bytes free and the size of the file system
 	// holding a path; nil, the free space is unknown.
 	DiskSpace func(path string) (free, total uint64, err error)
-	Logger    *slog.Logger
+	// Bulk reports whether a large file is being written to the mailbox's
+	// file system (an attachment's chunks): a checkpoint then waits, at
+	// most maxCheckpointHold, since its syncfs would write that file's
+	// data back too, under its writer and with the loop waiting on it.
+	// nil: never.
+	Bulk   func() bool
+	Logger *slog.Logger
 	// files writes mailbox files ([Mirror.Write], or Rewrite when
 	// rewrite); nil is Mirror. Tests inject failures here.
 	files func(rewrite bool, items ...Item) ([]string, error)
@@ -151,6 +158,10 @@ const reconcileWindow = 48 * time.Hour
 // syncInterval is how often the loop makes the files written since its
 // last checkpoint durable, when there are any.
 const syncInterval = time.Second
+
+// maxCheckpointHold bounds how long a checkpoint waits for a bulk write
+// to end (LoopConfig.Bulk).
+const maxCheckpointHold = 30 * time.Second
 
 // checkMargin widens the window of files a start checks in full, for
 // delivery times that are not strictly in queue order.
@@ -246,10 +257,15 @@ func (l *Loop) Run(ctx context.Context) {
 			l.moveRead(k)
 			continue
 		case <-tick.C:
-			if !newest.IsZero() {
-				l.checkpoint(newest)
-				newest = time.Time{}
+			if newest.IsZero() {
+				continue
 			}
+			if l.holdCheckpoint(time.Now()) {
+				tick.Reset(syncInterval)
+				continue
+			}
+			l.checkpoint(newest)
+			newest = time.Time{}
 			continue
 		case <-l.retryC():
 			l.armed = false

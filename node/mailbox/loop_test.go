@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -372,4 +374,66 @@ func TestLoopStartWritesAnItemOnce(t *testing.T) {
 	if h.counts[CountReconciled] != 1 {
 		t.Fatalf("counts %v: the start's reconcile did not write the item", h.counts)
 	}
+}
+
+// TestCheckpointWaitsForBulk: while a large file is being written to the
+// file system (LoopConfig.Bulk), a due checkpoint waits, since its syncfs
+// would write that file back too; it runs once the bulk write ends, and
+// after maxCheckpointHold however long the bulk write goes on.
+func TestCheckpointWaitsForBulk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := filepath.Join(t.TempDir(), "mailbox")
+		m, err := Open(root, DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		h := newFakeHost()
+		var bulk atomic.Bool
+		bulk.Store(true)
+		l := NewLoop(LoopConfig{Root: root, Mirror: m, Host: h, Bulk: bulk.Load})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); l.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		checkpoints := func() uint64 {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.counts[CountCheckpoints]
+		}
+		deliver := func(body string) {
+			synctest.Wait()
+			now := time.Now()
+			se := sign(t, alice, 1, proto.ToPeer(pub(bob)), msg(body, nil))
+			h.deliver(se, now)
+			l.Queue(ctx, testDelivery{h.InboxItem(se, history.PriorityNormal, false, now)})
+			synctest.Wait()
+		}
+
+		deliver("dm 0")
+		time.Sleep(10 * syncInterval)
+		synctest.Wait()
+		if n := checkpoints(); n != 0 {
+			t.Fatalf("%d checkpoints during the bulk write, want 0", n)
+		}
+		bulk.Store(false)
+		time.Sleep(syncInterval)
+		synctest.Wait()
+		if n := checkpoints(); n != 1 {
+			t.Fatalf("%d checkpoints a second after the bulk write ended, want 1", n)
+		}
+
+		bulk.Store(true)
+		deliver("dm 1")
+		time.Sleep(maxCheckpointHold)
+		synctest.Wait()
+		if n := checkpoints(); n != 1 {
+			t.Fatalf("%d checkpoints before the hold's bound, want 1", n)
+		}
+		time.Sleep(2 * syncInterval)
+		synctest.Wait()
+		if n := checkpoints(); n != 2 {
+			t.Fatalf("%d checkpoints after the hold's bound with the bulk write going on, want 2", n)
+		}
+	})
 }

@@ -102,6 +102,24 @@ func unwritten(queued, written []Item) []Item {
 	return rest
 }
 
+// holdCheckpoint reports whether a due checkpoint waits at now: while
+// a bulk write goes on (LoopConfig.Bulk), for at most maxCheckpointHold
+// from the first wait.
+func (l *Loop) holdCheckpoint(now time.Time) bool {
+	if l.cfg.Bulk == nil || !l.cfg.Bulk() {
+		l.heldSince = time.Time{}
+		return false
+	}
+	if l.heldSince.IsZero() {
+		l.heldSince = now
+	}
+	if now.Sub(l.heldSince) >= maxCheckpointHold {
+		l.heldSince = time.Time{}
+		return false
+	}
+	return true
+}
+
 // checkpoint makes the files written so far durable and records that
 // every item delivered up to newest has its file on disk. The record
 // itself is written without fsync: the next checkpoint (or the file
