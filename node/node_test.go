@@ -188,7 +188,29 @@ func linkedPair(t testing.TB) (m *testMesh, a, b *Node) {
 	a = m.start(0)
 	b = m.start(1, tcpAddr(t, a))
 	waitFor(t, 5*time.Second, "link", func() bool { return linked(a, m.ids[1].Pub) })
+	if listensOnUnix(a) && listensOnUnix(b) {
+		// The seed is a TCP address and both listen on a Unix socket
+		// too, so the link moves there (PROTOCOL.md §14.12). Wait until
+		// it has, the TCP link down at both ends, so that a test's
+		// traffic does not straddle the move: a DM refused by the closing
+		// link is re-sent after newer ones (delivery order is not
+		// guaranteed, §16.5), and TestEventStreamBurstInOrder saw one.
+		waitFor(t, 10*time.Second, "the link moved to the Unix socket at both ends", func() bool {
+			return linkNetwork(a, m.ids[1].Pub) == "unix" && linkNetwork(b, m.ids[0].Pub) == "unix" &&
+				a.metrics.Get("link.down") >= 1 && b.metrics.Get("link.down") >= 1
+		})
+	}
 	return m, a, b
+}
+
+// listensOnUnix reports whether n listens on a Unix socket.
+func listensOnUnix(n *Node) bool {
+	for _, a := range n.ListenAddrs() {
+		if ad, err := transport.ParseAddr(a); err == nil && ad.Network == "unix" {
+			return true
+		}
+	}
+	return false
 }
 
 func linked(n *Node, k proto.PubKey) bool {
