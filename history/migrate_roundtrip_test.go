@@ -15,6 +15,23 @@ import (
 	"github.com/meshd/meshd/proto"
 )
 
+// reopenDowngraded closes s, rewrites its file at path in the layout of
+// schema version (downgrade), checks that the file says so, and opens it
+// again: the store upgrades it, and checkDB finds it sound.
+func reopenDowngraded(t *testing.T, s *Store, path string, version uint64, downgrade func(testing.TB, string), cfg Config) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	downgrade(t, path)
+	if v := schemaAt(t, path); v != version {
+		t.Fatalf("schema %d after the downgrade, want %d", v, version)
+	}
+	s = openAt(t, path, cfg)
+	checkDB(t, s)
+	return s
+}
+
 // downgradeToV1 rewrites a store at path in the schema 1 layout of meshd
 // 9798b00 (envelopes and inbox state keyed by id alone, no senders
 // bucket, pending numbers one key each), as that release would have
@@ -135,15 +152,7 @@ func TestUpgradeRoundTrip(t *testing.T) {
 	s, path := openTest(t, Config{Now: clk.now})
 	fillStore(t, s, 3000)
 	want := storeDump(t, s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	downgradeToV1(t, path)
-	if v := schemaAt(t, path); v != 1 {
-		t.Fatalf("schema %d after the downgrade", v)
-	}
-	s = openAt(t, path, Config{Now: clk.now})
-	checkDB(t, s)
+	s = reopenDowngraded(t, s, path, 1, downgradeToV1, Config{Now: clk.now})
 	if got := storeDump(t, s); got != want {
 		t.Fatalf("store after the upgrade differs:\n got %.300s\nwant %.300s", got, want)
 	}

@@ -235,15 +235,7 @@ func TestUpgradeV2PendingRuns(t *testing.T) {
 	if len(wantRuns) != 5 {
 		t.Fatalf("runs before: %v, want 5", wantRuns)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	downgradeToV2(t, path)
-	if v := schemaAt(t, path); v != 2 {
-		t.Fatalf("schema %d after the downgrade", v)
-	}
-	s = openAt(t, path, Config{Now: clk.now})
-	checkDB(t, s)
+	s = reopenDowngraded(t, s, path, 2, downgradeToV2, Config{Now: clk.now})
 	if v := schemaAt2(t, s); v != schemaVersion {
 		t.Fatalf("schema %d after the upgrade, want %d", v, schemaVersion)
 	}

@@ -450,7 +450,7 @@ type wtx struct {
 	// index: each is opened on first use, since opening one costs a
 	// cursor search and some 25 allocations, and a commit of received
 	// envelopes uses fewer than half of them.
-	open [len(wtxBuckets)]*bolt.Bucket
+	open [numWtxBuckets]*bolt.Bucket
 
 	// key is scratch space for one key at a time: bbolt copies the key of
 	// a Put and keeps no reference to the key of a Get, Seek or Delete.
@@ -500,15 +500,17 @@ func newWtx(s *Store, tx *bolt.Tx, now time.Time) *wtx {
 // empty for good. Filling them to appendFill halves the pages of the
 // index buckets, and so the file, the mapped memory and the pages a
 // commit rewrites.
-var wtxBuckets = [...]struct {
+var wtxBuckets = [numWtxBuckets]struct {
 	name   []byte
 	append bool
 }{
-	{bucketMeta, false}, {bucketEnv, true}, {bucketChanIdx, true}, {bucketDirIdx, true},
-	{bucketCounts, false}, {bucketSeen, true}, {bucketSeenAge, true}, {bucketMarks, false},
-	{bucketRuns, false}, {bucketQueue, true}, {bucketQueueID, true}, {bucketQCount, false},
-	{bucketInbox, true}, {bucketInboxT, true}, {bucketSenders, false},
-	{bucketDelivery, true}, {bucketDeliveryT, true}, {bucketDeliveryA, true}, {bucketReqOut, false},
+	bMeta: {bucketMeta, false}, bEnv: {bucketEnv, true}, bChanIdx: {bucketChanIdx, true},
+	bDirIdx: {bucketDirIdx, true}, bCounts: {bucketCounts, false}, bSeen: {bucketSeen, true},
+	bSeenAge: {bucketSeenAge, true}, bMarks: {bucketMarks, false}, bRuns: {bucketRuns, false},
+	bQueue: {bucketQueue, true}, bQueueID: {bucketQueueID, true}, bQCount: {bucketQCount, false},
+	bInbox: {bucketInbox, true}, bInboxT: {bucketInboxT, true}, bSenders: {bucketSenders, false},
+	bDelivery: {bucketDelivery, true}, bDeliveryT: {bucketDeliveryT, true},
+	bDeliveryA: {bucketDeliveryA, true}, bReqOut: {bucketReqOut, false},
 }
 
 // Indexes into wtxBuckets.
@@ -532,6 +534,7 @@ const (
 	bDeliveryT
 	bDeliveryA
 	bReqOut
+	numWtxBuckets
 )
 
 // bucket returns bucket i of wtxBuckets, opening it on first use.

@@ -207,14 +207,15 @@ func (w *wtx) absorbDown(sk []byte, m *markRec) error {
 // takeRun moves the pending run first..last (key k), adjacent to the
 // stream's run, into it.
 func (w *wtx) takeRun(k []byte, m *markRec, first, last uint64) error {
-	if n := last - first + 1; last < first || n > m.pending || m.runs == 0 {
+	n := last - first + 1
+	if last < first || n > m.pending || m.runs == 0 {
 		return fmt.Errorf("%w: pending run %d..%d against %d pending numbers in %d runs", ErrCorrupt, first, last, m.pending, m.runs)
 	}
 	if err := w.runs().Delete(k); err != nil {
 		return err
 	}
 	m.lo, m.hi = min(m.lo, first), max(m.hi, last)
-	m.pending -= last - first + 1
+	m.pending -= n
 	m.runs--
 	return nil
 }
