@@ -485,7 +485,10 @@ func checkLocked(path string, timeout time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Closing f drops the lock.
+	// Unlock before the deferred Close: a child process forked by another
+	// goroutine shares f until it execs, and Close alone would leave the
+	// shared lock held that long, failing bbolt's exclusive lock next.
+	defer unlockShared(f)
 	_, err = checkFile(f, path)
 	return err
 }

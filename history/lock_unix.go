@@ -19,3 +19,9 @@ func lockShared(f *os.File) error {
 func lockBusy(err error) bool {
 	return errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR)
 }
+
+// unlockShared drops f's lock: on the open file description, so also
+// while a forked child still shares it.
+func unlockShared(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}

@@ -19,3 +19,9 @@ func lockShared(f *os.File) error {
 func lockBusy(err error) bool {
 	return errors.Is(err, windows.ERROR_LOCK_VIOLATION)
 }
+
+// unlockShared drops the lock lockShared took.
+func unlockShared(f *os.File) error {
+	ol := &windows.Overlapped{Offset: ^uint32(0), OffsetHigh: ^uint32(0)}
+	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, ol)
+}

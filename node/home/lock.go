@@ -43,9 +43,13 @@ func (h Home) Lock() (release func() error, err error) {
 	return func() error {
 		var err error
 		once.Do(func() {
-			// Truncate first so a stale pid is never reported, then let
-			// Close drop the lock.
+			// Truncate first so a stale pid is never reported. Unlock
+			// before Close: a child process forked by another goroutine
+			// of this process holds the open file until it execs, and
+			// Close alone leaves the lock held that long, so a meshd
+			// restarted in this process found its home in use.
 			_ = f.Truncate(0)
+			_ = unlockFile(f)
 			err = f.Close()
 		})
 		return err

@@ -21,3 +21,9 @@ func lockFile(f *os.File) error {
 		}
 	}
 }
+
+// unlockFile drops f's lock: on the open file description, so also while
+// a forked child still shares it.
+func unlockFile(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}

@@ -20,3 +20,9 @@ func lockFile(f *os.File) error {
 	return windows.LockFileEx(windows.Handle(f.Fd()),
 		windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, ol)
 }
+
+// unlockFile drops the lock lockFile took.
+func unlockFile(f *os.File) error {
+	ol := &windows.Overlapped{OffsetHigh: 0x7fffffff}
+	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, ol)
+}
