@@ -17,6 +17,7 @@ import (
 )
 
 func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	a := m.start(0)
@@ -121,6 +122,7 @@ func TestDMLeavesQueueOnlyWhenAcked(t *testing.T) {
 }
 
 func TestDMAckedBetweenNodes(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -160,6 +162,7 @@ func (r *ackRecorder) count() int {
 
 // A DM re-sent after a lost ack is acknowledged again, not just dropped.
 func TestDuplicateDMIsAckedAgain(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t)
 	var acks ackRecorder
 	rig.relink(acks.handle) // a new link that records the acks a sends back
@@ -178,6 +181,7 @@ func TestDuplicateDMIsAckedAgain(t *testing.T) {
 // nor counted as a duplicate: an ack means "stored", and these bytes were
 // never signed by their sender (§16.3). An exact copy is acked again.
 func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t)
 	var acks ackRecorder
 	rig.relink(acks.handle)
@@ -216,6 +220,7 @@ func TestCorruptCopyOfHeldDMNotAcked(t *testing.T) {
 // first flush can run between the sender's check for a link and the store
 // of the DM in the queue.
 func TestDMSentWhileLinkComesUp(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)

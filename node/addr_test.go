@@ -13,6 +13,7 @@ import (
 // (§12.2): the address is skipped and counted in addr.ignored, and so is
 // one in a peer list.
 func TestUnusableListenAddrSkipped(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	m.writeRoster(0, m.roster)
 	a := m.start(0)

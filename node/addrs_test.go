@@ -23,6 +23,7 @@ func addrNode(t *testing.T) (*Node, proto.PubKey) {
 }
 
 func TestAddrRules(t *testing.T) {
+	t.Parallel()
 	n, k := addrNode(t)
 	n.peers.Lock()
 	defer n.peers.Unlock()

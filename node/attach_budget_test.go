@@ -80,6 +80,7 @@ func quotaGap(t *testing.T, n uint64, mod func(*Config), list func(seq uint64) [
 // is not a number no peer holds, and a later round offers it again. (A
 // round gave such a hole up before: sync.gaps_forgotten 1.)
 func TestBudgetRefusalKeepsGap(t *testing.T) {
+	t.Parallel()
 	a := quotaGap(t, 3, func(c *Config) { c.AttachmentSenderMax = 1 << 20 }, func(seq uint64) []proto.Attachment {
 		if seq != 2 {
 			return nil
@@ -105,6 +106,7 @@ func TestBudgetRefusalKeepsGap(t *testing.T) {
 // first five are taken, 7 is refused, and its hole is kept for a round
 // once the bucket refilled.
 func TestChannelQuotaRefusalKeepsGap(t *testing.T) {
+	t.Parallel()
 	a := quotaGap(t, 8, func(c *Config) { c.ChannelSenderBurst, c.ChannelSenderRate = 1, 1 },
 		func(uint64) []proto.Attachment { return nil })
 	if got := a.metrics.Get("blob.quota"); got != 0 {

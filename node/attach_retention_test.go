@@ -14,6 +14,7 @@ import (
 // the retention pass (once past its grace), with its mailbox copy; a
 // blob a kept DM lists stays.
 func TestBlobRetention(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, func(c *Config) { c.RetentionInterval = time.Hour })
@@ -70,6 +71,7 @@ func TestBlobRetention(t *testing.T) {
 // retention pass that removes a DM gives its bytes back: also for a blob
 // this node never fetched, whose references the pass once never visited.
 func TestAttachmentBudgetFreedByRetention(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, func(c *Config) { c.RetentionInterval = time.Hour })

@@ -42,6 +42,7 @@ func testSwarm(chunks int, sender proto.PubKey, owners []proto.PubKey, me proto.
 // TestStripeOwners: the readers other than the sender, sorted by key,
 // each once.
 func TestStripeOwners(t *testing.T) {
+	t.Parallel()
 	got := stripeOwners(keyN(5), []proto.PubKey{keyN(9), keyN(5), keyN(2), keyN(7), keyN(2)})
 	want := []proto.PubKey{keyN(2), keyN(7), keyN(9)}
 	if len(got) != len(want) {
@@ -59,6 +60,7 @@ func TestStripeOwners(t *testing.T) {
 // stalled (not yet for longer than blobStallAfter), gives way to the
 // sender; every source keeps at most blobPerSource chunks outstanding.
 func TestSwarmAsksOwnersFirst(t *testing.T) {
+	t.Parallel()
 	sender, me := keyN(1), keyN(3)
 	owners := []proto.PubKey{keyN(2), me, keyN(4)} // stripes 0, 1 (mine), 2
 	now := time.Now()
@@ -134,6 +136,7 @@ func TestSwarmAsksOwnersFirst(t *testing.T) {
 // (it is busy), an owner's run of "not yet"s does not stall it: its
 // stripe is not asked of the sender, which would only add to its load.
 func TestSwarmBusySenderExcusesOwners(t *testing.T) {
+	t.Parallel()
 	sender, me := keyN(1), keyN(3)
 	s := testSwarm(4, sender, []proto.PubKey{keyN(2), me}, me) // stripes: 0 keyN(2), 1 mine
 	now := time.Now()
@@ -175,6 +178,7 @@ func TestSwarmBusySenderExcusesOwners(t *testing.T) {
 // that keeps answering others, is asked again after blobChunkTimeout,
 // without the source being passed over.
 func TestSwarmLostAnswer(t *testing.T) {
+	t.Parallel()
 	sender := keyN(1)
 	s := testSwarm(2, sender, nil, keyN(3))
 	now := time.Now()
@@ -201,6 +205,7 @@ func TestSwarmLostAnswer(t *testing.T) {
 // chunk that arrives in a want of its own, but once it has room for
 // minWantChunks; one that owes nothing is asked whatever is left.
 func TestSwarmWantsCoalesce(t *testing.T) {
+	t.Parallel()
 	sender := keyN(1)
 	now := time.Now()
 	s := testSwarm(100, sender, nil, keyN(2))

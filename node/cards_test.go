@@ -27,6 +27,7 @@ func signedCard(t *testing.T, c *proto.Card, key ed25519.PrivateKey) []byte {
 // TestCardSpreadsPersistsAndClears: a card set on a reaches b within
 // seconds, survives b's restart, and a cleared card replaces it.
 func TestCardSpreadsPersistsAndClears(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	in := api.CardInput{Description: "CI runner", Tags: []string{"ci"}, Intents: []api.CardIntent{
 		{Name: "run-tests", Summary: "go test", ParamsSchema: []byte(`{"type":"object"}`)}}}
@@ -83,6 +84,7 @@ func TestCardSpreadsPersistsAndClears(t *testing.T) {
 // TestCardReceiveChecks: each check of §19.3 refuses its card, counts it
 // under card.rejected.<reason>, and leaves the held card as it was.
 func TestCardReceiveChecks(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	var pl *peers.Link
 	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.peers.Linked(m.ids[0].Pub); return pl != nil })
@@ -175,6 +177,7 @@ func bigCard(v uint64) *proto.Card {
 // costs a signature check per card, not a durable write and a frame on
 // every link.
 func TestCardFloodPaced(t *testing.T) {
+	t.Parallel()
 	m, _, b := linkedPair(t)
 	var pl *peers.Link
 	waitFor(t, 5*time.Second, "b's link to a", func() bool { pl = b.peers.Linked(m.ids[0].Pub); return pl != nil })

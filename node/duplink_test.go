@@ -109,6 +109,7 @@ func pipeLink(t *testing.T, m *testMesh, n *Node, i int) (nEnd, peerEnd *transpo
 // catch-up, so nothing else could bring them), in order and once each;
 // the loser's goodbye stays on the loser.
 func TestDuplicateLoserFramesMoveToWinner(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t)
 	a, bkey := rig.a, rig.m.ids[1].Pub
 	loser, _ := pipeLink(t, rig.m, a, 1)
@@ -173,6 +174,7 @@ func TestDuplicateLoserFramesMoveToWinner(t *testing.T) {
 // b may have registered that link first and sent on it. The channel
 // message b sends on the losing link right after its handshake reaches a.
 func TestDuplicateNewLoserIsRead(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t)
 	a, bkey, b := rig.a, rig.m.ids[1].Pub, rig.key(1)
 	static, err := transport.NewStaticKey()

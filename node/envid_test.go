@@ -12,6 +12,7 @@ import (
 // TestMaxTTLIsDedupeHorizon: the ttl limit must not outlive the store's
 // dedupe entries, and this node's own envelopes must pass it.
 func TestMaxTTLIsDedupeHorizon(t *testing.T) {
+	t.Parallel()
 	if h := history.DefaultConfig().SeenMaxAge; time.Duration(rx.MaxTTL)*time.Second != h {
 		t.Fatalf("rx.MaxTTL %d s, dedupe horizon %v", rx.MaxTTL, h)
 	}

@@ -34,6 +34,7 @@ func openEvents(t *testing.T, n *Node, limit time.Duration) *http.Response {
 }
 
 func TestEventStreamCarriesNewItems(t *testing.T) {
+	t.Parallel()
 	_, a, b := linkedPair(t)
 	resp := openEvents(t, a, 10*time.Second)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
@@ -62,6 +63,7 @@ func TestEventStreamCarriesNewItems(t *testing.T) {
 // TestEventStreamBurstInOrder sends a burst that queues several items per
 // flush of the stream: each must arrive once, in order.
 func TestEventStreamBurstInOrder(t *testing.T) {
+	t.Parallel()
 	_, a, b := linkedPair(t)
 	resp := openEvents(t, a, 20*time.Second)
 	const n = 60
@@ -104,6 +106,7 @@ func TestEventStreamBurstInOrder(t *testing.T) {
 // delivery unrendered, and the reader's rendering carries the delivery's
 // facts: the item as the inbox lists it, with the time of its commit.
 func TestEventItemsRenderedByReader(t *testing.T) {
+	t.Parallel()
 	_, a, b := linkedPair(t)
 	items, _, cancel := a.q.SubscribeEvents()
 	defer cancel()

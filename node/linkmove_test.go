@@ -23,6 +23,7 @@ func linkNetwork(n *Node, k proto.PubKey) string {
 // TestLinkMovesToUnix: two nodes on one host, each with a Unix listener,
 // seeded by TCP: the link moves to a Unix socket, counted on both ends.
 func TestLinkMovesToUnix(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -53,6 +54,7 @@ func TestLinkMovesToUnix(t *testing.T) {
 // TestLinkMoveOlderPeer: a node of before link-move frames never agrees,
 // so the link stays on TCP and no duplicate link is made.
 func TestLinkMoveOlderPeer(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -79,6 +81,7 @@ func TestLinkMoveOlderPeer(t *testing.T) {
 // TestLinkMoveFramesChecked: a malformed link-move frame and an agreement
 // nobody asked for are counted and change nothing.
 func TestLinkMoveFramesChecked(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -108,6 +111,7 @@ func TestLinkMoveFramesChecked(t *testing.T) {
 // member's key (another node, a container sharing the path) is not taken:
 // the dial fails and the link stays on TCP.
 func TestLinkMoveSocketOfAnotherKey(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	for i := range 3 {
 		m.writeRoster(i, m.roster)
@@ -143,6 +147,7 @@ func TestLinkMoveSocketOfAnotherKey(t *testing.T) {
 // move is agreed leaves the link in place for the Unix link to retire;
 // with no Unix link in peers.MoveGrace, it closes as after any goodbye.
 func TestGoodbyeWhileMoveAgreed(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)

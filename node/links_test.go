@@ -107,6 +107,7 @@ func (p *stallProxy) stall() {
 // failing under a tie-break that ignores the restart, so three rounds
 // catch that.
 func TestRestartedPeerReplacesStaleLink(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 2)
 	// No Unix listener: the link must stay on the proxy, not move to a's
 	// socket (node/peers/move.go).

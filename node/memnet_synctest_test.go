@@ -100,6 +100,7 @@ func nextItem(t *testing.T, items <-chan api.Delivered, limit time.Duration, wha
 // the seeds linked, within the first-dial spread, and that a message
 // arrives in the instant it is sent: no timer stands in its way.
 func TestSynctestMeshOverMemnet(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	for i := range 3 {
 		m.writeRoster(i, m.roster)
@@ -206,6 +207,7 @@ func TestSynctestMeshOverMemnet(t *testing.T) {
 // the way heals, the nodes link again within a dial timeout and the
 // longest backoff, and the member is online again.
 func TestSynctestSilentMemberOffline(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -268,6 +270,7 @@ func TestSynctestSilentMemberOffline(t *testing.T) {
 // that: passes run 5 s after the start, then every RetentionInterval
 // from it, and the one before the due pass keeps it.
 func TestSynctestDirectRetention(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestExportAccessors(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -67,6 +68,7 @@ func TestExportAccessors(t *testing.T) {
 // The accessors are safe to call while the node works and while it
 // closes; the race detector checks the locking.
 func TestExportAccessorsConcurrent(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)

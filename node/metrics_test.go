@@ -12,6 +12,7 @@ import (
 // Typed counters and named ones read and write alike, by name or by
 // index, and a snapshot holds exactly the counters that are not zero.
 func TestMetricsTypedAndNamed(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	m.Inc("rx.envelopes")
 	m.inc(rxCounters[rx.Received])
@@ -41,6 +42,7 @@ func TestMetricsTypedAndNamed(t *testing.T) {
 }
 
 func TestMetricsConcurrent(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	var wg sync.WaitGroup
 	for range 4 {
@@ -96,6 +98,7 @@ func BenchmarkDropCount(b *testing.B) {
 // Every drop reason has a name and its own counter "drop.<name>": counting
 // it by the vector reads back by name, in Get and in the snapshot.
 func TestDropReasonsCountByName(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	for r := rx.DropNone + 1; r < rx.NumDrops; r++ {
 		name := r.String()
@@ -122,6 +125,7 @@ func TestDropReasonsCountByName(t *testing.T) {
 
 // Defined counters have distinct names, and each is found by its name.
 func TestCounterDefsByName(t *testing.T) {
+	t.Parallel()
 	for c, d := range counterDefs {
 		if got, ok := counterByName[d.Name]; !ok || got != counter(c) {
 			t.Errorf("%s: found as %d, %v; defined as %d", d.Name, got, ok, c)
@@ -136,6 +140,7 @@ func TestCounterDefsByName(t *testing.T) {
 // "presence.changed.<state>", "tx.<kind>", "send.dropped.<frame>",
 // "sync.refused.<status>", "link.down.<why>".
 func TestCounterVectorsKeepTheirNames(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		c    counter
 		name string

@@ -23,6 +23,7 @@ import (
 // checks that every DM gets its mailbox file without a restart, that the
 // failure is counted, and that it is logged once (root only: it mounts).
 func TestMirrorResumesAfterDiskFull(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}

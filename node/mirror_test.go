@@ -28,6 +28,7 @@ func mailboxFiles(t testing.TB, homeDir string) []string {
 }
 
 func TestOutboxToMirrorAcrossNodes(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 
 	// An agent on a drops a file into the outbox, rename-into-place.
@@ -85,6 +86,7 @@ func TestOutboxToMirrorAcrossNodes(t *testing.T) {
 }
 
 func TestMirrorReconcilesMissingFiles(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	if _, err := a.out.Send(api.Send{To: "b", Body: "keep me"}); err != nil {
 		t.Fatal(err)
@@ -124,6 +126,7 @@ func threeFilesThenStop(t *testing.T) (*testMesh, *Node) {
 // power loss can leave files after the last checkpoint empty or cut short
 // under their final names. A start finds them and writes them again.
 func TestMirrorRewritesFilesCutShort(t *testing.T) {
+	t.Parallel()
 	m, a := threeFilesThenStop(t)
 	// A clean stop checkpoints everything it wrote.
 	ckpt := filepath.Join(m.home(1), "mailbox", mailbox.CheckpointFile)
@@ -214,6 +217,7 @@ func TestMirrorRewritesFilesCutShort(t *testing.T) {
 // power loss before the checkpoint) leaves files their day's index does
 // not list. A start appends the missing lines.
 func TestMirrorRestoresIndexLines(t *testing.T) {
+	t.Parallel()
 	m, a := threeFilesThenStop(t)
 	files := mailboxFiles(t, m.home(1))
 	idx := filepath.Join(filepath.Dir(filepath.Dir(files[0])), "index.txt")
@@ -249,6 +253,7 @@ func TestMirrorRestoresIndexLines(t *testing.T) {
 // A checkpoint that cannot be recorded is counted and logged once, and
 // checkpoints resume when the cause goes away.
 func TestMirrorCheckpointFailureCounted(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	ckpt := filepath.Join(m.home(1), "mailbox", mailbox.CheckpointFile)
 	os.Remove(ckpt)
@@ -283,6 +288,7 @@ func TestMirrorCheckpointFailureCounted(t *testing.T) {
 // files writes the other, matching files by their From-Key, not by the
 // id's tag alone.
 func TestMirrorReconcilesSharedID(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	sent, err := a.out.Send(api.Send{To: "b", Body: "from a"})
 	if err != nil {

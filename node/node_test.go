@@ -223,6 +223,7 @@ func linked(n *Node, k proto.PubKey) bool {
 }
 
 func TestMeshFormsThroughOneSeed(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	for i := range 3 {
 		m.writeRoster(i, m.roster)
@@ -247,6 +248,7 @@ func TestMeshFormsThroughOneSeed(t *testing.T) {
 }
 
 func TestSimultaneousDialKeepsOneLink(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -282,6 +284,7 @@ func TestSimultaneousDialKeepsOneLink(t *testing.T) {
 }
 
 func TestNonMemberRejected(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	// Node 2 holds its own roster (which lists it), but a's roster lacks it.
 	small, err := roster.New("acme", m.ids[0].Key, "a")
@@ -304,6 +307,7 @@ func TestNonMemberRejected(t *testing.T) {
 }
 
 func TestDifferentOrgFailsHandshake(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	other, err := roster.New("other-org", m.ids[1].Key, "b")
@@ -320,6 +324,7 @@ func TestDifferentOrgFailsHandshake(t *testing.T) {
 }
 
 func TestRosterPushFromNewerSideAndRollbackRefused(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	v2 := m.roster // members a, b, c
 	// Build v3: same members, c promoted to operator.
@@ -356,6 +361,7 @@ func TestRosterPushFromNewerSideAndRollbackRefused(t *testing.T) {
 }
 
 func TestPublishSpreadsAndRemovedMemberDisconnected(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	for i := range 3 {
 		m.writeRoster(i, m.roster)
@@ -402,6 +408,7 @@ func TestPublishSpreadsAndRemovedMemberDisconnected(t *testing.T) {
 }
 
 func TestUnixLinkPreferredOnSameHost(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 2)
 	m.writeRoster(0, m.roster)
 	m.writeRoster(1, m.roster)
@@ -440,6 +447,7 @@ func TestUnixLinkPreferredOnSameHost(t *testing.T) {
 }
 
 func TestCloseIdempotentAndLockReleased(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 1)
 	m.writeRoster(0, m.roster)
 	a := m.start(0)

@@ -27,6 +27,7 @@ func startPX(m *testMesh, i int, legacy bool, seeds ...transport.Addr) *Node {
 // lists only, peer-update frames unknown to it) still links with both
 // and keeps getting whole lists.
 func TestIncrementalPeerExchange(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 4)
 	a := startPX(m, 0, false)
 	b := startPX(m, 1, false, tcpAddr(t, a))

@@ -17,6 +17,7 @@ import (
 // frame type. A presence-note frame that holds anything but a Presence is
 // ignored, and one whose note breaks the rules is dropped as invalid.
 func TestPresenceNoteFrames(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t)
 	var mu sync.Mutex
 	var plain, noted []*proto.SignedEnvelope

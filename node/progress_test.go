@@ -16,6 +16,7 @@ import (
 // one, and reach the requester; none may follow it; a note over
 // MaxProgressNote is refused.
 func TestProgressResponses(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	sent, err := a.out.Request(api.Request{To: "b", Intent: "run-tests"})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // commit (as on a full disk), each envelope is counted as dropped but
 // the error is logged once per interval, not once per message.
 func TestStoreFailureLoggedOnce(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)

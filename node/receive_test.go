@@ -152,6 +152,7 @@ func (r *pipelineRig) inboxLen() int {
 }
 
 func TestReceivePipelineDrops(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t)
 	a := rig.m.ids[0].Pub
 	b, c, d := rig.key(1), rig.key(2), rig.key(3)
@@ -294,6 +295,7 @@ func TestReceivePipelineDrops(t *testing.T) {
 }
 
 func TestPolicySignedByNonAdminDropped(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t)
 	p, err := channel.New("acme", "rogue", nil, nil, true, rig.key(1)) // b is a member, not an admin
 	if err != nil {

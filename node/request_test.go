@@ -15,6 +15,7 @@ import (
 // A request received before a restart can still be answered: the request
 // book starts empty, and a miss is looked up in the inbox.
 func TestRespondAfterRestart(t *testing.T) {
+	t.Parallel()
 	m, a, b := linkedPair(t)
 	sent, err := a.out.Request(api.Request{To: "b", Intent: "run-tests"})
 	if err != nil {

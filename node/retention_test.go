@@ -62,6 +62,7 @@ func putOld(t *testing.T, n *Node, key ed25519.PrivateKey, d proto.Destination, 
 // another by age, DMs by DirectRetention and expired queue entries; an
 // archive node keeps what an ordinary node prunes, up to its own limits.
 func TestRetentionByAgeAndCount(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	run := func(t *testing.T, archive bool) (*Node, *channel.Policy, *channel.Policy, []uuid.UUID, pruneReport) {
 		var arch []int
@@ -153,6 +154,7 @@ func a0archive(m *testMesh) bool {
 // TestRetentionRunsInBackground: the pruner runs on its own, on a ticker,
 // while the node delivers.
 func TestRetentionRunsInBackground(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, func(c *Config) { c.RetentionInterval = 100 * time.Millisecond })
 	aged := retentionChannel(t, a, "aged", 1, 0)
@@ -172,6 +174,7 @@ func TestRetentionRunsInBackground(t *testing.T) {
 // A store that retention has mostly emptied is compacted when the node
 // starts, and keeps what it held.
 func TestCompactAtStart(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 1)
 	path := filepath.Join(m.home(0), "history.db")
 	a := m.startWith(0, nil)

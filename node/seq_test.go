@@ -13,6 +13,7 @@ import (
 // (§4.4): they carry sender_seq 0, and the first DM after them is 1, so
 // the peer sees no gap that nothing would ever fill.
 func TestHistoryRequestsTakeNoSequenceNumber(t *testing.T) {
+	t.Parallel()
 	rig := newPipelineRig(t) // a holds two channels b may read
 	var mu sync.Mutex
 	var got []*proto.SignedEnvelope

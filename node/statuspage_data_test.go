@@ -14,6 +14,7 @@ import (
 // and checks what the status page reads: the status equals the control
 // socket's, and each node learns its neighbours' links.
 func TestStatusPageAccessors(t *testing.T) {
+	t.Parallel()
 	m := newTestMesh(t, 3)
 	start := func(i int, seeds ...transport.Addr) *Node {
 		m.writeRoster(i, m.roster)

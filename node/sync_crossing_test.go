@@ -18,6 +18,7 @@ import (
 // round asked for it again (TestCatchUpConvergence held 4,999 of 5,000).
 // b must end with every envelope a holds.
 func TestCatchUpFillsACrossingAtAPageCut(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, nil)
 	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})

@@ -19,6 +19,7 @@ import (
 // epoch numbering from 1; receivers take its messages as a new stream (no
 // replay, no gap), and a reader that was away catches up both epochs.
 func TestNewEpochAfterLostState(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 3)
 	a := m.startWith(0, nil)
 	b := m.startWith(1, nil, tcpAddr(t, a))

@@ -20,6 +20,7 @@ import (
 // and around max_messages and max_bytes, and that paging with `more`
 // returns every message once.
 func TestServeHistoryPagingAtLimits(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, nil)
 	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
@@ -99,6 +100,7 @@ func TestServeHistoryPagingAtLimits(t *testing.T) {
 // that may not read, and an unknown channel get their statuses and no
 // messages; a node never asks for a channel whose history is disabled.
 func TestServeHistoryRefusals(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 3)
 	a := m.startWith(0, nil)
 	quiet, err := a.chans.CreateChannel(api.CreateChannel{Name: "quiet", NoHistory: true})
@@ -147,6 +149,7 @@ func TestServeHistoryRefusals(t *testing.T) {
 // to a request of ours, from the peer asked; nested envelopes must be
 // channel Messages of the channel asked for; limits are enforced.
 func TestHistoryResponseAdmission(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, func(c *Config) { c.SyncPageMessages = 4; c.SyncInterval = -1; c.SyncTimeout = 2 * time.Second })
 	p, err := a.chans.CreateChannel(api.CreateChannel{Name: "ch"})
@@ -260,6 +263,7 @@ func TestHistoryResponseAdmission(t *testing.T) {
 // HistoryServeConcurrency served at once, paced by the token bucket, and
 // a replayed request is not served again.
 func TestServeHistoryLimitsPerPeer(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, func(c *Config) {
 		c.HistoryServeConcurrency = 1

@@ -133,6 +133,7 @@ func sameSet(a, b map[uuid.UUID]bool) bool {
 // sent and backfills them (join); then c goes away, 230 more flow, and c
 // catches up on reconnect with its marks. Pages hold at most 100.
 func TestCatchUpOnJoinAndOnReconnect(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 3)
 	a := m.startWith(0, nil)
 	b := m.startWith(1, nil, tcpAddr(t, a))
@@ -368,6 +369,7 @@ func pageIDs(t *testing.T, msgs [][]byte) ([]*proto.SignedEnvelope, int) {
 // recently active in the channel first, then, as the fallback, the
 // archive peer, then the admin.
 func TestSyncAsksRecentWritersFirst(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 4, 1) // b is an archive node
 	a := m.startWith(0, nil)
 	b := m.startWith(1, nil, tcpAddr(t, a))
@@ -420,6 +422,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 // Catch-up pages that repeat what a node holds (a join round asks without
 // marks) are counted as sync.already_held, not as dropped duplicates.
 func TestCatchUpOverlapIsNotADrop(t *testing.T) {
+	t.Parallel()
 	_, a, b, p := channelPair(t)
 	for i := 0; i < 5; i++ {
 		if _, err := a.out.Send(api.Send{To: "#ch", Body: fmt.Sprintf("held %d", i)}); err != nil {
@@ -443,6 +446,7 @@ func TestCatchUpOverlapIsNotADrop(t *testing.T) {
 // A channel message goes out while the sender commits it; when the commit
 // fails, the call fails and says the message went out anyway.
 func TestSendCommitFailureSaysItWentOut(t *testing.T) {
+	t.Parallel()
 	_, a, b, p := channelPair(t)
 	// The first send reserves a block of sequence numbers, so the next
 	// needs no store write before its commit.
@@ -463,6 +467,7 @@ func TestSendCommitFailureSaysItWentOut(t *testing.T) {
 // A node that fetches its own channel messages back through catch-up
 // (after losing its store) keeps them as history, not as mail.
 func TestOwnMessagesFromCatchUpAreNotMail(t *testing.T) {
+	t.Parallel()
 	m, a, b, p := channelPair(t)
 	if _, err := b.chans.SetSubscription("ch", "subscribed"); err != nil {
 		t.Fatal(err)

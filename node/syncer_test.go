@@ -16,6 +16,7 @@ import (
 // The syncer's close is idempotent, waits for its goroutines, and after
 // it history envelopes are dropped as "shutdown" while the node runs on.
 func TestSyncerCloseIsIdempotent(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 2)
 	a := m.startWith(0, nil)
 	a.rx.Sync.Close()
@@ -42,6 +43,7 @@ func TestSyncerCloseIsIdempotent(t *testing.T) {
 // messages in pages of one (250 pages) from a alone, in two rounds, the
 // second of which starts from a cursor, not from the window's start.
 func TestPagingPausesAndResumes(t *testing.T) {
+	t.Parallel()
 	const total = syncer.MaxRoundPages + 50
 	m := newSyncMesh(t, 3)
 	a := m.startWith(0, nil)
@@ -80,6 +82,7 @@ func TestPagingPausesAndResumes(t *testing.T) {
 // paging is done. Here a pages b from a cursor saved past s's seq 4,
 // which b holds: the round fetches it, not the next periodic one.
 func TestResumedCursorStillFillsHoles(t *testing.T) {
+	t.Parallel()
 	m := newSyncMesh(t, 3)
 	slow := func(c *Config) { c.SyncInterval = time.Hour }
 	a := m.startWith(0, slow)

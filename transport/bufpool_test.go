@@ -14,6 +14,7 @@ import (
 // already read, moves to a record-sized buffer intact, and the reader
 // holds no buffer once it has nothing unread.
 func TestRecvReaderBorrowsBySize(t *testing.T) {
+	t.Parallel()
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()

@@ -51,6 +51,7 @@ func creditRun(t *testing.T, typ byte, grant int) (time.Duration, LinkStats, *Li
 // TestRecvCreditSolicitedChunks: blob-chunk frames within the credit the
 // receiver granted pass the receive limit unpaced, and use the credit up.
 func TestRecvCreditSolicitedChunks(t *testing.T) {
+	t.Parallel()
 	el, st, in := creditRun(t, byte(proto.FrameBlobChunk), 2<<20)
 	// Paced, 1.5 MiB at 1 MiB/s after a 64 KiB burst would take 1.4 s.
 	if el > time.Second {
@@ -68,6 +69,7 @@ func TestRecvCreditSolicitedChunks(t *testing.T) {
 // frames nobody asked for (no credit granted) is paced at the receive
 // limit, as before the credit existed.
 func TestRecvCreditUnsolicitedChunksPaced(t *testing.T) {
+	t.Parallel()
 	el, st, _ := creditRun(t, byte(proto.FrameBlobChunk), 0)
 	if el < 1200*time.Millisecond {
 		t.Errorf("1.5 MiB of unsolicited chunks arrived in %v, faster than 1 MiB/s", el)
@@ -80,6 +82,7 @@ func TestRecvCreditUnsolicitedChunksPaced(t *testing.T) {
 // TestRecvCreditBeyondGrantPaced: chunk frames past the credit granted
 // are paced: 512 KiB granted, 1.5 MiB sent, so 1 MiB is paced.
 func TestRecvCreditBeyondGrantPaced(t *testing.T) {
+	t.Parallel()
 	el, st, in := creditRun(t, byte(proto.FrameBlobChunk), 512<<10)
 	if el < 800*time.Millisecond {
 		t.Errorf("1 MiB past the credit arrived with the rest in %v, faster than 1 MiB/s", el)
@@ -92,6 +95,7 @@ func TestRecvCreditBeyondGrantPaced(t *testing.T) {
 // TestRecvCreditOtherFramesPaced: a credit covers blob-chunk frames
 // only; other frames are paced however much credit there is.
 func TestRecvCreditOtherFramesPaced(t *testing.T) {
+	t.Parallel()
 	el, st, in := creditRun(t, byte(proto.FrameEnvelope), 4<<20)
 	if el < 1200*time.Millisecond {
 		t.Errorf("1.5 MiB of envelope frames arrived in %v, faster than 1 MiB/s", el)
@@ -103,6 +107,7 @@ func TestRecvCreditOtherFramesPaced(t *testing.T) {
 
 // TestGrantRecvCapped: the credit never exceeds MaxRecvCredit.
 func TestGrantRecvCapped(t *testing.T) {
+	t.Parallel()
 	var l Link
 	l.GrantRecv(MaxRecvCredit - 10)
 	l.GrantRecv(1 << 20)

@@ -220,6 +220,7 @@ func (c addrConn) RemoteAddr() net.Addr { return c.remote }
 // TestSourceOf: IPv4 sources are addresses, IPv6 sources /64 prefixes,
 // Unix peers one unlimited source.
 func TestSourceOf(t *testing.T) {
+	t.Parallel()
 	tcp := func(s string) net.Conn { return addrConn{remote: &net.TCPAddr{IP: net.ParseIP(s), Port: 1}} }
 	for _, tc := range []struct {
 		conn    net.Conn

@@ -16,6 +16,7 @@ import (
 )
 
 func TestParseAddr(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want Addr
@@ -66,6 +67,7 @@ func TestParseAddr(t *testing.T) {
 }
 
 func TestConfigRequired(t *testing.T) {
+	t.Parallel()
 	good := testConfig(t, testOrg)
 	for name, cfg := range map[string]Config{
 		"no identity": {Org: testOrg},

@@ -12,6 +12,7 @@ import (
 // accepted, have the kernel's keepalive and TCP_USER_TIMEOUT set, so a
 // dead peer ends the link within tcpDeadAfter without pings.
 func TestTCPLinkSocketsProbeDeadPeers(t *testing.T) {
+	t.Parallel()
 	ln := listen(t, "tcp", testConfig(t, testOrg))
 	out, in := pair(t, ln, testConfig(t, testOrg), nil)
 	for name, l := range map[string]*Link{"dialled": out, "accepted": in} {

@@ -75,6 +75,7 @@ func bubblePairOver(t *testing.T, c1, c2 net.Conn, a, b Config) (out, in *Link) 
 // (not two of each), each side hearing from the other at least once per
 // interval plus the grid step.
 func TestSynctestIdleLinkKeepalive(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		a, b := testConfig(t, testOrg), testConfig(t, testOrg)
 		out, in := bubblePair(t, a, b)
@@ -120,6 +121,7 @@ func TestSynctestIdleLinkKeepalive(t *testing.T) {
 // idle node. (The dialing side used to wake an interval after each ping,
 // a moment before the pong had aged an interval, only to re-arm.)
 func TestSynctestKeepaliveWakesOncePerPing(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		// A millisecond each way, as between two processes: the pong
 		// comes back after the ping went out, not at the same instant.
@@ -146,6 +148,7 @@ func TestSynctestKeepaliveWakesOncePerPing(t *testing.T) {
 // and then reads but never sends is dropped with ErrTimeout once the idle
 // timeout has passed (and at most an eighth of it later), not before.
 func TestSynctestSilentPeerIdleTimeout(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		a := testConfig(t, testOrg)
 		c1, c2 := net.Pipe()
@@ -181,6 +184,7 @@ func TestSynctestSilentPeerIdleTimeout(t *testing.T) {
 // writer in a blocked write; the link ends within the idle timeout (plus
 // its eighth), whatever it still has queued, instead of hanging for ever.
 func TestSynctestBlockedWriteBounded(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		a := testConfig(t, testOrg)
 		c1, c2 := net.Pipe()

@@ -57,6 +57,7 @@ func splitRecords(b []byte) [][]byte {
 // testdata/handshake-vector.txt. Run with -update to regenerate after a
 // deliberate wire change.
 func TestHandshakeVector(t *testing.T) {
+	t.Parallel()
 	fixed := func(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 	mk := func(idSeed, static, eph byte, name string) *endpoint {
 		dh, err := cipherSuite.GenerateKeypair(bytes.NewReader(fixed(static)))

@@ -26,6 +26,7 @@ func vectorCipher(n uint64) *noise.CipherState {
 // bytes were computed independently (Python's cryptography package,
 // ChaCha20-Poly1305 with nonce 00000000 || n as 64-bit little endian).
 func TestRecordVectors(t *testing.T) {
+	t.Parallel()
 	l := &Link{send: newLinkCipher(vectorCipher(0))}
 	w := writer{l: l}
 	steps := []struct {
@@ -65,6 +66,7 @@ func TestRecordVectors(t *testing.T) {
 }
 
 func TestChunking(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, maxChunk - 1, maxChunk, maxChunk + 1, 3*maxChunk + 5, proto.MaxFrameSize} {
 		l := &Link{send: newLinkCipher(vectorCipher(0))}
 		w := writer{l: l}
@@ -145,6 +147,7 @@ func TestReadRecordLimit(t *testing.T) {
 }
 
 func TestAssemblerCap(t *testing.T) {
+	t.Parallel()
 	const limit = 10_000
 	a := assembler{max: limit}
 	chunk := append([]byte{hdrChunk}, make([]byte, 999)...)
@@ -173,6 +176,7 @@ func TestAssemblerCap(t *testing.T) {
 // in five records, is assembled in one buffer of its size, never copied
 // to grow; and a small cap still holds.
 func TestAssemblerChunkFrameOneAlloc(t *testing.T) {
+	t.Parallel()
 	frame := make([]byte, proto.ChunkSize+60)
 	frame[0] = creditedFrame
 	a := assembler{max: proto.MaxFrameSize}

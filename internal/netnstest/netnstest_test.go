@@ -114,6 +114,7 @@ func mustNotReach(t *testing.T, h Host, addr string) {
 }
 
 func TestAvailable(t *testing.T) {
+	t.Parallel()
 	ok, why := Available()
 	t.Logf("Available() = %v, %q", ok, why)
 	if ok != (why == "") {
@@ -122,6 +123,7 @@ func TestAvailable(t *testing.T) {
 }
 
 func TestNewBridge(t *testing.T) {
+	t.Parallel()
 	skipUnlessAvailable(t)
 	start := time.Now()
 	n := NewBridge(t, 3)
@@ -169,6 +171,7 @@ func TestNewBridge(t *testing.T) {
 }
 
 func TestWithoutMulticastRoute(t *testing.T) {
+	t.Parallel()
 	skipUnlessAvailable(t)
 	n := NewBridge(t, 1, WithoutMulticastRoute())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -183,6 +186,7 @@ func TestWithoutMulticastRoute(t *testing.T) {
 }
 
 func TestPartitionAndHeal(t *testing.T) {
+	t.Parallel()
 	skipUnlessAvailable(t)
 	n := NewBridge(t, 3)
 	a0, a1 := echoServer(t, n.Host(0)), echoServer(t, n.Host(1))
@@ -213,6 +217,7 @@ func TestPartitionAndHeal(t *testing.T) {
 }
 
 func TestIsolateAndReconnect(t *testing.T) {
+	t.Parallel()
 	skipUnlessAvailable(t)
 	n := NewBridge(t, 3)
 	a0, a1 := echoServer(t, n.Host(0)), echoServer(t, n.Host(1))
@@ -308,6 +313,7 @@ func TestCleanupStale(t *testing.T) {
 }
 
 func TestCommandTimeout(t *testing.T) {
+	t.Parallel()
 	skipUnlessAvailable(t)
 	n := NewBridge(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

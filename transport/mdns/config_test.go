@@ -30,6 +30,7 @@ func loopback(t *testing.T) *net.Interface {
 }
 
 func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
 	lo := loopback(t)
 	k := testKey(1)
 	c, err := Config{Key: k, Org: "acme", Port: 7000, Interface: lo}.withDefaults()
@@ -55,6 +56,7 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestConfigRejects(t *testing.T) {
+	t.Parallel()
 	lo := loopback(t)
 	good := Config{Key: testKey(1), Org: "acme", Port: 7000, Interface: lo}
 	tests := []struct {
@@ -88,6 +90,7 @@ func TestConfigRejects(t *testing.T) {
 }
 
 func TestDefaultInterfaceSkipsLoopback(t *testing.T) {
+	t.Parallel()
 	ifi, err := DefaultInterface()
 	if err != nil {
 		t.Skipf("no candidate interface here: %v", err)
@@ -100,6 +103,7 @@ func TestDefaultInterfaceSkipsLoopback(t *testing.T) {
 // TestServiceRecords checks what is advertised, and that SetRosterVersion
 // re-registers the TXT, without any network: the zone is asked directly.
 func TestServiceRecords(t *testing.T) {
+	t.Parallel()
 	lo := loopback(t)
 	cfg, err := Config{Key: testKey(1), Org: "acme", Port: 7000, RosterVersion: 3, Interface: lo,
 		IPs: []net.IP{net.IPv4(10, 0, 0, 1), net.ParseIP("2001:db8::1")}}.withDefaults()

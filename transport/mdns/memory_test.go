@@ -202,6 +202,7 @@ func TestMemoryClose(t *testing.T) {
 }
 
 func TestMemoryReportsAreCopies(t *testing.T) {
+	t.Parallel()
 	hub := NewMemory()
 	self := memPeer(1, "acme")
 	a := hub.Join(self)

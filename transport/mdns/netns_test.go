@@ -335,6 +335,7 @@ func skipUnlessNetns(t *testing.T) {
 // within 10 s, report each once, and see a roster version change; nobody
 // may see across orgs.
 func TestNetnsDiscovery(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetns(t)
 	n := netnstest.NewBridge(t, 3)
 	c := newCluster(t, n, 60*time.Second)
@@ -452,6 +453,7 @@ func TestNetnsDiscovery(t *testing.T) {
 // hosts lack a multicast route: those query over IPv6 while a host with
 // the route queries over IPv4, and all answer each other.
 func TestNetnsDiscoveryWithoutMulticastRoute(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetns(t)
 	n := netnstest.NewBridge(t, 3, netnstest.WithoutMulticastRoute())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -486,6 +488,7 @@ func TestNetnsDiscoveryWithoutMulticastRoute(t *testing.T) {
 // TestNetnsNoMulticast checks the clear error when neither family can
 // join: no multicast route and IPv6 disabled.
 func TestNetnsNoMulticast(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetns(t)
 	n := netnstest.NewBridge(t, 1, netnstest.WithoutMulticastRoute())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -531,6 +534,7 @@ func (s *syncBuffer) String() string {
 // TestNetnsLoopback runs two nodes on one host with loopback chosen
 // explicitly, as tests of a whole daemon on one machine would.
 func TestNetnsLoopback(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetns(t)
 	n := netnstest.NewBridge(t, 1)
 	c := newCluster(t, n, 60*time.Second)

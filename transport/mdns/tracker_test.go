@@ -5,6 +5,7 @@ import (
 )
 
 func TestTrackerReportsChangesAndRefreshes(t *testing.T) {
+	t.Parallel()
 	tr := newTracker(3, 100)
 	p := Peer{Key: testKey(1), Org: "acme", ProtoVersion: 1, Addrs: []string{"tcp://10.0.0.1:7000", "tcp://[2001:db8::1]:7000"}}
 
@@ -35,6 +36,7 @@ func TestTrackerReportsChangesAndRefreshes(t *testing.T) {
 }
 
 func TestTrackerForgetsSilentPeers(t *testing.T) {
+	t.Parallel()
 	tr := newTracker(2, 100)
 	p := Peer{Key: testKey(1), Addrs: []string{"tcp://10.0.0.1:7000"}}
 	tr.nextRound()
@@ -56,6 +58,7 @@ func TestTrackerForgetsSilentPeers(t *testing.T) {
 }
 
 func TestTrackerIsBounded(t *testing.T) {
+	t.Parallel()
 	tr := newTracker(1000, 4)
 	tr.nextRound()
 	for i := range 10 {

@@ -24,6 +24,7 @@ func testKey(seed byte) proto.PubKey {
 }
 
 func TestTXTRoundTrip(t *testing.T) {
+	t.Parallel()
 	want := txtRecord{Key: testKey(1), Org: "acme", RosterVersion: 1<<64 - 1, ProtoVersion: proto.ProtocolVersion}
 	fields := encodeTXT(want)
 	for _, f := range fields {
@@ -46,6 +47,7 @@ func TestTXTRoundTrip(t *testing.T) {
 }
 
 func TestParseTXT(t *testing.T) {
+	t.Parallel()
 	k1, k2 := testKey(1).String(), testKey(2).String()
 	base := []string{"key=" + k1, "org=acme", "rv=7", "pv=1"}
 	with := func(extra ...string) []string { return append(append([]string(nil), extra...), base...) }
@@ -105,6 +107,7 @@ func TestParseTXT(t *testing.T) {
 }
 
 func TestParseTXTLooksAtBoundedStrings(t *testing.T) {
+	t.Parallel()
 	var fields []string
 	for range maxTXTStrings {
 		fields = append(fields, "junk=1")
@@ -134,6 +137,7 @@ func FuzzParseTXT(f *testing.F) {
 }
 
 func TestPeerFromEntry(t *testing.T) {
+	t.Parallel()
 	txt := encodeTXT(txtRecord{Key: testKey(3), Org: "acme", RosterVersion: 5, ProtoVersion: 1})
 	now := time.Unix(1700000000, 0)
 	tests := []struct {
