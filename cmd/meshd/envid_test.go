@@ -301,7 +301,7 @@ func TestAckScopedToLinkSender(t *testing.T) {
 	}
 }
 
-// TestSenderStoreBudget: one member floods bob with 200 KB DMs for 4 s
+// TestSenderStoreBudget: one member floods bob with 200 KB DMs for 2 s
 // (10 s with MESHD_BENCH=1, SECURITY.md's figure), and at least until
 // another has sent 20 ordinary DMs. bob's budget for each sender is
 // 8 MiB (--sender-store-mib 8): the flood past it is refused unacked and
@@ -312,7 +312,7 @@ func TestSenderStoreBudget(t *testing.T) {
 		quota  = 8 << 20
 		dmBody = 200_000
 	)
-	flooding := window(4*time.Second, 10*time.Second)
+	flooding := window(2*time.Second, 10*time.Second)
 	mal := newRawMember(t)
 	o := newHistOrgArgs(t, map[string]proto.PubKey{"mal": mal.pub}, []string{"--sender-store-mib", "8"}, "alice", "bob")
 	fileSize := func() int64 {

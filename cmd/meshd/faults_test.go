@@ -300,11 +300,14 @@ func durationStats(ds []time.Duration) (p50, p99, mx time.Duration) {
 }
 
 // TestFaultPartitionHeal: five hosts on a bridge share #ch. The mesh is
-// split 2|3 for 30 s while one node on each side publishes, then healed.
-// Every node must then hold the same set of ids, every id a publisher got
-// back among them, within 10 s of the heal.
+// split 2|3 for 12 s while one node on each side publishes, then healed.
+// The nodes keep their links alive every second and close a link silent
+// for 4 s, so the split outlasts the links across it: every node closes
+// one as silent (link.down.timeout), and the heal has to dial again.
+// Every node must then hold the same set of ids, every id a publisher
+// got back among them, within 10 s of the heal.
 func TestFaultPartitionHeal(t *testing.T) {
-	// Parallel: its load is light (ten messages a second for most of a
+	// Parallel: its load is light (ten messages a second for half a
 	// minute, in its own network namespaces). The other fault tests load
 	// the CPU and hold timing bounds, so they run alone.
 	t.Parallel()
@@ -314,7 +317,7 @@ func TestFaultPartitionHeal(t *testing.T) {
 	meshd, meshctl := buildBinaries(t)
 	const (
 		n         = 5
-		split     = 30 * time.Second
+		split     = 12 * time.Second
 		converge  = 10 * time.Second
 		giveUp    = 60 * time.Second // to report how long it took when over
 		pubPeriod = 100 * time.Millisecond
@@ -328,7 +331,7 @@ func TestFaultPartitionHeal(t *testing.T) {
 	}
 	m.cmd = func(i int) *exec.Cmd {
 		args := []string{"--home", homes[i], "--roster", pinned, "--listen", "tcp://0.0.0.0:7437", "--no-unix", "--no-mdns",
-			"--presence-ttl", "3s"}
+			"--presence-ttl", "3s", "--keepalive", "1s", "--idle-timeout", "4s"}
 		for j := range n {
 			if j != i {
 				args = append(args, "--seed", "tcp://"+nw.Host(j).IP.String()+":7437")
@@ -457,6 +460,9 @@ func TestFaultPartitionHeal(t *testing.T) {
 		t.Logf("host%d: %d links, counters changed: %v", i, s.Links, counterDiff(before[i], s.Counters, func(k string) bool {
 			return isDropCounter(k) || strings.HasPrefix(k, "link.") || strings.HasPrefix(k, "sync.rounds") || strings.HasPrefix(k, "dial.")
 		}))
+		if s.Counters["link.down.timeout"] == before[i]["link.down.timeout"] {
+			t.Errorf("host%d closed no link as silent (link.down.timeout): the split did not outlast the links across it", i)
+		}
 	}
 	t.Logf("all %d nodes hold the same %d ids (%d published) %v after the heal", n, len(ref), len(all), took.Round(time.Millisecond))
 	if took > converge {
@@ -675,13 +681,13 @@ func TestFaultCrashLoop(t *testing.T) {
 }
 
 // TestFaultFlood: bob sends to #flood as fast as 32 goroutines can for
-// 8 s (20 s with MESHD_BENCH=1, the figures in BENCHMARKS.md) while carol
+// 5 s (20 s with MESHD_BENCH=1, the figures in BENCHMARKS.md) while carol
 // publishes 10 msg/s to #calm. Every meshd's peak RSS
 // stays under 256 MiB, every #calm message reaches dave (latency measured
 // on his event stream), and every message bob did not hand to a reader
 // is counted in bob's tx.dropped.queue: nothing is dropped silently.
 func TestFaultFlood(t *testing.T) {
-	floodFor := window(8*time.Second, 20*time.Second)
+	floodFor := window(5*time.Second, 20*time.Second)
 	const (
 		flooders   = 32
 		calmPeriod = 100 * time.Millisecond

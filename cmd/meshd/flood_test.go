@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,21 +91,26 @@ func (o *histOrg) storedFrom(node, ch string) (map[string]int, int) {
 
 // TestChannelFloodKeepsOthers reproduces the flood of docs/SECURITY.md
 // "Channel floods" against real meshd processes: mal, a member, sends
-// 10,200 small channel messages stamped 20 s ahead of the clock to bob
+// 1,200 small channel messages stamped 20 s ahead of the clock to bob
 // (subscribed: the messages are inbox items) and carol (a reader that
 // did not subscribe). Their channel quota is raised so that the whole
-// flood is stored and the channel's retention (10,000 messages) is what
-// decides. After the retention pass, alice's messages are still in both
-// stores, bob still has them unread, and carol's store was cut to
-// 10,000 by removing mal's oldest.
+// flood is stored and the channel's retention count (1,000 messages, set
+// at its creation; 10,000 by default) is what decides. After the
+// retention pass, alice's messages are still in both stores, bob still
+// has them unread, and carol's store was cut to 1,000 by removing mal's
+// oldest.
 func TestChannelFloodKeepsOthers(t *testing.T) {
-	// Not parallel: beside seven other tests its listing of bob's 10,205
-	// unread items passed the control call's bound, and the CPU it takes
-	// (10,200 messages into two stores) starved the tests beside it.
-	const flood = 10_200
+	// Parallel: with a retention count of 1,000 its flood is an eighth of
+	// the 10,200 messages it sent past the default count, when it ran
+	// alone because its CPU starved the tests beside it.
+	t.Parallel()
+	const (
+		flood = 1_200
+		keep  = 1_000
+	)
 	mal := newRawMember(t)
 	o := newHistOrgWith(t, map[string]proto.PubKey{"mal": mal.pub}, "alice", "bob", "carol")
-	o.ctl("alice", "channel", "create", "general")
+	o.ctl("alice", "channel", "create", "general", "--retention-messages", strconv.Itoa(keep))
 	o.waitChannel("bob", "general")
 	o.waitChannel("carol", "general")
 	o.ctl("bob", "subscribe", "general")
@@ -138,23 +144,23 @@ func TestChannelFloodKeepsOthers(t *testing.T) {
 	t.Logf("flood of %d messages sent in %v", flood, time.Since(start).Round(time.Millisecond))
 
 	// carol: the whole flood arrives, and retention cuts the channel to
-	// 10,000 by taking mal's oldest.
+	// its count by taking mal's oldest.
 	var fromCarol map[string]int
-	waitFor(t, "carol to store the flood and prune the channel to 10,000", 90*time.Second, func() bool {
+	waitFor(t, "carol to store the flood and prune the channel to its count", 90*time.Second, func() bool {
 		c := counters(t, o.meshctl, o.homes["carol"])
 		_, total := o.storedFrom("carol", "general")
-		return c["rx.delivered.message"] >= flood+5 && total == 10_000
+		return c["rx.delivered.message"] >= flood+5 && total == keep
 	})
 	// Read again: the listing and the count are two reads, and a pass may
 	// have ended between them.
 	fromCarol, _ = o.storedFrom("carol", "general")
-	if fromCarol["alice"] != 5 || fromCarol["mal"] != 10_000-5 {
+	if fromCarol["alice"] != 5 || fromCarol["mal"] != keep-5 {
 		for _, l := range strings.Split(o.ds["carol"].stderr.String(), "\n") {
 			if strings.Contains(l, "retention") || strings.Contains(l, "subscri") {
 				t.Log(l)
 			}
 		}
-		t.Fatalf("carol's store after retention: %v, want alice's 5 and mal's newest %d", fromCarol, 10_000-5)
+		t.Fatalf("carol's store after retention: %v, want alice's 5 and mal's newest %d", fromCarol, keep-5)
 	}
 	// bob: everything is unread, so nothing goes by count.
 	waitFor(t, "bob to store the flood", 90*time.Second, func() bool {

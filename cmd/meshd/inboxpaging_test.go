@@ -18,9 +18,11 @@ import (
 )
 
 // TestLargeInboxListsFully fills a real meshd's inbox, through a real
-// link from a roster member, with 350 DMs of 200 KB and 800 small ones:
-// 1,150 items (more than the 1,000 one answer holds) and 70 MB of
-// bodies (more than the 64 MiB meshctl reads of one answer). The link's
+// link from a roster member, with 350 DMs of 200 KB and 1,100 small
+// ones: 1,450 items (more than the 1,000 one answer holds) and 70 MB of
+// bodies (more than the 64 MiB meshctl reads of one answer). The newest
+// 1,100 hold 25 of the large ones: 5 MB, more than one answer's 4 MiB,
+// without listing most of the 70 MB again. The link's
 // receive rate is capped at 16 MiB/s: the sender is slowed, nothing is
 // dropped, and the waits are counted. Then meshctl inbox --json lists
 // every item, in delivery order, in the format of one answer; --limit
@@ -45,13 +47,14 @@ func TestLargeInboxListsFully(t *testing.T) {
 	defer l.Close()
 	l.Start(nil)
 
-	const big, small = 350, 800
+	// bigLast of the big DMs come after the small ones.
+	const big, small, bigLast = 350, 1100, 25
 	epoch := proto.NewEpoch()
 	sent := map[uuid.UUID]bool{}
 	start := time.Now()
 	for i := range big + small {
 		body := fmt.Sprintf("dm %04d", i)
-		if i < big {
+		if i < big-bigLast || i >= big-bigLast+small {
 			body = strings.Repeat(body+" ", 200<<10/8)
 		}
 		se, err := proto.SignEnvelope(key, &proto.Envelope{ID: proto.NewID(), From: me, To: proto.ToPeer(target),
@@ -124,7 +127,11 @@ func TestLargeInboxListsFully(t *testing.T) {
 
 	// The newest 1,100: beyond one answer's 1,000 items and 4 MiB.
 	var newest api.Inbox
-	if err := json.Unmarshal([]byte(list("inbox", "--limit", "1100", "--json")), &newest); err != nil {
+	raw = []byte(list("inbox", "--limit", "1100", "--json"))
+	if len(raw) <= 4<<20 {
+		t.Fatalf("the newest 1,100 items list in %d bytes, not beyond one answer's 4 MiB", len(raw))
+	}
+	if err := json.Unmarshal(raw, &newest); err != nil {
 		t.Fatalf("meshctl inbox --limit 1100 --json: %v", err)
 	}
 	if len(newest.Items) != 1100 {

@@ -218,14 +218,16 @@ func TestAdminRotatesOwnKey(t *testing.T) {
 // TestRetiredKeyLinkClosed: a member still linked by its old key keeps
 // its link, and its DMs are taken, through the grace window; when the
 // window (and the clock allowance) ends, the node closes that link
-// (link.retired_key) without waiting for any other event.
+// (link.retired_key) without waiting for any other event. After it, an
+// envelope signed by the old key, carried by the member's new key, is
+// dropped (drop.retired_key), and the old key cannot link.
 func TestRetiredKeyLinkClosed(t *testing.T) {
 	t.Parallel()
 	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	l := rt.dial(t, 5*time.Second)
 	defer l.Close()
 	l.Start(func([]byte) {})
-	newPub, _, err := ed25519.GenerateKey(nil)
+	newPub, newKey, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +272,37 @@ func TestRetiredKeyLinkClosed(t *testing.T) {
 	waitFor(t, "link.retired_key", 5*time.Second, func() bool {
 		return counters(t, rt.meshctl, rt.home)["link.retired_key"] == 1
 	})
+
+	// The new key carries an envelope the old key signed after the
+	// window: it is dropped as the retired key's, and not delivered.
+	rt.status = waitStatus(t, rt.meshctl, rt.home, rt.d)
+	nt := &rawTarget{key: newKey, pub: proto.PubKey(newPub), target: rt.target, status: rt.status}
+	nl := nt.dial(t, 5*time.Second)
+	defer nl.Close()
+	nl.Start(func([]byte) {})
+	retired0 := counters(t, rt.meshctl, rt.home)["drop.retired_key"]
+	late, err := proto.SignEnvelope(rt.key, &proto.Envelope{ID: proto.NewID(), From: rt.pub, To: proto.ToPeer(rt.target),
+		Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 2, Epoch: proto.NewEpoch(),
+		Message: &proto.Message{Body: "from the retired key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.Send(append([]byte{byte(proto.FrameEnvelope)}, late.Raw...)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "drop.retired_key", 10*time.Second, func() bool {
+		return counters(t, rt.meshctl, rt.home)["drop.retired_key"] == retired0+1
+	})
+	var in inboxJSON
+	meshctlJSON(t, rt.meshctl, &in, "--home", rt.home, "inbox", "--all")
+	for _, it := range in.Items {
+		if it.Body == "from the retired key" {
+			t.Fatalf("the retired key's envelope was delivered: %+v", it)
+		}
+	}
+	if err := dialErr(rt, 5*time.Second); err == nil {
+		t.Fatal("a link with the retired key was accepted")
+	}
 }
 
 // TestResponseFromRotatedKey: a Request sent to a member's old key is

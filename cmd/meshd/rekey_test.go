@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
@@ -103,10 +102,10 @@ func (tr *rotationTraffic) end() (dms, ops []string) {
 // the rotation (a machine being replaced), so alice keeps DMs for his old
 // key and then for his new one; bob comes back with the new roster and
 // switches keys at start. Every message sent before, during and after the
-// switch is delivered exactly once, bob keeps his name and role,
-// carol's history shows his posts under his name across both keys, and
-// once the grace window has closed an envelope signed by bob's old key is
-// dropped (drop.retired_key) and the old key cannot link.
+// switch is delivered exactly once, bob keeps his name and role, and
+// carol's history shows his posts under his name across both keys.
+// TestRetiredKeyLinkClosed waits out a grace window (and the 30 s clock
+// allowance after it) for what the old key may do then.
 func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 	t.Parallel()
 	m := startMesh4(t)
@@ -157,9 +156,8 @@ func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 	if ed.Rekey.Name != "bob" || ed.Rekey.Key != nk.Key || ed.Rekey.OldKey != oldBob.Pub.String() || ed.Rekey.Revoked || ed.Rekey.OldValidUntil == "" {
 		t.Fatalf("roster rekey: %+v", ed)
 	}
-	until, err := time.Parse(time.RFC3339Nano, ed.Rekey.OldValidUntil)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := time.Parse(time.RFC3339Nano, ed.Rekey.OldValidUntil); err != nil {
+		t.Fatalf("roster rekey: old_valid_until: %v", err)
 	}
 	m.ctl("alice", "roster", "publish")
 	d2, _ := tr.sent()
@@ -264,57 +262,6 @@ func TestKeyRotationWhileMessagesFlow(t *testing.T) {
 
 	t.Logf("rotation: %d DMs to bob and %d posts by him, each delivered once; bob was away (down, then relinked under the new key) for %v",
 		len(dms), len(ops), relinked.Round(time.Millisecond))
-	checkRetiredKey(t, m, oldBob, until)
-}
-
-// checkRetiredKey waits for bob's grace window (ending at until, plus the
-// clock allowance) to close, then hands carol an envelope signed by bob's
-// old key over a link as dave (whose node stops): carol drops it as
-// drop.retired_key, and refuses a handshake by the old key.
-func checkRetiredKey(t *testing.T, m *mesh4, oldBob home.Identity, until time.Time) {
-	t.Helper()
-	if err := m.ds["dave"].stop(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	dave, err := home.Home{Dir: m.homes["dave"]}.LoadIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	carolSt := waitStatus(t, m.meshctl, m.homes["carol"], m.ds["carol"])
-	carolKey, err := proto.ParsePubKey(carolSt.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := until.Add(proto.MaxClockSkew)
-	waitFor(t, "the end of the grace window", time.Until(closed)+10*time.Second, func() bool { return time.Now().After(closed) })
-	retired0 := counters(t, m.meshctl, m.homes["carol"])["drop.retired_key"]
-	rt := &rawTarget{key: dave.Key, pub: dave.Pub, target: carolKey, status: carolSt}
-	l := rt.dial(t, 5*time.Second)
-	defer l.Close()
-	l.Start(func([]byte) {})
-	se, err := proto.SignEnvelope(oldBob.Key, &proto.Envelope{ID: proto.NewID(), From: oldBob.Pub, To: proto.ToPeer(carolKey),
-		Kind: proto.KindMessage, TS: time.Now().UnixMilli(), TTL: 300, Seq: 1, Epoch: proto.NewEpoch(),
-		Message: &proto.Message{Body: "from the retired key"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Send(append([]byte{byte(proto.FrameEnvelope)}, se.Raw...)); err != nil {
-		t.Fatal(err)
-	}
-	if !testwait.Until(10*time.Second, func() bool {
-		return counters(t, m.meshctl, m.homes["carol"])["drop.retired_key"] == retired0+1
-	}) {
-		t.Fatalf("no drop.retired_key at carol within 10s; counters %v", counters(t, m.meshctl, m.homes["carol"]))
-	}
-	t.Logf("the retired key's envelope dropped %v after the window closed", time.Since(closed).Round(time.Millisecond))
-	if m.hasBody("carol", "from the retired key") {
-		t.Fatal("carol took an envelope signed by bob's retired key")
-	}
-	// The old key cannot link any more.
-	old := &rawTarget{key: oldBob.Key, pub: oldBob.Pub, target: carolKey, status: carolSt}
-	if err := dialErr(old, 5*time.Second); err == nil {
-		t.Fatal("a link with bob's retired key was accepted")
-	}
 }
 
 // dialErr is rawTarget.dial that returns the handshake's error instead
