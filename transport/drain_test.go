@@ -352,3 +352,29 @@ func TestLingerReadsOnWhilePaced(t *testing.T) {
 		t.Fatal("the reader never waited: the test did not pace the linger")
 	}
 }
+
+// TestCloseAndDrainRightAfterStart: a link closed with CloseAndDrain as
+// soon as it is started (the loser of a duplicate pair) reads on for at
+// most its linger, also when its reader had not yet run: the reader's
+// first read deadline must not replace the linger's. Over net.Pipe,
+// which cannot end one side of the stream, only that deadline ends the
+// read, and the peer here never closes; a replaced deadline left the
+// link open until the peer's next keepalive.
+func TestCloseAndDrainRightAfterStart(t *testing.T) {
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	for round := range 3 { // a round takes the linger, a second
+		out, in := pipePair(t, a, b)
+		in.Start(func([]byte) {})
+		out.Start(func([]byte) {})
+		out.CloseAndDrain([]byte("goodbye"))
+		start := time.Now()
+		select {
+		case <-out.Done():
+		case <-time.After(3 * time.Second):
+			t.Fatalf("round %d: the link was still open %v after CloseAndDrain", round, time.Since(start).Round(time.Millisecond))
+		}
+		in.Close()
+		<-in.Done()
+	}
+}

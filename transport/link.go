@@ -685,6 +685,11 @@ func (l *Link) readLoop(handler func([]byte)) {
 		err = l.readErr(derr)
 		return
 	}
+	if l.isClosing() && l.lingering {
+		// Closed before this goroutine ran (a duplicate pair's loser):
+		// the deadline just set must not replace the linger's.
+		_ = l.conn.SetReadDeadline(l.closeDeadline)
+	}
 	defer l.rr.release()
 	asm := assembler{max: proto.MaxFrameSize}
 	var cur recvFrame
