@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/meshd/meshd/internal/testbin"
 	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testtmp"
 )
@@ -37,10 +38,10 @@ func moduleRoot(t *testing.T) string {
 
 // built is the meshctl binary, built once for all the tests that run it.
 var built struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
+	once    sync.Once
+	cleanup func()
+	bin     string
+	err     error
 }
 
 // buildMeshctl builds the real binary, once per test run, and returns its
@@ -50,22 +51,18 @@ func buildMeshctl(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds the meshctl binary; skipped with -short")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go tool in PATH")
 	}
 	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "meshctl-bin-"); built.err != nil {
+		var dir string
+		if dir, built.cleanup, built.err = testbin.Build(moduleRoot(t), "./cmd/meshctl"); built.err != nil {
 			return
 		}
-		bin := filepath.Join(built.dir, "meshctl")
-		cmd := exec.Command(gobin, "build", "-o", bin, "./cmd/meshctl")
-		cmd.Dir = moduleRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
+		built.bin = filepath.Join(dir, "meshctl")
+		if runtime.GOOS == "windows" {
+			built.bin += ".exe" // go build -o DIR/ names it as the system does
 		}
-		built.bin = bin
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
@@ -77,8 +74,8 @@ func TestMain(m *testing.M) {
 	testpar.Default()
 	testtmp.Use()
 	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
+	if built.cleanup != nil {
+		built.cleanup()
 	}
 	os.Exit(code)
 }

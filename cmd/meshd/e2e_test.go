@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testbin"
 	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testtmp"
 	"github.com/meshd/meshd/internal/testwait"
@@ -26,6 +26,7 @@ import (
 var bins struct {
 	once           sync.Once
 	dir            string
+	cleanup        func()
 	meshd, meshctl string
 	err            error
 }
@@ -59,16 +60,8 @@ func buildBinaries(t testing.TB) (meshd, meshctl string) {
 			bins.err = err
 			return
 		}
-		bins.dir, err = os.MkdirTemp("", "meshd-e2e-bin-")
-		if err != nil {
-			bins.err = err
-			return
-		}
-		// One go build for both: it links them in parallel.
-		cmd := exec.Command("go", "build", "-o", bins.dir+string(filepath.Separator), "./cmd/meshd", "./cmd/meshctl")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			bins.err = fmt.Errorf("go build: %v\n%s", err, out)
+		bins.dir, bins.cleanup, bins.err = testbin.Build(root, "./cmd/meshd", "./cmd/meshctl")
+		if bins.err != nil {
 			return
 		}
 		exe := ""
@@ -88,8 +81,8 @@ func TestMain(m *testing.M) {
 	testpar.Default()
 	testtmp.Use()
 	code := m.Run()
-	if bins.dir != "" {
-		os.RemoveAll(bins.dir)
+	if bins.cleanup != nil {
+		bins.cleanup()
 	}
 	os.Exit(code)
 }
