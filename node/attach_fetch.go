@@ -93,6 +93,26 @@ func (at *attachments) startLocked() {
 func (at *attachments) run(f *fetch) {
 	defer at.wg.Done()
 	err := at.fetchBlob(f)
+	placed := 0
+	if err == nil {
+		// Place every want, those added meanwhile too, before the fetch
+		// leaves the table: pendingFor must find it until then, or a
+		// sibling fetch of the same envelope, finishing now, announces
+		// the envelope with this attachment's path in the store.
+		for {
+			at.mu.Lock()
+			more := slices.Clone(f.wants[placed:])
+			at.mu.Unlock()
+			if len(more) == 0 {
+				break
+			}
+			for _, w := range more {
+				at.place(w)
+				at.dropWant(w)
+			}
+			placed += len(more)
+		}
+	}
 	at.mu.Lock()
 	delete(at.fetches, f.a.SHA256)
 	wants := f.wants
@@ -101,7 +121,7 @@ func (at *attachments) run(f *fetch) {
 	at.mu.Unlock()
 	switch {
 	case err == nil:
-		for _, w := range wants {
+		for _, w := range wants[placed:] { // added since the last look
 			at.place(w)
 			at.dropWant(w)
 		}
