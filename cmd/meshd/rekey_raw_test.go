@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -231,12 +232,11 @@ func TestRetiredKeyLinkClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ed rekeyEditOut
-	meshctlJSON(t, rt.meshctl, &ed, "--home", rt.home, "roster", "rekey", "raw", proto.PubKey(newPub).String(), "--grace", "1s")
-	until, err := time.Parse(time.RFC3339Nano, ed.Rekey.OldValidUntil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The admin's edit, as meshctl roster rekey makes it, but with a
+	// grace that ended 20 s ago: the window (and the 30 s clock allowance
+	// after it) closes 10 s from now, not 31 s as with --grace 1s.
+	until := time.Now().Add(-20 * time.Second).Truncate(time.Millisecond)
+	rekeyWithGraceUntil(t, rt.home, rt.pub, proto.PubKey(newPub), until)
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "roster", "publish")
 	rt.d.waitLog("member moved to a new key", 10*time.Second)
 
@@ -351,5 +351,31 @@ func TestResponseFromRotatedKey(t *testing.T) {
 	})
 	if n := counters(t, rt.meshctl, rt.home)["drop.unsolicited_response"]; n != 0 {
 		t.Fatalf("drop.unsolicited_response = %d", n)
+	}
+}
+
+// rekeyWithGraceUntil edits the roster in the admin's home as meshctl
+// roster rekey does, moving the member at old to next with old accepted
+// until the time given, which may have passed.
+func rekeyWithGraceUntil(t *testing.T, adminHome string, old, next proto.PubKey, until time.Time) {
+	t.Helper()
+	h := home.Home{Dir: adminHome}
+	id, err := h.LoadIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := home.ReadRoster(h.RosterPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cur.Next()
+	if err := r.Rekey(old, next, until.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sign(id.Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.WriteRoster(h.RosterPath(), r); err != nil {
+		t.Fatal(err)
 	}
 }
