@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // module writes a module with one command, cmd/hi, and points the
@@ -108,5 +109,50 @@ func TestBuildFallsBack(t *testing.T) {
 	cleanup()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("cleanup left %s (%v)", dir, err)
+	}
+}
+
+// TestBuildPrunesStale: a checkout's binaries unused for longer than
+// staleAfter are removed when another checkout builds; recent ones stay.
+func TestBuildPrunesStale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go build")
+	}
+	root, _ := module(t)
+	dir, cleanup, err := Build(root, "./cmd/hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	parent := filepath.Dir(dir)
+	mk := func(name string, age time.Duration) string {
+		p := filepath.Join(parent, name)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(p, "meshd")
+		if err := os.WriteFile(f, []byte("old build"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-age)
+		for _, x := range []string{f, p} {
+			if err := os.Chtimes(x, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	stale, recent := mk("stale", staleAfter+time.Hour), mk("recent", time.Hour)
+	if _, _, err := Build(root, "./cmd/hi"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("%s, unused for longer than %v, is still there (%v)", stale, staleAfter, err)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("%s, used an hour ago, was removed: %v", recent, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, exe("hi"))); err != nil {
+		t.Errorf("this checkout's binary: %v", err)
 	}
 }
