@@ -93,38 +93,32 @@ func (at *attachments) startLocked() {
 func (at *attachments) run(f *fetch) {
 	defer at.wg.Done()
 	err := at.fetchBlob(f)
-	placed := 0
-	if err == nil {
-		// Place every want, those added meanwhile too, before the fetch
-		// leaves the table: pendingFor must find it until then, or a
-		// sibling fetch of the same envelope, finishing now, announces
-		// the envelope with this attachment's path in the store.
-		for {
-			at.mu.Lock()
-			more := slices.Clone(f.wants[placed:])
+	// Fetched: place every want, those added meanwhile too, before the
+	// fetch leaves the table. pendingFor must find it until then, or a
+	// sibling fetch of the same envelope, finishing now, announces the
+	// envelope with this attachment's path in the store.
+	var wants []want
+	for placed := 0; ; {
+		at.mu.Lock()
+		if more := f.wants[placed:]; err == nil && len(more) > 0 {
+			more = slices.Clone(more)
 			at.mu.Unlock()
-			if len(more) == 0 {
-				break
-			}
 			for _, w := range more {
 				at.place(w)
 				at.dropWant(w)
 			}
 			placed += len(more)
+			continue
 		}
+		delete(at.fetches, f.a.SHA256)
+		wants = f.wants
+		at.running--
+		at.startLocked()
+		at.mu.Unlock()
+		break
 	}
-	at.mu.Lock()
-	delete(at.fetches, f.a.SHA256)
-	wants := f.wants
-	at.running--
-	at.startLocked()
-	at.mu.Unlock()
 	switch {
 	case err == nil:
-		for _, w := range wants[placed:] { // added since the last look
-			at.place(w)
-			at.dropWant(w)
-		}
 		at.placedAll(wants)
 	case at.ctx().Err() != nil:
 		// Shutting down: the want files resume the fetch at the next start.

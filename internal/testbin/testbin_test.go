@@ -85,16 +85,15 @@ func TestBuildFallsBack(t *testing.T) {
 	}
 	root, cache := module(t)
 	// The cache's directory for the binaries is a file: MkdirAll fails.
-	if err := os.WriteFile(filepath.Join(cache, "meshd-test-bin"), nil, 0o600); err != nil {
+	c, err := os.UserCacheDir() // under cache, as module set it
+	if err != nil {
 		t.Fatal(err)
 	}
-	if runtime.GOOS == "darwin" {
-		if err := os.MkdirAll(filepath.Join(cache, "Library", "Caches"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cache, "Library", "Caches", "meshd-test-bin"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(c, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c, "meshd-test-bin"), nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	dir, cleanup, err := Build(root, "./cmd/hi")
 	if err != nil {

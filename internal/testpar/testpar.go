@@ -1,7 +1,7 @@
 // Package testpar sets how many tests of a package run at once when the
-// command line does not say. The real-process tests of cmd/ spend most of
-// their time waiting on daemons (timers, links forming, a store's fsync),
-// not on the CPU, so the go test default of GOMAXPROCS parallel tests
+// command line does not say. The real-process tests of cmd/, and node's
+// in-process meshes, spend most of their time waiting on daemons (timers,
+// links forming, a store's fsync), not on the CPU, so the go test default of GOMAXPROCS parallel tests
 // leaves a 2-core machine mostly idle. The tests that load the CPU or hold
 // timing bounds do not call t.Parallel: go test runs those alone, before
 // the parallel ones start. It imports nothing from the project.
