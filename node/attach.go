@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd/meshd/internal/fsutil"
 	"github.com/meshd/meshd/node/blobs"
+	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -32,14 +33,16 @@ type attachments struct {
 	running int                   // guarded by mu
 	closed  bool                  // guarded by mu
 
-	refMu    sync.Mutex              // serialises the refs files' read-modify-write
-	usage    map[proto.PubKey]uint64 // guarded by refMu: bytes each sender's kept envelopes list
-	linkUp   chan struct{}           // capacity 1: a link came up; idle fetches look again
-	serveSem chan struct{}           // bounds the chunk wants served at once
-	listSem  chan struct{}           // bounds the chunk list wants served at once
-	fetchLim *rate.Limiter           // attachment_fetch_rate_mib; nil without a limit
-	busyLim  *rate.Limiter           // the fetch rate while envelopes move (busyFetchRate)
-	wrote    atomic.Int64            // when a chunk was last written (Unix ns); see bulk
+	refMu    sync.Mutex                  // serialises the refs files' read-modify-write
+	usage    map[proto.PubKey]uint64     // guarded by refMu: bytes each sender's kept envelopes list
+	linkUp   chan struct{}               // capacity 1: a link came up; idle fetches look again
+	serveSem chan struct{}               // bounds the links whose chunk wants are served at once
+	serving  map[*peers.Link]*serveQueue // guarded by mu: the links being served
+	refusals atomic.Uint64               // chunk wants answered "not yet" for want of a slot
+	listSem  chan struct{}               // bounds the chunk list wants served at once
+	fetchLim *rate.Limiter               // attachment_fetch_rate_mib; nil without a limit
+	busyLim  *rate.Limiter               // the fetch rate while envelopes move (busyFetchRate)
+	wrote    atomic.Int64                // when a chunk was last written (Unix ns); see bulk
 	wg       sync.WaitGroup
 }
 
@@ -74,9 +77,10 @@ var (
 	cBlobNotYet      = newCounter("blob.not_yet", famBlob, "not_yet")
 )
 
-// blobServeConcurrency bounds the wants of chunks this node serves at
-// once, over all links; a want beyond it is answered "not yet" for each
-// chunk (blob.serve_busy) and its asker asks again. Wants of a chunk list
+// blobServeConcurrency bounds the links whose wants of chunks this node
+// serves at once; a want beyond it is answered "not yet" for each chunk
+// (blob.serve_busy) and its asker asks again (attach_serve.go has how the
+// wants of one link queue behind each other). Wants of a chunk list
 // (at most 128 KiB each) have slots of their own, so that a busy node
 // still lets its askers start, and spread their wants over other holders;
 // one beyond those is dropped.
@@ -96,6 +100,7 @@ func (n *Node) openAttachments() error {
 	}
 	n.attach = &attachments{n: n, store: st, wantDir: want, fetches: map[proto.Hash]*fetch{},
 		linkUp: make(chan struct{}, 1), serveSem: make(chan struct{}, blobServeConcurrency),
+		serving:  map[*peers.Link]*serveQueue{},
 		listSem:  make(chan struct{}, blobListConcurrency),
 		fetchLim: fetchLimiter(n.cfg.AttachmentFetchRate), busyLim: fetchLimiter(busyFetchRate)}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/meshd/meshd/node/blobs"
 	"github.com/meshd/meshd/node/peers"
 	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
 )
 
 // blobServeTimeout bounds the serving of one blob-want: a peer that does
@@ -39,29 +40,127 @@ func (at *attachments) handleWant(pl *peers.Link, payload []byte) {
 		at.sendChunk(pl, &proto.BlobChunk{SHA256: w.SHA256, What: proto.BlobUnavailable})
 		return
 	}
-	sem := at.serveSem
 	if len(w.Chunks) == 0 {
-		sem = at.listSem
+		at.serveList(pl, a)
+		return
+	}
+	at.queueWant(pl, a, w.Chunks)
+}
+
+// The wants of chunks of one link are served one after another by one
+// goroutine, which holds one of blobServeConcurrency slots while it runs:
+// they share the link's bulk lane, so serving two at once would not send
+// faster. A want that finds its link being served waits in the link's
+// queue, up to blobWantQueue of them, rather than being answered "not
+// yet": a fetch keeps several wants ahead of its chunks (fetchInFlight),
+// and each "not yet" cost it blobNotYetRetry. With every want in a slot
+// of its own, a 256 MiB DM on loopback spent 1.1 of its 2.4 s of
+// transfer waiting out those retries (docs/BENCHMARKS.md). So that a
+// link does not keep its slot while others are turned away, a server
+// that sees a want refused for want of a slot hands its slot back after
+// the want it is serving, and answers its queue "not yet".
+type serveQueue struct {
+	wants []queuedWant
+}
+
+type queuedWant struct {
+	a      proto.Attachment
+	chunks []uint32
+}
+
+// blobWantQueue bounds the wants of chunks queued on one link behind the
+// one being served: as many as a fetch has out at its smallest want
+// (fetchInFlight chunks in wants of minWantChunks).
+const blobWantQueue = fetchInFlight / minWantChunks
+
+// queueWant serves a want of chunks, or queues it behind its link's, or
+// answers it "not yet" (a full queue, or no slot free).
+func (at *attachments) queueWant(pl *peers.Link, a proto.Attachment, chunks []uint32) {
+	at.mu.Lock()
+	if at.closed {
+		at.mu.Unlock()
+		return
+	}
+	if q := at.serving[pl]; q != nil {
+		if len(q.wants) < blobWantQueue {
+			q.wants = append(q.wants, queuedWant{a, chunks})
+			at.mu.Unlock()
+			return
+		}
+		at.mu.Unlock()
+		at.refuseBusy(pl, a.SHA256, chunks)
+		return
 	}
 	select {
-	case sem <- struct{}{}:
+	case at.serveSem <- struct{}{}:
 	default:
-		n.metrics.inc(cBlobServeBusy)
-		at.notYet(pl, a.SHA256, w.Chunks)
+		at.mu.Unlock()
+		at.refuseBusy(pl, a.SHA256, chunks)
+		return
+	}
+	q := &serveQueue{wants: []queuedWant{{a, chunks}}}
+	at.serving[pl] = q
+	at.wg.Add(1)
+	at.mu.Unlock()
+	go at.serveLink(pl, q)
+}
+
+// refuseBusy answers a want "not yet" for want of a slot or of room in
+// its link's queue.
+func (at *attachments) refuseBusy(pl *peers.Link, h proto.Hash, chunks []uint32) {
+	at.refusals.Add(1)
+	at.n.metrics.inc(cBlobServeBusy)
+	at.notYet(pl, h, chunks)
+}
+
+// serveLink serves the wants queued on pl until none are left, the link
+// stops taking chunks, or a want elsewhere was refused a slot.
+func (at *attachments) serveLink(pl *peers.Link, q *serveQueue) {
+	defer at.wg.Done()
+	defer func() { <-at.serveSem }()
+	refused := at.refusals.Load()
+	ok := true
+	for {
+		at.mu.Lock()
+		if len(q.wants) == 0 || !ok || at.refusals.Load() != refused {
+			rest := q.wants
+			delete(at.serving, pl)
+			at.mu.Unlock()
+			for _, w := range rest {
+				if ok {
+					at.notYet(pl, w.a.SHA256, w.chunks)
+				}
+			}
+			return
+		}
+		w := q.wants[0]
+		q.wants = q.wants[1:]
+		at.mu.Unlock()
+		ok = at.serve(pl, w.a, w.chunks)
+	}
+}
+
+// serveList serves a want of a's chunk list, in a slot of listSem; one
+// beyond those is dropped.
+func (at *attachments) serveList(pl *peers.Link, a proto.Attachment) {
+	select {
+	case at.listSem <- struct{}{}:
+	default:
+		at.n.metrics.inc(cBlobServeBusy)
 		return
 	}
 	at.mu.Lock()
 	if at.closed {
 		at.mu.Unlock()
-		<-sem
+		<-at.listSem
 		return
 	}
 	at.wg.Add(1)
 	at.mu.Unlock()
 	go func() {
 		defer at.wg.Done()
-		defer func() { <-sem }()
-		at.serve(pl, a, w.Chunks)
+		defer func() { <-at.listSem }()
+		at.serve(pl, a, nil)
 	}()
 }
 
@@ -111,8 +210,10 @@ func (at *attachments) mayRead(k proto.PubKey, se *proto.SignedEnvelope) bool {
 // serve sends a's chunk list (no chunks asked) or the chunks asked, in
 // the link's bulk lane, waiting for room there: from the complete blob,
 // or from a part being fetched, which answers "not yet" for the chunks
-// it lacks. A part thrown away meanwhile answers unavailable.
-func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32) {
+// it lacks. A part thrown away meanwhile answers unavailable. It returns
+// false if the link stopped taking frames (closed, or not read within
+// blobServeTimeout), or the node is closing.
+func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32) bool {
 	ctx, cancel := context.WithTimeout(at.ctx(), blobServeTimeout)
 	defer cancel()
 	if len(chunks) == 0 {
@@ -123,10 +224,9 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 			}
 			at.n.metrics.inc(cBlobUnavailable)
 			at.sendChunk(pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobUnavailable})
-			return
+			return true
 		}
-		at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobChunkList, Data: encodeList(list)})
-		return
+		return at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobChunkList, Data: encodeList(list)})
 	}
 	var spare []byte // a frame built and not sent (its chunk not held yet)
 	for _, i := range chunks {
@@ -135,6 +235,9 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 		}
 		// The chunk is read straight into its frame, which the link then
 		// owns: no copy of it, and no buffer of the serve's.
+		if spare == nil {
+			spare = transport.ChunkFrameBuf()
+		}
 		frame, data := proto.BlobChunkDataFrame(spare, a.SHA256, i, proto.ChunkLen(a.Size, int(i)))
 		spare = nil
 		_, fromPart, err := at.store.ReadVerifiedChunk(a, int(i), data)
@@ -143,25 +246,26 @@ func (at *attachments) serve(pl *peers.Link, a proto.Attachment, chunks []uint32
 			spare = frame
 			at.n.metrics.inc(cBlobNotYetSent)
 			if !at.sendChunkWait(ctx, pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobNotYet, Index: i}) {
-				return
+				return false
 			}
 			continue
 		case errors.Is(err, blobs.ErrNotFound):
 			at.n.metrics.inc(cBlobUnavailable)
 			at.sendChunk(pl, &proto.BlobChunk{SHA256: a.SHA256, What: proto.BlobUnavailable})
-			return
+			return true
 		case err != nil:
 			at.n.log.Warn("attachments: chunk not served", "sha256", a.SHA256, "index", i, "err", err)
-			return
+			return true
 		}
 		if pl.Conn.SendBulkWait(ctx, frame) != nil {
-			return
+			return false
 		}
 		at.n.metrics.inc(cBlobServed)
 		if fromPart {
 			at.n.metrics.inc(cBlobPartServed)
 		}
 	}
+	return true
 }
 
 func encodeList(list []proto.Hash) []byte {

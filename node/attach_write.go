@@ -121,10 +121,13 @@ func fetchLimiter(bytesPerSec int64) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(bytesPerSec), wantChunks*proto.ChunkSize)
 }
 
-// A fetch gives way to the other traffic of its link: while frames other
-// than the transfer's went over the link within busyWindow (envelopes,
-// acks), the node asks for at most busyFetchRate bytes a second of chunks
-// over all fetches; otherwise only attachment_fetch_rate_mib bounds it.
+// A fetch gives way to the other traffic of its link: while the last four
+// frames other than the transfer's went over the link within busyWindow
+// (envelopes, acks), the node asks for at most busyFetchRate bytes a
+// second of chunks over all fetches; otherwise only
+// attachment_fetch_rate_mib bounds it. One or two frames are not traffic
+// to give way to: with the last one alone, the DM that started a transfer
+// and its ack held the transfer's first 4 MiB back by 200 ms.
 // On a machine whose CPU the transfer would take, the envelopes then
 // wait less behind it (docs/BENCHMARKS.md); the transfer never stops.
 const (
@@ -143,7 +146,7 @@ func (at *attachments) waitFetchRate(c *transport.Link, chunks int) error {
 			return err
 		}
 	}
-	if at.busyLim != nil && time.Since(c.LastOther()) < busyWindow {
+	if at.busyLim != nil && c.OthersWithin(busyWindow) {
 		return at.busyLim.WaitN(at.ctx(), chunks*proto.ChunkSize)
 	}
 	return nil

@@ -24,7 +24,9 @@ type bulkLane struct {
 	room   chan struct{} // closed and replaced when a frame leaves the lane
 }
 
-// SendBulk queues frame in the link's bulk lane without blocking. It
+// SendBulk queues frame in the link's bulk lane without blocking; the
+// link owns frame from then on (a blob-chunk frame built in
+// [ChunkFrameBuf] goes back to the pool once written). It
 // returns [ErrQueueFull] when the lane holds [BulkQueueBytes] already,
 // [ErrFrameTooLarge] and [ErrClosed] as [Link.Send] does. Bulk frames
 // still queued when the link closes are dropped, never handed back by
@@ -132,7 +134,11 @@ func (w *writer) bulkOne() (bool, error) {
 	if f == nil {
 		return false, nil
 	}
-	if err := w.writeFrame(f); err != nil {
+	err := w.writeFrame(f)
+	if len(f) > 0 && f[0] == creditedFrame { // written into the batch, or dropped with the link
+		RecycleChunkFrame(f)
+	}
+	if err != nil {
 		return more, err
 	}
 	return more, w.flush()

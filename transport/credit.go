@@ -29,6 +29,14 @@ var chunkFrames = sync.Pool{New: func() any { b := make([]byte, 0, chunkFrameCap
 
 func getChunkFrame() []byte { return (*chunkFrames.Get().(*[]byte))[:0] }
 
+// ChunkFrameBuf returns an empty buffer with room for a full blob-chunk
+// frame, to build one in and send it with [Link.SendBulk]. Once the link
+// has written the frame it hands the buffer back for the next one, so a
+// serving node, too, takes the same few buffers over and over (before,
+// a new 256 KiB frame per chunk sent made most of its garbage, and its
+// collector ran a third of its CPU time in a transfer).
+func ChunkFrameBuf() []byte { return getChunkFrame() }
+
 // RecycleChunkFrame hands back the buffer of frame, a blob-chunk frame
 // a link's handler was given, for a later one to be read into. The
 // caller must hold the only reference to frame and its data, and drop
@@ -53,12 +61,33 @@ func (l *Link) LastOther() time.Time {
 	return time.Time{}
 }
 
-// noteOther records frame f in LastOther unless it is a transfer's.
+// otherRing is how many of the last frames other than a transfer's a
+// link remembers the times of, for [Link.OthersWithin].
+const otherRing = 4
+
+// OthersWithin reports whether the last four frames other than an
+// attachment transfer's all went over the link (either way) within d:
+// envelopes and acks are moving, not just a keepalive, or the message
+// that started a transfer and its ack.
+func (l *Link) OthersWithin(d time.Duration) bool {
+	cutoff := time.Now().Add(-d).UnixNano()
+	for i := range l.otherAt {
+		if t := l.otherAt[i].Load(); t == 0 || t < cutoff {
+			return false
+		}
+	}
+	return true
+}
+
+// noteOther records frame f in LastOther and OthersWithin unless it is
+// a transfer's.
 func (l *Link) noteOther(f []byte) {
 	if len(f) > 0 && (f[0] == creditedFrame || f[0] == byte(proto.FrameBlobWant)) {
 		return
 	}
-	l.lastOther.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	l.lastOther.Store(now)
+	l.otherAt[l.otherN.Add(1)%otherRing].Store(now)
 }
 
 // GrantRecv lets n more bytes of blob-chunk frames from the peer pass the

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -118,7 +119,8 @@ func TestGrantRecvCapped(t *testing.T) {
 }
 
 // TestLastOther: a link notes when a frame other than an attachment
-// transfer's went either way, and only then.
+// transfer's went either way, and only then, and whether the last four
+// went within a given time.
 func TestLastOther(t *testing.T) {
 	checkLeaks(t)
 	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
@@ -142,6 +144,24 @@ func TestLastOther(t *testing.T) {
 	got.next(t)
 	if out.LastOther().Before(before) || in.LastOther().Before(before) {
 		t.Fatalf("an envelope frame not noted: sent %v, received %v, sent after %v", out.LastOther(), in.LastOther(), before)
+	}
+	// One envelope is not traffic to give way to; four within the
+	// window are, and they stop being once the window has passed.
+	if out.OthersWithin(time.Minute) || in.OthersWithin(time.Minute) {
+		t.Fatal("one envelope counted as envelopes moving")
+	}
+	mid := time.Now() // after the first envelope went, and came
+	for range 3 {
+		if err := out.Send([]byte{byte(proto.FrameEnvelope), 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		got.next(t)
+	}
+	if !out.OthersWithin(time.Minute) || !in.OthersWithin(time.Minute) {
+		t.Fatal("four envelopes within a minute not counted as envelopes moving")
+	}
+	if out.OthersWithin(time.Since(mid)) || in.OthersWithin(time.Since(mid)) {
+		t.Fatal("four envelopes counted within less time than they took")
 	}
 }
 
@@ -205,5 +225,52 @@ func TestChunkFramesRecycled(t *testing.T) {
 	// random, take far less.
 	if got := after.TotalAlloc - before.TotalAlloc; got > rounds*chunkFrameCap/2 {
 		t.Fatalf("%d rounds allocated %d bytes: the frames are not reused", rounds, got)
+	}
+}
+
+// TestSentChunkFramesRecycled: a blob-chunk frame built in ChunkFrameBuf
+// and sent in the bulk lane goes back to the pool once the link has
+// written it, so a serving node takes the same few buffers over and over
+// too. The receiver recycles what it is handed, as a fetch does; a new
+// frame per chunk sent would allocate a frame a round, the recycling of
+// both ends next to none.
+func TestSentChunkFramesRecycled(t *testing.T) {
+	if testpar.Race {
+		t.Skip("the race detector's sync.Pool drops buffers at random: allocations do not tell")
+	}
+	checkLeaks(t)
+	a, b := testConfig(t, testOrg), testConfig(t, testOrg)
+	out, in := pair(t, listen(t, "tcp", b), a, nil)
+	got := newCollector(1)
+	in.Start(got.handle)
+	out.Start(nil)
+	in.GrantRecv(MaxRecvCredit)
+	const n = proto.ChunkSize
+	round := func(i int) {
+		f, data := proto.BlobChunkDataFrame(ChunkFrameBuf(), proto.Hash{1}, uint32(i), n)
+		for j := range data {
+			data[j] = byte(i)
+		}
+		if err := out.SendBulkWait(context.Background(), f); err != nil {
+			t.Fatal(err)
+		}
+		r := got.next(t)
+		if len(r) != len(f) || r[len(r)-1] != byte(i) {
+			t.Fatalf("frame %d: %d bytes, want %d, of its own content", i, len(r), len(f))
+		}
+		RecycleChunkFrame(r)
+	}
+	round(0) // the link's buffers
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const rounds = 100
+	for i := range rounds {
+		round(i + 1)
+	}
+	runtime.ReadMemStats(&after)
+	t.Logf("%d rounds allocated %d bytes", rounds, after.TotalAlloc-before.TotalAlloc)
+	if got := after.TotalAlloc - before.TotalAlloc; got > rounds*chunkFrameCap/2 {
+		t.Fatalf("%d rounds allocated %d bytes (%.2f frames a round): the frames sent are not reused",
+			rounds, got, float64(got)/float64(rounds*chunkFrameCap))
 	}
 }

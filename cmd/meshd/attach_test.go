@@ -15,8 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
+	"github.com/meshd/meshd/proto"
+	"github.com/meshd/meshd/transport"
 )
 
 // Attachment tests (PROTOCOL.md §6.8, §13.5) through real meshd
@@ -454,4 +458,82 @@ func TestAttachmentSenderBudget(t *testing.T) {
 	}
 	t.Logf("bob refused alice's DM %d times (blob.quota; drop.quota %d) until the budget freed; it landed, attachment in place, %v after the message that let retention free it",
 		m.counter(1, "blob.quota"), m.counter(1, "drop.quota"), landed.Round(100*time.Millisecond))
+}
+
+// TestAttachmentWantsQueueOnOneLink: wants of chunks sent at once over one
+// link, more of them than the node serves at a time, are all served in
+// full, none answered "not yet": they queue behind each other on their
+// link rather than each taking a serving slot (four), so the asker does
+// not wait out a retry for the ones beyond. The raw member reads nothing
+// until it has sent all six, so the first wants' chunks fill the link and
+// hold the node's serving up while the others arrive.
+func TestAttachmentWantsQueueOnOneLink(t *testing.T) {
+	t.Parallel()
+	const wants, perWant = 6, 16
+	r := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
+	file, data := randomFile(t, t.TempDir(), "big.bin", wants*perWant*256<<10, 7)
+	var sent api.Sent
+	meshctlJSON(t, r.meshctl, &sent, "--home", r.home, "dm", "mallory", "six wants' worth", "--attach", file)
+
+	l := r.dial(t, 10*time.Second)
+	frames := make(chan []byte) // unbuffered: the link reads nothing until the test does
+	l.Start(func(f []byte) { frames <- f })
+	defer l.Close()
+	l.GrantRecv(transport.MaxRecvCredit)
+	u, err := uuid.Parse(sent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w := range wants {
+		chunks := make([]uint32, perWant)
+		for i := range chunks {
+			chunks[i] = uint32(w*perWant + i)
+		}
+		b, err := proto.Marshal(&proto.BlobWant{From: r.target, ID: u, SHA256: sha256.Sum256(data), Chunks: chunks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Send(append([]byte{byte(proto.FrameBlobWant)}, b...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[uint32]bool{}
+	notYet := 0
+	deadline := time.After(30 * time.Second)
+	for len(got)+notYet < wants*perWant {
+		select {
+		case f := <-frames:
+			if len(f) == 0 || proto.FrameType(f[0]) != proto.FrameBlobChunk {
+				continue
+			}
+			c, err := proto.ParseBlobChunk(f[1:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch c.What {
+			case proto.BlobChunkData:
+				at := int(c.Index) * 256 << 10
+				if !bytes.Equal(c.Data, data[at:at+len(c.Data)]) {
+					t.Fatalf("chunk %d is not the file's", c.Index)
+				}
+				got[c.Index] = true
+			case proto.BlobNotYet:
+				notYet++
+			default:
+				t.Fatalf("answer kind %d for chunk %d", c.What, c.Index)
+			}
+		case <-deadline:
+			t.Fatalf("after 30 s: %d chunks and %d not-yet answers of %d asked", len(got), notYet, wants*perWant)
+		}
+	}
+	if notYet != 0 || len(got) != wants*perWant {
+		t.Fatalf("%d chunks served and %d answered not yet, of %d asked in %d wants", len(got), notYet, wants*perWant, wants)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := api.NewClient(filepath.Join(r.home, "meshd.sock")).Status(ctx)
+	if err != nil || st.Counters["blob.serve_busy"] != 0 || st.Counters["blob.chunks_served"] != wants*perWant {
+		t.Fatalf("blob.serve_busy %d, blob.chunks_served %d (%v): want 0 and %d",
+			st.Counters["blob.serve_busy"], st.Counters["blob.chunks_served"], err, wants*perWant)
+	}
 }

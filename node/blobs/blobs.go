@@ -201,11 +201,18 @@ func (s *Store) ReadChunk(a proto.Attachment, i int, buf []byte) ([]byte, error)
 func (s *Store) Remove(h proto.Hash) error {
 	s.mu.Lock()
 	p := s.parts[h]
-	if p != nil {
-		p.discardLocked()
-	}
 	s.mu.Unlock()
 	if p != nil {
+		// A checkpoint under way would write its bitmap after the part's
+		// files are gone: wait for it (p.ck comes before s.mu).
+		p.ck.Lock()
+		s.mu.Lock()
+		if s.parts[h] == p {
+			p.discardLocked()
+		}
+		s.mu.Unlock()
+		p.ck.Unlock()
+		p.ckWG.Wait()
 		<-p.hashDone
 	}
 	for _, p := range []string{s.dataPath(h), s.chunksPath(h)} {

@@ -360,7 +360,8 @@ func TestRemove(t *testing.T) {
 
 // TestCheckpointAfterInterval: a part checkpoints once checkpointInterval
 // passed since its last checkpoint, however few chunks arrived since, so
-// a slow transfer loses at most that much to a crash.
+// a slow transfer loses at most that much to a crash. The checkpoint runs
+// in a goroutine of the part, beside the writes.
 func TestCheckpointAfterInterval(t *testing.T) {
 	src, a := source(t, content(4*proto.ChunkSize, 4))
 	dir := t.TempDir()
@@ -380,6 +381,7 @@ func TestCheckpointAfterInterval(t *testing.T) {
 	if err := p.WriteChunk(1, readChunk(t, src, a, 1)); err != nil {
 		t.Fatal(err)
 	}
+	p.ckWG.Wait() // the checkpoint runs beside the writes
 	// No Close: as if the process died right after.
 	p2, err := open(t, dir, 0).Begin(a)
 	if err != nil {
