@@ -54,8 +54,9 @@ func (at *attachments) handleWant(pl *peers.Link, payload []byte) {
 // queue, up to blobWantQueue of them, rather than being answered "not
 // yet": a fetch keeps several wants ahead of its chunks (fetchInFlight),
 // and each "not yet" cost it blobNotYetRetry. With every want in a slot
-// of its own, a 256 MiB DM on loopback spent 1.1 of its 2.4 s of
-// transfer waiting out those retries (docs/BENCHMARKS.md). So that a
+// of its own, a 256 MiB DM on loopback (its files in memory) spent about
+// 0.95 s of its 2.4 s of transfer waiting out those retries
+// (docs/BENCHMARKS.md). So that a
 // link does not keep its slot while others are turned away, a server
 // that sees a want refused for want of a slot hands its slot back after
 // the want it is serving, and answers its queue "not yet".
@@ -117,7 +118,6 @@ func (at *attachments) refuseBusy(pl *peers.Link, h proto.Hash, chunks []uint32)
 // stops taking chunks, or a want elsewhere was refused a slot.
 func (at *attachments) serveLink(pl *peers.Link, q *serveQueue) {
 	defer at.wg.Done()
-	defer func() { <-at.serveSem }()
 	refused := at.refusals.Load()
 	ok := true
 	for {
@@ -126,6 +126,7 @@ func (at *attachments) serveLink(pl *peers.Link, q *serveQueue) {
 			rest := q.wants
 			delete(at.serving, pl)
 			at.mu.Unlock()
+			<-at.serveSem // before the answers below: the asker's next want finds the slot
 			for _, w := range rest {
 				if ok {
 					at.notYet(pl, w.a.SHA256, w.chunks)
