@@ -56,10 +56,10 @@ func (at *attachments) handleWant(pl *peers.Link, payload []byte) {
 // and each "not yet" cost it blobNotYetRetry. With every want in a slot
 // of its own, a 256 MiB DM on loopback (its files in memory) spent about
 // 0.95 s of its 2.4 s of transfer waiting out those retries
-// (docs/BENCHMARKS.md). So that a
-// link does not keep its slot while others are turned away, a server
-// that sees a want refused for want of a slot hands its slot back after
-// the want it is serving, and answers its queue "not yet".
+// (docs/BENCHMARKS.md). So that a link does not keep its slot while
+// others are turned away, a server that sees a want refused for want of
+// a slot hands its slot back after the want it is serving, and answers
+// its queue "not yet".
 type serveQueue struct {
 	wants []queuedWant
 }

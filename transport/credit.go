@@ -52,10 +52,9 @@ func RecycleChunkFrame(frame []byte) {
 
 // LastOther returns when a frame other than an attachment transfer's
 // (blob-want, blob-chunk) was last received or written on the link: the
-// zero time if none was. A fetch asks more slowly for a while after one,
-// so that a transfer gives way to envelopes and acks on its link.
+// zero time if none was.
 func (l *Link) LastOther() time.Time {
-	if t := l.lastOther.Load(); t != 0 {
+	if t := l.otherAt[l.otherN.Load()%otherRing].Load(); t != 0 {
 		return time.Unix(0, t)
 	}
 	return time.Time{}
@@ -79,15 +78,13 @@ func (l *Link) OthersWithin(d time.Duration) bool {
 	return true
 }
 
-// noteOther records frame f in LastOther and OthersWithin unless it is
+// noteOther records frame f for LastOther and OthersWithin unless it is
 // a transfer's.
 func (l *Link) noteOther(f []byte) {
 	if len(f) > 0 && (f[0] == creditedFrame || f[0] == byte(proto.FrameBlobWant)) {
 		return
 	}
-	now := time.Now().UnixNano()
-	l.lastOther.Store(now)
-	l.otherAt[l.otherN.Add(1)%otherRing].Store(now)
+	l.otherAt[l.otherN.Add(1)%otherRing].Store(time.Now().UnixNano())
 }
 
 // GrantRecv lets n more bytes of blob-chunk frames from the peer pass the

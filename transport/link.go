@@ -84,13 +84,12 @@ type Link struct {
 	// credit is the record bytes of blob-chunk frames the reader takes
 	// without pacing ([Link.GrantRecv]).
 	credit atomic.Int64
-	// lastOther is when a frame other than an attachment transfer's
-	// last went either way (unix nanoseconds; [Link.LastOther]), and
-	// otherAt when the last otherRing of them did, in a ring that
-	// otherN (their count) indexes ([Link.OthersWithin]).
-	lastOther atomic.Int64
-	otherAt   [otherRing]atomic.Int64
-	otherN    atomic.Uint64
+	// otherAt holds when the last otherRing frames other than an
+	// attachment transfer's went either way (unix nanoseconds), in a
+	// ring that otherN, their count, indexes ([Link.LastOther],
+	// [Link.OthersWithin]).
+	otherAt [otherRing]atomic.Int64
+	otherN  atomic.Uint64
 
 	lastRecv atomic.Int64 // unix nanoseconds
 	stats    linkCounters
