@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -19,7 +20,7 @@ import (
 // with their latest status, and meshctl history @bob shows both sides of
 // the conversation.
 func TestInboxFindReplyRequests(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob", "carol"})
 	m.channel("ops")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -155,7 +156,7 @@ func TestInboxFindReplyRequests(t *testing.T) {
 // leaves is listed by inbox --kind delivery_failed, and meshctl reply
 // refuses to answer it (it is alice's own message), saying what to do.
 func TestReplyRefusesDeliveryFailed(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	if err := m.ds[1].stop(syscall.SIGTERM); err != nil {
 		t.Logf("bob: %v", err)

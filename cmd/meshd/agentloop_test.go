@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -54,7 +55,7 @@ func (m *faultMesh) waitUnread(i, want int, within time.Duration) {
 // waiting worker; and respond releases a claimed request and marks it
 // read.
 func TestClaimRace(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	const total = 1000
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -284,7 +285,7 @@ done
 // after reply_depth_max (16) answers, refusing the 17th
 // (tx.refused.reply_depth), instead of it running until the budget ends.
 func TestReplyStormCapped(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	needTools(t, "python3")
 	o := loopOrg(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // agentsRecipes returns the lines of docs/AGENTS.md's bash block that
@@ -37,7 +39,7 @@ func agentsRecipes(t *testing.T) []string {
 // they replaced is run too, to show that the mailbox is big enough to
 // break it ("Argument list too long").
 func TestAgentsRecipesScale(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if testing.Short() {
 		t.Skip("writes 100,000 files")
 	}

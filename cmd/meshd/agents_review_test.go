@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -28,7 +29,7 @@ const reviewPatch = `--- a/hello.txt
 // git's check of the patch. The exchange ends: alice's commands exit,
 // bob's inbox is empty and his loop is back in its wait.
 func TestPatchReviewLoop(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	needTools(t, "bash", "jq", "git")
 	o := newHistOrgArgs(t, nil, nil, "alice", "bob")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

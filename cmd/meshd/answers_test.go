@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 )
@@ -90,7 +91,7 @@ func (a *answerTarget) inbox(t *testing.T, args ...string) api.Inbox {
 // reaches the inbox, and request --wait does not end on it. Mallory's
 // answer to a request alice did send her is delivered.
 func TestUnsolicitedResponseDropped(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	mallory := newRawMember(t)
 	a := startAnswerTarget(t, map[string]*rawMember{"mallory": mallory}, map[string]string{"mallory": "member"})
 	wait := exec.Command(a.meshctl, "--home", a.home, "request", "bob", "disk.usage", "--wait", "--timeout", "6s")
@@ -161,7 +162,7 @@ func TestUnsolicitedResponseDropped(t *testing.T) {
 // meshctl read refuse the bare id, naming both senders; --to and --from
 // pick one, and an outbox response goes where its To header says.
 func TestReusedRequestIDAmbiguous(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	mallory, trent := newRawMember(t), newRawMember(t)
 	a := startAnswerTarget(t, map[string]*rawMember{"mallory": mallory, "trent": trent},
 		map[string]string{"mallory": "operator", "trent": "operator"})

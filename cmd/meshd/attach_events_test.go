@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -21,7 +22,7 @@ import (
 // line naming each file's local path once it is in the mailbox, and the
 // files at those paths match their signed hashes.
 func TestAttachmentEventStreamPaths(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	dir := t.TempDir()
 	file1, data1 := randomFile(t, dir, "change.patch", 300<<10, 21)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -23,7 +24,7 @@ import (
 // change the stored blob through the link. A file replaced by meshd's own
 // user (or root) is caught by meshctl verify.
 func TestAttachmentMailboxGroup(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	requireSetpriv(t)
 	const gid = 64996
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--mailbox-group", strconv.Itoa(gid))

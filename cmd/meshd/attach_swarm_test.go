@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -23,7 +24,7 @@ import (
 // for theirs, so readers serve one another chunks, most of them from a
 // part they are still fetching; all three hold verified copies.
 func TestAttachmentReadersServeEachOther(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	names := []string{"alice", "bob", "carol", "dave"}
 	m := newLoopbackFaultMesh(t, names, "--attachment-channel-eager-max-kib", "2048")
 	m.channel("data")
@@ -58,7 +59,7 @@ func TestAttachmentReadersServeEachOther(t *testing.T) {
 // and answers unavailable, with no chunk, to the same member asking
 // under a channel message it may not read.
 func TestAttachmentPartNotServedToNonReader(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	r := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, r.meshctl, "--home", r.home, "channel", "create", "drop", "--readers", "role:admin")
 	var show struct {

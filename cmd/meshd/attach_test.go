@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -75,7 +76,7 @@ func (m *faultMesh) counter(i int, name string) uint64 { return m.status(i).Coun
 // all) arrives and is placed, empty. Its fetch's hash loop once waited
 // for a chunk that never comes, so the fetch hung and kept its slot.
 func TestAttachmentEmptyFile(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	file, _ := randomFile(t, t.TempDir(), "empty.txt", 0, 1)
 	var sent api.Sent
@@ -90,7 +91,7 @@ func TestAttachmentEmptyFile(t *testing.T) {
 // arrives with the attachment listed in the mailbox file's Attachments
 // header, and the file appears beside it, byte for byte, once verified.
 func TestAttachmentDMArrivesVerified(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	file, data := randomFile(t, t.TempDir(), "build.log", 2*256<<10+1000, 1)
 	var sent api.Sent
@@ -139,7 +140,7 @@ func TestAttachmentDMArrivesVerified(t *testing.T) {
 // TestAttachmentSendRefusals: meshctl refuses a path it cannot read, and
 // meshd a file over attachment_max_mib, before anything is signed.
 func TestAttachmentSendRefusals(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-max-mib", "1")
 	r := meshctlRun(t, m.meshctl, "--home", m.homes[0], "dm", "bob", "x", "--attach", filepath.Join(t.TempDir(), "missing"))
 	if r.code == 0 || !strings.Contains(r.stderr, "no such file") {
@@ -159,7 +160,7 @@ func TestAttachmentSendRefusals(t *testing.T) {
 // attachment_channel_eager_max_kib is not fetched as the message
 // arrives; meshctl fetch fetches it, verified.
 func TestAttachmentChannelFetchOnDemand(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-channel-eager-max-kib", "256")
 	m.channel("data")
 	file, data := randomFile(t, t.TempDir(), "sample.csv", 300<<10, 3)
@@ -201,7 +202,7 @@ func TestAttachmentChannelFetchOnDemand(t *testing.T) {
 // had made durable, the file is complete and verified, and no partial
 // file was ever in the mailbox.
 func TestAttachmentResumesAfterKill(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	// bob asks for at most 4 MiB/s of chunks, so the 24 MiB take seconds.
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-fetch-rate-mib", "4")
 	file, data := randomFile(t, t.TempDir(), "dataset.bin", 24<<20, 5)
@@ -238,7 +239,7 @@ func TestAttachmentResumesAfterKill(t *testing.T) {
 // hash and the message's id; with a DM addressed to it that names the
 // same blob, it gets the chunk list.
 func TestAttachmentNotServedToNonReader(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	r := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, r.meshctl, "--home", r.home, "channel", "create", "admins", "--readers", "role:admin")
 	file, data := randomFile(t, t.TempDir(), "secret.txt", 1000, 6)
@@ -293,7 +294,7 @@ func TestAttachmentNotServedToNonReader(t *testing.T) {
 // TestAttachmentRequestAndResponse: a request carries an input file and
 // its answer a result file, each fetched verified by the other end.
 func TestAttachmentRequestAndResponse(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	in, inData := randomFile(t, t.TempDir(), "fix.patch", 1000, 7)
 	out, outData := randomFile(t, t.TempDir(), "report.txt", 300<<10, 8)
@@ -315,7 +316,7 @@ func TestAttachmentRequestAndResponse(t *testing.T) {
 // space (here: more than any disk has), fetches pause with a warning
 // instead of filling the disk.
 func TestAttachmentFetchPausesOnLowDisk(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--mailbox-min-free-mib", "1073741824")
 	file, _ := randomFile(t, t.TempDir(), "big.bin", 1000, 10)
 	var sent api.Sent
@@ -333,7 +334,7 @@ func TestAttachmentFetchPausesOnLowDisk(t *testing.T) {
 // TestAttachmentFromOutbox: an outbox file's Attach lines attach files;
 // a relative path is refused with the file's .error.
 func TestAttachmentFromOutbox(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	file, data := randomFile(t, t.TempDir(), "trace.txt", 5000, 11)
 	outbox := filepath.Join(m.homes[0], "mailbox", "outbox")
@@ -371,7 +372,7 @@ func TestAttachmentFromOutbox(t *testing.T) {
 // attachment, gets the message by history sync from bob once alice is
 // gone, and fetches the file from bob, who holds it.
 func TestAttachmentFromAnotherReader(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob", "carol"})
 	m.channel("data")
 	if err := m.ds[2].stop(syscall.SIGTERM); err != nil {
@@ -403,7 +404,7 @@ func TestAttachmentFromAnotherReader(t *testing.T) {
 // Once retention removes her channel message (read, past the channel's
 // one-message count), the budget frees and her next re-send lands.
 func TestAttachmentSenderBudget(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--attachment-sender-max-mib", "1", "--retention-interval", "1s",
 		"--peer-exchange-interval", "2s") // the round that re-sends the refused DM
 	m.channel("data", "--retention-messages", "1")
@@ -468,7 +469,7 @@ func TestAttachmentSenderBudget(t *testing.T) {
 // until it has sent all six, so the first wants' chunks fill the link and
 // hold the node's serving up while the others arrive.
 func TestAttachmentWantsQueueOnOneLink(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	const wants, perWant = 6, 16
 	r := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	file, data := randomFile(t, t.TempDir(), "big.bin", wants*perWant*256<<10, 7)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -15,7 +16,7 @@ import (
 // meshctl status and blocks, survives a restart, and unblock lets c's
 // next DM in.
 func TestBlockMember(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "a", "b", "c")
 	o.ctl("a", "channel", "create", "general")
 	o.waitChannel("b", "general")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -57,7 +58,7 @@ func (o *histOrg) waitAgent(home, intent, name string, min uint64, within time.D
 // carol. A request for an intent bob's card does not list warns at the
 // sender, and --strict refuses it.
 func TestAgentCardsEndToEnd(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "bob", "carol")
 	alice, bob, carol := o.homes["alice"], o.homes["bob"], o.homes["carol"]
 	if err := o.ds["carol"].stop(syscall.SIGTERM); err != nil {

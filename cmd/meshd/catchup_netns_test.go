@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -28,7 +29,7 @@ import (
 // late pages are used, and paging resumes after them), and no host may
 // give up a gap.
 func TestPartitionCatchUpOneRound(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -67,7 +68,7 @@ func sendMany(t *testing.T, c *api.Client, ch string, n int, tag string) []strin
 // the repair rebuilt the marks, and paging through the 1,000 he holds
 // (the first round after a repair also asks by time) does not stop early.
 func TestRepairCatchesUpWhatWasSentWhileStopped(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	const held = 1000
 	o := newHistOrg(t, "alice", "bob")
 	o.ctl("alice", "channel", "create", "ops")
@@ -204,7 +205,7 @@ func (h *historyServer) answer(req *proto.SignedEnvelope, more bool, msgs ...*pr
 // the window's start. A second answer to the same request is still
 // unsolicited.
 func TestLatePageIsUsed(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	rt := startRawTarget(t, "", "slow", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
 	var show struct {
@@ -258,7 +259,7 @@ func TestLatePageIsUsed(t *testing.T) {
 // move on: the node ends it at once, as a failure of that peer
 // (sync.stalled), and sends no further request in the round.
 func TestStalledPageEndsPaging(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, "", "stale", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
 	h := newHistoryServer(t, rt)
@@ -392,7 +393,7 @@ func (m *floodMember) send(ch uuid.UUID, epoch uuid.UUID, seq uint64, ts time.Ti
 // at most 16 places before other senders'), so bob sends carol's numbers
 // above 900 rather than her whole stream by time.
 func TestEpochFloodKeepsRealGap(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	const before, flood = 900, 5000
 	carol, mallory := newFloodMember(t), newFloodMember(t)
 	carol.silent = true

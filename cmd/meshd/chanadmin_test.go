@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -69,7 +70,7 @@ func (o *histOrg) inboxHas(name, id string) bool {
 // stops receiving, history off stops catch-up, a deleted channel is
 // refused everywhere, and channel show lists the versions and signers.
 func TestChannelAdministration(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "a", "b", "c")
 	o.ctl("a", "channel", "create", "ops", "--writers", "a")
 	o.ctl("a", "channel", "create", "open")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/channel"
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 )
@@ -18,7 +19,7 @@ import (
 // signature, a member's signature, another org, and a second channel
 // claiming a name that is taken.
 func TestPolicyReceiveChecks(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, "", "mallory", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctlOK(t, rt.meshctl, "--home", rt.home, "channel", "create", "ops")
 	var ch struct {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // newQuorumOrg starts alice and bob, both admins, and carol, a member, of
@@ -76,7 +78,7 @@ func (o *histOrg) policyRejected(name, reason string) float64 {
 // one co-signed with channel sign is applied everywhere. An older version
 // published after a newer one is refused as a rollback.
 func TestChannelEditQuorum(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newQuorumOrg(t)
 	o.ctl("alice", "channel", "create", "ops")
 	o.waitVersion("ops", 1, "bob", "carol")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node"
 )
 
@@ -28,7 +29,7 @@ var daemonDefaults = map[string]bool{"listen": true, "mailbox_group": true}
 // back. A new key fails here until its entry reads its default with
 // fromNode.
 func TestConfigDefaultsFromNode(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	home := filepath.Join(t.TempDir(), "h")
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"--home", home, "--print-config"}, &stdout, &stderr, envOf(nil)); code != 0 {
@@ -76,7 +77,7 @@ var roundTripValue = map[string]any{}
 // node to another value in a config file, and checks that the value
 // reaches node.Config: fromNode of the config meshd builds gives it back.
 func TestConfigKeysRoundTrip(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	for i := range configKeys {
 		k := &configKeys[i]

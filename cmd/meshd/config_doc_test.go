@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // exampleConfig is the annotated example configuration.
@@ -21,7 +23,7 @@ var exampleConfig = filepath.Join("..", "..", "docs", "meshd.toml")
 // valid, it sets every key of fileConfig, and, as its header says, to the
 // key's default.
 func TestConfigDocLoads(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	cfg := defaultFileConfig()
 	if err := loadFile(exampleConfig, &cfg); err != nil {
 		t.Fatalf("the example does not load: %v", err)
@@ -69,7 +71,7 @@ var (
 // starts with the key, gives its default, and names its environment
 // variable and flag, and those really set the key.
 func TestConfigDocComments(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	b, err := os.ReadFile(exampleConfig)
 	if err != nil {
 		t.Fatal(err)

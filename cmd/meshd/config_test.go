@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -25,7 +27,7 @@ func resolve(t *testing.T, args []string, env map[string]string) (fileConfig, er
 }
 
 func TestConfigPrecedence(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "meshd.toml")
 	err := os.WriteFile(cfgPath, []byte(`
@@ -85,7 +87,7 @@ log_level = "debug"
 }
 
 func TestConfigUnknownKeyNamesKeyAndLine(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "meshd.toml")
 	os.WriteFile(p, []byte("name = \"x\"\n\nlisten_addr = \"tcp://:1\"\n"), 0o600)
@@ -106,7 +108,7 @@ func TestConfigUnknownKeyNamesKeyAndLine(t *testing.T) {
 }
 
 func TestConfigLinkTimers(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	home := filepath.Join(t.TempDir(), "h")
 	c, err := resolve(t, []string{"--home", home}, nil)
 	if err != nil {
@@ -152,7 +154,7 @@ func TestConfigLinkTimers(t *testing.T) {
 // fileConfig belongs to exactly one key, each default has its field's type,
 // and names are unique.
 func TestConfigTable(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	var c fileConfig
 	fields := map[uintptr]string{}
 	names := map[string]string{}
@@ -187,7 +189,7 @@ func TestConfigTable(t *testing.T) {
 // TestConfigPrecedenceEveryKey sets every key in the file, the environment
 // and the flags, to different values, and checks which wins.
 func TestConfigPrecedenceEveryKey(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	// Three values a key, one for each source, in the key's type.
 	value := func(k *configKey, n int) (toml, text string) {
@@ -253,7 +255,7 @@ func TestConfigPrecedenceEveryKey(t *testing.T) {
 // TestPrintConfig checks the --print-config format: every key once, in
 // table order, with its value as JSON.
 func TestPrintConfig(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	home := filepath.Join(t.TempDir(), "h")
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"--home", home, "--seed", "tcp://192.0.2.1:7437", "--sync-peers", "5", "--print-config"}, &stdout, &stderr, envOf(nil)); code != 0 {
@@ -327,7 +329,7 @@ func TestPrintConfig(t *testing.T) {
 // reach the transport config; 0 turns the rate limit off; bad values
 // are refused naming the key's range.
 func TestConfigLinkLimits(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	home := filepath.Join(t.TempDir(), "h")
 	for _, c := range []struct {
 		args      []string
@@ -367,7 +369,7 @@ func TestConfigLinkLimits(t *testing.T) {
 // the file is an error that names the key, its line, the type wanted and
 // a line that sets it, not the decoder's reflected Go types.
 func TestConfigTypeErrorNamesKeyLineAndExample(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	for _, tc := range []struct{ file, want string }{
 		{"name = \"x\"\nlisten = \"tcp://127.0.0.1:7437\"\n",
@@ -398,7 +400,7 @@ func TestConfigTypeErrorNamesKeyLineAndExample(t *testing.T) {
 // TestPrintConfigValidates: --print-config refuses what meshd would
 // refuse (exit 2 and the error), not only what the file's syntax does.
 func TestPrintConfigValidates(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string

@@ -30,6 +30,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -432,7 +433,7 @@ func (c *apiChecker) documentedRoutes() map[string]*openapi3.Operation {
 // control socket is in docs/control-api.yaml, and every documented one is
 // registered; so are the event types of /v1/events.
 func TestControlAPIDocumentCoversRoutes(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	c := loadControlAPI(t)
 	src, events := controlSource(t)
 	if len(src) < 18 {
@@ -899,7 +900,7 @@ func TestControlAPILive(t *testing.T) {
 // taken word for word from docs/examples/meshd_client.py, which
 // TestPythonClientExample runs.
 func TestAgentsDocPythonIsTheExample(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -930,7 +931,7 @@ func TestAgentsDocPythonIsTheExample(t *testing.T) {
 // TestPythonClientExample runs docs/examples/meshd_client.py, the example
 // in docs/AGENTS.md, against two real meshd processes.
 func TestPythonClientExample(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found; .ci/run installs it")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -84,7 +85,7 @@ func (m *faultMesh) inboxItem(i int, within time.Duration, match func(api.Item) 
 // than that life. The DM must still be queued, reach bob when he starts
 // again, and show as delivered in alice's meshctl status ID.
 func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	const ttl = 2 * time.Second
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"}, "--envelope-ttl", "2s", "--retention-interval", "1s")
 	// A channel message counts the linked readers that stored it.
@@ -149,7 +150,7 @@ func TestDeliveryOutlivesTTLThroughCrash(t *testing.T) {
 // meshctl status ID says expired, the mailbox file says delivery_failed. Nothing is lost
 // silently.
 func TestDeliverySilentOutage(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}

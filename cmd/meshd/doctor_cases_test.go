@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -35,7 +36,7 @@ func waitDoctorDetail(t *testing.T, meshctl, h, name, want string, has ...string
 // another org (each ran plain meshd once), is told so and how to join,
 // not that the seed is unreachable behind a firewall.
 func TestDoctorSeedOfAnotherOrg(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
@@ -54,7 +55,7 @@ func TestDoctorSeedOfAnotherOrg(t *testing.T) {
 // admin removed is told so by send (not that it may not write); and with
 // no link left the clock check does not claim that clocks agree.
 func TestDoctorLinksRemovedAndClock(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	homes, keys := map[string]string{}, map[string]string{}
@@ -125,7 +126,7 @@ func TestDoctorLinksRemovedAndClock(t *testing.T) {
 // (as meshd --print-config checks it) and the listen ports, naming a
 // port another program holds and a value of the wrong type.
 func TestDoctorOffline(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "node")
 

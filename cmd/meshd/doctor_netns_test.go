@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // TestDoctorWrongOrgThenJoin: on a LAN (network namespaces on a bridge,
@@ -21,7 +22,7 @@ import (
 // (the admin's) advises inviting the stray node; after an invite
 // from host 0 and meshctl join, a plain meshd on host 1 links.
 func TestDoctorWrongOrgThenJoin(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}
@@ -84,7 +85,7 @@ func TestDoctorWrongOrgThenJoin(t *testing.T) {
 // discovery problem and the fixes (--seed, or --mdns-interface lo with a
 // route), and exits 1.
 func TestDoctorNoMulticast(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}
@@ -112,7 +113,7 @@ func TestDoctorNoMulticast(t *testing.T) {
 // silently dropped (as by a firewall) is named by doctor with the
 // address that fails and why: no answer in time.
 func TestDoctorNamesSilentAddress(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
@@ -64,7 +65,7 @@ func waitDoctor(t *testing.T, meshctl, h, name, want string) doctorJSON {
 // whose only seed does not answer has a problem, named with the seed's
 // address and a fix (exit 1); an unwritable mailbox is a problem.
 func TestDoctorHealthyAndSeeds(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	solo := filepath.Join(tmp, "solo")
@@ -133,7 +134,7 @@ func deadTCPAddr(t *testing.T) string {
 // the command that fixes it; a member whose presence comes from 20 s in
 // the future is reported as clock skew by doctor, status and the log.
 func TestDoctorNotMemberAndClock(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "alice")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -43,7 +44,7 @@ func linkSendQueue(t *testing.T, url string) float64 {
 // MESHD_DUPLINK_BIN=/path/to/meshd runs the same steps against another
 // build (one without the fix loses the messages and fails).
 func TestDuplicateLoserQueueReachesWinner(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, os.Getenv("MESHD_DUPLINK_BIN"), "restarter",
 		"--listen", "tcp://127.0.0.1:0", "--no-mdns", "--metrics", "127.0.0.1:0")
 	metrics := "http://" + waitMetricsAddr(t, rt.d) + "/metrics"
@@ -188,7 +189,7 @@ func TestDuplicateLoserQueueReachesWinner(t *testing.T) {
 // even when that link loses (meshd reads a losing link until the
 // member's side ends), and its ack comes back on the link meshd kept.
 func TestDuplicateNewLoserReadByMeshd(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, os.Getenv("MESHD_DUPLINK_BIN"), "onekey",
 		"--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	static, err := transport.NewStaticKey()

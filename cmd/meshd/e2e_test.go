@@ -78,7 +78,7 @@ func buildBinaries(t testing.TB) (meshd, meshctl string) {
 }
 
 func TestMain(m *testing.M) {
-	testpar.Default()
+	testpar.Gated()
 	testtmp.Use()
 	code := m.Run()
 	if bins.cleanup != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -158,7 +159,7 @@ func mailboxFilesWithID(t *testing.T, home, id string) []string {
 // as two mailbox files; meshctl read of the shared id names both senders. (A store keyed by id alone counted X as
 // sync.already_held and never stored it.)
 func TestReusedIDHeldTwice(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	mal := newRawMember(t)
 	o := newHistOrgWith(t, map[string]proto.PubKey{"mal": mal.pub}, "admin", "bob")
 	o.ctl("admin", "channel", "create", "ops")
@@ -237,7 +238,7 @@ func TestReusedIDHeldTwice(t *testing.T) {
 // drop.ttl_too_long and not acked, so no copy of it can be replayed after
 // its dedupe entry is forgotten; one at the horizon is taken.
 func TestTTLBeyondDedupeHorizonRefused(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "target")
 	mal := newRawMember(t)
@@ -275,7 +276,7 @@ func TestTTLBeyondDedupeHorizonRefused(t *testing.T) {
 // for it (bob stores it: it is signed and addressed to bob), and its
 // own DM that reuses that id is stored and acked as another envelope.
 func TestAckScopedToLinkSender(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "target")
 	mal, eve := newRawMember(t), newRawMember(t)
@@ -450,7 +451,7 @@ func TestSenderStoreBudget(t *testing.T) {
 // in place, logs it, and serves its inbox; the next start finds nothing
 // to upgrade.
 func TestStoreUpgradeAtStart(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "node")
 	meshctlOK(t, meshctl, "--home", h, "init")

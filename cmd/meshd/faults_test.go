@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -310,7 +311,7 @@ func TestFaultPartitionHeal(t *testing.T) {
 	// Parallel: its load is light (ten messages a second for half a
 	// minute, in its own network namespaces). The other fault tests load
 	// the CPU and hold timing bounds, so they run alone.
-	t.Parallel()
+	testpar.First(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -103,7 +104,7 @@ func TestChannelFloodKeepsOthers(t *testing.T) {
 	// Parallel: with a retention count of 1,000 its flood is an eighth of
 	// the 10,200 messages it sent past the default count, when it ran
 	// alone because its CPU starved the tests beside it.
-	t.Parallel()
+	testpar.Parallel(t)
 	const (
 		flood = 1_200
 		keep  = 1_000

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 )
@@ -18,7 +19,7 @@ import (
 // is counted as drop.bad_signature and not acked; an exact copy is acked
 // again and counted as drop.duplicate (PROTOCOL.md §16.3).
 func TestForgedCopyOfHeldDMNotAcked(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshctl, h, d, key, me, target := rt.meshctl, rt.home, rt.d, rt.key, rt.pub, rt.target
 	l := rt.dial(t, 5*time.Second)

@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // TestHelpStyle: meshd --help prints, to stdout, double-dash flags with
 // named values and examples, as meshctl does; a bad flag prints the
 // same help to stderr and exits 2.
 func TestHelpStyle(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	var out, errb bytes.Buffer
 	if code := run([]string{"--help"}, &out, &errb, envOf(nil)); code != 0 {
 		t.Fatalf("--help: exit %d: %s", code, errb.String())
@@ -39,7 +41,7 @@ func TestHelpStyle(t *testing.T) {
 // taken) fails with the address in its message and leaves no one-node org
 // behind, so that a later meshctl join finds a fresh home.
 func TestPortInUseLeavesNoOrg(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, _ := buildBinaries(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,7 +75,7 @@ func TestPortInUseLeavesNoOrg(t *testing.T) {
 // it, bound and advertised, so that several nodes run on one host without
 // choosing ports.
 func TestListenAnyPort(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "any")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://:0", "--no-mdns")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -229,7 +230,7 @@ func streamDelivered(ctx context.Context, socket string, acked *idSet, connected
 // cleanly, that sending resumes in the same epoch above every number used
 // before, and that it catches up on what it missed while down.
 func TestCrashSafetyUnderLoad(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrgArgs(t, nil, noChannelQuota, "alice", "bob", "carol")
 	o.ctl("alice", "channel", "create", "load")
 	o.waitChannel("bob", "load")
@@ -439,7 +440,7 @@ func TestCatchUpConvergence(t *testing.T) {
 // kept by the sender, survives the sender being killed and restarted, and
 // is delivered when the peer returns.
 func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "dave")
 	if err := o.ds["dave"].stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -502,7 +503,7 @@ func TestDMToOfflinePeerSurvivesSenderRestart(t *testing.T) {
 }
 
 func TestHistoryConfig(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	cfg, err := resolve(t, []string{"--home", dir, "--sync-peers", "2", "--sync-timeout", "2s"}, map[string]string{"MESH_RETENTION_INTERVAL": "30s"})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -284,7 +285,7 @@ func TestHalfOpenBurst(t *testing.T) {
 // then it redials each member only every 10 minutes. The removal costs
 // one goodbye each way on each link, not a storm of them.
 func TestRemovedNodeBacksOff(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	o := newLinkOrg(t, "admin", "bob", "carol")
 	o.start("admin")
 	cs := o.start("carol")
@@ -572,7 +573,7 @@ func newTrap(t *testing.T, network, addr string) *trap {
 // most four of the TCP addresses, and drops each after three failed
 // dials, for good.
 func TestGossipCannotSteerDials(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	d, h, raw, bob, meshctl := startWithRawMember(t, nil)
 	sock := newTrap(t, "unix", filepath.Join(t.TempDir(), "trap.sock"))
 	var tcps []*trap
@@ -630,7 +631,7 @@ func TestGossipCannotSteerDials(t *testing.T) {
 // its name or listen addresses, and a stranger's refused link gets a
 // goodbye but not the roster.
 func TestMessage2RevealsLittle(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "target")
 	meshctlOK(t, meshctl, "--home", h, "init", "--name", "secret-name")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -19,7 +20,7 @@ import (
 // failure is logged with its reason and counted, and the node keeps
 // serving (a legitimate status call and a real link still work).
 func TestHostilePeers(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "target")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns")

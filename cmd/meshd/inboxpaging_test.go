@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
@@ -30,7 +31,7 @@ import (
 func TestLargeInboxListsFully(t *testing.T) {
 	// Parallel: its one time bound is a floor (the receive cap), and its
 	// listings, some 70 MB each, have bounds for a hang, not a speed.
-	t.Parallel()
+	testpar.First(t)
 	rt := startRawTarget(t, "", "sender", "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--link-recv-rate-mib", "16")
 	meshctl, h, key, me, target := rt.meshctl, rt.home, rt.key, rt.pub, rt.target
 	list := func(args ...string) string {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
@@ -39,7 +40,7 @@ func waitCounter(t *testing.T, meshctl, h, name string, want uint64) {
 // it and a plain meshd (no --seed, no --roster) then links. The token
 // works once; a revoked one and one with a wrong secret are refused.
 func TestInviteJoin(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "alice")
@@ -180,7 +181,7 @@ func TestInviteJoin(t *testing.T) {
 // no peers, no envelopes; the link is closed and the refusal is counted.
 // The invite stays usable.
 func TestInviteHostileJoiner(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "alice")
@@ -281,7 +282,7 @@ func TestInviteHostileJoiner(t *testing.T) {
 // one-node org; join says it replaces it and moves it aside. A home of
 // an org with other members is refused unless --force.
 func TestJoinReplacesOneNodeOrg(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "alice")
@@ -340,7 +341,7 @@ func TestJoinReplacesOneNodeOrg(t *testing.T) {
 // and is refused; the admin sees it in roster pending, adds it by its
 // fingerprint and publishes, and the node links on its next attempt.
 func TestPendingJoin(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "alice")
@@ -400,7 +401,7 @@ func TestPendingJoin(t *testing.T) {
 // joiner, signed by itself, and wait; the joiner keeps asking. A second
 // admin signs, the first publishes, and the joiner is admitted.
 func TestInviteJoinQuorumTwo(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a, dv := filepath.Join(tmp, "alice"), filepath.Join(tmp, "dave")
@@ -477,7 +478,7 @@ func TestInviteJoinQuorumTwo(t *testing.T) {
 // counted as refused), so the flood neither grows the list nor pushes
 // out a node that knocked before it.
 func TestPendingFlood(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "alice")

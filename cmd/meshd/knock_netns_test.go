@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -21,7 +22,7 @@ import (
 // it and its user confirmed lan by the admin's fingerprint (meshctl
 // adopt), the fresh node adopts lan, and never evil.
 func TestKnockRogueLANCannotAdopt(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}

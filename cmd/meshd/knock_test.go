@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -71,7 +72,7 @@ func startAdmin(t *testing.T, meshd, meshctl, a string) (*daemon, string) {
 // it and publishes, it adopts the org (its one-node org moved aside, no
 // token) and exchanges DMs with the admin.
 func TestKnockToJoin(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a, f := filepath.Join(tmp, "alice"), filepath.Join(tmp, "fresh")
@@ -150,7 +151,7 @@ func TestKnockToJoin(t *testing.T) {
 // that dials an org's node is listed there as another org's node, not
 // fresh, and stays in its org even when the admin adds it and publishes.
 func TestKnockOtherOrgNeverAdopted(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a, b, c := filepath.Join(tmp, "alice"), filepath.Join(tmp, "bob"), filepath.Join(tmp, "carol")

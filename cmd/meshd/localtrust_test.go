@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // sharedTempDir returns a directory every local user may enter (0755),
@@ -110,7 +112,7 @@ var statusPagePaths = []string{"/", "/app.js", "/style.css", "/favicon.svg", "/a
 // path answers 401 with no data; the token never reaches the log; the
 // file is gone after meshd stops; a restart makes a new token.
 func TestStatusPageToken(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "n")
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
@@ -175,7 +177,7 @@ func TestStatusPageToken(t *testing.T) {
 // gets 401 and no data from every path of a real meshd's status page,
 // even with a guessed cookie, and cannot read the token file.
 func TestStatusPageOtherUser(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	setpriv := needOtherUser(t)
 	curl, err := exec.LookPath("curl")
 	if err != nil {
@@ -229,7 +231,7 @@ func meshctlCopy(t *testing.T, meshctl string) string {
 // TestMetricsHostCheck: the real meshd's /metrics refuses a foreign Host
 // (DNS rebinding) with 403 and no metrics, and answers a loopback one.
 func TestMetricsHostCheck(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "m")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--metrics", "127.0.0.1:0")
@@ -251,7 +253,7 @@ func TestMetricsHostCheck(t *testing.T) {
 // how to run as that user, not "meshd is not running" with a hint to
 // start a second meshd.
 func TestMeshctlPermissionDenied(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	setpriv := needOtherUser(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(sharedTempDir(t), "n")
@@ -275,7 +277,7 @@ func TestMeshctlPermissionDenied(t *testing.T) {
 // running; with a socket nobody listens on, that it was left behind; both
 // hint to start meshd.
 func TestMeshctlNoDaemonStaleSocket(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	_, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "n")
 	meshctlOK(t, meshctl, "--home", h, "init")
@@ -300,7 +302,7 @@ func TestMeshctlNoDaemonStaleSocket(t *testing.T) {
 // meshd names the file and the fix, and a --roster that verifies
 // replaces a damaged roster.
 func TestDamagedHomeFiles(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "n")
 	args := []string{"--listen", "tcp://127.0.0.1:0", "--no-mdns"}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // TestMailboxBodyEscaped: a DM whose body carries terminal escapes, a bidi
@@ -13,7 +15,7 @@ import (
 // escape and a header parser that stops at "---" sees none of the forged
 // lines; meshctl verify accepts the file.
 func TestMailboxBodyEscaped(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshctl, homes, _, _, _ := twoNodes(t)
 	body := "hi\x1b[2J\x1b]0;pwned\x07\rFrom: carol (0000000000000000)\nKind: request\n\u202egnp.exe\r\nend"
 	meshctlOK(t, meshctl, "--home", homes["alice"], "dm", "bob", body)

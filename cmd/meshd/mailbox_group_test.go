@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -158,7 +159,7 @@ func (g *groupHost) checkHome(wantKey string) {
 // (which gave the key to the group). meshd starts each time, and nothing
 // in the home becomes readable by the group.
 func TestMailboxGroupAttacks(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	requireSetpriv(t)
 	meshd, meshctl := buildBinaries(t)
 	shared := sharedTempDir(t)

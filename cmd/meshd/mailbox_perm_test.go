@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -48,7 +49,7 @@ func requireSetpriv(t *testing.T) {
 // nor read a DM's file; with mailbox_group, a member of that group can do
 // both, and one outside it still cannot.
 func TestMailboxOwnerOnly(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	requireSetpriv(t)
 	meshctl, homes, ds, pinned, seed := twoNodes(t)
 	// Let the other user reach the homes' parent (not list it), as on a

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -80,7 +81,7 @@ func mailboxStatus(t *testing.T, o *histOrg, node string) *api.MailboxStatus {
 // the next retention pass removes the 3 oldest from the store and their
 // mailbox files with them.
 func TestMailboxFilesFollowRetention(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := mailboxOrg(t, "--retention-interval", "1s")
 	var want []string
 	for i := range 6 {
@@ -114,7 +115,7 @@ func TestMailboxFilesFollowRetention(t *testing.T) {
 // oldest with their files, the mirror resumes on its own and writes the
 // files it held back, of the messages still stored.
 func TestMailboxQuotaPausesAndResumes(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := mailboxOrg(t, "--retention-interval", "1s", "--mailbox-max-files", "4")
 	var want []string
 	for i := range 6 {
@@ -151,7 +152,7 @@ func TestMailboxQuotaPausesAndResumes(t *testing.T) {
 // file, and the mirror says why. Restarted with the default watermark,
 // bob writes the file it missed.
 func TestMailboxLowDiskPauses(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "bob")
 	if err := o.ds["bob"].stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

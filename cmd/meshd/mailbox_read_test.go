@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/mailbox"
 )
@@ -43,7 +44,7 @@ func folderFiles(t *testing.T, home, folder string) map[string]string {
 // and verifies offline; a sent file lost while meshd was stopped is
 // written again when it starts.
 func TestMailboxReadStateAndSent(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := newLoopbackFaultMesh(t, []string{"alice", "bob"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -51,7 +52,7 @@ func mirrorFiles(home string) []string {
 // in bob's mailbox as a file that `meshctl verify` accepts, and a request
 // file with a JSON body arrives as a request.
 func TestOutboxFileArrivesVerified(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshctl, homes, _, _, _ := twoNodes(t)
 	outbox := filepath.Join(homes["alice"], "mailbox", "outbox")
 	drop := func(name, content string) {
@@ -112,7 +113,7 @@ func TestOutboxFileArrivesVerified(t *testing.T) {
 // mirrored: afterwards no partial or corrupt file is visible, and the
 // restarted node writes the files of every inbox item it had committed.
 func TestKillDuringMirrorBurst(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshctl, homes, ds, pinned, seed := twoNodes(t)
 	meshd, _ := buildBinaries(t)
 	cl := api.NewClient(filepath.Join(homes["alice"], "meshd.sock"))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -163,7 +164,7 @@ func (m *mesh4) waitChannel(who, name string) {
 }
 
 func TestMessagingEndToEnd(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := startMesh4(t, "--presence-ttl", "3s")
 
 	// Channels: #general (everyone reads, members write) and #secret (bob only).

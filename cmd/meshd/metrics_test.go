@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -68,7 +69,7 @@ func scrapeValues(t *testing.T, url string) (map[string]float64, map[string]bool
 }
 
 func TestMetricsEndpoint(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "m")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "m",
@@ -111,7 +112,7 @@ func TestMetricsEndpoint(t *testing.T) {
 }
 
 func TestMetricsAddressChecks(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	home := filepath.Join(t.TempDir(), "m")
 	for _, c := range []struct {
 		args []string
@@ -162,7 +163,7 @@ func TestMetricsAddressChecks(t *testing.T) {
 
 // A busy metrics port stops meshd with a clear error and releases the home.
 func TestMetricsBusyPort(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, _ := buildBinaries(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

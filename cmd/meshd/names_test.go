@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
@@ -23,7 +24,7 @@ import (
 // by older tools holds two look-alike names, inbox lines name the sender
 // with its fingerprint.
 func TestNamesImpersonation(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a, c, j := filepath.Join(tmp, "alice"), filepath.Join(tmp, "carol"), filepath.Join(tmp, "joiner")
@@ -168,7 +169,7 @@ func slicesDeleteKey(ms []roster.Member, k proto.PubKey) []roster.Member {
 // usable: the node neither signs an unchanged roster nor logs the member
 // as added.
 func TestInviteRosterFull(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "alice")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/internal/netnstest"
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -48,7 +49,7 @@ func multiHostOrg(t *testing.T, meshctl string, n int) (homes, keys []string, pi
 // a bridge) with mDNS only, no seeds: every node must see the other two in
 // meshctl peers within 10 s, over TCP across the bridge.
 func TestMultiHostMDNS(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}
@@ -98,7 +99,7 @@ func TestMultiHostMDNS(t *testing.T) {
 // TestMultiHostSeedsOnly runs 3 hosts with --no-mdns: hosts 1 and 2 know
 // only host 0 as a seed, and peer exchange links them to each other.
 func TestMultiHostSeedsOnly(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}
@@ -126,7 +127,7 @@ func TestMultiHostSeedsOnly(t *testing.T) {
 
 // TestMultiHostMDNSEight: 8 hosts with mDNS only form a full mesh within 15 s.
 func TestMultiHostMDNSEight(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}
@@ -157,7 +158,7 @@ func TestMultiHostMDNSEight(t *testing.T) {
 // roster is published from host 2 (not the admin's node). Within 5 s every
 // node has dropped its link to host 4 and host 4 cannot get back in.
 func TestMultiHostRevocation(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	if ok, why := netnstest.Available(); !ok {
 		t.Skip(why)
 	}

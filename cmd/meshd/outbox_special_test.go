@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // TestOutboxSpecialFiles: a FIFO, a symbolic link and a directory dropped
@@ -17,7 +19,7 @@ import (
 // SIGTERM ends the process within a few seconds. (A FIFO used to block the
 // outbox forever, and with it the shutdown.)
 func TestOutboxSpecialFiles(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshctl, homes, ds, _, _ := twoNodes(t)
 	outbox := filepath.Join(homes["alice"], "mailbox", "outbox")
 	secret := filepath.Join(t.TempDir(), "secret")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -84,7 +85,7 @@ func startPendingTarget(t *testing.T) (meshctl, home string, k knocker) {
 // address then knocks once and is listed. The attacker's address holds
 // at most its share of the list.
 func TestPendingFloodOneSource(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	meshctl, a, k := startPendingTarget(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -139,7 +140,7 @@ func TestPendingFloodOneSource(t *testing.T) {
 // 11 knocks a second and adds 1.5 new keys a second. The full list
 // refuses the new keys, and the newcomer stays listed throughout.
 func TestPendingRefreshKeepsListed(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	meshctl, a, k := startPendingTarget(t)
 	k.knock(t, "127.0.0.2", newKey(t), "newcomer")
 	if !pendingNames(t, meshctl, a)["newcomer"] {

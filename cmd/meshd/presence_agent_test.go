@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -42,7 +43,7 @@ func (o *histOrg) presenceEntry(viewer, peer string) api.PresenceEntry {
 // offline though bob's meshd runs; a read brings it back online.
 // `presence set` overrides it until `presence set auto`.
 func TestPresenceFollowsAgent(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	o := newHistOrg(t, "alice", "bob")
 	if err := o.ds["bob"].stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

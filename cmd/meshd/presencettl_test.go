@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -14,7 +15,7 @@ import (
 // waits a's 30 s rather than its own 2 s, and through 12 s of watching,
 // six of b's TTLs, each still sees the other online.
 func TestPresenceTTLsDiffer(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	o := newHistOrg(t, "a", "b")
 	for name, ttl := range map[string]string{"a": "30s", "b": "2s"} {
 		if err := o.ds[name].stop(syscall.SIGTERM); err != nil {

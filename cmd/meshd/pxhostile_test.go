@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
 )
@@ -465,7 +466,7 @@ func TestResyncFloodAnsweredOnce(t *testing.T) {
 // (addr.evicted) and dials none of them again, and when bob starts it
 // links to him.
 func TestGossipedBadAddrsEvicted(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	r := startPXRig(t)
 	c := r.link(t)
 	sock := newTrap(t, "unix", filepath.Join(t.TempDir(), "trap.sock"))
@@ -578,7 +579,7 @@ func newTarpit(t *testing.T, addr string) (net.Listener, *atomic.Int64) {
 // the first and then at most one per 10 s, the node does not panic and
 // the link stays up: the next valid frame is taken in.
 func TestMalformedPeerUpdates(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	r := startPXRig(t)
 	c := r.link(t)
 	good, err := proto.Marshal(&proto.PeerUpdate{Set: []proto.PeerInfo{{Key: r.bob, Addrs: []string{"tcp://127.0.0.7:9"}}},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
@@ -22,7 +23,7 @@ import (
 // refused at the handshake and its envelopes are dropped, while the new
 // key links and is shown under the member's name and role.
 func TestRekeyGraceZeroRevokesAtOnce(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	l := rt.dial(t, 5*time.Second)
 	defer l.Close()
@@ -109,7 +110,7 @@ func TestRekeyGraceZeroRevokesAtOnce(t *testing.T) {
 // TestMeshctlRekeyCancel: meshctl rekey --cancel removes a pending key
 // the roster does not list, and refuses without one.
 func TestMeshctlRekeyCancel(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	_, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "n")
 	meshctlOK(t, meshctl, "--home", h, "init", "--name", "n")
@@ -135,7 +136,7 @@ func TestMeshctlRekeyCancel(t *testing.T) {
 // after the restart the node has the new key, still signs roster updates
 // as the admin, and takes a DM a member addressed to its previous key.
 func TestAdminRotatesOwnKey(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	meshd, _ := buildBinaries(t)
 	old := rt.target
@@ -223,7 +224,7 @@ func TestAdminRotatesOwnKey(t *testing.T) {
 // envelope signed by the old key, carried by the member's new key, is
 // dropped (drop.retired_key), and the old key cannot link.
 func TestRetiredKeyLinkClosed(t *testing.T) {
-	t.Parallel()
+	testpar.First(t)
 	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	l := rt.dial(t, 5*time.Second)
 	defer l.Close()
@@ -309,7 +310,7 @@ func TestRetiredKeyLinkClosed(t *testing.T) {
 // answered by its new key after the rotation, and the answer is taken,
 // not dropped as unsolicited.
 func TestResponseFromRotatedKey(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	rt := startRawTarget(t, "", "raw", "--listen", "tcp://127.0.0.1:0", "--no-mdns")
 	var sent struct {
 		RequestID string `json:"request_id"`

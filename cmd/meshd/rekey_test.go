@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/node/home"
 	"github.com/meshd/meshd/proto"
@@ -107,7 +108,7 @@ func (tr *rotationTraffic) end() (dms, ops []string) {
 // TestRetiredKeyLinkClosed waits out a grace window (and the 30 s clock
 // allowance after it) for what the old key may do then.
 func TestKeyRotationWhileMessagesFlow(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	m := startMesh4(t)
 	meshd, _ := buildBinaries(t)
 	oldBob, err := home.Home{Dir: m.homes["bob"]}.LoadIdentity()

@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -148,7 +149,7 @@ func fixMetas(b []byte, fn func(meta []byte)) {
 // refuses while meshd runs, then rebuilds the store from the mailbox;
 // meshd starts, and every DM id is in meshctl inbox --all.
 func TestDamagedStoreRepair(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	f := newRepairFixture(t, 300)
 	good := f.goodDB
 	ps := int(binary.LittleEndian.Uint32(good[16+8:]))

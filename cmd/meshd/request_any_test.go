@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -78,7 +79,7 @@ func (o *histOrg) waitCancel(name, rid string) string {
 // (found by her answer) and bob (named). Without a card for the intent,
 // request --any names the fix.
 func TestRequestAnyEndToEnd(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "bob", "carol")
 	card := filepath.Join(t.TempDir(), "card.json")
 	if err := os.WriteFile(card, []byte(`{"intents": [{"name": "run-tests"}]}`), 0o600); err != nil {
@@ -183,7 +184,7 @@ func TestRequestAnyEndToEnd(t *testing.T) {
 // request_any moves on from bob's rejection to carol, who accepts;
 // cancel_request reaches carol.
 func TestRequestAnyMCP(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "bob", "carol")
 	card := filepath.Join(t.TempDir(), "card.json")
 	if err := os.WriteFile(card, []byte(`{"intents": [{"name": "run-tests"}]}`), 0o600); err != nil {

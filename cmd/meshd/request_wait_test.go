@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -14,7 +15,7 @@ import (
 // prints it and exits 0 for completed; with --timeout and no answer it
 // exits 3. Responding twice is refused, with a hint.
 func TestRequestWait(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "bob")
 	alice, bob := o.homes["alice"], o.homes["bob"]
 
@@ -85,7 +86,7 @@ func TestRequestWait(t *testing.T) {
 // TestErrorsSayItOnce: refusals naming an unknown channel or peer say so
 // once, with the name, and names ignore case.
 func TestErrorsSayItOnce(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "bob")
 	alice := o.homes["alice"]
 	for _, args := range [][]string{

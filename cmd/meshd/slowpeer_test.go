@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/transport"
@@ -55,6 +56,10 @@ func procMemKiB(pid int) (rss, hwm int, err error) {
 // MESHD_SLOWPEER_BIN=/path/to/meshd runs the same attack against another
 // build (for the figure before the fix) and only reports the memory.
 func TestNonReadingMemberBoundedMemory(t *testing.T) {
+	// In parallel, first: it waits on the victim's write deadline and
+	// its backoff far more than it uses the CPU, and other tests' load
+	// changes how fast the victim serves, not what it may hold.
+	testpar.First(t)
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("needs /proc to read the victim's memory")
 	}

@@ -5,13 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshd/meshd/internal/testpar"
 )
 
 // TestStatusSummaryAndVerbose: meshctl status sums its counters up in a
 // few lines (traffic, drops by reason) and lists them all only with
 // --verbose; --json still carries every counter.
 func TestStatusSummaryAndVerbose(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	h := filepath.Join(t.TempDir(), "solo")
 	d := startDaemon(t, meshd, h, "--listen", "tcp://127.0.0.1:0", "--no-mdns", "--name", "solo")

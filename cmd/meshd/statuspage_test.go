@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 )
 
@@ -140,7 +141,7 @@ func waitHTTP(t *testing.T, url, token string, within time.Duration) {
 // peers, then a channel message sent from another node appears in its
 // live tail within 2 s, as text, with no console or page error.
 func TestStatusPageInChromium(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	chromium, err := chromiumPath()
 	if err != nil {
 		t.Skip(err)
@@ -261,7 +262,7 @@ func TestStatusPageInChromium(t *testing.T) {
 // address beyond loopback is refused (exit 2, with a hint) unless remote
 // access is allowed.
 func TestStatusPageConfig(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "meshd.toml")
 	if err := os.WriteFile(cfgPath, []byte("http = \"127.0.0.1:1111\"\nhttp_allow_remote = true\n"), 0o600); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/node/api"
 )
 
@@ -21,7 +22,7 @@ import (
 // alice, linked to bob, never gets it. Bad input is refused with the
 // reason.
 func TestSubagentResult(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	o := newHistOrg(t, "alice", "bob")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

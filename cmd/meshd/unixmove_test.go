@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/internal/testpar"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
 )
@@ -96,7 +97,7 @@ func inboxBodies(t *testing.T, cl *api.Client, sender string) map[string]int {
 // to bob queued before bob starts, flushed on the TCP link as it comes
 // up) all arrive, each once.
 func TestSameHostLinksMoveToUnix(t *testing.T) {
-	t.Parallel()
+	testpar.Parallel(t)
 	meshd, meshctl := buildBinaries(t)
 	tmp := t.TempDir()
 	names := []string{"alice", "bob", "carol"}

@@ -4,7 +4,9 @@
 // links forming, a store's fsync), not on the CPU, so the go test default of GOMAXPROCS parallel tests
 // leaves a 2-core machine mostly idle. The tests that load the CPU or hold
 // timing bounds do not call t.Parallel: go test runs those alone, before
-// the parallel ones start. It imports nothing from the project.
+// the parallel ones start. A package may also hand the limit to a gate
+// ([Gated]) that starts its long, mostly waiting tests first ([First]).
+// It imports nothing from the project.
 package testpar
 
 import (
