@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/history"
+	"github.com/meshd/meshd/internal/gcfloor"
 	"github.com/meshd/meshd/node"
 	"github.com/meshd/meshd/node/control"
 	"github.com/meshd/meshd/node/home"
@@ -93,6 +94,9 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func main() {
+	if os.Getenv("GOGC") == "" { // GOGC set says how to collect; the floor stays out of it
+		gcfloor.Start(gcfloor.DefaultBytes)
+	}
 	code := run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	if code == codeAdopted {
 		// The home now holds the org this node adopted: start again in it.
