@@ -36,6 +36,12 @@ const (
 	idleRate = 2 << 20
 )
 
+// quietAfter ends the floor when no collection came for that long while
+// it held: the process has slowed down, and at the floor's goal the next
+// collection could be minutes away, with the heap held at the floor
+// meanwhile. The timer exists only while the floor holds.
+const quietAfter = 5 * time.Second
+
 // minHeap is the runtime's least heap goal at GOGC=100, which it scales
 // with GOGC: at 400 a goal is never under 16 MiB, whatever the live heap.
 const minHeap = 4 << 20
@@ -51,6 +57,9 @@ type Floor struct {
 	tunes   int  // how many collections it has seen
 	allocs  uint64
 	at      time.Time
+
+	quietAfter time.Duration // quietAfter, or shorter in a test
+	quietTimer *time.Timer   // while busy: ends the floor if no collection comes
 }
 
 // sentinel is allocated for one collection to find unreachable; it holds
@@ -63,7 +72,7 @@ type sentinel struct {
 
 // Start sets the floor to floor bytes until Stop.
 func Start(floor uint64) *Floor {
-	f := &Floor{floor: floor, percent: 100, at: time.Now()}
+	f := &Floor{floor: floor, percent: 100, at: time.Now(), quietAfter: quietAfter}
 	f.allocs, _ = readHeap()
 	f.tune()
 	return f
@@ -77,6 +86,9 @@ func (f *Floor) Stop() {
 		return
 	}
 	f.stopped = true
+	if f.quietTimer != nil {
+		f.quietTimer.Stop()
+	}
 	if f.percent != 100 {
 		debug.SetGCPercent(100)
 		f.percent = 100
@@ -120,8 +132,32 @@ func (f *Floor) tune() {
 		debug.SetGCPercent(p)
 		f.percent = p
 	}
+	switch {
+	case f.busy && f.quietTimer == nil:
+		f.quietTimer = time.AfterFunc(f.quietAfter, f.quiet)
+	case f.busy:
+		f.quietTimer.Reset(f.quietAfter)
+	case f.quietTimer != nil:
+		f.quietTimer.Stop()
+	}
 	f.tunes++
 	runtime.AddCleanup(&sentinel{}, func(f *Floor) { f.tune() }, f)
+}
+
+// quiet ends the floor after quietAfter without a collection. The heap
+// is then over the default's goal, so a collection follows at once, and
+// its tune measures how fast the process allocated meanwhile.
+func (f *Floor) quiet() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped || !f.busy {
+		return
+	}
+	f.busy = false
+	if f.percent != 100 {
+		debug.SetGCPercent(100)
+		f.percent = 100
+	}
 }
 
 // percentFor is the GOGC that makes the goal the floor for a live heap

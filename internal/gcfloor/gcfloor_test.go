@@ -140,3 +140,34 @@ func TestStopRestoresDefault(t *testing.T) {
 		t.Fatalf("after Stop: GOGC %d, collections seen %d then %d", p, n, m)
 	}
 }
+
+// TestFloorEndsWithoutCollections: a process that stops allocating while
+// the floor holds gets the default back after quietAfter, with no
+// collection of its own to tell it.
+func TestFloorEndsWithoutCollections(t *testing.T) {
+	f := Start(DefaultBytes)
+	defer f.Stop()
+	f.mu.Lock()
+	f.quietAfter = 200 * time.Millisecond
+	f.mu.Unlock()
+	for {
+		for range 256 {
+			sink = make([]byte, 64<<10)
+		}
+		if p, busy, _ := f.Percent(); busy && p > 100 {
+			break
+		}
+	}
+	sink = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if p, busy, _ := f.Percent(); !busy && p == 100 && gogc() == 100 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p, busy, n := f.Percent()
+			t.Fatalf("10 s after the allocation stopped: GOGC %d (runtime %d), busy %v, %d collections seen", p, gogc(), busy, n)
+		}
+		time.Sleep(10 * time.Millisecond) // the timer runs on its own
+	}
+}
