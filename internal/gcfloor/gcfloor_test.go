@@ -36,9 +36,27 @@ func gogc() uint64 {
 
 var sink []byte
 
+// busyFloor allocates fast until f holds GOGC raised.
+func busyFloor(t *testing.T, f *Floor) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for range 256 {
+			sink = make([]byte, 64<<10)
+		}
+		if p, busy, _ := f.Percent(); busy && p > 100 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p, busy, n := f.Percent()
+			t.Fatalf("GOGC %d, busy %v after %d collections of fast allocation", p, busy, n)
+		}
+	}
+}
+
 // TestFloorFollowsAllocation: a process allocating fast gets GOGC raised
-// to reach the floor, collected less often than at the default; once it
-// allocates slowly GOGC is 100 again, and Stop leaves it at 100.
+// to reach the floor, and is collected less often than at the default;
+// once it allocates slowly GOGC is 100 again.
 func TestFloorFollowsAllocation(t *testing.T) {
 	f := Start(DefaultBytes)
 	defer f.Stop()
@@ -50,19 +68,7 @@ func TestFloorFollowsAllocation(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	gcs0 := ms.NumGC
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		for range 256 {
-			sink = make([]byte, 64<<10)
-		}
-		if p, busy, _ := f.Percent(); busy && p > 100 {
-			break
-		}
-		if time.Now().After(deadline) {
-			p, busy, n := f.Percent()
-			t.Fatalf("GOGC %d, busy %v after %d collections of fast allocation", p, busy, n)
-		}
-	}
+	busyFloor(t, f)
 	if g := gogc(); g <= 100 {
 		t.Fatalf("the floor says busy but the runtime's GOGC is %d", g)
 	}
@@ -118,14 +124,7 @@ func collect(t *testing.T, f *Floor) {
 // puts the default back, and sees no more collections.
 func TestStopRestoresDefault(t *testing.T) {
 	f := Start(DefaultBytes)
-	for {
-		for range 256 {
-			sink = make([]byte, 64<<10)
-		}
-		if p, _, _ := f.Percent(); p > 100 {
-			break
-		}
-	}
+	busyFloor(t, f)
 	f.Stop()
 	f.Stop()
 	if g := gogc(); g != 100 {
@@ -150,14 +149,7 @@ func TestFloorEndsWithoutCollections(t *testing.T) {
 	f.mu.Lock()
 	f.quietAfter = 200 * time.Millisecond
 	f.mu.Unlock()
-	for {
-		for range 256 {
-			sink = make([]byte, 64<<10)
-		}
-		if p, busy, _ := f.Percent(); busy && p > 100 {
-			break
-		}
-	}
+	busyFloor(t, f)
 	sink = nil
 	deadline := time.Now().Add(10 * time.Second)
 	for {
