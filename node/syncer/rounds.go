@@ -3,6 +3,7 @@ package syncer
 import (
 	"bytes"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -324,11 +325,15 @@ func (s *Syncer) syncChannel(ch uuid.UUID, full bool) {
 		if got != nil {
 			last = got
 		}
-		if resumed && full && !join && res.complete() {
-			// The cursor's marks may have passed holes this peer holds
-			// now (a restarted peer, an envelope it got since): a full
-			// round asks again from the stored marks.
-			if more, got := s.holesFrom(ch, c.pl, since, last); more != nil {
+		if full && !join && res.complete() {
+			// Paging may have passed holes this peer holds: a page cut
+			// between a stream's numbers above a hole and the hole's own
+			// envelope, stamped later, raises the mark past it
+			// (history.NextHistoryRequest), and a cursor's marks may
+			// predate what the peer holds now (it restarted, or got the
+			// envelope since). A full round asks the peer once more for
+			// the streams with holes alone.
+			if more, got := s.holesFrom(ch, c.pl, last); more != nil {
 				res = res.then(*more)
 				if got != nil {
 					last = got
@@ -386,20 +391,42 @@ func (s *Syncer) syncChannel(ch uuid.UUID, full bool) {
 	}
 }
 
-// holesFrom asks pl for the channel's envelopes above the stored marks
-// once resumed paging with it is done, if holes remain: nil when none do
-// (or the marks cannot be read).
-func (s *Syncer) holesFrom(ch uuid.UUID, pl *peers.Link, since int64, last *Batch) (*PeerResult, *Batch) {
+// holesFrom asks pl, once its paging is done, for the envelopes above
+// the stored marks of the channel's streams with holes, and of no other
+// stream (since_ts at its greatest, so no unmarked stream matches): nil
+// when no hole is left (or the store cannot be read). Without the other
+// streams in the way, a hole's envelope comes in the same page as the
+// few numbers above it.
+func (s *Syncer) holesFrom(ch uuid.UUID, pl *peers.Link, last *Batch) (*PeerResult, *Batch) {
 	s.awaitStored(last)
-	if s.gapStreams(ch) == 0 {
-		return nil, nil
-	}
-	marks, err := s.store.SeqMarks(ch)
+	streams, err := s.store.Gaps(proto.ToChannel(ch))
 	if err != nil {
 		return nil, nil
 	}
-	s.log.Debug("history sync: resumed paging done with holes left; asking the peer from our marks", "peer", pl.Key.Fingerprint())
-	res, got := s.pageFrom(pl, &proto.HistoryRequest{ChannelID: ch, SinceTS: since, SinceSeqBySender: marks,
+	holed := make(map[proto.SeqMark]bool)
+	for _, st := range streams {
+		if len(st.Missing) > 0 {
+			holed[proto.SeqMark{Sender: st.Sender, Epoch: st.Epoch}] = true
+		}
+	}
+	if len(holed) == 0 {
+		return nil, nil
+	}
+	all, err := s.store.SeqMarks(ch)
+	if err != nil {
+		return nil, nil
+	}
+	var marks []proto.SeqMark
+	for _, m := range all {
+		if holed[proto.SeqMark{Sender: m.Sender, Epoch: m.Epoch}] {
+			marks = append(marks, m)
+		}
+	}
+	if len(marks) == 0 {
+		return nil, nil
+	}
+	s.log.Debug("history sync: paging done with holes left; asking the peer for those streams", "peer", pl.Key.Fingerprint(), "streams", len(marks))
+	res, got := s.pageFrom(pl, &proto.HistoryRequest{ChannelID: ch, SinceTS: math.MaxInt64, SinceSeqBySender: marks,
 		MaxMessages: uint32(s.cfg.SyncPageMessages), MaxBytes: uint32(s.cfg.SyncPageBytes)})
 	return &res, got
 }
