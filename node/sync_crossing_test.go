@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 )
 
@@ -124,16 +123,7 @@ func TestCatchUpFillsALateHoleBehindOtherStreams(t *testing.T) {
 
 	marked := time.Now()
 	b.rx.Sync.MarkDue(p.ID, false)
-	var r syncer.Round
-	waitFor(t, 30*time.Second, "b's round after the mark", func() bool {
-		for _, x := range roundsOf(b, p.ID) {
-			if x.Started.After(marked) {
-				r = x
-				return true
-			}
-		}
-		return false
-	})
+	r := roundAfter(t, b, p.ID, marked, 30*time.Second)
 	if !channelIDs(t, b, p.ID)[late.ID] {
 		g, _ := b.store.Gaps(proto.ToChannel(p.ID))
 		t.Fatalf("the round ended without carol's 51 (%d pages from a); streams %+v", r.Peers[0].Pages, g)

@@ -16,7 +16,6 @@ import (
 	"github.com/meshd/meshd/channel"
 	"github.com/meshd/meshd/internal/testwait"
 	"github.com/meshd/meshd/node/api"
-	"github.com/meshd/meshd/node/syncer"
 	"github.com/meshd/meshd/proto"
 	"github.com/meshd/meshd/roster"
 	"github.com/meshd/meshd/transport"
@@ -399,16 +398,7 @@ func TestSyncAsksRecentWritersFirst(t *testing.T) {
 	})
 	marked := time.Now()
 	d.rx.Sync.MarkDue(p.ID, false)
-	var r syncer.Round
-	waitFor(t, 10*time.Second, "a round with all three linked", func() bool {
-		for _, x := range roundsOf(d, p.ID) {
-			if x.Started.After(marked) {
-				r = x
-				return true
-			}
-		}
-		return false
-	})
+	r := roundAfter(t, d, p.ID, marked, 10*time.Second)
 	var order []proto.PubKey
 	for _, pr := range r.Peers {
 		order = append(order, pr.Peer)

@@ -3,6 +3,7 @@ package node
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -43,6 +44,23 @@ func roundsOf(n *Node, ch uuid.UUID) []syncer.Round {
 		}
 	}
 	return out
+}
+
+// roundAfter waits (up to within) for the first round of channel ch on n
+// that started after t0, and returns it.
+func roundAfter(t testing.TB, n *Node, ch uuid.UUID, t0 time.Time, within time.Duration) syncer.Round {
+	t.Helper()
+	var r syncer.Round
+	waitFor(t, within, "a round started after "+t0.Format(time.StampMilli), func() bool {
+		for _, x := range roundsOf(n, ch) {
+			if x.Started.After(t0) {
+				r = x
+				return true
+			}
+		}
+		return false
+	})
+	return r
 }
 
 // newTestNode starts a node with the seams h (nil: none), serves its
