@@ -89,13 +89,14 @@ func (at *attachments) queueWant(pl *peers.Link, a proto.Attachment, chunks []ui
 			return
 		}
 		at.mu.Unlock()
-		at.refuseBusy(pl, a.SHA256, chunks)
+		at.refuseBusy(pl, a.SHA256, chunks) // its own queue is full: it holds a slot already
 		return
 	}
 	select {
 	case at.serveSem <- struct{}{}:
 	default:
 		at.mu.Unlock()
+		at.refusals.Add(1) // the links being served hand their slots back
 		at.refuseBusy(pl, a.SHA256, chunks)
 		return
 	}
@@ -109,7 +110,6 @@ func (at *attachments) queueWant(pl *peers.Link, a proto.Attachment, chunks []ui
 // refuseBusy answers a want "not yet" for want of a slot or of room in
 // its link's queue.
 func (at *attachments) refuseBusy(pl *peers.Link, h proto.Hash, chunks []uint32) {
-	at.refusals.Add(1)
 	at.n.metrics.inc(cBlobServeBusy)
 	at.notYet(pl, h, chunks)
 }

@@ -50,16 +50,6 @@ func RecycleChunkFrame(frame []byte) {
 	chunkFrames.Put(&b)
 }
 
-// LastOther returns when a frame other than an attachment transfer's
-// (blob-want, blob-chunk) was last received or written on the link: the
-// zero time if none was.
-func (l *Link) LastOther() time.Time {
-	if t := l.otherAt[l.otherN.Load()%otherRing].Load(); t != 0 {
-		return time.Unix(0, t)
-	}
-	return time.Time{}
-}
-
 // otherRing is how many of the last frames other than a transfer's a
 // link remembers the times of, for [Link.OthersWithin].
 const otherRing = 4
@@ -78,8 +68,8 @@ func (l *Link) OthersWithin(d time.Duration) bool {
 	return true
 }
 
-// noteOther records frame f for LastOther and OthersWithin unless it is
-// a transfer's.
+// noteOther records frame f for OthersWithin unless it is a transfer's
+// (blob-want, blob-chunk).
 func (l *Link) noteOther(f []byte) {
 	if len(f) > 0 && (f[0] == creditedFrame || f[0] == byte(proto.FrameBlobWant)) {
 		return

@@ -86,8 +86,7 @@ type Link struct {
 	credit atomic.Int64
 	// otherAt holds when the last otherRing frames other than an
 	// attachment transfer's went either way (unix nanoseconds), in a
-	// ring that otherN, their count, indexes ([Link.LastOther],
-	// [Link.OthersWithin]).
+	// ring that otherN, their count, indexes ([Link.OthersWithin]).
 	otherAt [otherRing]atomic.Int64
 	otherN  atomic.Uint64
 
