@@ -399,16 +399,7 @@ func (s *Syncer) syncChannel(ch uuid.UUID, full bool) {
 // few numbers above it.
 func (s *Syncer) holesFrom(ch uuid.UUID, pl *peers.Link, last *Batch) (*PeerResult, *Batch) {
 	s.awaitStored(last)
-	streams, err := s.store.Gaps(proto.ToChannel(ch))
-	if err != nil {
-		return nil, nil
-	}
-	holed := make(map[proto.SeqMark]bool)
-	for _, st := range streams {
-		if len(st.Missing) > 0 {
-			holed[proto.SeqMark{Sender: st.Sender, Epoch: st.Epoch}] = true
-		}
-	}
+	holed := s.holedStreams(ch)
 	if len(holed) == 0 {
 		return nil, nil
 	}
@@ -441,16 +432,20 @@ func (r PeerResult) then(more PeerResult) PeerResult {
 }
 
 // gapStreams counts the channel's streams with holes.
-func (s *Syncer) gapStreams(ch uuid.UUID) int {
+func (s *Syncer) gapStreams(ch uuid.UUID) int { return len(s.holedStreams(ch)) }
+
+// holedStreams returns the channel's streams with holes: none when the
+// store cannot be read.
+func (s *Syncer) holedStreams(ch uuid.UUID) map[proto.SeqMark]bool {
 	streams, err := s.store.Gaps(proto.ToChannel(ch))
 	if err != nil {
-		return 0
+		return nil
 	}
-	k := 0
+	holed := make(map[proto.SeqMark]bool)
 	for _, st := range streams {
 		if len(st.Missing) > 0 {
-			k++
+			holed[proto.SeqMark{Sender: st.Sender, Epoch: st.Epoch}] = true
 		}
 	}
-	return k
+	return holed
 }
