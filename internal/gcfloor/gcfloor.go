@@ -95,9 +95,9 @@ func (f *Floor) Stop() {
 	}
 }
 
-// Percent is the GOGC the floor last set, whether the process allocated
+// state is the GOGC the floor last set, whether the process allocated
 // fast at the last collection, and how many collections it has seen.
-func (f *Floor) Percent() (percent int, busy bool, collections int) {
+func (f *Floor) state() (percent int, busy bool, collections int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.percent, f.busy, f.tunes

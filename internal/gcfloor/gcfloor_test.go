@@ -44,11 +44,11 @@ func busyFloor(t *testing.T, f *Floor) {
 		for range 256 {
 			sink = make([]byte, 64<<10)
 		}
-		if p, busy, _ := f.Percent(); busy && p > 100 {
+		if p, busy, _ := f.state(); busy && p > 100 {
 			return
 		}
 		if time.Now().After(deadline) {
-			p, busy, n := f.Percent()
+			p, busy, n := f.state()
 			t.Fatalf("GOGC %d, busy %v after %d collections of fast allocation", p, busy, n)
 		}
 	}
@@ -60,7 +60,7 @@ func busyFloor(t *testing.T, f *Floor) {
 func TestFloorFollowsAllocation(t *testing.T) {
 	f := Start(DefaultBytes)
 	defer f.Stop()
-	if p, busy, _ := f.Percent(); p != 100 || busy || gogc() != 100 {
+	if p, busy, _ := f.state(); p != 100 || busy || gogc() != 100 {
 		t.Fatalf("at start: GOGC %d (runtime %d), busy %v; want 100, not busy", p, gogc(), busy)
 	}
 
@@ -93,7 +93,7 @@ func TestFloorFollowsAllocation(t *testing.T) {
 	for i := 0; ; i++ {
 		time.Sleep(300 * time.Millisecond) // deliberate: the rate is bytes over time
 		collect(t, f)
-		p, busy, _ := f.Percent()
+		p, busy, _ := f.state()
 		if !busy && p == 100 && gogc() == 100 {
 			break
 		}
@@ -106,11 +106,11 @@ func TestFloorFollowsAllocation(t *testing.T) {
 // collect runs a collection and waits until the floor has seen it.
 func collect(t *testing.T, f *Floor) {
 	t.Helper()
-	_, _, n := f.Percent()
+	_, _, n := f.state()
 	runtime.GC()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, _, m := f.Percent(); m > n {
+		if _, _, m := f.state(); m > n {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -130,12 +130,12 @@ func TestStopRestoresDefault(t *testing.T) {
 	if g := gogc(); g != 100 {
 		t.Fatalf("GOGC %d after Stop, want 100", g)
 	}
-	_, _, n := f.Percent()
+	_, _, n := f.state()
 	for range 512 {
 		sink = make([]byte, 64<<10)
 	}
 	runtime.GC()
-	if p, _, m := f.Percent(); p != 100 || m != n {
+	if p, _, m := f.state(); p != 100 || m != n {
 		t.Fatalf("after Stop: GOGC %d, collections seen %d then %d", p, n, m)
 	}
 }
@@ -153,11 +153,11 @@ func TestFloorEndsWithoutCollections(t *testing.T) {
 	sink = nil
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if p, busy, _ := f.Percent(); !busy && p == 100 && gogc() == 100 {
+		if p, busy, _ := f.state(); !busy && p == 100 && gogc() == 100 {
 			return
 		}
 		if time.Now().After(deadline) {
-			p, busy, n := f.Percent()
+			p, busy, n := f.state()
 			t.Fatalf("10 s after the allocation stopped: GOGC %d (runtime %d), busy %v, %d collections seen", p, gogc(), busy, n)
 		}
 		time.Sleep(10 * time.Millisecond) // the timer runs on its own
